@@ -1,0 +1,169 @@
+// GraphBuilder: the tracing API. A tracer (the R bindings, a C++ model, a test) calls one method
+// per tensor operation; the builder records the op into a func.func of rfuse IR, checks shapes as
+// it goes, and hands back the module as text plus a stable signature hash.
+//
+// This header exposes no MLIR or LLVM types on purpose: the R package and other clients include
+// it without MLIR's headers.
+#ifndef RFUSE_FRONTEND_GRAPHBUILDER_H
+#define RFUSE_FRONTEND_GRAPHBUILDER_H
+
+#include "rfuse/IR/DType.h"
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfuse {
+
+/// Shapes or dtypes that do not fit the operation. The message names the operation and the
+/// offending operand(s), e.g. "matmul: non-conformable arguments: lhs [3, 4] has 4 columns but
+/// rhs [5, 2] has 5 rows".
+class ShapeError : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Misuse of the builder: a value from another function, recording after finish(), etc.
+class TraceError : public std::logic_error {
+public:
+  using std::logic_error::logic_error;
+};
+
+/// A traced tensor value: a handle into the GraphBuilder that made it.
+struct TracedValue {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+/// A function traced with beginFunction/endFunction, to be called with GraphBuilder::call.
+struct TracedFunction {
+  int id = -1;
+};
+
+enum class ComparePredicate { Eq, Ne, Lt, Le, Gt, Ge };
+enum class ImageLayout { NCHW, NHWC };
+
+struct Conv2dParams {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> padding{0, 0, 0, 0}; ///< top, bottom, left, right
+  std::vector<int64_t> dilation{1, 1};
+  int64_t groups = 1;
+  ImageLayout layout = ImageLayout::NCHW;
+};
+
+struct Pool2dParams {
+  std::vector<int64_t> kernel{2, 2};
+  std::vector<int64_t> strides{2, 2};
+  std::vector<int64_t> padding{0, 0, 0, 0}; ///< top, bottom, left, right
+  ImageLayout layout = ImageLayout::NCHW;
+  bool countIncludePad = true; ///< avg_pool2d only
+};
+
+class GraphBuilder {
+public:
+  /// Starts a module whose entry function is called `entryName`.
+  explicit GraphBuilder(const std::string &entryName = "main");
+  ~GraphBuilder();
+  GraphBuilder(const GraphBuilder &) = delete;
+  GraphBuilder &operator=(const GraphBuilder &) = delete;
+
+  // --- Inputs and constants -------------------------------------------------------------------
+  /// A new argument of the function being traced. `name` (e.g. the R argument) is kept as the
+  /// argument's location so that diagnostics and dumps can name it; it does not change the hash.
+  TracedValue input(const std::vector<int64_t> &shape, DType dtype, const std::string &name = "");
+  /// A rank-0 constant.
+  TracedValue scalar(double value, DType dtype);
+  /// A dense constant (row-major values; rounded to dtype).
+  TracedValue constant(const std::vector<double> &values, const std::vector<int64_t> &shape,
+                       DType dtype);
+
+  // --- Pointwise ----------------------------------------------------------------------------
+  // Binary ops broadcast NumPy-style (trailing dimensions aligned, size 1 stretches) and insert
+  // explicit rfuse.broadcast_in_dim ops; a rank-0 operand broadcasts to anything. Operands of
+  // different dtypes are an error (insert cast() first). Callers with other rules (R's
+  // recycling) broadcast explicitly with broadcastInDim() first.
+  TracedValue neg(TracedValue x);
+  TracedValue abs(TracedValue x);
+  TracedValue exp(TracedValue x);
+  TracedValue log(TracedValue x);
+  TracedValue sqrt(TracedValue x);
+  TracedValue rsqrt(TracedValue x);
+  TracedValue tanh(TracedValue x);
+  TracedValue sigmoid(TracedValue x);
+  TracedValue relu(TracedValue x);
+  TracedValue gelu(TracedValue x, bool tanhApproximation = false);
+  TracedValue sin(TracedValue x);
+  TracedValue cos(TracedValue x);
+  TracedValue logicalNot(TracedValue x);
+
+  TracedValue add(TracedValue a, TracedValue b);
+  TracedValue sub(TracedValue a, TracedValue b);
+  TracedValue mul(TracedValue a, TracedValue b);
+  TracedValue div(TracedValue a, TracedValue b);
+  TracedValue pow(TracedValue a, TracedValue b);
+  TracedValue maximum(TracedValue a, TracedValue b);
+  TracedValue minimum(TracedValue a, TracedValue b);
+  TracedValue logicalAnd(TracedValue a, TracedValue b);
+  TracedValue logicalOr(TracedValue a, TracedValue b);
+  TracedValue compare(ComparePredicate p, TracedValue a, TracedValue b);
+  /// cond ? onTrue : onFalse, all three broadcast together.
+  TracedValue select(TracedValue cond, TracedValue onTrue, TracedValue onFalse);
+  TracedValue cast(TracedValue x, DType to);
+
+  // --- Data movement ------------------------------------------------------------------------
+  /// Operand dimension i becomes result dimension dims[i] (strictly increasing).
+  TracedValue broadcastInDim(TracedValue x, const std::vector<int64_t> &shape,
+                             const std::vector<int64_t> &dims);
+  /// NumPy-style broadcast to `shape`.
+  TracedValue broadcastTo(TracedValue x, const std::vector<int64_t> &shape);
+  TracedValue transpose(TracedValue x, const std::vector<int64_t> &perm);
+  TracedValue reshape(TracedValue x, const std::vector<int64_t> &shape);
+
+  // --- Reductions ---------------------------------------------------------------------------
+  TracedValue reduceSum(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);
+  TracedValue reduceMean(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);
+  TracedValue reduceMax(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);
+  TracedValue reduceMin(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);
+
+  // --- Contractions, convolution, pooling ------------------------------------------------------
+  TracedValue matmul(TracedValue a, TracedValue b, bool transposeA = false,
+                     bool transposeB = false);
+  /// `bias` may be an invalid (default) TracedValue for none.
+  TracedValue conv2d(TracedValue input, TracedValue filter, TracedValue bias,
+                     const Conv2dParams &params = {});
+  TracedValue maxPool2d(TracedValue input, const Pool2dParams &params = {});
+  TracedValue avgPool2d(TracedValue input, const Pool2dParams &params = {});
+
+  // --- Helper functions (traced R helpers become func.func + func.call) -------------------------
+  /// Starts tracing a new function; input() then adds its arguments. Values of the enclosing
+  /// function cannot be used until endFunction().
+  void beginFunction(const std::string &name);
+  TracedFunction endFunction(const std::vector<TracedValue> &results);
+  std::vector<TracedValue> call(TracedFunction fn, const std::vector<TracedValue> &args);
+
+  // --- Finishing ----------------------------------------------------------------------------
+  /// Sets the entry function's results and verifies the module. Recording stops.
+  void finish(const std::vector<TracedValue> &results);
+  /// The module as MLIR text (pretty form; with locations when `withLocations`).
+  std::string moduleText(bool withLocations = false) const;
+  /// A stable 64-bit hash of the graph's structure, shapes and dtypes (input names and source
+  /// locations excluded), for compile caches. Equal graphs hash equal across processes.
+  uint64_t signatureHash() const;
+
+  // --- Introspection ------------------------------------------------------------------------
+  std::vector<int64_t> shape(TracedValue v) const;
+  DType dtype(TracedValue v) const;
+  /// Source description attached to ops recorded from now on (e.g. the R call being traced);
+  /// it becomes the ops' location. Empty clears it.
+  void setSourceLocation(const std::string &description);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace rfuse
+
+#endif

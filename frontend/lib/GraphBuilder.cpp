@@ -1,0 +1,499 @@
+#include "rfuse/Frontend/GraphBuilder.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/IR/ShapeFunctions.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+using namespace mlir;
+
+namespace rfuse {
+
+struct GraphBuilder::Impl {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  OpBuilder b;
+  Location loc;
+  std::vector<Value> values;
+  std::vector<int> valueFrame;    // which function frame each value belongs to
+  std::vector<func::FuncOp> functions; // TracedFunction ids
+  struct Frame {
+    func::FuncOp fn;
+    int id;
+  };
+  std::vector<Frame> frames;
+  int nextFrameId = 0;
+  bool finished = false;
+
+  Impl() : b(&ctx), loc(UnknownLoc::get(&ctx)) {
+    ctx.getOrLoadDialect<RfuseDialect>();
+    ctx.getOrLoadDialect<func::FuncDialect>();
+    module = ModuleOp::create(loc);
+  }
+
+  void checkOpen() {
+    if (finished)
+      throw TraceError("the graph is finished; no more ops can be recorded");
+  }
+
+  void pushFunction(const std::string &name, bool isPrivate) {
+    checkOpen();
+    if (module->lookupSymbol(name))
+      throw TraceError("a function named '" + name + "' is already traced");
+    b.setInsertionPointToEnd(module->getBody());
+    auto fn = b.create<func::FuncOp>(loc, name, b.getFunctionType({}, {}));
+    if (isPrivate)
+      fn.setPrivate();
+    fn.addEntryBlock();
+    frames.push_back({fn, nextFrameId++});
+    b.setInsertionPointToEnd(&fn.getBody().front());
+  }
+
+  // Ends the innermost function with `results` returned; restores the builder to the enclosing one.
+  func::FuncOp popFunction(const std::vector<TracedValue> &results) {
+    checkOpen();
+    if (frames.empty())
+      throw TraceError("no function is being traced");
+    std::vector<Value> vals;
+    for (TracedValue r : results)
+      vals.push_back(get(r, "return"));
+    func::FuncOp fn = frames.back().fn;
+    Block &body = fn.getBody().front();
+    b.setInsertionPointToEnd(&body);
+    b.create<func::ReturnOp>(loc, vals);
+    SmallVector<Type> resultTypes;
+    for (Value v : vals)
+      resultTypes.push_back(v.getType());
+    fn.setFunctionType(b.getFunctionType(body.getArgumentTypes(), resultTypes));
+    frames.pop_back();
+    if (!frames.empty())
+      b.setInsertionPointToEnd(&frames.back().fn.getBody().front());
+    return fn;
+  }
+
+  Value get(TracedValue v, const char *what) {
+    if (v.id < 0 || v.id >= (int)values.size())
+      throw TraceError(std::string(what) + ": invalid traced value");
+    if (frames.empty() || valueFrame[v.id] != frames.back().id)
+      throw TraceError(std::string(what) + ": value belongs to another traced function; pass it "
+                       "as an argument instead");
+    return values[v.id];
+  }
+
+  // Like get(), but for introspection: any value of this builder, in any function.
+  Value peek(TracedValue v, const char *what) const {
+    if (v.id < 0 || v.id >= (int)values.size())
+      throw TraceError(std::string(what) + ": invalid traced value");
+    return values[v.id];
+  }
+
+  TracedValue wrap(Value v) {
+    values.push_back(v);
+    valueFrame.push_back(frames.back().id);
+    return TracedValue{(int)values.size() - 1};
+  }
+
+  static RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+  static DType dtypeOf(Value v) {
+    DType d = DType::F32;
+    fromMlirType(typeOf(v).getElementType(), d);
+    return d;
+  }
+
+  // Creates an op, verifies it, and turns any diagnostic into a ShapeError naming `what`.
+  template <class OpT, class... Args> Value create(const char *what, Args &&...args) {
+    checkOpen();
+    std::string diag;
+    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+      if (diag.empty())
+        diag = d.str();
+      return success();
+    });
+    auto op = b.create<OpT>(loc, std::forward<Args>(args)...);
+    if (failed(verify(op.getOperation()))) {
+      op.erase();
+      throw ShapeError(std::string(what) + ": " + stripOpPrefix(diag));
+    }
+    return op->getResult(0);
+  }
+
+  // "'rfuse.add' op operand ..." -> "operand ..." (the caller prefixes its own name).
+  static std::string stripOpPrefix(const std::string &msg) {
+    size_t p = msg.find("' op ");
+    return p == std::string::npos ? msg : msg.substr(p + 5);
+  }
+
+  [[noreturn]] static void shapeFail(const char *what, const std::string &err) {
+    throw ShapeError(std::string(what) + ": " + err);
+  }
+
+  Value broadcastTo(Value x, ArrayRef<int64_t> shape, const char *what) {
+    auto t = typeOf(x);
+    if (t.getShape() == shape)
+      return x;
+    std::string err;
+    Shape out;
+    if (!broadcastShapes(t.getShape(), shape, out, err) || ArrayRef<int64_t>(out) != shape)
+      shapeFail(what, err.empty() ? "cannot broadcast " + shapeToString(t.getShape()) + " to " +
+                                        shapeToString(shape)
+                                  : err);
+    SmallVector<int64_t> dims;
+    int64_t offset = (int64_t)shape.size() - t.getRank();
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      dims.push_back(i + offset);
+    return create<BroadcastInDimOp>(what, RankedTensorType::get(shape, t.getElementType()), x,
+                                    b.getDenseI64ArrayAttr(dims));
+  }
+
+  // Broadcasts operands to a common shape; all must share one dtype unless `mixedOk`.
+  SmallVector<Value> broadcastAll(ArrayRef<Value> vs, const char *what, bool sameDtype = true) {
+    Shape shape(typeOf(vs[0]).getShape());
+    for (Value v : vs.drop_front()) {
+      if (sameDtype && typeOf(v).getElementType() != typeOf(vs[0]).getElementType())
+        shapeFail(what, std::string("operand dtypes differ (") + dtypeName(dtypeOf(vs[0])) +
+                            " vs " + dtypeName(dtypeOf(v)) + "); cast one of them first");
+      std::string err;
+      Shape out;
+      if (!broadcastShapes(shape, typeOf(v).getShape(), out, err))
+        shapeFail(what, err);
+      shape = out;
+    }
+    SmallVector<Value> out;
+    for (Value v : vs)
+      out.push_back(broadcastTo(v, shape, what));
+    return out;
+  }
+
+  template <class OpT> TracedValue unary(TracedValue x, const char *what) {
+    Value v = get(x, what);
+    return wrap(create<OpT>(what, v.getType(), v));
+  }
+
+  template <class OpT> TracedValue binary(TracedValue a, TracedValue c, const char *what) {
+    auto ops = broadcastAll({get(a, what), get(c, what)}, what);
+    return wrap(create<OpT>(what, ops[0].getType(), ops[0], ops[1]));
+  }
+
+  template <class OpT>
+  TracedValue reduce(TracedValue x, const std::vector<int64_t> &dims, bool keep, const char *what) {
+    Value v = get(x, what);
+    Shape out;
+    std::string err;
+    if (!inferReduceShape(typeOf(v).getShape(), dims, keep, out, err))
+      shapeFail(what, err);
+    return wrap(create<OpT>(what, RankedTensorType::get(out, typeOf(v).getElementType()), v,
+                            b.getDenseI64ArrayAttr(dims), b.getBoolAttr(keep)));
+  }
+
+  Attribute element(Type elemType, double v) {
+    if (llvm::isa<FloatType>(elemType))
+      return b.getFloatAttr(elemType, v);
+    return b.getIntegerAttr(elemType, (int64_t)v);
+  }
+
+  template <class PoolOpT>
+  TracedValue pool(TracedValue x, const Pool2dParams &p, const char *what, bool isAvg) {
+    Value v = get(x, what);
+    bool nhwc = p.layout == ImageLayout::NHWC;
+    Shape out;
+    std::string err;
+    if (!inferPool2dShape(typeOf(v).getShape(), p.kernel, p.strides, p.padding, nhwc, out, err))
+      shapeFail(what, err);
+    auto type = RankedTensorType::get(out, typeOf(v).getElementType());
+    auto layout = LayoutAttr::get(&ctx, nhwc ? Layout::NHWC : Layout::NCHW);
+    if constexpr (std::is_same_v<PoolOpT, AvgPool2dOp>)
+      return wrap(create<PoolOpT>(what, type, v, b.getDenseI64ArrayAttr(p.kernel),
+                                  b.getDenseI64ArrayAttr(p.strides),
+                                  b.getDenseI64ArrayAttr(p.padding), layout,
+                                  b.getBoolAttr(p.countIncludePad)));
+    else
+      return wrap(create<PoolOpT>(what, type, v, b.getDenseI64ArrayAttr(p.kernel),
+                                  b.getDenseI64ArrayAttr(p.strides),
+                                  b.getDenseI64ArrayAttr(p.padding), layout));
+  }
+};
+
+GraphBuilder::GraphBuilder(const std::string &entryName) : impl(std::make_unique<Impl>()) {
+  impl->pushFunction(entryName, /*isPrivate=*/false);
+}
+GraphBuilder::~GraphBuilder() = default;
+
+TracedValue GraphBuilder::input(const std::vector<int64_t> &shape, DType dtype,
+                                const std::string &name) {
+  impl->checkOpen();
+  for (int64_t d : shape)
+    if (d < 0)
+      throw ShapeError("input" + (name.empty() ? std::string() : " '" + name + "'") +
+                       ": dimensions must be non-negative, got " + shapeToString(shape));
+  auto type = RankedTensorType::get(shape, toMlirType(&impl->ctx, dtype));
+  func::FuncOp fn = impl->frames.back().fn;
+  Location argLoc = name.empty() ? impl->loc : NameLoc::get(impl->b.getStringAttr(name));
+  BlockArgument arg = fn.getBody().front().addArgument(type, argLoc);
+  fn.setFunctionType(impl->b.getFunctionType(fn.getBody().front().getArgumentTypes(),
+                                             fn.getFunctionType().getResults()));
+  return impl->wrap(arg);
+}
+
+TracedValue GraphBuilder::scalar(double value, DType dtype) { return constant({value}, {}, dtype); }
+
+TracedValue GraphBuilder::constant(const std::vector<double> &values,
+                                   const std::vector<int64_t> &shape, DType dtype) {
+  impl->checkOpen();
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if ((int64_t)values.size() != n)
+    throw ShapeError("constant: " + std::to_string(values.size()) + " values given for shape " +
+                     shapeToString(shape) + " (" + std::to_string(n) + " elements)");
+  Type elem = toMlirType(&impl->ctx, dtype);
+  auto type = RankedTensorType::get(shape, elem);
+  SmallVector<Attribute> attrs;
+  for (double v : values)
+    attrs.push_back(impl->element(elem, v));
+  ElementsAttr value = DenseElementsAttr::get(type, attrs);
+  return impl->wrap(impl->create<ConstantOp>("constant", type, value));
+}
+
+#define RFUSE_UNARY_METHOD(METHOD, OP, NAME)                                                      \
+  TracedValue GraphBuilder::METHOD(TracedValue x) { return impl->unary<OP>(x, NAME); }
+RFUSE_UNARY_METHOD(neg, NegOp, "neg")
+RFUSE_UNARY_METHOD(abs, AbsOp, "abs")
+RFUSE_UNARY_METHOD(exp, ExpOp, "exp")
+RFUSE_UNARY_METHOD(log, LogOp, "log")
+RFUSE_UNARY_METHOD(sqrt, SqrtOp, "sqrt")
+RFUSE_UNARY_METHOD(rsqrt, RsqrtOp, "rsqrt")
+RFUSE_UNARY_METHOD(tanh, TanhOp, "tanh")
+RFUSE_UNARY_METHOD(sigmoid, SigmoidOp, "sigmoid")
+RFUSE_UNARY_METHOD(relu, ReluOp, "relu")
+RFUSE_UNARY_METHOD(sin, SinOp, "sin")
+RFUSE_UNARY_METHOD(cos, CosOp, "cos")
+RFUSE_UNARY_METHOD(logicalNot, NotOp, "not")
+#undef RFUSE_UNARY_METHOD
+
+TracedValue GraphBuilder::gelu(TracedValue x, bool tanhApproximation) {
+  Value v = impl->get(x, "gelu");
+  auto approx = GeluApproximationAttr::get(
+      &impl->ctx, tanhApproximation ? GeluApproximation::tanh : GeluApproximation::none);
+  return impl->wrap(impl->create<GeluOp>("gelu", v.getType(), v, approx));
+}
+
+#define RFUSE_BINARY_METHOD(METHOD, OP, NAME)                                                     \
+  TracedValue GraphBuilder::METHOD(TracedValue a, TracedValue b) {                                \
+    return impl->binary<OP>(a, b, NAME);                                                          \
+  }
+RFUSE_BINARY_METHOD(add, AddOp, "add")
+RFUSE_BINARY_METHOD(sub, SubOp, "sub")
+RFUSE_BINARY_METHOD(mul, MulOp, "mul")
+RFUSE_BINARY_METHOD(div, DivOp, "div")
+RFUSE_BINARY_METHOD(pow, PowOp, "pow")
+RFUSE_BINARY_METHOD(maximum, MaxOp, "max")
+RFUSE_BINARY_METHOD(minimum, MinOp, "min")
+RFUSE_BINARY_METHOD(logicalAnd, AndOp, "and")
+RFUSE_BINARY_METHOD(logicalOr, OrOp, "or")
+#undef RFUSE_BINARY_METHOD
+
+TracedValue GraphBuilder::compare(ComparePredicate p, TracedValue a, TracedValue c) {
+  auto ops = impl->broadcastAll({impl->get(a, "compare"), impl->get(c, "compare")}, "compare");
+  auto pred = CmpPredicateAttr::get(&impl->ctx, static_cast<CmpPredicate>(p));
+  auto type = RankedTensorType::get(Impl::typeOf(ops[0]).getShape(), impl->b.getI1Type());
+  return impl->wrap(impl->create<CompareOp>("compare", type, pred, ops[0], ops[1]));
+}
+
+TracedValue GraphBuilder::select(TracedValue cond, TracedValue onTrue, TracedValue onFalse) {
+  Value c = impl->get(cond, "select"), t = impl->get(onTrue, "select"),
+        f = impl->get(onFalse, "select");
+  if (!Impl::typeOf(c).getElementType().isInteger(1))
+    Impl::shapeFail("select", std::string("condition must be a boolean (i1) tensor, got ") +
+                                  dtypeName(Impl::dtypeOf(c)));
+  auto ops = impl->broadcastAll({c, t, f}, "select", /*sameDtype=*/false);
+  if (Impl::typeOf(ops[1]) != Impl::typeOf(ops[2]))
+    Impl::shapeFail("select", std::string("branch dtypes differ (") + dtypeName(Impl::dtypeOf(t)) +
+                                  " vs " + dtypeName(Impl::dtypeOf(f)) + ")");
+  return impl->wrap(impl->create<SelectOp>("select", ops[1].getType(), ops[0], ops[1], ops[2]));
+}
+
+TracedValue GraphBuilder::cast(TracedValue x, DType to) {
+  Value v = impl->get(x, "cast");
+  auto type = RankedTensorType::get(Impl::typeOf(v).getShape(), toMlirType(&impl->ctx, to));
+  if (type == v.getType())
+    return x;
+  return impl->wrap(impl->create<CastOp>("cast", type, v));
+}
+
+TracedValue GraphBuilder::broadcastInDim(TracedValue x, const std::vector<int64_t> &shape,
+                                         const std::vector<int64_t> &dims) {
+  Value v = impl->get(x, "broadcast_in_dim");
+  std::string err;
+  if (!checkBroadcastInDim(Impl::typeOf(v).getShape(), dims, shape, err))
+    Impl::shapeFail("broadcast_in_dim", err);
+  auto type = RankedTensorType::get(shape, Impl::typeOf(v).getElementType());
+  return impl->wrap(impl->create<BroadcastInDimOp>("broadcast_in_dim", type, v,
+                                                   impl->b.getDenseI64ArrayAttr(dims)));
+}
+
+TracedValue GraphBuilder::broadcastTo(TracedValue x, const std::vector<int64_t> &shape) {
+  return impl->wrap(impl->broadcastTo(impl->get(x, "broadcast"), shape, "broadcast"));
+}
+
+TracedValue GraphBuilder::transpose(TracedValue x, const std::vector<int64_t> &perm) {
+  Value v = impl->get(x, "transpose");
+  Shape out;
+  std::string err;
+  if (!inferTransposeShape(Impl::typeOf(v).getShape(), perm, out, err))
+    Impl::shapeFail("transpose", err);
+  auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
+  return impl->wrap(
+      impl->create<TransposeOp>("transpose", type, v, impl->b.getDenseI64ArrayAttr(perm)));
+}
+
+TracedValue GraphBuilder::reshape(TracedValue x, const std::vector<int64_t> &shape) {
+  Value v = impl->get(x, "reshape");
+  std::string err;
+  if (!checkReshape(Impl::typeOf(v).getShape(), shape, err))
+    Impl::shapeFail("reshape", err);
+  auto type = RankedTensorType::get(shape, Impl::typeOf(v).getElementType());
+  return impl->wrap(impl->create<ReshapeOp>("reshape", type, v));
+}
+
+TracedValue GraphBuilder::reduceSum(TracedValue x, const std::vector<int64_t> &d, bool k) {
+  return impl->reduce<ReduceSumOp>(x, d, k, "reduce_sum");
+}
+TracedValue GraphBuilder::reduceMean(TracedValue x, const std::vector<int64_t> &d, bool k) {
+  return impl->reduce<ReduceMeanOp>(x, d, k, "reduce_mean");
+}
+TracedValue GraphBuilder::reduceMax(TracedValue x, const std::vector<int64_t> &d, bool k) {
+  return impl->reduce<ReduceMaxOp>(x, d, k, "reduce_max");
+}
+TracedValue GraphBuilder::reduceMin(TracedValue x, const std::vector<int64_t> &d, bool k) {
+  return impl->reduce<ReduceMinOp>(x, d, k, "reduce_min");
+}
+
+TracedValue GraphBuilder::matmul(TracedValue a, TracedValue c, bool ta, bool tb) {
+  Value l = impl->get(a, "matmul"), r = impl->get(c, "matmul");
+  if (Impl::typeOf(l).getElementType() != Impl::typeOf(r).getElementType())
+    Impl::shapeFail("matmul", std::string("operand dtypes differ (") + dtypeName(Impl::dtypeOf(l)) +
+                                  " vs " + dtypeName(Impl::dtypeOf(r)) + "); cast one first");
+  Shape out;
+  std::string err;
+  if (!inferMatmulShape(Impl::typeOf(l).getShape(), Impl::typeOf(r).getShape(), ta, tb, out, err))
+    Impl::shapeFail("matmul", err);
+  auto type = RankedTensorType::get(out, Impl::typeOf(l).getElementType());
+  return impl->wrap(impl->create<MatmulOp>("matmul", type, l, r, impl->b.getBoolAttr(ta),
+                                           impl->b.getBoolAttr(tb)));
+}
+
+TracedValue GraphBuilder::conv2d(TracedValue input, TracedValue filter, TracedValue bias,
+                                 const Conv2dParams &p) {
+  Value x = impl->get(input, "conv2d"), w = impl->get(filter, "conv2d");
+  Value bv = bias.valid() ? impl->get(bias, "conv2d") : Value();
+  bool nhwc = p.layout == ImageLayout::NHWC;
+  std::optional<ArrayRef<int64_t>> biasShape;
+  if (bv)
+    biasShape = Impl::typeOf(bv).getShape();
+  Shape out;
+  std::string err;
+  if (!inferConv2dShape(Impl::typeOf(x).getShape(), Impl::typeOf(w).getShape(), biasShape,
+                        p.strides, p.padding, p.dilation, p.groups, nhwc, out, err))
+    Impl::shapeFail("conv2d", err);
+  auto type = RankedTensorType::get(out, Impl::typeOf(x).getElementType());
+  auto &b = impl->b;
+  return impl->wrap(impl->create<Conv2dOp>(
+      "conv2d", type, x, w, bv, b.getDenseI64ArrayAttr(p.strides),
+      b.getDenseI64ArrayAttr(p.padding), b.getDenseI64ArrayAttr(p.dilation),
+      b.getI64IntegerAttr(p.groups), LayoutAttr::get(&impl->ctx, nhwc ? Layout::NHWC : Layout::NCHW)));
+}
+
+TracedValue GraphBuilder::maxPool2d(TracedValue x, const Pool2dParams &p) {
+  return impl->pool<MaxPool2dOp>(x, p, "max_pool2d", false);
+}
+TracedValue GraphBuilder::avgPool2d(TracedValue x, const Pool2dParams &p) {
+  return impl->pool<AvgPool2dOp>(x, p, "avg_pool2d", true);
+}
+
+void GraphBuilder::beginFunction(const std::string &name) {
+  impl->pushFunction(name, /*isPrivate=*/true);
+}
+
+TracedFunction GraphBuilder::endFunction(const std::vector<TracedValue> &results) {
+  if (impl->frames.size() < 2)
+    throw TraceError("endFunction without a matching beginFunction");
+  impl->functions.push_back(impl->popFunction(results));
+  return TracedFunction{(int)impl->functions.size() - 1};
+}
+
+std::vector<TracedValue> GraphBuilder::call(TracedFunction fn, const std::vector<TracedValue> &args) {
+  impl->checkOpen();
+  if (fn.id < 0 || fn.id >= (int)impl->functions.size())
+    throw TraceError("call: invalid traced function");
+  func::FuncOp callee = impl->functions[fn.id];
+  SmallVector<Value> operands;
+  for (TracedValue a : args)
+    operands.push_back(impl->get(a, "call"));
+  auto expected = callee.getFunctionType().getInputs();
+  if (operands.size() != expected.size())
+    throw ShapeError("call @" + callee.getName().str() + ": takes " +
+                     std::to_string(expected.size()) + " arguments, got " +
+                     std::to_string(operands.size()));
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].getType() != expected[i]) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      os << "call @" << callee.getName() << ": argument #" << i << " has type "
+         << operands[i].getType() << " but the function was traced for " << expected[i];
+      throw ShapeError(os.str());
+    }
+  auto op = impl->b.create<func::CallOp>(impl->loc, callee, operands);
+  std::vector<TracedValue> out;
+  for (Value r : op.getResults())
+    out.push_back(impl->wrap(r));
+  return out;
+}
+
+void GraphBuilder::finish(const std::vector<TracedValue> &results) {
+  if (impl->frames.size() != 1)
+    throw TraceError("finish: a helper function is still being traced (missing endFunction)");
+  impl->popFunction(results);
+  impl->finished = true;
+  std::string diag;
+  ScopedDiagnosticHandler handler(&impl->ctx, [&](Diagnostic &d) {
+    diag += d.str() + "\n";
+    return success();
+  });
+  if (failed(verify(*impl->module)))
+    throw TraceError("the traced module does not verify: " + diag);
+}
+
+std::string GraphBuilder::moduleText(bool withLocations) const {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  OpPrintingFlags flags;
+  if (withLocations)
+    flags.enableDebugInfo(true, /*prettyForm=*/false);
+  impl->module->print(os, flags);
+  return os.str();
+}
+
+uint64_t GraphBuilder::signatureHash() const {
+  // The printed IR without locations captures ops, attributes, shapes, dtypes and structure.
+  return llvm::xxh3_64bits(moduleText(/*withLocations=*/false));
+}
+
+std::vector<int64_t> GraphBuilder::shape(TracedValue v) const {
+  auto s = Impl::typeOf(impl->peek(v, "shape")).getShape();
+  return {s.begin(), s.end()};
+}
+
+DType GraphBuilder::dtype(TracedValue v) const { return Impl::dtypeOf(impl->peek(v, "dtype")); }
+
+void GraphBuilder::setSourceLocation(const std::string &description) {
+  impl->loc = description.empty() ? Location(UnknownLoc::get(&impl->ctx))
+                                  : Location(NameLoc::get(impl->b.getStringAttr(description)));
+}
+
+} // namespace rfuse

@@ -1,0 +1,31 @@
+// The rfuse dialect: ops, enums, interfaces. Include this to work with rfuse IR.
+#ifndef RFUSE_IR_RFUSEDIALECT_H
+#define RFUSE_IR_RFUSEDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "rfuse/IR/DType.h"
+#include "rfuse/IR/ScalarOpKind.h"
+
+#include "rfuse/IR/RfuseDialect.h.inc"
+#include "rfuse/IR/RfuseEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "rfuse/IR/RfuseAttrs.h.inc"
+#include "rfuse/IR/RfuseInterfaces.h.inc"
+#define GET_OP_CLASSES
+#include "rfuse/IR/RfuseOps.h.inc"
+
+namespace rfuse {
+/// The mlir element type of a dtype, and back (false for types rfuse does not carry).
+mlir::Type toMlirType(mlir::MLIRContext *ctx, DType t);
+bool fromMlirType(mlir::Type t, DType &out);
+} // namespace rfuse
+
+#endif

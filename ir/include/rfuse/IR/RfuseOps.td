@@ -1,0 +1,378 @@
+//===- RfuseOps.td - rfuse operations ---------------------------*- tablegen -*-===//
+#ifndef RFUSE_OPS_TD
+#define RFUSE_OPS_TD
+
+include "rfuse/IR/RfuseBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+class Rfuse_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Rfuse_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Rfuse_ConstantOp : Rfuse_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]> {
+  let summary = "A tensor constant (splat or dense).";
+  let description = [{
+    Materializes a constant tensor. R scalars that appear in traced code (`x * 2`) become
+    rank-0 constants that are then broadcast explicitly.
+
+    Example:
+    ```mlir
+    %c = rfuse.constant dense<2.0> : tensor<f32>
+    %m = rfuse.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise unary
+//===----------------------------------------------------------------------===//
+
+class Rfuse_UnaryOp<string mnemonic, string kind, Type T, string what>
+    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise " # what # ".";
+  let description = "Applies " # what # " to every element; the result has the operand's "
+    # "type. Scalar semantics: `" # kind # "` in ScalarOps.h.\n\nExample:\n```mlir\n%y = rfuse."
+    # mnemonic # " %x : tensor<4x8xf32>\n```";
+  let arguments = (ins T:$operand);
+  let results = (outs T:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let extraClassDeclaration = "::rfuse::ScalarOpKind getScalarOp() { return ::rfuse::ScalarOpKind::"
+    # kind # "; }";
+}
+
+def Rfuse_NegOp : Rfuse_UnaryOp<"neg", "Neg", Rfuse_NumericTensor, "negation (-x)">;
+def Rfuse_AbsOp : Rfuse_UnaryOp<"abs", "Abs", Rfuse_NumericTensor, "absolute value">;
+def Rfuse_ExpOp : Rfuse_UnaryOp<"exp", "Exp", Rfuse_FloatTensor, "the exponential e^x">;
+def Rfuse_LogOp : Rfuse_UnaryOp<"log", "Log", Rfuse_FloatTensor, "the natural logarithm">;
+def Rfuse_SqrtOp : Rfuse_UnaryOp<"sqrt", "Sqrt", Rfuse_FloatTensor, "the square root">;
+def Rfuse_RsqrtOp : Rfuse_UnaryOp<"rsqrt", "Rsqrt", Rfuse_FloatTensor,
+                                  "the reciprocal square root 1/sqrt(x)">;
+def Rfuse_TanhOp : Rfuse_UnaryOp<"tanh", "Tanh", Rfuse_FloatTensor, "the hyperbolic tangent">;
+def Rfuse_SigmoidOp : Rfuse_UnaryOp<"sigmoid", "Sigmoid", Rfuse_FloatTensor,
+                                    "the logistic sigmoid 1/(1+exp(-x))">;
+def Rfuse_ReluOp : Rfuse_UnaryOp<"relu", "Relu", Rfuse_NumericTensor, "max(x, 0)">;
+def Rfuse_SinOp : Rfuse_UnaryOp<"sin", "Sin", Rfuse_FloatTensor, "the sine">;
+def Rfuse_CosOp : Rfuse_UnaryOp<"cos", "Cos", Rfuse_FloatTensor, "the cosine">;
+
+def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise logical negation of a mask.";
+  let description = [{
+    Example:
+    ```mlir
+    %n = rfuse.not %mask : tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins Rfuse_BoolTensor:$operand);
+  let results = (outs Rfuse_BoolTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    ::rfuse::ScalarOpKind getScalarOp() { return ::rfuse::ScalarOpKind::Not; }
+  }];
+}
+
+def Rfuse_GeluOp : Rfuse_Op<"gelu", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise GELU, exact (erf) or tanh-approximated.";
+  let description = [{
+    `approximate = none` computes x * Phi(x) through erf; `approximate = tanh` uses
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), matching PyTorch's `approximate` argument.
+
+    Example:
+    ```mlir
+    %y = rfuse.gelu %x approximate = tanh : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$operand,
+                   DefaultValuedAttr<Rfuse_GeluApproxAttr, "::rfuse::GeluApproximation::none">:$approximate);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$operand (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    ::rfuse::ScalarOpKind getScalarOp() {
+      return getApproximate() == ::rfuse::GeluApproximation::tanh
+                 ? ::rfuse::ScalarOpKind::GeluTanh : ::rfuse::ScalarOpKind::GeluErf;
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise binary
+//===----------------------------------------------------------------------===//
+
+class Rfuse_BinaryOp<string mnemonic, string kind, Type T, string what>
+    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise " # what # ".";
+  let description = "Computes " # what # " element by element. Operands and result share one "
+    # "type: broadcasting is explicit (`rfuse.broadcast_in_dim`). Scalar semantics: `" # kind
+    # "` in ScalarOps.h.\n\nExample:\n```mlir\n%z = rfuse." # mnemonic
+    # " %x, %y : tensor<4x8xf32>\n```";
+  let arguments = (ins T:$lhs, T:$rhs);
+  let results = (outs T:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let extraClassDeclaration = "::rfuse::ScalarOpKind getScalarOp() { return ::rfuse::ScalarOpKind::"
+    # kind # "; }";
+}
+
+def Rfuse_AddOp : Rfuse_BinaryOp<"add", "Add", Rfuse_NumericTensor, "addition (lhs + rhs)">;
+def Rfuse_SubOp : Rfuse_BinaryOp<"sub", "Sub", Rfuse_NumericTensor, "subtraction (lhs - rhs)">;
+def Rfuse_MulOp : Rfuse_BinaryOp<"mul", "Mul", Rfuse_NumericTensor, "multiplication (lhs * rhs)"> {
+  let hasFolder = 1;
+}
+def Rfuse_DivOp : Rfuse_BinaryOp<"div", "Div", Rfuse_FloatTensor, "division (lhs / rhs)">;
+def Rfuse_PowOp : Rfuse_BinaryOp<"pow", "Pow", Rfuse_FloatTensor, "power (lhs ^ rhs)">;
+def Rfuse_MaxOp : Rfuse_BinaryOp<"max", "Max", Rfuse_NumericTensor,
+                                 "maximum, propagating NaN (R's pmax)">;
+def Rfuse_MinOp : Rfuse_BinaryOp<"min", "Min", Rfuse_NumericTensor,
+                                 "minimum, propagating NaN (R's pmin)">;
+def Rfuse_AndOp : Rfuse_BinaryOp<"and", "And", Rfuse_BoolTensor, "logical and of masks">;
+def Rfuse_OrOp : Rfuse_BinaryOp<"or", "Or", Rfuse_BoolTensor, "logical or of masks">;
+
+def Rfuse_CompareOp : Rfuse_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor,
+                                           Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise comparison producing an i1 mask.";
+  let description = [{
+    Compares `lhs` and `rhs` element by element with the predicate `eq`, `ne`, `lt`, `le`, `gt`
+    or `ge`; the result has the operands' shape and element type i1. Comparisons with NaN are
+    false, except `ne`, which is true (IEEE).
+
+    Example:
+    ```mlir
+    %m = rfuse.compare lt, %x, %y : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_CmpPredicateAttr:$predicate, Rfuse_Tensor:$lhs, Rfuse_Tensor:$rhs);
+  let results = (outs Rfuse_BoolTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+  let extraClassDeclaration = [{ ::rfuse::ScalarOpKind getScalarOp(); }];
+}
+
+def Rfuse_SelectOp : Rfuse_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
+                                         Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise choice between two tensors by a mask (R's ifelse).";
+  let description = [{
+    `result[i] = cond[i] ? on_true[i] : on_false[i]`. All operands have one shape.
+
+    Example:
+    ```mlir
+    %r = rfuse.select %mask, %x, %y : tensor<4xi1>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_BoolTensor:$cond, Rfuse_Tensor:$on_true, Rfuse_Tensor:$on_false);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::rfuse::ScalarOpKind getScalarOp() { return ::rfuse::ScalarOpKind::Select; }
+  }];
+}
+
+def Rfuse_CastOp : Rfuse_Op<"cast", [Pure]> {
+  let summary = "Elementwise conversion to another element type.";
+  let description = [{
+    Converts each element: float to float rounds to nearest even; float to integer truncates
+    toward zero; to i1 is `x != 0`; i1 to numbers is 0 or 1. Shapes must match.
+
+    Example:
+    ```mlir
+    %h = rfuse.cast %x : tensor<4xf32> to tensor<4xf16>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Rfuse_BroadcastInDimOp : Rfuse_Op<"broadcast_in_dim", [Pure]> {
+  let summary = "Explicit broadcast: operand dimension i maps to result dimension dims[i].";
+  let description = [{
+    Each operand dimension `i` becomes result dimension `dims[i]` (strictly increasing); an
+    operand dimension of size 1 is repeated to the result's size, any other must equal it. Result
+    dimensions not in `dims` are new. R's recycling rules are resolved into this op by the
+    frontend, so every later pass sees a plain iteration space.
+
+    Example: a length-3 vector recycled down the columns of a 3x4 R matrix, i.e. a row-major
+    tensor<4x3>:
+    ```mlir
+    %b = rfuse.broadcast_in_dim %v, dims = [1] : (tensor<3xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input `,` `dims` `=` $dims attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Rfuse_TransposeOp : Rfuse_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions: result dimension i is operand dimension perm[i].";
+  let description = [{
+    Example:
+    ```mlir
+    %t = rfuse.transpose %x, perm = [1, 0] : (tensor<3x4xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input `,` `perm` `=` $perm attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure]> {
+  let summary = "Reinterprets a row-major tensor with a new shape of the same element count.";
+  let description = [{
+    Example:
+    ```mlir
+    %r = rfuse.reshape %x : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Rfuse_ReduceOp<string mnemonic, Type T, string what>
+    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "The " # what # " over the given dimensions.";
+  let description = "Reduces `input` over the dimensions listed in `dims` (unique, in range) "
+    # "to their " # what # ". With `keep_dims` the reduced dimensions stay as size 1. "
+    # "\n\nExample (R's rowSums of a 3x4 R matrix, i.e. a tensor<4x3> in rfuse's view):\n"
+    # "```mlir\n%s = rfuse." # mnemonic
+    # " %x, dims = [0] : (tensor<4x3xf32>) -> tensor<3xf32>\n```";
+  let arguments = (ins T:$input, DenseI64ArrayAttr:$dims,
+                   DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
+  let results = (outs T:$result);
+  let assemblyFormat = "$input `,` `dims` `=` $dims attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_ReduceSumOp : Rfuse_ReduceOp<"reduce_sum", Rfuse_NumericTensor, "sum">;
+def Rfuse_ReduceMeanOp : Rfuse_ReduceOp<"reduce_mean", Rfuse_FloatTensor, "arithmetic mean">;
+def Rfuse_ReduceMaxOp : Rfuse_ReduceOp<"reduce_max", Rfuse_NumericTensor, "maximum">;
+def Rfuse_ReduceMinOp : Rfuse_ReduceOp<"reduce_min", Rfuse_NumericTensor, "minimum">;
+
+//===----------------------------------------------------------------------===//
+// Contractions, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Matrix product, optionally batched, with transpose flags.";
+  let description = [{
+    `lhs` is [B?, M, K] (or [B?, K, M] with `transpose_a`), `rhs` is [B?, K, N] (or
+    [B?, N, K] with `transpose_b`); the result is [B?, M, N]. A rank-2 operand is broadcast over
+    the other's batch. Element types must match; accumulation is in at least f32.
+
+    Example:
+    ```mlir
+    %c = rfuse.matmul %a, %b {transpose_b = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_NumericTensor:$lhs, Rfuse_NumericTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Rfuse_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution (cross-correlation) with stride, padding, dilation, groups.";
+  let description = [{
+    NCHW: input [N, C, H, W], filter [O, C/groups, KH, KW], result [N, O, OH, OW].
+    NHWC: input [N, H, W, C], filter [O, KH, KW, C/groups], result [N, OH, OW, O].
+    `padding` is [top, bottom, left, right]; OH = (H + top + bottom - dilation_h (KH - 1) - 1)
+    / stride_h + 1, likewise OW. The optional `bias` has shape [O].
+
+    Example:
+    ```mlir
+    %y = rfuse.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>,
+           dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>}
+         : (tensor<128x1x28x28xf32>, tensor<8x1x3x3xf32>, tensor<8xf32>) -> tensor<128x8x26x26xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$input, Rfuse_FloatTensor:$filter,
+                   Optional<Rfuse_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                   DenseI64ArrayAttr:$dilation, I64Attr:$groups, Rfuse_LayoutAttr:$layout);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+}
+
+class Rfuse_Pool2dOp<string mnemonic, string what, dag extraArgs>
+    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D " # what # " pooling.";
+  let description = "Pools windows of size `kernel` ([KH, KW]) moved by `strides`, after "
+    # "`padding` ([top, bottom, left, right]), per channel; layout NCHW or NHWC. "
+    # "OH = (H + top + bottom - KH) / stride_h + 1.\n\nExample:\n```mlir\n%p = rfuse." # mnemonic
+    # " %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>,"
+    # " layout = #rfuse.layout<NCHW>} : (tensor<1x8x26x26xf32>) -> tensor<1x8x13x13xf32>\n```";
+  let arguments = !con((ins Rfuse_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                        Rfuse_LayoutAttr:$layout), extraArgs);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_MaxPool2dOp : Rfuse_Pool2dOp<"max_pool2d", "max",
+    (ins)>;
+def Rfuse_AvgPool2dOp : Rfuse_Pool2dOp<"avg_pool2d", "average",
+    (ins DefaultValuedAttr<BoolAttr, "true">:$count_include_pad)>;
+
+//===----------------------------------------------------------------------===//
+// Fusion regions
+//===----------------------------------------------------------------------===//
+
+def Rfuse_FusionOp : Rfuse_Op<"fusion", [IsolatedFromAbove, SingleBlock,
+                                         RecursiveMemoryEffects]> {
+  let summary = "A region of ops that codegen turns into one kernel.";
+  let description = [{
+    The body's block arguments are the `inputs`, in order and of the same types; the body ends
+    in `rfuse.yield` of values with the result types. The region is isolated from above, so a
+    fusion op is self-contained: codegen, caching (by the region's canonical text) and the
+    interpreter can treat it alone. `kind` tells codegen which kernel template applies.
+
+    Example:
+    ```mlir
+    %r = rfuse.fusion pointwise (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+    ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+      %s = rfuse.add %a, %b : tensor<4xf32>
+      %e = rfuse.exp %s : tensor<4xf32>
+      rfuse.yield %e : tensor<4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Rfuse_FusionKindAttr:$kind, Variadic<Rfuse_Tensor>:$inputs);
+  let results = (outs Variadic<Rfuse_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body";
+  let hasRegionVerifier = 1;
+}
+
+def Rfuse_YieldOp : Rfuse_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"FusionOp">]> {
+  let summary = "Terminates a fusion region, returning its results.";
+  let description = [{
+    Example:
+    ```mlir
+    rfuse.yield %a, %b : tensor<4xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Rfuse_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // RFUSE_OPS_TD

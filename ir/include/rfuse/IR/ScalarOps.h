@@ -1,0 +1,71 @@
+// Pointwise scalar semantics of every rfuse op, written once.
+//
+// This header is plain C++ that compiles both as host code (the reference interpreter, tests) and
+// under NVRTC (codegen embeds this file's text at the top of each generated kernel). Keep it free
+// of anything but <cmath> on the host and CUDA's built-in math on the device. Floating-point
+// functions are templates over the compute type (float for f32/f16/bf16 storage, double for f64).
+#ifndef RFUSE_IR_SCALAROPS_H
+#define RFUSE_IR_SCALAROPS_H
+
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define RF_FN __device__ __forceinline__
+#define RF_M(f) ::f
+#else
+#include <cmath>
+#define RF_FN inline
+#define RF_M(f) std::f
+#endif
+
+namespace rfuse {
+namespace scalar {
+
+template <class T> RF_FN T rf_neg(T x) { return -x; }
+template <class T> RF_FN T rf_abs(T x) { return x < T(0) ? -x : x; }
+template <class T> RF_FN T rf_exp(T x) { return RF_M(exp)(x); }
+template <class T> RF_FN T rf_log(T x) { return RF_M(log)(x); }
+template <class T> RF_FN T rf_sqrt(T x) { return RF_M(sqrt)(x); }
+template <class T> RF_FN T rf_rsqrt(T x) { return T(1) / RF_M(sqrt)(x); }
+template <class T> RF_FN T rf_tanh(T x) { return RF_M(tanh)(x); }
+template <class T> RF_FN T rf_sigmoid(T x) { return T(1) / (T(1) + RF_M(exp)(-x)); }
+// relu(NaN) is NaN, as in PyTorch.
+template <class T> RF_FN T rf_relu(T x) { return x < T(0) ? T(0) : x; }
+// gelu(x) = x * Phi(x), exact form through erf.
+template <class T> RF_FN T rf_gelu_erf(T x) {
+  return T(0.5) * x * (T(1) + RF_M(erf)(x * T(0.70710678118654752440)));
+}
+// gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class T> RF_FN T rf_gelu_tanh(T x) {
+  return T(0.5) * x *
+         (T(1) + RF_M(tanh)(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+}
+template <class T> RF_FN T rf_sin(T x) { return RF_M(sin)(x); }
+template <class T> RF_FN T rf_cos(T x) { return RF_M(cos)(x); }
+
+template <class T> RF_FN T rf_add(T a, T b) { return a + b; }
+template <class T> RF_FN T rf_sub(T a, T b) { return a - b; }
+template <class T> RF_FN T rf_mul(T a, T b) { return a * b; }
+template <class T> RF_FN T rf_div(T a, T b) { return a / b; }
+template <class T> RF_FN T rf_pow(T a, T b) { return RF_M(pow)(a, b); }
+// max/min propagate NaN from either side (R's pmax/pmin and PyTorch's maximum/minimum do).
+template <class T> RF_FN T rf_max(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T> RF_FN T rf_min(T a, T b) { return (a < b || a != a) ? a : b; }
+
+template <class T> RF_FN bool rf_eq(T a, T b) { return a == b; }
+template <class T> RF_FN bool rf_ne(T a, T b) { return a != b; }
+template <class T> RF_FN bool rf_lt(T a, T b) { return a < b; }
+template <class T> RF_FN bool rf_le(T a, T b) { return a <= b; }
+template <class T> RF_FN bool rf_gt(T a, T b) { return a > b; }
+template <class T> RF_FN bool rf_ge(T a, T b) { return a >= b; }
+
+RF_FN bool rf_not(bool a) { return !a; }
+RF_FN bool rf_and(bool a, bool b) { return a && b; }
+RF_FN bool rf_or(bool a, bool b) { return a || b; }
+
+template <class T> RF_FN T rf_select(bool c, T a, T b) { return c ? a : b; }
+
+} // namespace scalar
+} // namespace rfuse
+
+#undef RF_FN
+#undef RF_M
+#endif // RFUSE_IR_SCALAROPS_H

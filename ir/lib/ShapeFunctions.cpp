@@ -1,0 +1,218 @@
+#include "rfuse/IR/ShapeFunctions.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using llvm::ArrayRef;
+
+namespace rfuse {
+
+std::string shapeToString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, ", ");
+  os << "]";
+  return os.str();
+}
+
+namespace {
+// Formats a message with llvm::raw_string_ostream; returns false so callers can `return fail(...)`.
+template <class... Ts> bool fail(std::string &err, const Ts &...parts) {
+  err.clear();
+  llvm::raw_string_ostream os(err);
+  (os << ... << parts);
+  return false;
+}
+
+bool checkDimList(ArrayRef<int64_t> dims, int64_t rank, const char *what, std::string &err) {
+  llvm::SmallVector<bool, 8> seen(rank, false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank)
+      return fail(err, what, " ", d, " is out of range for an operand of rank ", rank);
+    if (seen[d])
+      return fail(err, what, " ", d, " appears twice");
+    seen[d] = true;
+  }
+  return true;
+}
+
+bool checkPair(ArrayRef<int64_t> v, const char *name, std::string &err, int64_t minValue) {
+  if (v.size() != 2)
+    return fail(err, name, " must have 2 values, got ", v.size());
+  for (int64_t x : v)
+    if (x < minValue)
+      return fail(err, name, " values must be >= ", minValue, ", got ", shapeToString(v));
+  return true;
+}
+
+bool checkPadding(ArrayRef<int64_t> padding, std::string &err) {
+  if (padding.size() != 4)
+    return fail(err, "padding must have 4 values [top, bottom, left, right], got ",
+                padding.size());
+  for (int64_t p : padding)
+    if (p < 0)
+      return fail(err, "padding must be non-negative, got ", shapeToString(padding));
+  return true;
+}
+} // namespace
+
+bool inferTransposeShape(ArrayRef<int64_t> in, ArrayRef<int64_t> perm, Shape &out,
+                         std::string &err) {
+  if ((int64_t)perm.size() != (int64_t)in.size())
+    return fail(err, "perm has ", perm.size(), " entries but the operand has rank ", in.size());
+  if (!checkDimList(perm, in.size(), "perm entry", err))
+    return false;
+  out.clear();
+  for (int64_t p : perm)
+    out.push_back(in[p]);
+  return true;
+}
+
+bool inferReduceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, bool keepDims, Shape &out,
+                      std::string &err) {
+  if (!checkDimList(dims, in.size(), "reduction dimension", err))
+    return false;
+  out.clear();
+  for (int64_t i = 0, e = in.size(); i < e; ++i) {
+    if (llvm::is_contained(dims, i)) {
+      if (keepDims)
+        out.push_back(1);
+    } else {
+      out.push_back(in[i]);
+    }
+  }
+  return true;
+}
+
+bool inferMatmulShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs, bool transposeA,
+                      bool transposeB, Shape &out, std::string &err) {
+  if (lhs.size() < 2 || lhs.size() > 3)
+    return fail(err, "lhs must have rank 2 or 3, got shape ", shapeToString(lhs));
+  if (rhs.size() < 2 || rhs.size() > 3)
+    return fail(err, "rhs must have rank 2 or 3, got shape ", shapeToString(rhs));
+  size_t lr = lhs.size(), rr = rhs.size();
+  int64_t m = transposeA ? lhs[lr - 1] : lhs[lr - 2];
+  int64_t kl = transposeA ? lhs[lr - 2] : lhs[lr - 1];
+  int64_t kr = transposeB ? rhs[rr - 1] : rhs[rr - 2];
+  int64_t n = transposeB ? rhs[rr - 2] : rhs[rr - 1];
+  if (kl != kr)
+    return fail(err, "non-conformable arguments: lhs ", shapeToString(lhs),
+                transposeA ? " (transposed)" : "", " has ", kl, " columns but rhs ",
+                shapeToString(rhs), transposeB ? " (transposed)" : "", " has ", kr, " rows");
+  out.clear();
+  if (lr == 3 && rr == 3) {
+    if (lhs[0] != rhs[0])
+      return fail(err, "batch sizes differ: lhs ", lhs[0], ", rhs ", rhs[0]);
+    out.push_back(lhs[0]);
+  } else if (lr == 3) {
+    out.push_back(lhs[0]);
+  } else if (rr == 3) {
+    out.push_back(rhs[0]);
+  }
+  out.push_back(m);
+  out.push_back(n);
+  return true;
+}
+
+bool inferConv2dShape(ArrayRef<int64_t> in, ArrayRef<int64_t> filter,
+                      std::optional<ArrayRef<int64_t>> bias, ArrayRef<int64_t> strides,
+                      ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation, int64_t groups,
+                      bool nhwc, Shape &out, std::string &err) {
+  if (in.size() != 4)
+    return fail(err, "input must have rank 4 (", nhwc ? "NHWC" : "NCHW", "), got shape ",
+                shapeToString(in));
+  if (filter.size() != 4)
+    return fail(err, "filter must have rank 4 (", nhwc ? "OHWI" : "OIHW", "), got shape ",
+                shapeToString(filter));
+  if (!checkPair(strides, "strides", err, 1) || !checkPair(dilation, "dilation", err, 1) ||
+      !checkPadding(padding, err))
+    return false;
+  if (groups < 1)
+    return fail(err, "groups must be >= 1, got ", groups);
+  int64_t n = in[0], c = nhwc ? in[3] : in[1], h = nhwc ? in[1] : in[2], w = nhwc ? in[2] : in[3];
+  int64_t o = filter[0], ci = nhwc ? filter[3] : filter[1], kh = nhwc ? filter[1] : filter[2],
+          kw = nhwc ? filter[2] : filter[3];
+  if (c % groups != 0 || o % groups != 0)
+    return fail(err, "input channels (", c, ") and output channels (", o,
+                ") must be divisible by groups (", groups, ")");
+  if (ci * groups != c)
+    return fail(err, "filter expects ", ci, " input channels per group, but the input has ", c,
+                " channels in ", groups, " group(s)");
+  if (bias && (bias->size() != 1 || (*bias)[0] != o))
+    return fail(err, "bias must have shape [", o, "], got ", shapeToString(*bias));
+  int64_t effH = dilation[0] * (kh - 1) + 1, effW = dilation[1] * (kw - 1) + 1;
+  int64_t ph = h + padding[0] + padding[1], pw = w + padding[2] + padding[3];
+  if (ph < effH || pw < effW)
+    return fail(err, "the dilated kernel (", effH, "x", effW, ") is larger than the padded input (",
+                ph, "x", pw, ")");
+  int64_t oh = (ph - effH) / strides[0] + 1, ow = (pw - effW) / strides[1] + 1;
+  out.assign(nhwc ? Shape{n, oh, ow, o} : Shape{n, o, oh, ow});
+  return true;
+}
+
+bool inferPool2dShape(ArrayRef<int64_t> in, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                      ArrayRef<int64_t> padding, bool nhwc, Shape &out, std::string &err) {
+  if (in.size() != 4)
+    return fail(err, "input must have rank 4 (", nhwc ? "NHWC" : "NCHW", "), got shape ",
+                shapeToString(in));
+  if (!checkPair(kernel, "kernel", err, 1) || !checkPair(strides, "strides", err, 1) ||
+      !checkPadding(padding, err))
+    return false;
+  if (padding[0] >= kernel[0] || padding[1] >= kernel[0] || padding[2] >= kernel[1] ||
+      padding[3] >= kernel[1])
+    return fail(err, "padding ", shapeToString(padding), " must be smaller than the kernel ",
+                shapeToString(kernel));
+  int64_t n = in[0], c = nhwc ? in[3] : in[1], h = nhwc ? in[1] : in[2], w = nhwc ? in[2] : in[3];
+  int64_t ph = h + padding[0] + padding[1], pw = w + padding[2] + padding[3];
+  if (ph < kernel[0] || pw < kernel[1])
+    return fail(err, "the kernel ", shapeToString(kernel), " is larger than the padded input (",
+                ph, "x", pw, ")");
+  int64_t oh = (ph - kernel[0]) / strides[0] + 1, ow = (pw - kernel[1]) / strides[1] + 1;
+  out.assign(nhwc ? Shape{n, oh, ow, c} : Shape{n, c, oh, ow});
+  return true;
+}
+
+bool checkBroadcastInDim(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, ArrayRef<int64_t> out,
+                         std::string &err) {
+  if (dims.size() != in.size())
+    return fail(err, "dims has ", dims.size(), " entries but the operand has rank ", in.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= (int64_t)out.size())
+      return fail(err, "dims[", i, "] = ", dims[i], " is out of range for a result of rank ",
+                  out.size());
+    if (i > 0 && dims[i] <= dims[i - 1])
+      return fail(err, "dims must be strictly increasing, got ", shapeToString(dims));
+    if (in[i] != 1 && in[i] != out[dims[i]])
+      return fail(err, "operand dimension ", i, " (size ", in[i], ") cannot be broadcast to result "
+                  "dimension ", dims[i], " (size ", out[dims[i]], ")");
+  }
+  return true;
+}
+
+bool checkReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, std::string &err) {
+  int64_t a = 1, b = 1;
+  for (int64_t d : in)
+    a *= d;
+  for (int64_t d : out)
+    b *= d;
+  if (a != b)
+    return fail(err, "cannot reshape ", shapeToString(in), " (", a, " elements) to ",
+                shapeToString(out), " (", b, " elements)");
+  return true;
+}
+
+bool broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b, Shape &out, std::string &err) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return fail(err, "shapes ", shapeToString(a), " and ", shapeToString(b),
+                  " are not broadcast-compatible (", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+} // namespace rfuse

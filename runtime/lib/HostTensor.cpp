@@ -1,0 +1,103 @@
+#include "rfuse/Runtime/HostTensor.h"
+
+#include "llvm/ADT/APFloat.h"
+
+#include <cmath>
+#include <limits>
+
+namespace rfuse {
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+HostTensor::HostTensor(DType dt, std::vector<int64_t> s) : dtype(dt), shape(std::move(s)) {
+  if (rfuse::isFloat(dtype))
+    f.assign(numel(), 0.0);
+  else
+    i.assign(numel(), 0);
+}
+
+HostTensor HostTensor::fromDoubles(DType dt, std::vector<int64_t> s,
+                                   const std::vector<double> &values) {
+  HostTensor t(dt, std::move(s));
+  for (int64_t k = 0, n = t.numel(); k < n; ++k)
+    t.set(k, values.at(k));
+  return t;
+}
+
+void HostTensor::set(int64_t k, double v) {
+  if (isFloat())
+    f[k] = roundToDType(dtype, v);
+  else
+    i[k] = toIntegerDType(dtype, v);
+}
+
+HostTensor HostTensor::castTo(DType to) const {
+  HostTensor out(to, shape);
+  for (int64_t k = 0, n = numel(); k < n; ++k) {
+    if (!isFloat() && !rfuse::isFloat(to))
+      out.i[k] = wrapInteger(to, i[k]);
+    else
+      out.set(k, get(k));
+  }
+  return out;
+}
+
+std::string HostTensor::typeString() const {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + dtypeName(dtype) + ">";
+}
+
+double roundToDType(DType t, double v) {
+  switch (t) {
+  case DType::F64:
+    return v;
+  case DType::F32:
+    return (double)(float)v;
+  case DType::F16:
+  case DType::BF16: {
+    // LLVM's APFloat rounds to nearest-even exactly as the hardware conversion does.
+    llvm::APFloat x(v);
+    bool lost;
+    x.convert(t == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+              llvm::APFloat::rmNearestTiesToEven, &lost);
+    x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return x.convertToDouble();
+  }
+  default:
+    return v;
+  }
+}
+
+int64_t toIntegerDType(DType t, double v) {
+  if (t == DType::I1)
+    return v != 0.0 ? 1 : 0;
+  if (std::isnan(v))
+    return 0;
+  double lo = t == DType::I32 ? (double)std::numeric_limits<int32_t>::min()
+                              : (double)std::numeric_limits<int64_t>::min();
+  double hi = t == DType::I32 ? (double)std::numeric_limits<int32_t>::max()
+                              : 9223372036854775807.0;
+  if (v <= lo)
+    return (int64_t)lo;
+  if (v >= hi)
+    return t == DType::I32 ? std::numeric_limits<int32_t>::max()
+                           : std::numeric_limits<int64_t>::max();
+  return (int64_t)std::trunc(v);
+}
+
+int64_t wrapInteger(DType t, int64_t v) {
+  if (t == DType::I1)
+    return v != 0;
+  if (t == DType::I32)
+    return (int32_t)(uint32_t)(uint64_t)v;
+  return v;
+}
+
+} // namespace rfuse

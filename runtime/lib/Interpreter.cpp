@@ -1,0 +1,502 @@
+// The reference interpreter. Deliberately simple: every op is computed with plain loops over
+// row-major indices, in double (or long double) accumulation, and rounded to the result's dtype
+// after each op. Pointwise ops dispatch through ScalarOps.def to the one definition of their
+// scalar semantics in ScalarOps.h.
+#include "rfuse/Runtime/Interpreter.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/IR/ScalarOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace rfuse {
+namespace {
+
+std::string describe(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "'" << op->getName() << "' at " << op->getLoc();
+  return os.str();
+}
+
+std::vector<int64_t> toVec(ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); }
+
+// Row-major strides of a shape.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// Iterates over all multi-indices of `shape` in row-major order.
+template <class F> void forEachIndex(const std::vector<int64_t> &shape, F &&body) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    body(k, idx);
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// Arithmetic results in T (exact for i64), comparisons as T(1) / T(0).
+template <class T> T applyUnary(ScalarOpKind k, T x) {
+  using namespace scalar;
+  switch (k) {
+#define RFUSE_UNARY(K, FN) case ScalarOpKind::K: return (T)FN<T>(x);
+#include "rfuse/IR/ScalarOps.def"
+  default: break;
+  }
+  llvm_unreachable("not a unary op");
+}
+
+template <class T> T applyBinary(ScalarOpKind k, T a, T b) {
+  using namespace scalar;
+  switch (k) {
+#define RFUSE_BINARY(K, FN) case ScalarOpKind::K: return (T)FN<T>(a, b);
+#define RFUSE_COMPARE(K, FN) case ScalarOpKind::K: return FN<T>(a, b) ? T(1) : T(0);
+#include "rfuse/IR/ScalarOps.def"
+  default: break;
+  }
+  llvm_unreachable("not a binary op");
+}
+
+bool applyLogic(ScalarOpKind k, bool a, bool b) {
+  using namespace scalar;
+  switch (k) {
+#define RFUSE_LOGIC1(K, FN) case ScalarOpKind::K: return FN(a);
+#define RFUSE_LOGIC2(K, FN) case ScalarOpKind::K: return FN(a, b);
+#include "rfuse/IR/ScalarOps.def"
+  default: break;
+  }
+  llvm_unreachable("not a logic op");
+}
+
+class Interpreter {
+public:
+  Interpreter(ModuleOp module, const InterpreterOptions &options)
+      : module(module), symbols(module), options(options) {}
+
+  std::vector<HostTensor> call(func::FuncOp fn, const std::vector<HostTensor> &inputs) {
+    auto argTypes = fn.getArgumentTypes();
+    if (inputs.size() != argTypes.size())
+      throw InterpreterError("function '" + fn.getName().str() + "' takes " +
+                             std::to_string(argTypes.size()) + " inputs, got " +
+                             std::to_string(inputs.size()));
+    if (fn.isExternal())
+      throw InterpreterError("function '" + fn.getName().str() + "' has no body");
+    llvm::DenseMap<Value, HostTensor> env;
+    for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+      auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
+      if (!type)
+        throw InterpreterError("argument #" + std::to_string(i) + " of '" + fn.getName().str() +
+                               "' is not a ranked tensor");
+      DType dt = effective(type);
+      if (toVec(type.getShape()) != inputs[i].shape)
+        throw InterpreterError("input #" + std::to_string(i) + " of '" + fn.getName().str() +
+                               "' has shape " + inputs[i].typeString() + ", expected " +
+                               typeString(type));
+      if (!isFloat(dt) && inputs[i].isFloat()) // integers may feed float arguments, not back
+        throw InterpreterError("input #" + std::to_string(i) + " of '" + fn.getName().str() +
+                               "' is " + inputs[i].typeString() + ", expected " +
+                               typeString(type));
+      env[arg] = inputs[i].dtype == dt ? inputs[i] : inputs[i].castTo(dt);
+    }
+    return runBlock(fn.getBody().front(), env);
+  }
+
+private:
+  ModuleOp module;
+  SymbolTable symbols;
+  InterpreterOptions options;
+
+  DType effective(Type t) {
+    auto type = llvm::cast<RankedTensorType>(t);
+    DType dt;
+    if (!fromMlirType(type.getElementType(), dt))
+      throw InterpreterError("unsupported element type in " + typeString(type));
+    if (options.floatOverride && isFloat(dt))
+      return *options.floatOverride;
+    return dt;
+  }
+
+  static std::string typeString(Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return os.str();
+  }
+
+  HostTensor alloc(Value result) {
+    auto type = llvm::cast<RankedTensorType>(result.getType());
+    return HostTensor(effective(type), toVec(type.getShape()));
+  }
+
+  // Runs ops of `block` until its terminator; returns the terminator's operands' values.
+  std::vector<HostTensor> runBlock(Block &block, llvm::DenseMap<Value, HostTensor> &env) {
+    for (Operation &op : block) {
+      if (op.hasTrait<OpTrait::IsTerminator>()) {
+        if (!isa<func::ReturnOp, YieldOp>(op))
+          throw InterpreterError("unsupported terminator " + describe(&op));
+        std::vector<HostTensor> out;
+        for (Value v : op.getOperands())
+          out.push_back(lookup(env, v, &op));
+        return out;
+      }
+      std::vector<HostTensor> results = run(&op, env);
+      for (auto [r, t] : llvm::zip(op.getResults(), results))
+        env[r] = std::move(t);
+    }
+    throw InterpreterError("block without terminator");
+  }
+
+  const HostTensor &lookup(llvm::DenseMap<Value, HostTensor> &env, Value v, Operation *user) {
+    auto it = env.find(v);
+    if (it == env.end())
+      throw InterpreterError("operand of " + describe(user) + " has no value");
+    return it->second;
+  }
+
+  std::vector<HostTensor> run(Operation *op, llvm::DenseMap<Value, HostTensor> &env) {
+    std::vector<HostTensor> in;
+    for (Value v : op->getOperands())
+      in.push_back(lookup(env, v, op));
+
+    if (auto pw = llvm::dyn_cast<PointwiseOpInterface>(op))
+      return {pointwise(pw.getScalarOp(), in, op->getResult(0))};
+
+    return llvm::TypeSwitch<Operation *, std::vector<HostTensor>>(op)
+        .Case([&](ConstantOp c) { return std::vector<HostTensor>{constant(c)}; })
+        .Case([&](CastOp c) { return std::vector<HostTensor>{in[0].castTo(effective(c.getType()))}; })
+        .Case([&](BroadcastInDimOp b) { return std::vector<HostTensor>{broadcast(b, in[0])}; })
+        .Case([&](TransposeOp t) { return std::vector<HostTensor>{transpose(t, in[0])}; })
+        .Case([&](ReshapeOp r) {
+          HostTensor out = in[0];
+          out.shape = toVec(r.getType().getShape());
+          return std::vector<HostTensor>{out};
+        })
+        .Case([&](ReduceSumOp r) { return std::vector<HostTensor>{reduce(r, in[0], 's')}; })
+        .Case([&](ReduceMeanOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'a')}; })
+        .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'M')}; })
+        .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'm')}; })
+        .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
+        .Case([&](Conv2dOp c) { return std::vector<HostTensor>{conv2d(c, in)}; })
+        .Case([&](MaxPool2dOp p) { return std::vector<HostTensor>{pool(p, in[0], true, false)}; })
+        .Case([&](AvgPool2dOp p) {
+          return std::vector<HostTensor>{pool(p, in[0], false, p.getCountIncludePad())};
+        })
+        .Case([&](FusionOp f) {
+          llvm::DenseMap<Value, HostTensor> inner;
+          for (auto [arg, t] : llvm::zip(f.getBody().getArguments(), in))
+            inner[arg] = t;
+          return runBlock(f.getBody().front(), inner);
+        })
+        .Case([&](func::CallOp c) {
+          auto callee = symbols.lookup<func::FuncOp>(c.getCallee());
+          if (!callee)
+            throw InterpreterError("call to unknown function '" + c.getCallee().str() + "' in " +
+                                   describe(op));
+          return call(callee, in);
+        })
+        .Default([&](Operation *) -> std::vector<HostTensor> {
+          throw InterpreterError("the interpreter does not support " + describe(op));
+        });
+  }
+
+  HostTensor constant(ConstantOp c) {
+    auto attr = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr)
+      throw InterpreterError("only dense constants are supported, in " + describe(c));
+    HostTensor out = alloc(c.getResult());
+    int64_t k = 0;
+    if (llvm::isa<FloatType>(attr.getElementType())) {
+      for (const APFloat &v : attr.getValues<APFloat>()) {
+        APFloat d = v;
+        bool lost;
+        d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+        out.set(k++, d.convertToDouble());
+      }
+    } else {
+      bool isBool = attr.getElementType().isInteger(1);
+      for (const APInt &v : attr.getValues<APInt>())
+        out.i[k++] = isBool ? (int64_t)v.getBoolValue() : v.getSExtValue();
+    }
+    return out;
+  }
+
+  HostTensor pointwise(ScalarOpKind kind, const std::vector<HostTensor> &in, Value result) {
+    HostTensor out = alloc(result);
+    int64_t n = out.numel();
+    switch (scalarArity(kind)) {
+    case ScalarArity::Unary:
+    case ScalarArity::Binary:
+    case ScalarArity::Compare: {
+      const HostTensor &a = in[0];
+      bool unary = scalarArity(kind) == ScalarArity::Unary;
+      const HostTensor &b = unary ? in[0] : in[1];
+      for (int64_t k = 0; k < n; ++k) {
+        double v;
+        if (!a.isFloat()) { // integer arithmetic wraps like the hardware's
+          int64_t x = a.i[k], y = b.i[k];
+          out.i[k] = wrapInteger(out.dtype, unary ? applyUnary<int64_t>(kind, x)
+                                                  : applyBinary<int64_t>(kind, x, y));
+          continue;
+        } else if (a.dtype == DType::F64) {
+          v = unary ? applyUnary<double>(kind, a.f[k]) : applyBinary<double>(kind, a.f[k], b.f[k]);
+        } else { // f32, f16, bf16: f32 math
+          float x = (float)a.f[k], y = (float)b.f[k];
+          v = unary ? applyUnary<float>(kind, x) : applyBinary<float>(kind, x, y);
+        }
+        out.set(k, v);
+      }
+      break;
+    }
+    case ScalarArity::Logic1:
+    case ScalarArity::Logic2:
+      for (int64_t k = 0; k < n; ++k)
+        out.i[k] = applyLogic(kind, in[0].i[k] != 0, in.size() > 1 && in[1].i[k] != 0);
+      break;
+    case ScalarArity::Select:
+      for (int64_t k = 0; k < n; ++k) {
+        bool c = in[0].i[k] != 0;
+        if (out.isFloat())
+          out.f[k] = scalar::rf_select(c, in[1].f[k], in[2].f[k]);
+        else
+          out.i[k] = scalar::rf_select(c, in[1].i[k], in[2].i[k]);
+      }
+      break;
+    }
+    return out;
+  }
+
+  HostTensor broadcast(BroadcastInDimOp b, const HostTensor &in) {
+    HostTensor out = alloc(b.getResult());
+    auto dims = b.getDims();
+    auto inStrides = stridesOf(in.shape);
+    forEachIndex(out.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
+      int64_t src = 0;
+      for (size_t d = 0; d < dims.size(); ++d)
+        src += (in.shape[d] == 1 ? 0 : idx[dims[d]]) * inStrides[d];
+      if (out.isFloat())
+        out.f[k] = in.f[src];
+      else
+        out.i[k] = in.i[src];
+    });
+    return out;
+  }
+
+  HostTensor transpose(TransposeOp t, const HostTensor &in) {
+    HostTensor out = alloc(t.getResult());
+    auto perm = t.getPerm();
+    auto inStrides = stridesOf(in.shape);
+    forEachIndex(out.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
+      int64_t src = 0;
+      for (size_t d = 0; d < perm.size(); ++d)
+        src += idx[d] * inStrides[perm[d]];
+      if (out.isFloat())
+        out.f[k] = in.f[src];
+      else
+        out.i[k] = in.i[src];
+    });
+    return out;
+  }
+
+  // kind: 's' sum, 'a' mean, 'M' max, 'm' min.
+  template <class ReduceOpT> HostTensor reduce(ReduceOpT r, const HostTensor &in, char kind) {
+    HostTensor out = alloc(r.getResult());
+    auto dims = r.getDims();
+    // Output index of each input element: drop (or zero) the reduced dims.
+    std::vector<int64_t> keptShape;
+    for (int64_t d = 0; d < in.rank(); ++d)
+      keptShape.push_back(llvm::is_contained(dims, d) ? 1 : in.shape[d]);
+    auto keptStrides = stridesOf(keptShape);
+    int64_t n = out.numel();
+    std::vector<long double> acc(n, 0.0L);
+    std::vector<bool> seen(n, false);
+    forEachIndex(in.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
+      int64_t o = 0;
+      for (int64_t d = 0; d < in.rank(); ++d)
+        o += (keptShape[d] == 1 ? 0 : idx[d]) * keptStrides[d];
+      long double v = in.get(k);
+      if (kind == 's' || kind == 'a')
+        acc[o] += v;
+      else if (!seen[o])
+        acc[o] = v;
+      else
+        acc[o] = kind == 'M' ? scalar::rf_max(acc[o], v) : scalar::rf_min(acc[o], v);
+      seen[o] = true;
+    });
+    int64_t count = in.numel() / std::max<int64_t>(n, 1);
+    for (int64_t o = 0; o < n; ++o) {
+      long double v = acc[o];
+      if (!seen[o]) // reducing an empty dimension
+        v = kind == 'M' ? -std::numeric_limits<double>::infinity()
+            : kind == 'm' ? std::numeric_limits<double>::infinity()
+            : kind == 'a' ? std::numeric_limits<double>::quiet_NaN() : 0.0L;
+      else if (kind == 'a')
+        v /= count;
+      if (out.isFloat())
+        out.set(o, (double)v);
+      else
+        out.i[o] = wrapInteger(out.dtype, (int64_t)v);
+    }
+    return out;
+  }
+
+  HostTensor matmul(MatmulOp m, const HostTensor &a, const HostTensor &b) {
+    HostTensor out = alloc(m.getResult());
+    bool ta = m.getTransposeA(), tb = m.getTransposeB();
+    int64_t ar = a.rank(), br = b.rank(), orank = out.rank();
+    int64_t M = out.shape[orank - 2], N = out.shape[orank - 1];
+    int64_t K = ta ? a.shape[ar - 2] : a.shape[ar - 1];
+    int64_t batch = orank == 3 ? out.shape[0] : 1;
+    int64_t aBatch = ar == 3 ? a.shape[ar - 2] * a.shape[ar - 1] : 0;
+    int64_t bBatch = br == 3 ? b.shape[br - 2] * b.shape[br - 1] : 0;
+    for (int64_t p = 0; p < batch; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          long double acc = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            int64_t ai = p * aBatch + (ta ? k * M + i : i * K + k);
+            int64_t bi = p * bBatch + (tb ? j * K + k : k * N + j);
+            acc += (long double)a.get(ai) * (long double)b.get(bi);
+          }
+          int64_t o = (p * M + i) * N + j;
+          if (out.isFloat())
+            out.set(o, (double)acc);
+          else
+            out.i[o] = wrapInteger(out.dtype, (int64_t)acc);
+        }
+    return out;
+  }
+
+  HostTensor conv2d(Conv2dOp c, const std::vector<HostTensor> &in) {
+    const HostTensor &x = in[0], &w = in[1];
+    const HostTensor *bias = c.getBias() ? &in[2] : nullptr;
+    HostTensor out = alloc(c.getResult());
+    bool nhwc = c.getLayout() == Layout::NHWC;
+    auto st = c.getStrides(), pad = c.getPadding(), dil = c.getDilation();
+    int64_t G = c.getGroups();
+    int64_t N = x.shape[0], C = nhwc ? x.shape[3] : x.shape[1], H = nhwc ? x.shape[1] : x.shape[2],
+            W = nhwc ? x.shape[2] : x.shape[3];
+    int64_t O = w.shape[0], Cg = nhwc ? w.shape[3] : w.shape[1], KH = nhwc ? w.shape[1] : w.shape[2],
+            KW = nhwc ? w.shape[2] : w.shape[3];
+    int64_t OH = nhwc ? out.shape[1] : out.shape[2], OW = nhwc ? out.shape[2] : out.shape[3];
+    int64_t Og = O / G;
+    auto xAt = [&](int64_t n, int64_t ch, int64_t h, int64_t ww) {
+      return nhwc ? ((n * H + h) * W + ww) * C + ch : ((n * C + ch) * H + h) * W + ww;
+    };
+    auto wAt = [&](int64_t o, int64_t ci, int64_t kh, int64_t kw) {
+      return nhwc ? ((o * KH + kh) * KW + kw) * Cg + ci : ((o * Cg + ci) * KH + kh) * KW + kw;
+    };
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            long double acc = bias ? bias->f[o] : 0.0;
+            int64_t g = o / Og;
+            for (int64_t ci = 0; ci < Cg; ++ci)
+              for (int64_t kh = 0; kh < KH; ++kh) {
+                int64_t h = oh * st[0] - pad[0] + kh * dil[0];
+                if (h < 0 || h >= H)
+                  continue;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                  int64_t ww = ow * st[1] - pad[2] + kw * dil[1];
+                  if (ww < 0 || ww >= W)
+                    continue;
+                  acc += (long double)x.f[xAt(n, g * Cg + ci, h, ww)] * w.f[wAt(o, ci, kh, kw)];
+                }
+              }
+            int64_t idx = nhwc ? ((n * OH + oh) * OW + ow) * O + o : ((n * O + o) * OH + oh) * OW + ow;
+            out.set(idx, (double)acc);
+          }
+    return out;
+  }
+
+  template <class PoolOpT>
+  HostTensor pool(PoolOpT p, const HostTensor &x, bool isMax, bool countIncludePad) {
+    HostTensor out = alloc(p.getResult());
+    bool nhwc = p.getLayout() == Layout::NHWC;
+    auto k = p.getKernel(), st = p.getStrides(), pad = p.getPadding();
+    int64_t N = x.shape[0], C = nhwc ? x.shape[3] : x.shape[1], H = nhwc ? x.shape[1] : x.shape[2],
+            W = nhwc ? x.shape[2] : x.shape[3];
+    int64_t OH = nhwc ? out.shape[1] : out.shape[2], OW = nhwc ? out.shape[2] : out.shape[3];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            long double acc = isMax ? -std::numeric_limits<long double>::infinity() : 0.0L;
+            int64_t count = 0;
+            for (int64_t kh = 0; kh < k[0]; ++kh) {
+              int64_t h = oh * st[0] - pad[0] + kh;
+              if (h < 0 || h >= H)
+                continue;
+              for (int64_t kw = 0; kw < k[1]; ++kw) {
+                int64_t w = ow * st[1] - pad[2] + kw;
+                if (w < 0 || w >= W)
+                  continue;
+                long double v = x.f[nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w];
+                acc = isMax ? scalar::rf_max(acc, v) : acc + v;
+                ++count;
+              }
+            }
+            if (!isMax)
+              acc /= countIncludePad ? k[0] * k[1] : count;
+            int64_t idx = nhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow;
+            out.set(idx, (double)acc);
+          }
+    return out;
+  }
+};
+
+} // namespace
+
+std::vector<HostTensor> interpret(ModuleOp module, const std::string &entry,
+                                  const std::vector<HostTensor> &inputs,
+                                  const InterpreterOptions &options) {
+  auto fn = module.lookupSymbol<func::FuncOp>(entry);
+  if (!fn)
+    throw InterpreterError("no function named '" + entry + "' in the module");
+  Interpreter interp(module, options);
+  return interp.call(fn, inputs);
+}
+
+std::vector<HostTensor> interpretText(const std::string &text, const std::string &entry,
+                                      const std::vector<HostTensor> &inputs,
+                                      const InterpreterOptions &options) {
+  DialectRegistry registry;
+  registry.insert<RfuseDialect, func::FuncDialect>();
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d.getLocation() << ": " << d << "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &ctx);
+  if (!module || failed(verify(*module)))
+    throw InterpreterError("invalid module:\n" + diagnostics);
+  return interpret(*module, entry, inputs, options);
+}
+
+} // namespace rfuse

@@ -1,0 +1,150 @@
+#include "rfuse/Runtime/Npy.h"
+
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace rfuse {
+namespace {
+
+const char *descrOf(DType t) {
+  switch (t) {
+  case DType::F32: case DType::BF16: return "<f4";
+  case DType::F64: return "<f8";
+  case DType::F16: return "<f2";
+  case DType::I1: return "|b1";
+  case DType::I32: return "<i4";
+  case DType::I64: return "<i8";
+  }
+  return "";
+}
+
+uint16_t toHalfBits(double v) {
+  llvm::APFloat x(v);
+  bool lost;
+  x.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return (uint16_t)x.bitcastToAPInt().getZExtValue();
+}
+
+double fromHalfBits(uint16_t bits) {
+  llvm::APFloat x(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits));
+  bool lost;
+  x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return x.convertToDouble();
+}
+
+// Extracts the value of 'key' from the header dict, e.g. "'descr': '<f4'".
+std::string field(const std::string &header, const std::string &key, const std::string &path) {
+  size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos)
+    throw NpyError(path + ": .npy header has no '" + key + "'");
+  size_t colon = header.find(':', k);
+  size_t end = key == "shape" ? header.find(')', colon) + 1 : header.find(',', colon);
+  return llvm::StringRef(header.substr(colon + 1, end - colon - 1)).trim(" '\"").str();
+}
+
+} // namespace
+
+HostTensor readNpy(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw NpyError("cannot open '" + path + "'");
+  char magic[8];
+  in.read(magic, 8);
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw NpyError(path + ": not a .npy file (bad magic)");
+  uint32_t headerLen = 0;
+  if (magic[6] == 1) {
+    unsigned char b[2];
+    in.read((char *)b, 2);
+    headerLen = b[0] | (b[1] << 8);
+  } else {
+    unsigned char b[4];
+    in.read((char *)b, 4);
+    headerLen = b[0] | (b[1] << 8) | (b[2] << 16) | ((uint32_t)b[3] << 24);
+  }
+  std::string header(headerLen, '\0');
+  in.read(header.data(), headerLen);
+  if (!in)
+    throw NpyError(path + ": truncated header");
+  std::string descr = field(header, "descr", path);
+  if (field(header, "fortran_order", path) != "False")
+    throw NpyError(path + ": Fortran-ordered arrays are not supported; save with C order");
+  std::string shapeText = field(header, "shape", path);
+  std::vector<int64_t> shape;
+  for (llvm::StringRef rest = llvm::StringRef(shapeText).trim("() "); !rest.empty();) {
+    auto [dim, tail] = rest.split(',');
+    dim = dim.trim();
+    if (!dim.empty()) {
+      int64_t d;
+      if (dim.getAsInteger(10, d))
+        throw NpyError(path + ": bad shape " + shapeText);
+      shape.push_back(d);
+    }
+    rest = tail.trim();
+  }
+  DType dt;
+  if (descr == "<f4") dt = DType::F32;
+  else if (descr == "<f8") dt = DType::F64;
+  else if (descr == "<f2") dt = DType::F16;
+  else if (descr == "|b1") dt = DType::I1;
+  else if (descr == "<i4") dt = DType::I32;
+  else if (descr == "<i8") dt = DType::I64;
+  else throw NpyError(path + ": unsupported dtype '" + descr + "'");
+  HostTensor t(dt, shape);
+  int64_t n = t.numel(), size = dtypeSize(dt);
+  std::vector<char> raw(n * size);
+  in.read(raw.data(), raw.size());
+  if (!in)
+    throw NpyError(path + ": truncated data (expected " + std::to_string(raw.size()) + " bytes)");
+  for (int64_t k = 0; k < n; ++k) {
+    const char *p = raw.data() + k * size;
+    switch (dt) {
+    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
+    case DType::F64: { double v; std::memcpy(&v, p, 8); t.f[k] = v; break; }
+    case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); t.f[k] = fromHalfBits(v); break; }
+    case DType::I1: t.i[k] = *p != 0; break;
+    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
+    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); t.i[k] = v; break; }
+    case DType::BF16: break;
+    }
+  }
+  return t;
+}
+
+void writeNpy(const std::string &path, const HostTensor &t) {
+  std::ostringstream dict;
+  dict << "{'descr': '" << descrOf(t.dtype) << "', 'fortran_order': False, 'shape': (";
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    dict << t.shape[d] << (t.shape.size() == 1 || d + 1 < t.shape.size() ? "," : "");
+  dict << "), }";
+  std::string header = dict.str();
+  // Pad so that the data starts on a 64-byte boundary, header ending in '\n' (format 1.0).
+  size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  if (!out)
+    throw NpyError("cannot write '" + path + "'");
+  out.write("\x93NUMPY\x01\x00", 8);
+  uint16_t len = (uint16_t)header.size();
+  char lenBytes[2] = {(char)(len & 0xff), (char)(len >> 8)};
+  out.write(lenBytes, 2);
+  out.write(header.data(), header.size());
+  for (int64_t k = 0, n = t.numel(); k < n; ++k) {
+    switch (t.dtype) {
+    case DType::F32: case DType::BF16: { float v = (float)t.f[k]; out.write((char *)&v, 4); break; }
+    case DType::F64: { double v = t.f[k]; out.write((char *)&v, 8); break; }
+    case DType::F16: { uint16_t v = toHalfBits(t.f[k]); out.write((char *)&v, 2); break; }
+    case DType::I1: { char v = t.i[k] != 0; out.write(&v, 1); break; }
+    case DType::I32: { int32_t v = (int32_t)t.i[k]; out.write((char *)&v, 4); break; }
+    case DType::I64: { int64_t v = t.i[k]; out.write((char *)&v, 8); break; }
+    }
+  }
+  if (!out)
+    throw NpyError("error writing '" + path + "'");
+}
+
+} // namespace rfuse
