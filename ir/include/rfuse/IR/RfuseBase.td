@@ -59,7 +59,10 @@ def Rfuse_Layout : I32EnumAttr<"Layout", "image tensor layout", [
   let cppNamespace = "::rfuse";
   let genSpecializedAttr = 0;
 }
-def Rfuse_LayoutAttr : EnumAttr<Rfuse_Dialect, Rfuse_Layout, "layout">;
+// Printed inside attribute dictionaries (conv2d, pools), hence the <> form: #rfuse.layout<NCHW>.
+def Rfuse_LayoutAttr : EnumAttr<Rfuse_Dialect, Rfuse_Layout, "layout"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Rfuse_FusionKind : I32EnumAttr<"FusionKind", "what a fusion region computes", [
     I32EnumAttrCase<"pointwise", 0>, I32EnumAttrCase<"reduction", 1>,

@@ -29,14 +29,16 @@ template <class T> RF_FN T rf_tanh(T x) { return RF_M(tanh)(x); }
 template <class T> RF_FN T rf_sigmoid(T x) { return T(1) / (T(1) + RF_M(exp)(-x)); }
 // relu(NaN) is NaN, as in PyTorch.
 template <class T> RF_FN T rf_relu(T x) { return x < T(0) ? T(0) : x; }
-// gelu(x) = x * Phi(x), exact form through erf.
+// gelu(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2). erfc, not 1 + erf: for negative x the latter
+// cancels catastrophically (at x = -4 it loses 4 of float's 7 digits).
 template <class T> RF_FN T rf_gelu_erf(T x) {
-  return T(0.5) * x * (T(1) + RF_M(erf)(x * T(0.70710678118654752440)));
+  return T(0.5) * x * RF_M(erfc)(-x * T(0.70710678118654752440));
 }
-// gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// gelu, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// the identical x / (1 + exp(-2u)), which does not cancel for negative x.
 template <class T> RF_FN T rf_gelu_tanh(T x) {
-  return T(0.5) * x *
-         (T(1) + RF_M(tanh)(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  return x / (T(1) + RF_M(exp)(T(-2) * u));
 }
 template <class T> RF_FN T rf_sin(T x) { return RF_M(sin)(x); }
 template <class T> RF_FN T rf_cos(T x) { return RF_M(cos)(x); }

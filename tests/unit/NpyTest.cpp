@@ -1,0 +1,81 @@
+// .npy reading and writing: every dtype round-trips, bad files fail with a message.
+#include "TestUtil.h"
+
+#include "rfuse/Runtime/Npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace rfuse;
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return std::string(::testing::TempDir()) + "/rfuse_npy_" + name;
+}
+
+class NpyRoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(NpyRoundTrip, ValuesAndShapeSurvive) {
+  DType dt = GetParam();
+  std::mt19937_64 rng((int)dt + 1);
+  HostTensor t = test::randomTensor(dt, {3, 1, 4}, rng);
+  std::string path = tempPath(std::string(dtypeName(dt)) + ".npy");
+  writeNpy(path, t);
+  HostTensor back = readNpy(path);
+  // bf16 has no NumPy dtype: it comes back as f32 with the same values.
+  EXPECT_EQ(back.dtype, dt == DType::BF16 ? DType::F32 : dt);
+  EXPECT_EQ(back.shape, t.shape);
+  EXPECT_EQ(back.f, t.f);
+  EXPECT_EQ(back.i, t.i);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, NpyRoundTrip,
+                         ::testing::Values(DType::F32, DType::F64, DType::F16, DType::BF16,
+                                           DType::I1, DType::I32, DType::I64),
+                         [](const auto &info) { return std::string(dtypeName(info.param)); });
+
+TEST(Npy, ScalarAndVectorShapes) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{}, std::vector<int64_t>{5}}) {
+    HostTensor t = HostTensor::fromDoubles(DType::F64, shape, std::vector<double>(shape.empty() ? 1 : 5, 2.5));
+    std::string path = tempPath("shape.npy");
+    writeNpy(path, t);
+    HostTensor back = readNpy(path);
+    EXPECT_EQ(back.shape, shape);
+    EXPECT_EQ(back.f, t.f);
+  }
+}
+
+TEST(Npy, RejectsBadFiles) {
+  std::string path = tempPath("bad.npy");
+  {
+    std::ofstream out(path);
+    out << "not numpy";
+  }
+  try {
+    readNpy(path);
+    FAIL() << "accepted a non-npy file";
+  } catch (const NpyError &e) {
+    EXPECT_NE(std::string(e.what()).find("bad magic"), std::string::npos);
+  }
+  // Truncated data.
+  HostTensor t = HostTensor::fromDoubles(DType::F32, {100}, std::vector<double>(100, 1.5));
+  writeNpy(path, t);
+  std::string content;
+  {
+    std::ifstream in(path, std::ios::binary);
+    content.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(content.data(), content.size() - 40);
+  }
+  EXPECT_THROW(readNpy(path), NpyError);
+  EXPECT_THROW(readNpy(tempPath("does-not-exist.npy")), NpyError);
+  std::remove(path.c_str());
+}
+
+} // namespace
