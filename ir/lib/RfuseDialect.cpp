@@ -2,6 +2,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -13,7 +14,18 @@ using namespace rfuse;
 #define GET_ATTRDEF_CLASSES
 #include "rfuse/IR/RfuseAttrs.cpp.inc"
 
+namespace {
+// Every rfuse op is pure and value-semantic, so calls to traced helper functions can always be
+// inlined, and so can ops into fusion regions.
+struct RfuseInlinerInterface : DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final { return true; }
+  bool isLegalToInline(Region *, Region *, bool, IRMapping &) const final { return true; }
+};
+} // namespace
+
 void RfuseDialect::initialize() {
+  addInterfaces<RfuseInlinerInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "rfuse/IR/RfuseOps.cpp.inc"

@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/Sequence.h"
 
 using namespace mlir;
 using namespace rfuse;
@@ -33,6 +34,13 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+LogicalResult ConstantOp::verify() {
+  if (!llvm::isa<DenseElementsAttr>(getValue()))
+    return emitOpError("value must be a dense elements attribute (sparse and resource "
+                       "constants are not supported)");
+  return success();
+}
 
 //===----------------------------------------------------------------------===//
 // Pointwise
@@ -65,21 +73,52 @@ LogicalResult SelectOp::verify() {
   return success();
 }
 
-// x * 1 -> x (exact in IEEE arithmetic, NaN and signed zeros included).
-OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
-  auto isOne = [](Attribute a) {
-    auto splat = llvm::dyn_cast_if_present<SplatElementsAttr>(a);
-    if (!splat)
-      return false;
-    if (auto f = llvm::dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>()))
-      return f.getValue().isExactlyValue(1.0);
-    if (auto i = llvm::dyn_cast<IntegerAttr>(splat.getSplatValue<Attribute>()))
-      return i.getValue().isOne();
+namespace {
+// Whether `a` is a splat constant equal to `value`. For floats, the sign of zero matters:
+// x + (-0.0) == x for every x, but x + (+0.0) turns -0.0 into +0.0.
+bool isSplatOf(Attribute a, double value, bool negativeZero = false) {
+  auto splat = llvm::dyn_cast_if_present<SplatElementsAttr>(a);
+  if (!splat)
     return false;
-  };
-  if (isOne(adaptor.getRhs()))
+  if (auto f = llvm::dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>()))
+    return value == 0.0 ? f.getValue().isZero() && f.getValue().isNegative() == negativeZero
+                        : f.getValue().isExactlyValue(value);
+  if (auto i = llvm::dyn_cast<IntegerAttr>(splat.getSplatValue<Attribute>()))
+    return i.getValue().getSExtValue() == (int64_t)value;
+  return false;
+}
+bool isIntegerTensor(Value v) {
+  return llvm::isa<IntegerType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
+}
+} // namespace
+
+// Identity folds, each exact in IEEE arithmetic (NaN and signed zeros included):
+// x * 1, 1 * x, x / 1, x - (+0), x + (-0), -0 + x; for integers also x + 0, 0 + x.
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 1.0))
     return getLhs();
-  if (isOne(adaptor.getLhs()))
+  if (isSplatOf(adaptor.getLhs(), 1.0))
+    return getRhs();
+  return {};
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 1.0))
+    return getLhs();
+  return {};
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 0.0, /*negativeZero=*/false))
+    return getLhs();
+  return {};
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  bool isInt = isIntegerTensor(getLhs());
+  if (isSplatOf(adaptor.getRhs(), 0.0, /*negativeZero=*/!isInt))
+    return getLhs();
+  if (isSplatOf(adaptor.getLhs(), 0.0, /*negativeZero=*/!isInt))
     return getRhs();
   return {};
 }
@@ -117,6 +156,15 @@ LogicalResult BroadcastInDimOp::verify() {
 OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getResult().getType())
     return getInput(); // dims are then the identity (strictly increasing, same rank)
+  // broadcast(broadcast(x, d1), d2) = broadcast(x, d2 . d1)
+  if (auto inner = getInput().getDefiningOp<BroadcastInDimOp>()) {
+    SmallVector<int64_t> dims;
+    for (int64_t d : inner.getDims())
+      dims.push_back(getDims()[d]);
+    getInputMutable().assign(inner.getInput());
+    setDims(dims);
+    return getResult();
+  }
   if (auto splat = llvm::dyn_cast_if_present<SplatElementsAttr>(adaptor.getInput()))
     return SplatElementsAttr::get(getResult().getType(), splat.getSplatValue<Attribute>());
   return {};
@@ -148,6 +196,27 @@ LogicalResult ReshapeOp::verify() {
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getResult().getType())
     return getInput();
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) { // reshape(reshape(x)) = reshape(x)
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  if (llvm::equal(getPerm(), llvm::seq<int64_t>(0, getPerm().size())))
+    return getInput();
+  // transpose(transpose(x, p1), p2) = transpose(x, p1 . p2): result dim i is x dim p1[p2[i]].
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> perm;
+    for (int64_t p : getPerm())
+      perm.push_back(inner.getPerm()[p]);
+    if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      return inner.getInput();
+    getInputMutable().assign(inner.getInput());
+    setPerm(perm);
+    return getResult();
+  }
   return {};
 }
 
@@ -257,6 +326,39 @@ LogicalResult FusionOp::verifyRegions() {
       return emitOpError("body argument #") << i << " has type " << argType
                                             << " but input #" << i << " has type "
                                             << input.getType();
+  }
+  unsigned reductions = 0, matmuls = 0, convs = 0, pools = 0;
+  body.walk([&](Operation *op) {
+    reductions += isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
+    matmuls += isa<MatmulOp>(op);
+    convs += isa<Conv2dOp>(op);
+    pools += isa<MaxPool2dOp, AvgPool2dOp>(op);
+  });
+  StringRef kind = stringifyFusionKind(getKind());
+  if (pools)
+    return emitOpError("a ") << kind << " region cannot contain pooling";
+  switch (getKind()) {
+  case FusionKind::pointwise:
+    if (reductions || matmuls || convs)
+      return emitOpError("a pointwise region cannot contain reductions, matmul or conv2d");
+    break;
+  case FusionKind::reduction:
+    if (!reductions || matmuls || convs)
+      return emitOpError("a reduction region needs at least one reduction and no matmul or "
+                         "conv2d");
+    break;
+  case FusionKind::matmul_epilogue:
+    if (matmuls != 1 || convs || reductions)
+      return emitOpError("a matmul_epilogue region needs exactly one matmul and no conv2d or "
+                         "reduction, found ")
+             << matmuls << " matmul(s)";
+    break;
+  case FusionKind::conv_epilogue:
+    if (convs != 1 || matmuls || reductions)
+      return emitOpError("a conv_epilogue region needs exactly one conv2d and no matmul or "
+                         "reduction, found ")
+             << convs << " conv2d(s)";
+    break;
   }
   auto yield = llvm::dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)

@@ -132,6 +132,8 @@ bool inferConv2dShape(ArrayRef<int64_t> in, ArrayRef<int64_t> filter,
   int64_t n = in[0], c = nhwc ? in[3] : in[1], h = nhwc ? in[1] : in[2], w = nhwc ? in[2] : in[3];
   int64_t o = filter[0], ci = nhwc ? filter[3] : filter[1], kh = nhwc ? filter[1] : filter[2],
           kw = nhwc ? filter[2] : filter[3];
+  if (kh < 1 || kw < 1)
+    return fail(err, "filter spatial size must be at least 1x1, got ", kh, "x", kw);
   if (c % groups != 0 || o % groups != 0)
     return fail(err, "input channels (", c, ") and output channels (", o,
                 ") must be divisible by groups (", groups, ")");
@@ -192,9 +194,11 @@ bool checkBroadcastInDim(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, ArrayRef<
 bool checkReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, std::string &err) {
   int64_t a = 1, b = 1;
   for (int64_t d : in)
-    a *= d;
+    if (__builtin_mul_overflow(a, d, &a))
+      return fail(err, "operand shape ", shapeToString(in), " has more than 2^63 elements");
   for (int64_t d : out)
-    b *= d;
+    if (__builtin_mul_overflow(b, d, &b))
+      return fail(err, "result shape ", shapeToString(out), " has more than 2^63 elements");
   if (a != b)
     return fail(err, "cannot reshape ", shapeToString(in), " (", a, " elements) to ",
                 shapeToString(out), " (", b, " elements)");

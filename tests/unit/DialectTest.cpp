@@ -159,7 +159,7 @@ TEST(Dialect, DTypeNames) {
 TEST(Dialect, FusionRegionVerifier) {
   Parsed p = parse(R"(
     func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-      %0 = rfuse.fusion pointwise (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+      %0 = rfuse.fusion reduction (%x) : (tensor<4xf32>) -> tensor<4xf32> {
       ^bb0(%a: tensor<4xf32>):
         %r = rfuse.reduce_sum %a, dims = [0] : (tensor<4xf32>) -> tensor<f32>
         rfuse.yield %r : tensor<f32>
@@ -169,6 +169,21 @@ TEST(Dialect, FusionRegionVerifier) {
   EXPECT_FALSE(p.module);
   EXPECT_NE(p.diagnostics.find("yielded value #0 has type 'tensor<f32>' but result #0"),
             std::string::npos)
+      << p.diagnostics;
+}
+
+TEST(Dialect, FusionKindMustMatchTheBody) {
+  Parsed p = parse(R"(
+    func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
+      %0 = rfuse.fusion pointwise (%x) : (tensor<4xf32>) -> tensor<f32> {
+      ^bb0(%a: tensor<4xf32>):
+        %r = rfuse.reduce_sum %a, dims = [0] : (tensor<4xf32>) -> tensor<f32>
+        rfuse.yield %r : tensor<f32>
+      }
+      return %0 : tensor<f32>
+    })");
+  EXPECT_FALSE(p.module);
+  EXPECT_NE(p.diagnostics.find("a pointwise region cannot contain reductions"), std::string::npos)
       << p.diagnostics;
 }
 

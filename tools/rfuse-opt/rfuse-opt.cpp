@@ -9,16 +9,62 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Transforms/Passes.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+static llvm::cl::opt<bool> costReport(
+    "rfuse-cost-report",
+    llvm::cl::desc("After every pass, print the cost model of each host function to stderr "
+                   "(rfuse-cost: <pass> @<fn>: kernels=<k> bytes=<b>)"));
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<rfuse::RfuseDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::tensor::TensorDialect,
+  rfuse::registerRfuseDialects(registry);
+  registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::tensor::TensorDialect,
                   mlir::linalg::LinalgDialect>();
   mlir::registerTransformsPasses();
   rfuse::registerRfusePasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "rfuse optimizer driver\n", registry));
+  rfuse::registerRfusePipelines();
+  // --rfuse-pipeline=NAME is spelled --rfuse-pipeline-NAME for MLIR's option parser.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char *> argvRewritten;
+  for (std::string &a : args) {
+    if (llvm::StringRef(a).starts_with("--rfuse-pipeline="))
+      a = "--rfuse-pipeline-" + a.substr(strlen("--rfuse-pipeline="));
+    argvRewritten.push_back(a.data());
+  }
+  auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
+      (int)argvRewritten.size(), argvRewritten.data(), "rfuse optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (costReport)
+    config.setPassPipelineSetupFn([cliConfig = config](mlir::PassManager &pm) {
+      if (mlir::failed(cliConfig.setupPassPipeline(pm))) // the pipeline given on the command line
+        return mlir::failure();
+      pm.addInstrumentation(std::make_unique<rfuse::CostReportInstrumentation>(
+          [](const rfuse::CostEntry &e) { llvm::errs() << e.str() << "\n"; }));
+      return mlir::success();
+    });
+  std::string error;
+  auto input = mlir::openInputFile(inputFile, &error);
+  if (!input) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  auto output = mlir::openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
 }

@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &ctx);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &ctx);
-  if (!module)
-    return fail("cannot parse '" + inputFile + "'");
+  if (!module) // the parser also verifies
+    return fail("cannot parse or verify '" + inputFile + "'");
   if (failed(verify(*module)))
     return fail("'" + inputFile + "' does not verify");
 
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
   rfuse::InterpreterOptions options;
   if (!dtype.empty()) {
     rfuse::DType dt;
-    if (!rfuse::parseDType(dtype, dt) || !rfuse::isFloat(dt))
+    if (!rfuse::parseDType(dtype, dt) || (dt != rfuse::DType::F32 && dt != rfuse::DType::F64))
       return fail("--dtype must be f32 or f64, got '" + dtype + "'");
     options.floatOverride = dt;
   }

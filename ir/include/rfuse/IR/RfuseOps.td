@@ -30,6 +30,7 @@ def Rfuse_ConstantOp : Rfuse_Op<"constant", [ConstantLike, Pure, InferTypeOpAdap
   let results = (outs Rfuse_Tensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -120,12 +121,18 @@ class Rfuse_BinaryOp<string mnemonic, string kind, Type T, string what>
     # kind # "; }";
 }
 
-def Rfuse_AddOp : Rfuse_BinaryOp<"add", "Add", Rfuse_NumericTensor, "addition (lhs + rhs)">;
-def Rfuse_SubOp : Rfuse_BinaryOp<"sub", "Sub", Rfuse_NumericTensor, "subtraction (lhs - rhs)">;
+def Rfuse_AddOp : Rfuse_BinaryOp<"add", "Add", Rfuse_NumericTensor, "addition (lhs + rhs)"> {
+  let hasFolder = 1;
+}
+def Rfuse_SubOp : Rfuse_BinaryOp<"sub", "Sub", Rfuse_NumericTensor, "subtraction (lhs - rhs)"> {
+  let hasFolder = 1;
+}
 def Rfuse_MulOp : Rfuse_BinaryOp<"mul", "Mul", Rfuse_NumericTensor, "multiplication (lhs * rhs)"> {
   let hasFolder = 1;
 }
-def Rfuse_DivOp : Rfuse_BinaryOp<"div", "Div", Rfuse_FloatTensor, "division (lhs / rhs)">;
+def Rfuse_DivOp : Rfuse_BinaryOp<"div", "Div", Rfuse_FloatTensor, "division (lhs / rhs)"> {
+  let hasFolder = 1;
+}
 def Rfuse_PowOp : Rfuse_BinaryOp<"pow", "Pow", Rfuse_FloatTensor, "power (lhs ^ rhs)">;
 def Rfuse_MaxOp : Rfuse_BinaryOp<"max", "Max", Rfuse_NumericTensor,
                                  "maximum, propagating NaN (R's pmax)">;
@@ -227,6 +234,7 @@ def Rfuse_TransposeOp : Rfuse_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Rfuse_Tensor:$result);
   let assemblyFormat = "$input `,` `perm` `=` $perm attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure]> {
@@ -344,7 +352,10 @@ def Rfuse_FusionOp : Rfuse_Op<"fusion", [IsolatedFromAbove, SingleBlock,
     The body's block arguments are the `inputs`, in order and of the same types; the body ends
     in `rfuse.yield` of values with the result types. The region is isolated from above, so a
     fusion op is self-contained: codegen, caching (by the region's canonical text) and the
-    interpreter can treat it alone. `kind` tells codegen which kernel template applies.
+    interpreter can treat it alone. `kind` tells codegen which kernel template applies, and the
+    verifier holds the body to it: `pointwise` holds no reduction, contraction or pooling;
+    `reduction` at least one reduction and no contraction; `matmul_epilogue` exactly one matmul,
+    `conv_epilogue` exactly one conv2d, neither with a reduction; pooling appears in none.
 
     Example:
     ```mlir

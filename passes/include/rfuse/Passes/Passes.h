@@ -5,7 +5,15 @@
 #include "rfuse/IR/RfuseDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+
+#include <string>
+#include <vector>
 
 namespace rfuse {
 #define GEN_PASS_DECL
@@ -13,6 +21,45 @@ namespace rfuse {
 
 #define GEN_PASS_REGISTRATION
 #include "rfuse/Passes/Passes.h.inc"
+
+/// Names of the pipelines: "default" (inline, canonicalize, CSE, matmul-epilogue, reduction and
+/// elementwise fusion, outlining), "elementwise-only", "no-fusion" (inline and clean up only).
+std::vector<std::string> pipelineNames();
+/// Appends pipeline `name` to `pm` (anchored on builtin.module); fails for an unknown name.
+mlir::LogicalResult buildPipeline(mlir::OpPassManager &pm, llvm::StringRef name);
+/// The cost model's view of one host function after one pass (see docs/passes.md): kernels =
+/// fusion regions, outlined kernel calls and unfused compute ops; bytes = what they read and
+/// write through device memory, each input and output once per kernel.
+struct CostEntry {
+  std::string pass;
+  std::string function;
+  uint64_t kernels = 0;
+  uint64_t bytes = 0;
+  /// "rfuse-cost: <pass> @<function>: kernels=<k> bytes=<b>"
+  std::string str() const;
+};
+
+/// Reports the cost model of every host function after every pass. Debian's release build of
+/// MLIR compiles pass statistics out (-mlir-pass-statistics prints nothing), so this is how
+/// researchers compare fusion strategies by numbers: rfuse-opt --rfuse-cost-report.
+class CostReportInstrumentation : public mlir::PassInstrumentation {
+public:
+  explicit CostReportInstrumentation(std::function<void(const CostEntry &)> sink)
+      : sink(std::move(sink)) {}
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override;
+
+private:
+  std::function<void(const CostEntry &)> sink;
+};
+
+/// Runs pipeline `name` on `module`; errors are reported through the context's diagnostics.
+/// With `costs`, appends the cost model after each pass.
+mlir::LogicalResult compile(mlir::ModuleOp module, llvm::StringRef pipeline,
+                            std::vector<CostEntry> *costs = nullptr);
+/// Registers each pipeline as a pass-pipeline option `rfuse-pipeline-<name>`.
+void registerRfusePipelines();
+/// Adds the dialects rfuse modules use (rfuse, func) and func's inliner extension.
+void registerRfuseDialects(mlir::DialectRegistry &registry);
 } // namespace rfuse
 
 #endif

@@ -20,4 +20,84 @@ def Unfuse : Pass<"rfuse-unfuse", "mlir::func::FuncOp"> {
   ];
 }
 
+
+// Statistics every fusion pass reports, under the cost model of docs/passes.md: after the pass,
+// how many kernels (fusion regions plus unfused compute ops) the function needs, and the bytes
+// they move through device memory (each kernel reads its inputs and writes its outputs once).
+defvar CostStatistics = [
+  Statistic<"numKernels", "kernels", "Kernels after this pass (cost model)">,
+  Statistic<"bytesMoved", "bytes-moved", "Estimated bytes moved through device memory">,
+];
+
+def FuseElementwise : Pass<"rfuse-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Group producer-consumer chains of pointwise ops into pointwise fusion regions";
+  let description = [{
+    Groups pointwise ops, casts, broadcasts and transposes whose results share one iteration
+    space (shape) into `rfuse.fusion pointwise` regions, each of which becomes one kernel.
+    Broadcasts and transposes read region inputs through index maps, so they never change the
+    iteration space. Values needed outside a region become extra results (multi-output fusion);
+    nothing is recomputed. Ops already inside fusion regions are left alone. Every remaining
+    pointwise op ends up in some region (possibly alone).
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let options = [
+    Option<"maxOps", "max-ops", "unsigned", /*default=*/"0",
+           "Largest region in ops (0: unbounded)">,
+    Option<"testFlipSubOperands", "test-flip-sub-operands", "bool", /*default=*/"false",
+           "TESTING ONLY: swap the operands of rfuse.sub when moving it into a region, a "
+           "deliberately wrong transformation the property tests must catch">,
+  ];
+  let statistics = !listconcat([
+    Statistic<"numRegions", "regions", "Fusion regions formed">,
+    Statistic<"numFusedOps", "fused-ops", "Ops moved into fusion regions">,
+  ], CostStatistics);
+}
+
+def FuseReductions : Pass<"rfuse-fuse-reductions", "mlir::func::FuncOp"> {
+  let summary = "Fuse reductions with their pointwise prologue and epilogue";
+  let description = [{
+    Forms `rfuse.fusion reduction` regions around reductions: all reductions in a region reduce
+    the same dimensions of the same shape F; the region also holds pointwise ops on F (prologue,
+    and epilogue after broadcasting reduced values back) and on the reduced shape R (e.g.
+    `rsqrt(var + eps)`). Codegen runs such a region as one row kernel, so row softmax and
+    layernorm are one kernel each. Reductions over different dimensions are never fused
+    together, and a reduction is never duplicated: a reduced value used elsewhere is an output.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = !listconcat([
+    Statistic<"numRegions", "regions", "Fusion regions formed">,
+    Statistic<"numFusedOps", "fused-ops", "Ops moved into fusion regions">,
+  ], CostStatistics);
+}
+
+def FuseMatmulEpilogue : Pass<"rfuse-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Fuse bias, activation and residual adds into the preceding matmul or conv2d";
+  let description = [{
+    Forms one `rfuse.fusion matmul_epilogue` (or `conv_epilogue`) region per matmul (conv2d):
+    the contraction plus the pointwise ops on its result's shape that follow it — bias adds
+    (broadcasts of region inputs), activations, residual adds. Codegen maps the region to a
+    cuBLASLt epilogue where one fits, otherwise to the library call plus one generated kernel.
+    The contraction's own operands are always region inputs (no prologue).
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = !listconcat([
+    Statistic<"numRegions", "regions", "Fusion regions formed">,
+    Statistic<"numFusedOps", "fused-ops", "Ops moved into fusion regions">,
+  ], CostStatistics);
+}
+
+def OutlineKernels : Pass<"rfuse-outline-kernels", "mlir::ModuleOp"> {
+  let summary = "Turn each fusion region into a kernel function called from the host function";
+  let description = [{
+    Moves the body of every `rfuse.fusion` into a private `func.func` named
+    `<function>_k<N>_<kind>` carrying `rfuse.kernel = #rfuse.fusion_kind<...>`, and replaces the
+    fusion op by a `func.call`. The host function becomes a sequence of kernel calls and the
+    remaining unfused ops (library ops such as pools). Codegen consumes the kernel functions.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect", "::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numOutlined", "kernels-outlined", "Kernel functions created">,
+  ];
+}
+
 #endif // RFUSE_PASSES_TD
