@@ -1,0 +1,28 @@
+# Classed conditions. Every error rfuse raises inherits from "rfuse_error"; the specific classes
+# are rfuse_unsupported, rfuse_shape_error, rfuse_type_error, rfuse_trace_error,
+# rfuse_compile_error and rfuse_runtime_error.
+
+rf_abort <- function(class, message, call = NULL) {
+  stop(structure(class = c(class, "rfuse_error", "error", "condition"),
+                 list(message = message, call = call)))
+}
+
+# Runs `expr` (a call into the C++ glue) and turns the glue's "class: message" errors into
+# classed R conditions.
+rf_guard <- function(expr, call = NULL) {
+  tryCatch(expr, error = function(e) {
+    msg <- conditionMessage(e)
+    m <- regmatches(msg, regexec("^(rfuse_[a-z_]+): (.*)$", msg))[[1]]
+    if (length(m) == 3) rf_abort(m[2], m[3], call)
+    stop(e)
+  })
+}
+
+rf_unsupported <- function(fname, call = NULL, why = "it is not supported by rfuse yet") {
+  where <- if (is.null(call)) "" else paste0(" in `", paste(deparse(call, width.cutoff = 60L),
+                                                            collapse = " "), "`")
+  rf_abort("rfuse_unsupported",
+           sprintf("rfuse cannot trace `%s()`%s: %s", fname, where, why), call)
+}
+
+rf_shape_error <- function(message, call = NULL) rf_abort("rfuse_shape_error", message, call)

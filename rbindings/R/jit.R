@@ -1,0 +1,191 @@
+# rf_jit: trace once per input signature, compile with a fusion pipeline, cache, run.
+
+.rf_caches <- new.env(parent = emptyenv())   # every rf_jit function's program cache, by id
+.rf_counters <- new.env(parent = emptyenv())
+.rf_counters$compiles <- 0
+.rf_counters$hits <- 0
+.rf_counters$next_id <- 0
+
+# Names every argument (positional ones by f's formals, as R would match them).
+name_args <- function(f, args) {
+  nms <- names(args) %||% rep("", length(args))
+  free <- setdiff(names(formals(f)), c("...", nms[nms != ""]))
+  pos <- which(nms == "")
+  take <- seq_len(min(length(pos), length(free)))
+  nms[pos[take]] <- free[take]
+  names(args) <- nms
+  args
+}
+
+check_arg <- function(a, name, is_static) {
+  if (is_static) return(invisible())
+  if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a))
+    rf_abort("rfuse_type_error",
+             sprintf("argument '%s' is %s; rf_jit() functions take numeric (or logical) vectors, matrices or arrays%s",
+                     name, paste(class(a), collapse = "/"),
+                     if (is.character(a) || is.function(a) || is.list(a))
+                       " (pass non-numeric settings through `static = \"<name>\"`)" else ""))
+}
+
+# Signature of a call: per argument its kind and dims (static ones by value).
+signature_key <- function(args, static_args) {
+  parts <- vapply(seq_along(args), function(i) {
+    a <- args[[i]]
+    if (static_args[i]) return(paste0(names(args)[i], "=", paste(deparse(a), collapse = "")))
+    paste0(names(args)[i], if (is.logical(a)) ":l[" else ":n[",
+           paste(dim(a) %||% c(length(a), 0L), collapse = "x"), "]")
+  }, "")
+  paste(parts, collapse = ";")
+}
+
+#' Compile an R function with rfuse
+#'
+#' `rf_jit()` returns a function that computes the same as `f` on base-R numeric vectors,
+#' matrices and arrays. On the first call with a new input signature (argument dims and types)
+#' it traces `f` into rfuse's IR, fuses it with `pipeline`, compiles it and caches the result;
+#' later calls with the same signature only run the compiled program.
+#'
+#' Traced base R: arithmetic and comparison operators, `exp log sqrt abs tanh sin cos`,
+#' `pmax pmin ifelse`, `%*% t crossprod tcrossprod`, `sweep` (one MARGIN, FUN one of
+#' `+ - * /`), `rowSums colSums rowMeans colMeans sum mean max min`, `nrow ncol dim length`,
+#' `matrix`, `as.vector`, with R's recycling rules. Functions you wrote that `f` calls are traced
+#' too. Anything else given a traced value raises an error of class `rfuse_unsupported`.
+#'
+#' @param f A function of numeric arrays.
+#' @param dtype `"float32"` (default) or `"float64"` (R's own double arithmetic).
+#' @param pipeline Fusion pipeline: `"default"`, `"elementwise-only"` or `"no-fusion"`.
+#' @param static Names of arguments used as R values while tracing (part of the cache key by
+#'   value) instead of traced inputs: e.g. a loop count or a string option. Logical scalars are
+#'   always static.
+#' @return A function with the same arguments as `f`, of class `rf_jit_function`.
+#' @examples
+#' f <- function(x, a, b) pmax(x * a + b, 0) * (1 / (1 + exp(-x)))
+#' jf <- rf_jit(f, dtype = "float64")
+#' x <- matrix(rnorm(12), 3)
+#' all.equal(jf(x, 2, 0.5), f(x, 2, 0.5))
+#' @export
+rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", static = character()) {
+  if (inherits(f, "rf_jit_function")) f <- attr(f, "rfuse")$f
+  if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
+  dtype <- match.arg(dtype)
+  pipelines <- .rf_available_pipelines()
+  if (!is.character(pipeline) || length(pipeline) != 1 || !pipeline %in% pipelines)
+    rf_abort("rfuse_error", sprintf("unknown pipeline '%s'; available: %s", format(pipeline),
+                                    paste(pipelines, collapse = ", ")))
+  cache <- new.env(parent = emptyenv())
+  .rf_counters$next_id <- .rf_counters$next_id + 1
+  assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
+  state <- list(f = f, dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
+                static = static, cache = cache)
+  jitted <- function(...) jit_call(state, list(...))
+  structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
+}
+
+# Looks up (or traces and compiles) the program for these arguments.
+jit_entry <- function(state, args) {
+  args <- name_args(state$f, args)
+  static_args <- names(args) %in% state$static |
+    vapply(args, function(a) is.logical(a) && length(a) == 1 && is.null(dim(a)), logical(1))
+  for (i in seq_along(args)) check_arg(args[[i]], names(args)[i], static_args[i])
+  key <- signature_key(args, static_args)
+  entry <- state$cache[[key]]
+  if (is.null(entry)) {
+    tr <- trace_function(state$f, args, state$dtype, static_args)
+    program <- rf_guard(.rf_compile(tr$text, state$pipeline))
+    entry <- list(program = program, trace = tr)
+    assign(key, entry, envir = state$cache)
+    .rf_counters$compiles <- .rf_counters$compiles + 1
+  } else {
+    .rf_counters$hits <- .rf_counters$hits + 1
+  }
+  list(entry = entry, args = args)
+}
+
+jit_call <- function(state, args) {
+  je <- jit_entry(state, args)
+  tr <- je$entry$trace
+  outs <- rf_guard(.rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims))
+  items <- tr$out$items
+  k <- 0
+  for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }
+  if (tr$out$single) items[[1]] else items
+}
+
+#' @export
+print.rf_jit_function <- function(x, ...) {
+  st <- attr(x, "rfuse")
+  cat(sprintf("<rfuse jitted function: dtype %s, pipeline '%s', %d compiled signature(s)>\n",
+              if (st$dtype == "f32") "float32" else "float64", st$pipeline,
+              length(ls(st$cache, all.names = TRUE))))
+  print(st$f)
+  invisible(x)
+}
+
+#' Show what rfuse makes of a function
+#'
+#' Traces and compiles `f` for the given arguments (without running it) and returns the IR
+#' before and after fusion, the generated kernels and the library calls.
+#'
+#' @param f A function or an [rf_jit()] function.
+#' @param ... Arguments as you would pass them to `f`.
+#' @param pipeline Fusion pipeline (ignored when `f` is already jitted).
+#' @return A list with `traced` and `fused` (MLIR text), `kernels` (named character vector: the
+#'   generated CUDA C++ source of each kernel; empty until rfuse's CUDA code generator lands),
+#'   `kernel_names` (the outlined kernel functions, named by kind), `library_calls`
+#'   (character), and the cost model's `kernel_count` and `bytes_moved`.
+#' @examples
+#' x <- matrix(runif(6), 2)
+#' ex <- rf_explain(function(x) { e <- exp(x); e / rowSums(e) }, x)
+#' cat(ex$fused)
+#' ex$kernel_count
+#' @export
+rf_explain <- function(f, ..., pipeline = "default") {
+  jf <- if (inherits(f, "rf_jit_function")) f else rf_jit(f, pipeline = pipeline)
+  je <- jit_entry(attr(jf, "rfuse"), list(...))
+  info <- rf_guard(.rf_program_info(je$entry$program))
+  list(traced = info$traced, fused = info$fused,
+       kernels = stats::setNames(character(0), character(0)),
+       kernel_names = info$kernels, library_calls = info$library_calls,
+       kernel_count = info$kernel_count, bytes_moved = info$bytes_moved,
+       pipeline = info$pipeline)
+}
+
+#' rfuse's compile cache
+#'
+#' `rf_cache_info()` reports how many programs are cached in this session and how many calls
+#' compiled versus hit the cache; `rf_cache_clear()` empties every cache.
+#'
+#' @return `rf_cache_info()`: a list with `programs`, `compiles`, `hits`. `rf_cache_clear()`:
+#'   the number of programs removed, invisibly.
+#' @examples
+#' rf_cache_info()
+#' @export
+rf_cache_info <- function() {
+  programs <- sum(vapply(ls(.rf_caches), function(id) length(ls(.rf_caches[[id]], all.names = TRUE)),
+                         integer(1)))
+  list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits)
+}
+
+#' @rdname rf_cache_info
+#' @export
+rf_cache_clear <- function() {
+  n <- rf_cache_info()$programs
+  for (id in ls(.rf_caches)) rm(list = ls(.rf_caches[[id]], all.names = TRUE), envir = .rf_caches[[id]])
+  invisible(n)
+}
+
+#' The device rfuse runs on
+#'
+#' `"cuda"` when a usable NVIDIA GPU and rfuse's GPU backend are available, else `"cpu"`.
+#' `options(rfuse.device = "cpu")` forces the CPU. This version of rfuse runs programs on the
+#' CPU (its reference interpreter); the GPU backend is not part of it yet.
+#'
+#' @return `"cpu"` or `"cuda"`.
+#' @examples
+#' rf_default_device()
+#' @export
+rf_default_device <- function() {
+  forced <- getOption("rfuse.device")
+  if (!is.null(forced) && identical(forced, "cpu")) return("cpu")
+  "cpu"
+}

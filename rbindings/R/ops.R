@@ -1,0 +1,280 @@
+# Traced base R: the Ops, Math and Summary group generics on symbolic values, and the plain
+# functions (which R 4.2 does not dispatch on S3 objects) that rf_jit binds in the traced
+# function's environment.
+
+arith_ops <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "div", "^" = "pow")
+compare_ops <- c("==" = "eq", "!=" = "ne", "<" = "lt", "<=" = "le", ">" = "gt", ">=" = "ge")
+
+is_const_value <- function(x, v) !is_sym(x) && length(x) == 1L && is.numeric(x) && !is.na(x) && x == v
+
+# The user's call as written (the method's own sys.call() names the method).
+generic_call <- function(generic) {
+  call <- sys.call(-1)
+  call[[1]] <- as.name(generic)
+  call
+}
+
+#' @export
+Ops.rf_sym <- function(e1, e2) {
+  call <- generic_call(.Generic)
+  op <- .Generic
+  if (missing(e2)) { # unary
+    if (op == "+") return(to_dtype(e1, trace_float(), call))
+    if (op == "-") {
+      s <- to_dtype(e1, trace_float(), call)
+      return(new_sym(emit(.rf_b_unary, "neg", s$id, call = call), s$rdim, s$len, s$dtype))
+    }
+    if (op == "!") {
+      s <- to_dtype(e1, "i1", call)
+      return(new_sym(emit(.rf_b_unary, "not", s$id, call = call), s$rdim, s$len, "i1"))
+    }
+  }
+  if (op %in% names(arith_ops)) {
+    # x^2 is x*x in R (R_pow special-cases it), bit for bit.
+    if (op == "^" && is_const_value(e2, 2)) {
+      ab <- align2(e1, e1, call, "arith")
+      id <- emit(.rf_b_binary, "mul", ab$a$id, ab$a$id, call = call)
+      return(new_sym(id, ab$target$rdim, ab$target$len, trace_float()))
+    }
+    ab <- align2(e1, e2, call, "arith")
+    id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
+    return(new_sym(id, ab$target$rdim, ab$target$len, trace_float()))
+  }
+  if (op %in% names(compare_ops)) {
+    ab <- align2(e1, e2, call, "compare")
+    id <- emit(.rf_b_binary, compare_ops[[op]], ab$a$id, ab$b$id, call = call)
+    return(new_sym(id, ab$target$rdim, ab$target$len, "i1"))
+  }
+  if (op %in% c("&", "|")) {
+    ab <- align2(e1, e2, call, "logic")
+    id <- emit(.rf_b_binary, if (op == "&") "and" else "or", ab$a$id, ab$b$id, call = call)
+    return(new_sym(id, ab$target$rdim, ab$target$len, "i1"))
+  }
+  rf_unsupported(op, call)
+}
+
+math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
+              cos = "cos")
+
+#' @export
+Math.rf_sym <- function(x, ...) {
+  call <- generic_call(.Generic)
+  op <- .Generic
+  if (!op %in% names(math_ops)) rf_unsupported(op, call)
+  if (op == "log" && length(list(...)) > 0) rf_unsupported("log", call, "log() with a base is not supported yet; use log(x) / log(base)")
+  s <- to_dtype(x, trace_float(), call)
+  new_sym(emit(.rf_b_unary, math_ops[[op]], s$id, call = call), s$rdim, s$len, s$dtype)
+}
+
+# Reduces every element of a symbolic value to a length-1 vector.
+reduce_all <- function(kind, x, call) {
+  s <- to_dtype(as_sym(x, call), trace_float(), call)
+  t <- sym_tshape(s)
+  id <- emit(.rf_b_reduce, kind, s$id, seq_along(t) - 1L, FALSE, call = call)
+  id <- emit(.rf_b_reshape, id, 1L, call = call)
+  new_sym(id, NULL, 1L, s$dtype)
+}
+
+#' @export
+Summary.rf_sym <- function(..., na.rm = FALSE) {
+  call <- generic_call(.Generic)
+  op <- .Generic
+  if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
+  parts <- lapply(list(...), function(x) reduce_all(op, x, call))
+  combine <- c(sum = "add", max = "max", min = "min")[[op]]
+  Reduce(function(a, b) new_sym(emit(.rf_b_binary, combine, a$id, b$id, call = call), NULL, 1L, a$dtype),
+         parts)
+}
+
+#' @export
+mean.rf_sym <- function(x, ...) reduce_all("mean", x, sys.call())
+
+#' @export
+t.rf_sym <- function(x) {
+  call <- sys.call()
+  if (is.null(x$rdim)) return(reshape_sym(x, c(1L, x$len)))
+  if (length(x$rdim) != 2) rf_abort("rfuse_shape_error", "argument is not a matrix", call)
+  id <- emit(.rf_b_transpose, x$id, c(1L, 0L), call = call)
+  new_sym(id, rev(x$rdim), x$len, x$dtype)
+}
+
+# ---- Plain functions bound in the traced function's environment -----------------------------
+# Each falls back to base R when no argument is symbolic.
+
+any_sym <- function(...) any(vapply(list(...), is_sym, logical(1)))
+
+# As an R matrix (rdim c(r, c)) for %*%: vectors become rows or columns as base R decides.
+as_matrix_sym <- function(x, call) {
+  x <- as_sym(x, call)
+  if (!is.null(x$rdim) && length(x$rdim) != 2)
+    rf_shape_error("non-conformable arguments", call)
+  x
+}
+
+matmul_syms <- function(x, y, call, ta = FALSE, tb = FALSE) {
+  # x is R m x k (tensor [k, m]), y is R k x n (tensor [n, k]); R's x %*% y is the tensor
+  # y_t @ x_t of shape [n, m]. ta / tb: R-level transposes of x / y.
+  xm <- x$rdim; ym <- y$rdim
+  m <- if (ta) xm[2] else xm[1]; k1 <- if (ta) xm[1] else xm[2]
+  k2 <- if (tb) ym[2] else ym[1]; n <- if (tb) ym[1] else ym[2]
+  if (k1 != k2) rf_shape_error("non-conformable arguments", call)
+  x <- to_dtype(x, trace_float(), call); y <- to_dtype(y, trace_float(), call)
+  id <- emit(.rf_b_matmul, y$id, x$id, tb, ta, call = call)
+  new_sym(id, c(m, n), m * n, trace_float())
+}
+
+rf_matprod <- function(x, y) {
+  call <- sys.call()
+  if (!any_sym(x, y)) return(base::`%*%`(x, y))
+  x <- as_matrix_sym(x, call); y <- as_matrix_sym(y, call)
+  if (is.null(x$rdim) && is.null(y$rdim)) {
+    if (x$len != y$len) rf_shape_error("non-conformable arguments", call)
+    x <- reshape_sym(x, c(1L, x$len)); y <- reshape_sym(y, c(y$len, 1L))
+  } else if (is.null(x$rdim)) {
+    x <- reshape_sym(x, if (x$len == y$rdim[1]) c(1L, x$len) else c(x$len, 1L))
+  } else if (is.null(y$rdim)) {
+    y <- reshape_sym(y, if (y$len == x$rdim[2]) c(y$len, 1L) else c(1L, y$len))
+  }
+  matmul_syms(x, y, call)
+}
+
+rf_crossprod <- function(x, y = NULL) {
+  call <- sys.call()
+  if (!any_sym(x, y)) return(base::crossprod(x, y))
+  x <- as_matrix_sym(x, call); y <- if (is.null(y)) x else as_matrix_sym(y, call)
+  if (is.null(x$rdim)) x <- reshape_sym(x, c(x$len, 1L))
+  if (is.null(y$rdim)) y <- reshape_sym(y, c(y$len, 1L))
+  matmul_syms(x, y, call, ta = TRUE)
+}
+
+rf_tcrossprod <- function(x, y = NULL) {
+  call <- sys.call()
+  if (!any_sym(x, y)) return(base::tcrossprod(x, y))
+  x <- as_matrix_sym(x, call); y <- if (is.null(y)) x else as_matrix_sym(y, call)
+  if (is.null(x$rdim)) x <- reshape_sym(x, c(x$len, 1L))
+  if (is.null(y$rdim)) y <- reshape_sym(y, c(y$len, 1L))
+  matmul_syms(x, y, call, tb = TRUE)
+}
+
+# rowSums & co. for a matrix or array (dims = 1): reduce over R dims (dims+1):n (rows) or 1:dims.
+margin_reduce <- function(x, kind, rows, dims, call) {
+  x <- to_dtype(as_sym(x, call), trace_float(), call)
+  rd <- x$rdim
+  if (is.null(rd) || length(rd) < 2)
+    rf_abort("rfuse_shape_error", "'x' must be an array of at least two dimensions", call)
+  n <- length(rd)
+  if (dims < 1 || dims >= n) rf_abort("rfuse_shape_error", "invalid 'dims'", call)
+  keep_r <- if (rows) seq_len(dims) else seq.int(dims + 1, n)   # R dims that remain
+  red_r <- setdiff(seq_len(n), keep_r)
+  tdims <- n - red_r                                              # tensor dims reduced
+  id <- emit(.rf_b_reduce, kind, x$id, sort(as.integer(tdims)), FALSE, call = call)
+  out <- rd[keep_r]
+  new_sym(id, if (length(out) > 1) out else NULL, prod(out), x$dtype)
+}
+
+rf_rowSums <- function(x, na.rm = FALSE, dims = 1L) {
+  if (!is_sym(x)) return(base::rowSums(x, na.rm, dims))
+  margin_reduce(x, "sum", TRUE, dims, sys.call())
+}
+rf_colSums <- function(x, na.rm = FALSE, dims = 1L) {
+  if (!is_sym(x)) return(base::colSums(x, na.rm, dims))
+  margin_reduce(x, "sum", FALSE, dims, sys.call())
+}
+rf_rowMeans <- function(x, na.rm = FALSE, dims = 1L) {
+  if (!is_sym(x)) return(base::rowMeans(x, na.rm, dims))
+  margin_reduce(x, "mean", TRUE, dims, sys.call())
+}
+rf_colMeans <- function(x, na.rm = FALSE, dims = 1L) {
+  if (!is_sym(x)) return(base::colMeans(x, na.rm, dims))
+  margin_reduce(x, "mean", FALSE, dims, sys.call())
+}
+
+sweep_funs <- list("+" = `+`, "-" = `-`, "*" = `*`, "/" = `/`)
+
+rf_sweep <- function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...) {
+  call <- sys.call()
+  if (!any_sym(x, STATS)) return(base::sweep(x, MARGIN, STATS, FUN, check.margin, ...))
+  name <- if (is.character(FUN)) FUN else {
+    hit <- names(sweep_funs)[vapply(sweep_funs, identical, logical(1), FUN)]
+    if (length(hit)) hit else "<function>"
+  }
+  if (!name %in% names(sweep_funs))
+    rf_unsupported("sweep", call, "only FUN = \"+\", \"-\", \"*\" or \"/\" can be traced")
+  x <- as_sym(x, call)
+  rd <- x$rdim
+  if (is.null(rd)) rf_abort("rfuse_shape_error", "sweep() needs an array 'x'", call)
+  if (length(MARGIN) != 1 || !MARGIN %in% seq_along(rd))
+    rf_unsupported("sweep", call, "only a single MARGIN in 1..length(dim(x)) can be traced")
+  if (rlen(STATS) != rd[MARGIN])
+    rf_unsupported("sweep", call, sprintf("STATS must have length dim(x)[%d] = %d", MARGIN, rd[MARGIN]))
+  s <- to_dtype(reshape_sym(as_sym(STATS, call), NULL, rd[MARGIN]), trace_float(), call)
+  tdim <- length(rd) - MARGIN
+  id <- emit(.rf_b_broadcast, s$id, sym_tshape(x), tdim, call = call)
+  stats_full <- new_sym(id, rd, x$len, s$dtype)
+  sweep_funs[[name]](x, stats_full)
+}
+
+pminmax <- function(kind, args, call) {
+  args <- args[!vapply(args, is.null, logical(1))]
+  Reduce(function(a, b) {
+    ab <- align2(a, b, call, "arith", lenient = TRUE)
+    new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim,
+            ab$target$len, trace_float())
+  }, args)
+}
+
+rf_pmax <- function(..., na.rm = FALSE) {
+  if (!any_sym(...)) return(base::pmax(..., na.rm = na.rm))
+  pminmax("max", list(...), sys.call())
+}
+rf_pmin <- function(..., na.rm = FALSE) {
+  if (!any_sym(...)) return(base::pmin(..., na.rm = na.rm))
+  pminmax("min", list(...), sys.call())
+}
+
+rf_ifelse <- function(test, yes, no) {
+  call <- sys.call()
+  if (!any_sym(test, yes, no)) return(base::ifelse(test, yes, no))
+  cond <- to_dtype(as_sym(test, call), "i1", call)
+  target <- list(rdim = cond$rdim, len = cond$len)
+  # yes/no are recycled to length(test) (as rep() does), then take test's attributes.
+  branch <- function(v) {
+    v_len <- rlen(v)
+    if (!is_sym(v) && v_len != 1) v <- rep_len(as.vector(v), cond$len)
+    if (is_sym(v) && !is.null(v$rdim) && v$len == cond$len) v <- reshape_sym(v, cond$rdim, cond$len)
+    if (is_sym(v) && is.null(v$rdim) && !is.null(cond$rdim) && v$len != cond$len && v$len != 1)
+      v <- expand_to(v, list(rdim = NULL, len = cond$len), call)
+    to_dtype(expand_to(v, target, call), trace_float(), call)
+  }
+  y <- branch(yes); n <- branch(no)
+  new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float())
+}
+
+rf_as_vector <- function(x, mode = "any") {
+  if (!is_sym(x)) return(base::as.vector(x, mode))
+  reshape_sym(x, NULL, x$len)
+}
+rf_as_numeric <- function(x, ...) {
+  if (!is_sym(x)) return(base::as.numeric(x, ...))
+  to_dtype(reshape_sym(x, NULL, x$len), trace_float(), sys.call())
+}
+
+rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = NULL) {
+  if (!is_sym(data)) return(base::matrix(data, nrow, ncol, byrow, dimnames))
+  call <- sys.call()
+  if (missing(nrow) && !missing(ncol)) nrow <- data$len / ncol
+  if (missing(ncol) && !missing(nrow)) ncol <- data$len / nrow
+  if (missing(nrow) && missing(ncol)) { nrow <- data$len; ncol <- 1 }
+  if (byrow || nrow * ncol != data$len)
+    rf_unsupported("matrix", call, "only reshaping all of a traced vector column by column")
+  reshape_sym(data, as.integer(c(nrow, ncol)))
+}
+
+# The functions bound (as these names) in a traced function's environment.
+traced_functions <- function() {
+  list(`%*%` = rf_matprod, crossprod = rf_crossprod, tcrossprod = rf_tcrossprod,
+       rowSums = rf_rowSums, colSums = rf_colSums, rowMeans = rf_rowMeans, colMeans = rf_colMeans,
+       sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
+       as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
+       matrix = rf_matrix)
+}

@@ -1,0 +1,153 @@
+# Tracing: evaluate a function on symbolic values with its environment re-parented onto a mask
+# that binds rfuse's versions of the base-R functions R 4.2 will not dispatch on S3 objects,
+# guards every other function it calls against symbolic arguments, and traces the user's own
+# helper functions as functions of their own (func.func + call, inlined later by the compiler).
+
+# Syntax, control flow and functions that are safe (or non-standard-evaluation) with symbolic
+# arguments: never wrapped.
+passthrough_names <- c(
+  "{", "(", "<-", "<<-", "=", "->", "if", "for", "while", "repeat", "function", "return",
+  "invisible", "break", "next", "list", "stop", "warning", "message", "stopifnot", "missing",
+  "on.exit", "quote", "bquote", "substitute", "deparse", "force", "is.null", "nrow", "ncol",
+  "NROW", "NCOL", "dim", "length", "t", "mean", "sum", "max", "min", "print", "$", "@",
+  "library", "require", "requireNamespace", "suppressWarnings", "suppressMessages", "tryCatch",
+  "withCallingHandlers", "local", "switch", "match.arg", "eval", "evalq", "lapply", "sapply",
+  "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
+  "is.numeric", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
+  "match.call", "nargs", "interactive")
+
+group_generic_names <- c(
+  "+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "!",
+  "abs", "sign", "sqrt", "floor", "ceiling", "trunc", "round", "signif", "exp", "log", "expm1",
+  "log1p", "cos", "sin", "tan", "cospi", "sinpi", "tanpi", "acos", "asin", "atan", "cosh",
+  "sinh", "tanh", "acosh", "asinh", "atanh", "lgamma", "gamma", "digamma", "trigamma",
+  "cumsum", "cumprod", "cummax", "cummin", "all", "any", "prod", "range")
+
+# Names of the functions called anywhere in an expression.
+called_names <- function(expr) {
+  out <- character()
+  walk <- function(e) {
+    if (is.call(e)) {
+      if (is.symbol(e[[1]])) out <<- c(out, as.character(e[[1]]))
+      for (part in as.list(e)) if (!missing(part)) walk(part)
+    } else if (is.pairlist(e) || is.expression(e) || is.list(e)) {
+      for (part in as.list(e)) if (!missing(part)) walk(part)
+    }
+  }
+  walk(expr)
+  unique(out)
+}
+
+# Library functions live directly in a namespace (or base); any other closure is user code —
+# defined at top level, in a script, in a test, or inside another function.
+is_user_closure <- function(fun) {
+  if (!is.function(fun) || is.primitive(fun)) return(FALSE)
+  env <- environment(fun)
+  !(isNamespace(env) || identical(env, baseenv()) || identical(env, emptyenv()))
+}
+
+make_guard <- function(name, fun) {
+  force(name); force(fun)
+  function(...) {
+    for (i in seq_len(...length())) { # empty arguments (x[1, ]) stay unforced
+      v <- tryCatch(...elt(i), error = function(e) NULL)
+      if (is_sym(v)) rf_unsupported(name, sys.call())
+    }
+    fun(...)
+  }
+}
+
+make_helper <- function(name, fun) {
+  force(name); force(fun)
+  function(...) trace_helper(name, fun, list(...), sys.call())
+}
+
+# A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
+# every other function its body calls, helper tracers for the user's own functions.
+mask_function <- function(f) {
+  env <- environment(f) %||% globalenv()
+  mask <- new.env(parent = env)
+  fns <- traced_functions()
+  for (nm in names(fns)) assign(nm, fns[[nm]], envir = mask)
+  own <- names(formals(f))
+  for (nm in setdiff(called_names(body(f)),
+                     c(names(fns), passthrough_names, group_generic_names, own))) {
+    fun <- get0(nm, envir = env, mode = "function")
+    if (is.null(fun)) next
+    assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
+  }
+  environment(f) <- mask
+  f
+}
+
+# The R-level structure of a traced result: a symbolic value, a constant, or a list of those.
+collect_outputs <- function(res) {
+  items <- if (is_sym(res) || !is.list(res)) list(res) else res
+  syms <- Filter(is_sym, items)
+  list(single = is_sym(res) || !is.list(res), items = items,
+       ids = vapply(syms, function(s) as.integer(s$id), integer(1)),
+       rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)))
+}
+
+# A user helper called with symbolic arguments: traced once per argument signature as its own
+# function, then called. With constant arguments mixed in it is traced inline instead.
+trace_helper <- function(name, fun, args, call) {
+  syms <- vapply(args, is_sym, logical(1))
+  if (!any(syms)) return(do.call(fun, args))
+  masked <- mask_function(fun)
+  if (!all(syms)) return(do.call(masked, args))
+  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x")), ""),
+               collapse = "|")
+  entry <- .rf_state$helpers[[key]]
+  b <- current_builder()
+  if (is.null(entry)) {
+    .rf_state$nhelpers <- .rf_state$nhelpers + 1L
+    fname <- paste0(gsub("[^A-Za-z0-9_]", "_", name), "_", .rf_state$nhelpers)
+    rf_guard(.rf_b_begin_function(b, fname), call)
+    inner <- lapply(args, function(a)
+      new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype))
+    out <- collect_outputs(do.call(masked, inner))
+    if (!all(vapply(out$items, is_sym, logical(1))))
+      rf_unsupported(name, call, "a traced helper must return symbolic values only")
+    fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
+    entry <- list(fid = fid, single = out$single,
+                  structure = lapply(out$items, function(s) s[c("rdim", "len", "dtype")]),
+                  names = names(out$items))
+    .rf_state$helpers[[key]] <- entry
+  }
+  ids <- rf_guard(.rf_b_call(b, entry$fid, vapply(args, function(a) as.integer(a$id), integer(1))), call)
+  outs <- Map(function(id, s) new_sym(id, s$rdim, s$len, s$dtype), ids, entry$structure)
+  if (entry$single) outs[[1]] else stats::setNames(outs, entry$names)
+}
+
+# Traces `f` on the given arguments: numeric/logical arrays become symbolic inputs, `static`
+# arguments stay R values. Returns the module text and how to map results back.
+trace_function <- function(f, args, dtype, static_args) {
+  saved <- as.list(.rf_state)
+  on.exit({
+    rm(list = ls(.rf_state, all.names = TRUE), envir = .rf_state)
+    for (nm in names(saved)) assign(nm, saved[[nm]], envir = .rf_state)
+  })
+  b <- .rf_builder_new("main")
+  .rf_state$builder <- b
+  .rf_state$dtype <- dtype
+  .rf_state$helpers <- new.env(parent = emptyenv())
+  .rf_state$nhelpers <- 0L
+  sym_args <- args
+  input_index <- integer()
+  input_dtypes <- character()
+  for (i in seq_along(args)) {
+    if (static_args[i]) next
+    a <- args[[i]]
+    dt <- if (is.logical(a)) "i1" else dtype
+    id <- rf_guard(.rf_b_input(b, tshape(dim(a), length(a)), dt, names(args)[i] %||% ""))
+    sym_args[i] <- list(new_sym(id, dim(a), length(a), dt))
+    input_index <- c(input_index, i)
+    input_dtypes <- c(input_dtypes, dt)
+  }
+  res <- do.call(mask_function(f), sym_args)
+  out <- collect_outputs(res)
+  fin <- rf_guard(.rf_b_finish(b, out$ids))
+  list(text = fin$text, hash = fin$hash, input_index = input_index,
+       input_dtypes = input_dtypes, out = out)
+}

@@ -1,0 +1,354 @@
+// Rcpp glue over rfuse's MLIR-free C++ API (GraphBuilder, Engine). Every entry point converts
+// rfuse's C++ exceptions into R errors whose message starts with the condition class
+// ("rfuse_shape_error: ..."); R/errors.R turns those into classed conditions. No C++ exception
+// ever crosses into R unconverted.
+#include <Rcpp.h>
+
+#include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include <cstdio>
+
+using namespace Rcpp;
+using rfuse::GraphBuilder;
+using rfuse::TracedValue;
+
+namespace {
+
+[[noreturn]] void fail(const char *cls, const std::string &msg) {
+  throw Rcpp::exception((std::string(cls) + ": " + msg).c_str(), false);
+}
+
+template <class F> auto guarded(F &&f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const rfuse::ShapeError &e) {
+    fail("rfuse_shape_error", e.what());
+  } catch (const rfuse::TraceError &e) {
+    fail("rfuse_trace_error", e.what());
+  } catch (const rfuse::CompileError &e) {
+    fail("rfuse_compile_error", e.what());
+  } catch (const rfuse::InterpreterError &e) {
+    fail("rfuse_runtime_error", e.what());
+  } catch (const Rcpp::exception &) {
+    throw;
+  } catch (const std::exception &e) {
+    fail("rfuse_error", e.what());
+  }
+}
+
+GraphBuilder &builder(SEXP b) {
+  XPtr<GraphBuilder> p(b);
+  if (!p.get())
+    fail("rfuse_trace_error", "the trace is no longer valid");
+  return *p;
+}
+
+rfuse::DType dtypeOf(const std::string &name) {
+  rfuse::DType d;
+  if (!rfuse::parseDType(name, d))
+    fail("rfuse_error", "unknown dtype '" + name + "'");
+  return d;
+}
+
+std::vector<int64_t> toShape(IntegerVector v) { return std::vector<int64_t>(v.begin(), v.end()); }
+TracedValue tv(int id) { return TracedValue{id}; }
+
+} // namespace
+
+// [[Rcpp::export(.rf_builder_new)]]
+SEXP rf_builder_new(std::string entry) {
+  return guarded([&] { return XPtr<GraphBuilder>(new GraphBuilder(entry), true); });
+}
+
+// [[Rcpp::export(.rf_b_input)]]
+int rf_b_input(SEXP b, IntegerVector shape, std::string dtype, std::string name) {
+  return guarded([&] { return builder(b).input(toShape(shape), dtypeOf(dtype), name).id; });
+}
+
+// [[Rcpp::export(.rf_b_constant)]]
+int rf_b_constant(SEXP b, NumericVector values, IntegerVector shape, std::string dtype) {
+  return guarded([&] {
+    return builder(b)
+        .constant(std::vector<double>(values.begin(), values.end()), toShape(shape),
+                  dtypeOf(dtype))
+        .id;
+  });
+}
+
+// [[Rcpp::export(.rf_b_unary)]]
+int rf_b_unary(SEXP b, std::string op, int x) {
+  return guarded([&] {
+    GraphBuilder &g = builder(b);
+    TracedValue v = tv(x);
+    if (op == "neg") return g.neg(v).id;
+    if (op == "abs") return g.abs(v).id;
+    if (op == "exp") return g.exp(v).id;
+    if (op == "log") return g.log(v).id;
+    if (op == "sqrt") return g.sqrt(v).id;
+    if (op == "rsqrt") return g.rsqrt(v).id;
+    if (op == "tanh") return g.tanh(v).id;
+    if (op == "sigmoid") return g.sigmoid(v).id;
+    if (op == "relu") return g.relu(v).id;
+    if (op == "gelu") return g.gelu(v, false).id;
+    if (op == "gelu_tanh") return g.gelu(v, true).id;
+    if (op == "sin") return g.sin(v).id;
+    if (op == "cos") return g.cos(v).id;
+    if (op == "not") return g.logicalNot(v).id;
+    fail("rfuse_error", "unknown unary op '" + op + "'");
+  });
+}
+
+// [[Rcpp::export(.rf_b_binary)]]
+int rf_b_binary(SEXP b, std::string op, int x, int y) {
+  return guarded([&] {
+    GraphBuilder &g = builder(b);
+    if (op == "add") return g.add(tv(x), tv(y)).id;
+    if (op == "sub") return g.sub(tv(x), tv(y)).id;
+    if (op == "mul") return g.mul(tv(x), tv(y)).id;
+    if (op == "div") return g.div(tv(x), tv(y)).id;
+    if (op == "pow") return g.pow(tv(x), tv(y)).id;
+    if (op == "max") return g.maximum(tv(x), tv(y)).id;
+    if (op == "min") return g.minimum(tv(x), tv(y)).id;
+    if (op == "and") return g.logicalAnd(tv(x), tv(y)).id;
+    if (op == "or") return g.logicalOr(tv(x), tv(y)).id;
+    using P = rfuse::ComparePredicate;
+    if (op == "eq") return g.compare(P::Eq, tv(x), tv(y)).id;
+    if (op == "ne") return g.compare(P::Ne, tv(x), tv(y)).id;
+    if (op == "lt") return g.compare(P::Lt, tv(x), tv(y)).id;
+    if (op == "le") return g.compare(P::Le, tv(x), tv(y)).id;
+    if (op == "gt") return g.compare(P::Gt, tv(x), tv(y)).id;
+    if (op == "ge") return g.compare(P::Ge, tv(x), tv(y)).id;
+    fail("rfuse_error", "unknown binary op '" + op + "'");
+  });
+}
+
+// [[Rcpp::export(.rf_b_select)]]
+int rf_b_select(SEXP b, int cond, int x, int y) {
+  return guarded([&] { return builder(b).select(tv(cond), tv(x), tv(y)).id; });
+}
+
+// [[Rcpp::export(.rf_b_cast)]]
+int rf_b_cast(SEXP b, int x, std::string dtype) {
+  return guarded([&] { return builder(b).cast(tv(x), dtypeOf(dtype)).id; });
+}
+
+// [[Rcpp::export(.rf_b_broadcast)]]
+int rf_b_broadcast(SEXP b, int x, IntegerVector shape, IntegerVector dims) {
+  return guarded([&] { return builder(b).broadcastInDim(tv(x), toShape(shape), toShape(dims)).id; });
+}
+
+// [[Rcpp::export(.rf_b_transpose)]]
+int rf_b_transpose(SEXP b, int x, IntegerVector perm) {
+  return guarded([&] { return builder(b).transpose(tv(x), toShape(perm)).id; });
+}
+
+// [[Rcpp::export(.rf_b_reshape)]]
+int rf_b_reshape(SEXP b, int x, IntegerVector shape) {
+  return guarded([&] { return builder(b).reshape(tv(x), toShape(shape)).id; });
+}
+
+// [[Rcpp::export(.rf_b_reduce)]]
+int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep) {
+  return guarded([&] {
+    GraphBuilder &g = builder(b);
+    auto d = toShape(dims);
+    if (kind == "sum") return g.reduceSum(tv(x), d, keep).id;
+    if (kind == "mean") return g.reduceMean(tv(x), d, keep).id;
+    if (kind == "max") return g.reduceMax(tv(x), d, keep).id;
+    if (kind == "min") return g.reduceMin(tv(x), d, keep).id;
+    fail("rfuse_error", "unknown reduction '" + kind + "'");
+  });
+}
+
+// [[Rcpp::export(.rf_b_matmul)]]
+int rf_b_matmul(SEXP b, int x, int y, bool ta, bool tb) {
+  return guarded([&] { return builder(b).matmul(tv(x), tv(y), ta, tb).id; });
+}
+
+// [[Rcpp::export(.rf_b_conv2d)]]
+int rf_b_conv2d(SEXP b, int x, int w, int bias, IntegerVector strides, IntegerVector padding,
+                IntegerVector dilation, int groups) {
+  return guarded([&] {
+    rfuse::Conv2dParams p;
+    p.strides = toShape(strides);
+    p.padding = toShape(padding);
+    p.dilation = toShape(dilation);
+    p.groups = groups;
+    return builder(b).conv2d(tv(x), tv(w), bias >= 0 ? tv(bias) : TracedValue{}, p).id;
+  });
+}
+
+// [[Rcpp::export(.rf_b_pool2d)]]
+int rf_b_pool2d(SEXP b, std::string kind, int x, IntegerVector kernel, IntegerVector strides,
+                IntegerVector padding) {
+  return guarded([&] {
+    rfuse::Pool2dParams p;
+    p.kernel = toShape(kernel);
+    p.strides = toShape(strides);
+    p.padding = toShape(padding);
+    GraphBuilder &g = builder(b);
+    return kind == "max" ? g.maxPool2d(tv(x), p).id : g.avgPool2d(tv(x), p).id;
+  });
+}
+
+// [[Rcpp::export(.rf_b_begin_function)]]
+void rf_b_begin_function(SEXP b, std::string name) {
+  guarded([&] { builder(b).beginFunction(name); });
+}
+
+// [[Rcpp::export(.rf_b_end_function)]]
+int rf_b_end_function(SEXP b, IntegerVector results) {
+  return guarded([&] {
+    std::vector<TracedValue> r;
+    for (int id : results)
+      r.push_back(tv(id));
+    return builder(b).endFunction(r).id;
+  });
+}
+
+// [[Rcpp::export(.rf_b_call)]]
+IntegerVector rf_b_call(SEXP b, int fn, IntegerVector args) {
+  return guarded([&] {
+    std::vector<TracedValue> a;
+    for (int id : args)
+      a.push_back(tv(id));
+    IntegerVector out;
+    for (TracedValue v : builder(b).call(rfuse::TracedFunction{fn}, a))
+      out.push_back(v.id);
+    return out;
+  });
+}
+
+// [[Rcpp::export(.rf_b_set_location)]]
+void rf_b_set_location(SEXP b, std::string description) {
+  guarded([&] { builder(b).setSourceLocation(description); });
+}
+
+// [[Rcpp::export(.rf_b_shape)]]
+IntegerVector rf_b_shape(SEXP b, int x) {
+  return guarded([&] {
+    auto s = builder(b).shape(tv(x));
+    return IntegerVector(s.begin(), s.end());
+  });
+}
+
+// [[Rcpp::export(.rf_b_finish)]]
+List rf_b_finish(SEXP b, IntegerVector results) {
+  return guarded([&] {
+    GraphBuilder &g = builder(b);
+    std::vector<TracedValue> r;
+    for (int id : results)
+      r.push_back(tv(id));
+    g.finish(r);
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", (unsigned long long)g.signatureHash());
+    return List::create(_["text"] = g.moduleText(), _["hash"] = std::string(hash),
+                        _["located"] = g.moduleText(true));
+  });
+}
+
+// [[Rcpp::export(.rf_compile)]]
+SEXP rf_compile(std::string text, std::string pipeline) {
+  return guarded([&] {
+    auto program = rfuse::compileProgram(text, pipeline, "main");
+    return XPtr<std::shared_ptr<rfuse::Program>>(new std::shared_ptr<rfuse::Program>(program), true);
+  });
+}
+
+namespace {
+const rfuse::Program &program(SEXP p) {
+  XPtr<std::shared_ptr<rfuse::Program>> ptr(p);
+  if (!ptr.get() || !*ptr)
+    fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
+  return **ptr;
+}
+} // namespace
+
+// [[Rcpp::export(.rf_program_info)]]
+List rf_program_info(SEXP p) {
+  return guarded([&] {
+    const rfuse::CompileInfo &i = program(p).info();
+    CharacterVector kernels(i.kernels.begin(), i.kernels.end());
+    CharacterVector kinds(i.kernelKinds.begin(), i.kernelKinds.end());
+    kernels.names() = kinds;
+    return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,
+                        _["fused"] = i.fusedText, _["kernels"] = kernels,
+                        _["library_calls"] = CharacterVector(i.libraryCalls.begin(), i.libraryCalls.end()),
+                        _["kernel_count"] = (double)i.kernelCount,
+                        _["bytes_moved"] = (double)i.bytesMoved,
+                        _["compile_seconds"] = i.compileSeconds);
+  });
+}
+
+// [[Rcpp::export(.rf_available_pipelines)]]
+CharacterVector rf_available_pipelines() {
+  auto names = rfuse::availablePipelines();
+  return CharacterVector(names.begin(), names.end());
+}
+
+// Runs a compiled program. `args` are R numeric/integer/logical vectors or arrays (already
+// validated in R); each is viewed as the row-major tensor of its reversed dims, which needs no
+// transposition: R's column-major order is exactly that. `dtypes` gives each argument's tensor
+// dtype, `outDims` each output's R dim attribute (NULL for a plain vector).
+// [[Rcpp::export(.rf_run)]]
+List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims) {
+  return guarded([&] {
+    const rfuse::Program &prog = program(p);
+    std::vector<rfuse::HostTensor> inputs;
+    for (R_xlen_t k = 0; k < args.size(); ++k) {
+      SEXP a = args[k];
+      rfuse::DType dt = dtypeOf(as<std::string>(dtypes[k]));
+      std::vector<int64_t> shape;
+      SEXP dim = Rf_getAttrib(a, R_DimSymbol);
+      if (Rf_isNull(dim)) {
+        shape.push_back(Rf_xlength(a));
+      } else {
+        IntegerVector d(dim);
+        for (R_xlen_t i = d.size() - 1; i >= 0; --i)
+          shape.push_back(d[i]);
+      }
+      rfuse::HostTensor t(dt, shape);
+      R_xlen_t n = Rf_xlength(a);
+      if (TYPEOF(a) == REALSXP) {
+        const double *v = REAL(a);
+        for (R_xlen_t i = 0; i < n; ++i)
+          t.set(i, v[i]);
+      } else if (TYPEOF(a) == INTSXP || TYPEOF(a) == LGLSXP) {
+        const int *v = TYPEOF(a) == INTSXP ? INTEGER(a) : LOGICAL(a);
+        for (R_xlen_t i = 0; i < n; ++i) {
+          if (v[i] == NA_INTEGER)
+            t.set(i, NA_REAL);
+          else
+            t.set(i, v[i]);
+        }
+      } else {
+        fail("rfuse_type_error", "argument " + std::to_string(k + 1) + " is not numeric");
+      }
+      inputs.push_back(std::move(t));
+    }
+    std::vector<rfuse::HostTensor> outputs = prog.run(inputs);
+    List out(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const rfuse::HostTensor &t = outputs[k];
+      SEXP v;
+      if (t.dtype == rfuse::DType::I1) {
+        v = PROTECT(Rf_allocVector(LGLSXP, t.numel()));
+        int *d = LOGICAL(v);
+        for (int64_t i = 0; i < t.numel(); ++i)
+          d[i] = (int)t.i[i];
+      } else {
+        v = PROTECT(Rf_allocVector(REALSXP, t.numel()));
+        double *d = REAL(v);
+        for (int64_t i = 0; i < t.numel(); ++i)
+          d[i] = t.get(i);
+      }
+      if (k < (size_t)outDims.size() && !Rf_isNull(outDims[k]))
+        Rf_setAttrib(v, R_DimSymbol, outDims[k]);
+      out[k] = v;
+      UNPROTECT(1);
+    }
+    return out;
+  });
+}

@@ -1,0 +1,4 @@
+library(testthat)
+library(rfuse)
+
+test_check("rfuse")

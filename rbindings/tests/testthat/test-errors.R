@@ -1,0 +1,36 @@
+test_that("untraceable functions are rfuse_unsupported and name the function", {
+  x <- rnd(3, 3)
+  expect_error(rf_jit(function(x) floor(x))(x), "`floor\\(\\)` in `floor\\(x\\)`",
+               class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x %% 2)(x), "%%", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) cumsum(x))(x), "cumsum", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) rev(x))(x), "`rev\\(\\)`", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x[1, ])(x), "`\\[\\(\\)`", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) prod(x))(x), "prod", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) apply(x, 1, sum))(x), "apply", class = "rfuse_unsupported")
+})
+
+test_that("non-numeric input is a clear rfuse_type_error", {
+  expect_error(rf_jit(function(x) x + 1)("a"), "argument 'x' is character",
+               class = "rfuse_type_error")
+  expect_error(rf_jit(function(x) x + 1)(list(1, 2)), "argument 'x' is list",
+               class = "rfuse_type_error")
+  expect_error(rf_jit(42), class = "rfuse_type_error")
+  expect_error(rf_jit(function(x) x, pipeline = "fastest"), "unknown pipeline 'fastest'",
+               class = "rfuse_error")
+})
+
+test_that("every rfuse error is also an rfuse_error, and the session survives", {
+  for (f in list(function(x) floor(x), function(x) x %*% c(1, 2))) {
+    err <- tryCatch(rf_jit(f)(rnd(3, 3)), error = identity)
+    expect_s3_class(err, "rfuse_error")
+  }
+  expect_equal(rf_jit(function(x) x + 1, dtype = "float64")(1:3), 2:4)
+})
+
+test_that("static arguments are R values at trace time", {
+  f <- function(x, n, how) { for (i in seq_len(n)) x <- x * 2; if (how == "neg") -x else x }
+  jf <- rf_jit(f, dtype = "float64", static = c("n", "how"))
+  expect_equal(jf(c(1, 2), 3, "neg"), f(c(1, 2), 3, "neg"))
+  expect_equal(jf(c(1, 2), 1, "pos"), f(c(1, 2), 1, "pos"))
+})

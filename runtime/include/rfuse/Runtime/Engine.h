@@ -1,0 +1,63 @@
+// The engine: compile a traced module with a named pipeline and run it. MLIR-free on purpose —
+// this is the small C++ API the R package (and other front ends) use.
+#ifndef RFUSE_RUNTIME_ENGINE_H
+#define RFUSE_RUNTIME_ENGINE_H
+
+#include "rfuse/Runtime/HostTensor.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfuse {
+
+/// A compile failure: unknown pipeline, invalid module, a pass that failed. The message carries
+/// MLIR's diagnostics.
+class CompileError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CompileInfo {
+  std::string pipeline;
+  std::string tracedText;             ///< the module as traced
+  std::string fusedText;              ///< after the pipeline
+  std::vector<std::string> kernels;   ///< outlined kernel function names, in call order
+  std::vector<std::string> kernelKinds; ///< pointwise / reduction / matmul_epilogue / ...
+  std::vector<std::string> libraryCalls; ///< "cublasLt matmul (...)", "cudnn conv2d (...)", ...
+  uint64_t kernelCount = 0;           ///< cost model: kernels of the entry function
+  uint64_t bytesMoved = 0;            ///< cost model: bytes moved by them
+  double compileSeconds = 0;
+};
+
+/// A compiled program: owns its MLIR context and the fused module.
+class Program {
+public:
+  ~Program();
+  const CompileInfo &info() const { return info_; }
+  const std::string &entry() const { return entry_; }
+  /// Runs the entry function on the CPU reference interpreter (the only executor so far).
+  std::vector<HostTensor> run(const std::vector<HostTensor> &inputs) const;
+
+private:
+  friend std::shared_ptr<Program> compileProgram(const std::string &, const std::string &,
+                                                 const std::string &);
+  struct State;
+  Program() = default;
+  std::unique_ptr<State> state_;
+  CompileInfo info_;
+  std::string entry_;
+};
+
+/// Parses `moduleText`, runs pipeline `pipeline` ("default", "elementwise-only", "no-fusion"),
+/// and returns the compiled program. Throws CompileError.
+std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
+                                        const std::string &entry = "main");
+
+/// The pipelines compileProgram accepts.
+std::vector<std::string> availablePipelines();
+
+} // namespace rfuse
+
+#endif

@@ -1,0 +1,112 @@
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/Passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace rfuse {
+
+struct Program::State {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  explicit State(DialectRegistry &registry) : ctx(registry) {}
+};
+
+Program::~Program() = default;
+
+std::vector<std::string> availablePipelines() { return pipelineNames(); }
+
+namespace {
+std::string printModule(ModuleOp m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os);
+  return os.str();
+}
+
+std::string describeLibraryCall(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto types = [&](Operation *o) {
+    os << "(";
+    llvm::interleaveComma(o->getOperandTypes(), os);
+    os << ") -> ";
+    llvm::interleaveComma(o->getResultTypes(), os);
+  };
+  if (isa<MatmulOp>(op))
+    os << "matmul ";
+  else if (isa<Conv2dOp>(op))
+    os << "conv2d ";
+  else
+    os << op->getName().stripDialect() << " ";
+  types(op);
+  return os.str();
+}
+} // namespace
+
+std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
+                                        const std::string &entry) {
+  auto start = std::chrono::steady_clock::now();
+  DialectRegistry registry;
+  registerRfuseDialects(registry);
+  std::shared_ptr<Program> program(new Program());
+  program->state_ = std::make_unique<Program::State>(registry);
+  program->entry_ = entry;
+  MLIRContext &ctx = program->state_->ctx;
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d.getLocation() << ": " << d << "\n";
+    return success();
+  });
+  program->state_->module = parseSourceString<ModuleOp>(moduleText, &ctx);
+  ModuleOp module = program->state_->module.get();
+  if (!module)
+    throw CompileError("the traced module does not parse or verify:\n" + diagnostics);
+  if (!module.lookupSymbol<func::FuncOp>(entry))
+    throw CompileError("the module has no function '" + entry + "'");
+  CompileInfo &info = program->info_;
+  info.pipeline = pipeline;
+  info.tracedText = moduleText;
+  std::vector<CostEntry> costs;
+  if (failed(compile(module, pipeline, &costs)) || failed(verify(module)))
+    throw CompileError("pipeline '" + pipeline + "' failed:\n" + diagnostics);
+  for (const CostEntry &c : costs)
+    if (c.function == entry) {
+      info.kernelCount = c.kernels;
+      info.bytesMoved = c.bytes;
+    }
+  info.fusedText = printModule(module);
+  // Kernels in the order the entry function calls them; library ops wherever they sit.
+  auto fn = module.lookupSymbol<func::FuncOp>(entry);
+  fn.walk([&](func::CallOp call) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    if (auto kind = callee ? callee->getAttrOfType<FusionKindAttr>("rfuse.kernel") : nullptr) {
+      info.kernels.push_back(callee.getName().str());
+      info.kernelKinds.push_back(stringifyFusionKind(kind.getValue()).str());
+    }
+  });
+  module.walk([&](Operation *op) {
+    if (isa<MatmulOp, Conv2dOp, MaxPool2dOp, AvgPool2dOp>(op))
+      info.libraryCalls.push_back(describeLibraryCall(op));
+  });
+  info.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return program;
+}
+
+std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs) const {
+  return interpret(state_->module.get(), entry_, inputs);
+}
+
+} // namespace rfuse
