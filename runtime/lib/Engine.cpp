@@ -1,5 +1,9 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "CudaExecutor.h"
+
+#include "rfuse/Codegen/CudaCodegen.h"
 
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Passes/Passes.h"
@@ -11,6 +15,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 
 using namespace mlir;
 
@@ -19,8 +25,24 @@ namespace rfuse {
 struct Program::State {
   MLIRContext ctx;
   OwningOpRef<ModuleOp> module;
+  std::unique_ptr<cuda::GpuProgram> gpu; // planned and compiled on the first GPU run
+  std::mutex gpuMutex;
   explicit State(DialectRegistry &registry) : ctx(registry) {}
 };
+
+Device defaultDevice() {
+  const char *forced = std::getenv("RFUSE_DEVICE");
+  if (forced && std::string(forced) == "cpu")
+    return Device::Cpu;
+  return cuda::deviceInfo().available ? Device::Cuda : Device::Cpu;
+}
+
+std::string deviceName(Device d) {
+  if (d == Device::Cpu)
+    return "cpu";
+  const cuda::DeviceInfo &i = cuda::deviceInfo();
+  return "cuda (" + i.name + ", " + i.arch() + ")";
+}
 
 Program::~Program() = default;
 
@@ -100,13 +122,38 @@ std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std
     if (isa<MatmulOp, Conv2dOp, MaxPool2dOp, AvgPool2dOp>(op))
       info.libraryCalls.push_back(describeLibraryCall(op));
   });
+  for (const std::string &k : info.kernels) {
+    cuda::KernelPlan plan = cuda::planKernel(module.lookupSymbol<func::FuncOp>(k));
+    if (plan.kernel)
+      info.cudaSources.push_back({k, plan.kernel->source});
+    if (plan.matmul && plan.matmul->epilogue)
+      info.cudaSources.push_back({k, plan.matmul->epilogue->source});
+    if (!plan.unsupported.empty())
+      info.gpuFallbacks.push_back(k + ": " + plan.unsupported);
+  }
   info.compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return program;
 }
 
-std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs) const {
+namespace {
+cuda::GpuProgram &gpuProgram(Program::State &st, ModuleOp module, const std::string &entry) {
+  std::lock_guard<std::mutex> lock(st.gpuMutex);
+  if (!st.gpu)
+    st.gpu = std::make_unique<cuda::GpuProgram>(module, entry);
+  return *st.gpu;
+}
+} // namespace
+
+std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs, Device device) const {
+  if (device == Device::Cuda)
+    return gpuProgram(*state_, state_->module.get(), entry_).run(inputs);
   return interpret(state_->module.get(), entry_, inputs);
+}
+
+Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {
+  cuda::GpuTiming t = gpuProgram(*state_, state_->module.get(), entry_).benchmark(inputs, iterations);
+  return {t.medianMs, t.minMs, t.iterations};
 }
 
 } // namespace rfuse

@@ -1,5 +1,7 @@
 #include "rfuse/Runtime/HostTensor.h"
 
+#include "rfuse/IR/ScalarOps.h"
+
 #include "llvm/ADT/APFloat.h"
 
 #include <cmath>
@@ -77,19 +79,11 @@ double roundToDType(DType t, double v) {
 
 int64_t toIntegerDType(DType t, double v) {
   if (t == DType::I1)
-    return v != 0.0 ? 1 : 0;
-  if (std::isnan(v))
-    return 0;
-  double lo = t == DType::I32 ? (double)std::numeric_limits<int32_t>::min()
-                              : (double)std::numeric_limits<int64_t>::min();
-  double hi = t == DType::I32 ? (double)std::numeric_limits<int32_t>::max()
-                              : 9223372036854775807.0;
-  if (v <= lo)
-    return (int64_t)lo;
-  if (v >= hi)
-    return t == DType::I32 ? std::numeric_limits<int32_t>::max()
-                           : std::numeric_limits<int64_t>::max();
-  return (int64_t)std::trunc(v);
+    return scalar::rf_to_bool(v);
+  if (t == DType::I32)
+    return scalar::rf_float_to_int<int32_t>(v, -2147483648.0, 2147483647.0);
+  // 2^63 - 1 is not a double: saturate at the largest double below 2^63.
+  return scalar::rf_float_to_int<int64_t>(v, -9223372036854775808.0, 9223372036854774784.0);
 }
 
 int64_t wrapInteger(DType t, int64_t v) {

@@ -124,6 +124,13 @@ public:
     return runBlock(fn.getBody().front(), env);
   }
 
+  std::vector<HostTensor> runOne(Operation *op, const std::vector<HostTensor> &operands) {
+    llvm::DenseMap<Value, HostTensor> env;
+    for (auto [v, t] : llvm::zip(op->getOperands(), operands))
+      env[v] = t;
+    return run(op, env);
+  }
+
 private:
   ModuleOp module;
   SymbolTable symbols;
@@ -478,6 +485,17 @@ std::vector<HostTensor> interpret(ModuleOp module, const std::string &entry,
     throw InterpreterError("no function named '" + entry + "' in the module");
   Interpreter interp(module, options);
   return interp.call(fn, inputs);
+}
+
+std::vector<HostTensor> interpretOperation(Operation *op, const std::vector<HostTensor> &operands,
+                                           const InterpreterOptions &options) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module)
+    throw InterpreterError("the op is not inside a module");
+  if (operands.size() != op->getNumOperands())
+    throw InterpreterError("wrong number of operands for " + describe(op));
+  Interpreter interp(module, options);
+  return interp.runOne(op, operands);
 }
 
 std::vector<HostTensor> interpretText(const std::string &text, const std::string &entry,

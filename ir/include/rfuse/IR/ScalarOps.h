@@ -65,6 +65,19 @@ RF_FN bool rf_or(bool a, bool b) { return a || b; }
 
 template <class T> RF_FN T rf_select(bool c, T a, T b) { return c ? a : b; }
 
+// rfuse.cast from a float to an integer type I: truncation toward zero, saturating at I's
+// range, NaN to 0 (C++ leaves all three undefined). To i1: v != 0.
+template <class I> RF_FN I rf_float_to_int(double v, double lo, double hi) {
+  if (v != v)
+    return I(0);
+  if (v <= lo)
+    return I(lo);
+  if (v >= hi)
+    return I(hi);
+  return I(v);
+}
+RF_FN bool rf_to_bool(double v) { return v != 0.0; }
+
 } // namespace scalar
 } // namespace rfuse
 

@@ -25,10 +25,26 @@ struct CompileInfo {
   std::string fusedText;              ///< after the pipeline
   std::vector<std::string> kernels;   ///< outlined kernel function names, in call order
   std::vector<std::string> kernelKinds; ///< pointwise / reduction / matmul_epilogue / ...
-  std::vector<std::string> libraryCalls; ///< "cublasLt matmul (...)", "cudnn conv2d (...)", ...
+  std::vector<std::string> libraryCalls; ///< "matmul (...) -> ...", "conv2d (...) -> ...", ...
+  /// Generated CUDA C++ per kernel (name -> source); generated with or without a GPU.
+  std::vector<std::pair<std::string, std::string>> cudaSources;
+  /// Kernels with no GPU code, and why (they run on the host interpreter on a GPU).
+  std::vector<std::string> gpuFallbacks;
   uint64_t kernelCount = 0;           ///< cost model: kernels of the entry function
   uint64_t bytesMoved = 0;            ///< cost model: bytes moved by them
   double compileSeconds = 0;
+};
+
+enum class Device { Cpu, Cuda };
+
+/// Cuda when a usable GPU (driver, device, NVRTC) is found and RFUSE_DEVICE is not "cpu".
+Device defaultDevice();
+/// "cuda" or "cpu"; and, for cuda, a description of the device.
+std::string deviceName(Device d);
+
+struct Timing {
+  double medianMs = 0, minMs = 0;
+  int iterations = 0;
 };
 
 /// A compiled program: owns its MLIR context and the fused module.
@@ -37,13 +53,18 @@ public:
   ~Program();
   const CompileInfo &info() const { return info_; }
   const std::string &entry() const { return entry_; }
-  /// Runs the entry function on the CPU reference interpreter (the only executor so far).
-  std::vector<HostTensor> run(const std::vector<HostTensor> &inputs) const;
+  /// Runs the entry function: on the GPU (generated kernels, cuBLASLt) or on the CPU (the
+  /// reference interpreter, until the CPU backend lands).
+  std::vector<HostTensor> run(const std::vector<HostTensor> &inputs,
+                              Device device = defaultDevice()) const;
+  /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.
+  Timing benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const;
+
+  struct State; // the MLIR context, module and GPU plan (Engine.cpp)
 
 private:
   friend std::shared_ptr<Program> compileProgram(const std::string &, const std::string &,
                                                  const std::string &);
-  struct State;
   Program() = default;
   std::unique_ptr<State> state_;
   CompileInfo info_;

@@ -12,7 +12,8 @@
 
 namespace mlir {
 class ModuleOp;
-}
+class Operation;
+} // namespace mlir
 
 namespace rfuse {
 
@@ -33,6 +34,11 @@ struct InterpreterOptions {
 std::vector<HostTensor> interpret(mlir::ModuleOp module, const std::string &entry,
                                   const std::vector<HostTensor> &inputs,
                                   const InterpreterOptions &options = {});
+
+/// Runs one op (an rfuse op or a call) on operand values; its module resolves calls.
+std::vector<HostTensor> interpretOperation(mlir::Operation *op,
+                                           const std::vector<HostTensor> &operands,
+                                           const InterpreterOptions &options = {});
 
 /// Same, from MLIR text (parsed and verified first; parse errors raise InterpreterError).
 std::vector<HostTensor> interpretText(const std::string &moduleText, const std::string &entry,

@@ -1,0 +1,162 @@
+// rfuse-bench: the GPU workloads of ../shared/device/torch_baselines.py, same shapes, through
+// rfuse (GraphBuilder -> default pipeline -> NVRTC / cuBLASLt), timed with CUDA events (median).
+// Writes $OUT/rfuse_bench.json; benchmarks/compare.py prints it next to PyTorch's numbers.
+#include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace rfuse;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<HostTensor> randomInputs(const std::vector<std::vector<int64_t>> &shapes, DType dt,
+                                     uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<HostTensor> out;
+  for (auto &s : shapes) {
+    HostTensor t(dt, s);
+    for (int64_t k = 0; k < t.numel(); ++k)
+      t.f[k] = roundToDType(dt, normal(rng));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+struct Result {
+  std::string name;
+  double ms = 0, bytes = 0, flops = 0;
+  uint64_t kernels = 0;
+  double compileS = 0;
+};
+std::vector<Result> results;
+std::string jsonExtra;
+
+void run(const std::string &name, const std::function<void(GraphBuilder &)> &build,
+         const std::vector<std::vector<int64_t>> &shapes, DType dt, double bytes, double flops,
+         int iters = 50) {
+  GraphBuilder g;
+  build(g);
+  auto t0 = Clock::now();
+  auto program = compileProgram(g.moduleText(), "default");
+  auto inputs = randomInputs(shapes, dt, 7);
+  auto t1 = Clock::now();
+  Timing t = program->benchmarkCuda(inputs, iters);
+  Result r{name, t.medianMs, bytes, flops, program->info().kernelCount,
+           std::chrono::duration<double>(t1 - t0).count()};
+  results.push_back(r);
+  std::printf("%-34s %9.4f ms  kernels %llu", name.c_str(), r.ms, (unsigned long long)r.kernels);
+  if (bytes > 0)
+    std::printf("  %7.0f GB/s", bytes / r.ms / 1e6);
+  if (flops > 0)
+    std::printf("  %7.1f TFLOP/s", flops / r.ms / 1e9);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+TracedValue layerNorm(GraphBuilder &g, TracedValue x, TracedValue gamma, TracedValue beta) {
+  TracedValue xc = g.sub(x, g.reduceMean(x, {1}, true));
+  TracedValue var = g.reduceMean(g.mul(xc, xc), {1}, true);
+  TracedValue rstd = g.rsqrt(g.add(var, g.scalar(1e-5, g.dtype(x))));
+  return g.add(g.mul(g.mul(xc, rstd), gamma), beta);
+}
+
+} // namespace
+
+int main() {
+  const cuda::DeviceInfo &dev = cuda::deviceInfo();
+  if (!dev.available) {
+    std::printf("rfuse-bench: no usable GPU (%s)\n", dev.reason.c_str());
+    return 0;
+  }
+  std::printf("rfuse-bench on %s (%s, %d SMs), NVRTC %d, cache %s\n", dev.name.c_str(),
+              dev.arch().c_str(), dev.multiprocessors, cuda::nvrtcVersion(),
+              cuda::kernelCacheDir().c_str());
+
+  // Cold compile of W1: trace -> fuse -> NVRTC, no cache.
+  {
+    setenv("RFUSE_DISABLE_CACHE", "1", 1);
+    auto t0 = Clock::now();
+    GraphBuilder g;
+    TracedValue x = g.input({1 << 26}, DType::F32), a = g.input({1 << 26}, DType::F32),
+                b = g.input({1 << 26}, DType::F32);
+    g.finish({g.add(g.mul(g.relu(g.add(g.mul(x, a), b)), g.sigmoid(x)),
+                    g.mul(g.tanh(b), g.scalar(0.5, DType::F32)))});
+    auto p = compileProgram(g.moduleText(), "default");
+    auto t1 = Clock::now();
+    std::vector<std::string> names, sources;
+    for (auto &[n, s] : p->info().cudaSources) {
+      names.push_back(n);
+      sources.push_back(s);
+    }
+    cuda::compileKernels(names, sources, dev.arch());
+    auto t2 = Clock::now();
+    unsetenv("RFUSE_DISABLE_CACHE");
+    double trace = std::chrono::duration<double>(t1 - t0).count(),
+           nvrtc = std::chrono::duration<double>(t2 - t1).count();
+    std::printf("%-34s %9.4f s (trace + fuse %.4f s, NVRTC %.4f s)\n", "W1 cold compile", trace + nvrtc,
+                trace, nvrtc);
+    jsonExtra += "\"W1_cold_compile_s\": " + std::to_string(trace + nvrtc) + ",\n";
+  }
+  // Compiles from here on are the workloads' own: a second process must show none.
+  const cuda::KernelCacheStats probe = cuda::kernelCacheStats();
+
+  const int64_t n1 = 1 << 26;
+  run("W1_elementwise_chain", [&](GraphBuilder &g) {
+    TracedValue x = g.input({n1}, DType::F32), a = g.input({n1}, DType::F32), b = g.input({n1}, DType::F32);
+    g.finish({g.add(g.mul(g.relu(g.add(g.mul(x, a), b)), g.sigmoid(x)),
+                    g.mul(g.tanh(b), g.scalar(0.5, DType::F32)))});
+  }, {{n1}, {n1}, {n1}}, DType::F32, 4.0 * 4 * n1, 0);
+
+  run("W4_layernorm_gelu_residual", [&](GraphBuilder &g) {
+    TracedValue x = g.input({8192, 4096}, DType::F32), gm = g.input({4096}, DType::F32),
+                bt = g.input({4096}, DType::F32);
+    g.finish({g.add(g.mul(g.gelu(layerNorm(g, x, gm, bt)), g.scalar(1.5, DType::F32)), x)});
+  }, {{8192, 4096}, {4096}, {4096}}, DType::F32, 2.0 * 4 * 8192 * 4096, 0);
+
+  for (DType dt : {DType::F32, DType::BF16}) {
+    std::string k = dt == DType::F32 ? "float32" : "bfloat16";
+    double flops = 2.0 * 4096 * 4096 * 4096;
+    run("mm_plain_" + k, [&](GraphBuilder &g) {
+      TracedValue a = g.input({4096, 4096}, dt), w = g.input({4096, 4096}, dt);
+      g.finish({g.matmul(a, w)});
+    }, {{4096, 4096}, {4096, 4096}}, dt, 0, flops, 30);
+    run("mm_bias_gelu_" + k, [&](GraphBuilder &g) {
+      TracedValue a = g.input({4096, 4096}, dt), w = g.input({4096, 4096}, dt), b = g.input({4096}, dt);
+      g.finish({g.gelu(g.add(g.matmul(a, w), b), /*tanhApproximation=*/true)});
+    }, {{4096, 4096}, {4096, 4096}, {4096}}, dt, 0, flops, 30);
+  }
+
+  auto st = cuda::kernelCacheStats();
+  st.compiles -= probe.compiles;
+  st.diskHits -= probe.diskHits;
+  st.memoryHits -= probe.memoryHits;
+  std::printf("kernel cache, workloads: compiled %llu, memory hits %llu, disk hits %llu\n",
+              (unsigned long long)st.compiles, (unsigned long long)st.memoryHits,
+              (unsigned long long)st.diskHits);
+  const char *out = std::getenv("OUT");
+  std::string path = std::string(out ? out : ".") + "/rfuse_bench.json";
+  if (FILE *f = std::fopen(path.c_str(), "w")) {
+    std::fprintf(f, "{\n\"device\": \"%s\",\n%s\"kernel_cache_compiles\": %llu,\n\"kernel_cache_disk_hits\": %llu,\n",
+                 dev.name.c_str(), jsonExtra.c_str(), (unsigned long long)st.compiles,
+                 (unsigned long long)st.diskHits);
+    for (size_t i = 0; i < results.size(); ++i)
+      std::fprintf(f, "\"%s\": {\"ms\": %.6f, \"kernels\": %llu, \"bytes\": %.0f, \"flops\": %.0f, \"trace_fuse_s\": %.4f}%s\n",
+                   results[i].name.c_str(), results[i].ms, (unsigned long long)results[i].kernels,
+                   results[i].bytes, results[i].flops, results[i].compileS, i + 1 < results.size() ? "," : "");
+    std::fprintf(f, "}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

@@ -1,0 +1,995 @@
+// CUDA C++ generation for rfuse kernel functions. See CudaCodegen.h and docs/codegen.md.
+#include "rfuse/Codegen/CudaCodegen.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+
+namespace rfuse::cuda {
+
+const char *scalarOpsSource() {
+  static const char *text =
+#include "ScalarOpsSource.inc"
+      ;
+  return text;
+}
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+ArrayRef<int64_t> shapeOf(Value v) { return tensorOf(v).getShape(); }
+
+int64_t numElements(ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+DType dtypeOf(Value v) {
+  DType d = DType::F32;
+  fromMlirType(tensorOf(v).getElementType(), d);
+  return d;
+}
+
+// C++ storage and compute types of each dtype: f16/bf16 are stored narrow and computed in float.
+const char *storageType(DType d) {
+  switch (d) {
+  case DType::F32: return "float";
+  case DType::F64: return "double";
+  case DType::F16: return "__half";
+  case DType::BF16: return "__nv_bfloat16";
+  case DType::I1: return "bool";
+  case DType::I32: return "int";
+  case DType::I64: return "long long";
+  }
+  return "?";
+}
+const char *computeType(DType d) {
+  switch (d) {
+  case DType::F16: case DType::BF16: return "float";
+  default: return storageType(d);
+  }
+}
+
+std::string loadExpr(const std::string &ptr, const std::string &index, DType d) {
+  std::string e = ptr + "[" + index + "]";
+  if (d == DType::F16) return "__half2float(" + e + ")";
+  if (d == DType::BF16) return "__bfloat162float(" + e + ")";
+  return e;
+}
+std::string storeStmt(const std::string &ptr, const std::string &index, const std::string &v, DType d) {
+  std::string rhs = v;
+  if (d == DType::F16) rhs = "__float2half_rn(" + v + ")";
+  if (d == DType::BF16) rhs = "__float2bfloat16_rn(" + v + ")";
+  return ptr + "[" + index + "] = " + rhs + ";";
+}
+
+// An exact C++ literal of `v` in compute type `ct`.
+std::string floatLiteral(double v, const char *ct) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (std::isnan(v))
+    os << "(" << ct << ")__longlong_as_double(0x7ff8000000000000LL)";
+  else if (std::isinf(v))
+    os << "(" << ct << ")__longlong_as_double(" << (v > 0 ? "0x7ff0000000000000LL" : "(long long)0xfff0000000000000ULL") << ")";
+  else
+    os << "(" << ct << ")" << llvm::format("%a", v);
+  return os.str();
+}
+
+std::string splatLiteral(ConstantOp c, std::string &why) {
+  auto splat = llvm::dyn_cast<SplatElementsAttr>(c.getValue());
+  if (!splat) {
+    why = "a dense (non-splat) constant inside a kernel";
+    return "";
+  }
+  DType d = dtypeOf(c.getResult());
+  Attribute a = splat.getSplatValue<Attribute>();
+  if (auto f = llvm::dyn_cast<FloatAttr>(a))
+    return floatLiteral(f.getValueAsDouble(), computeType(d));
+  auto i = llvm::cast<IntegerAttr>(a);
+  if (d == DType::I1)
+    return i.getValue().getBoolValue() ? "true" : "false";
+  return "(" + std::string(computeType(d)) + ")" + std::to_string(i.getValue().getSExtValue()) + "LL";
+}
+
+// Row-major strides.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// Offset into an input of `inShape` read through an index map from iteration index `idx` over
+// `space`: result dim d of the space takes input dim `inDimOf[d]` (or none).
+std::string mappedOffset(const std::string &idx, ArrayRef<int64_t> space,
+                         ArrayRef<int64_t> inShape, ArrayRef<int64_t> inDimOf /* per space dim */) {
+  auto spaceStrides = stridesOf(space);
+  auto inStrides = stridesOf(inShape);
+  std::string expr;
+  for (size_t d = 0; d < space.size(); ++d) {
+    int64_t in = inDimOf[d];
+    if (in < 0 || inShape[in] == 1)
+      continue;
+    std::string coord = "((" + idx + ") / " + std::to_string(spaceStrides[d]) + "LL)";
+    if (d > 0)
+      coord = "(" + coord + " % " + std::to_string(space[d]) + "LL)";
+    expr += (expr.empty() ? "" : " + ") + coord +
+            (inStrides[in] == 1 ? "" : " * " + std::to_string(inStrides[in]) + "LL");
+  }
+  return expr.empty() ? "0" : expr;
+}
+
+// The index map of a broadcast or transpose reading an input, as space dim -> input dim.
+SmallVector<int64_t> indexMap(Operation *op) {
+  SmallVector<int64_t> map;
+  if (auto b = dyn_cast<BroadcastInDimOp>(op)) {
+    map.assign(shapeOf(b.getResult()).size(), -1);
+    for (auto [i, d] : llvm::enumerate(b.getDims()))
+      map[d] = i;
+  } else if (auto t = dyn_cast<TransposeOp>(op)) {
+    map.assign(t.getPerm().begin(), t.getPerm().end());
+  }
+  return map;
+}
+
+// The C++ expression of a pointwise op or cast, given its operands' names.
+std::string opExpr(Operation *op, ArrayRef<std::string> a, std::string &why) {
+  if (auto pw = dyn_cast<PointwiseOpInterface>(op)) {
+    ScalarOpKind k = pw.getScalarOp();
+    std::string fn = std::string(scalarFunctionName(k));
+    const char *ct = computeType(dtypeOf(op->getOperand(0)));
+    switch (scalarArity(k)) {
+    case ScalarArity::Unary: return fn + "<" + ct + ">(" + a[0] + ")";
+    case ScalarArity::Binary:
+    case ScalarArity::Compare: return fn + "<" + ct + ">(" + a[0] + ", " + a[1] + ")";
+    case ScalarArity::Logic1: return fn + "(" + a[0] + ")";
+    case ScalarArity::Logic2: return fn + "(" + a[0] + ", " + a[1] + ")";
+    case ScalarArity::Select: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    }
+  }
+  if (auto c = dyn_cast<CastOp>(op)) {
+    DType from = dtypeOf(c.getInput()), to = dtypeOf(c.getResult());
+    std::string ct = computeType(to);
+    if (to == DType::I1)
+      return "rf_to_bool((double)(" + a[0] + "))";
+    if (isFloat(from) && to == DType::I32)
+      return "rf_float_to_int<int>((double)(" + a[0] + "), -2147483648.0, 2147483647.0)";
+    if (isFloat(from) && to == DType::I64)
+      return "rf_float_to_int<long long>((double)(" + a[0] +
+             "), -9223372036854775808.0, 9223372036854774784.0)";
+    if (to == DType::F16)
+      return "__half2float(__float2half_rn((float)(" + a[0] + ")))";
+    if (to == DType::BF16)
+      return "__bfloat162float(__float2bfloat16_rn((float)(" + a[0] + ")))";
+    return "(" + ct + ")(" + a[0] + ")";
+  }
+  why = "no CUDA code for '" + op->getName().getStringRef().str() + "'";
+  return "";
+}
+
+std::string describeOps(ArrayRef<Operation *> ops, Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "// ops:";
+  for (Operation *op : ops)
+    os << " " << op->getName().stripDialect();
+  std::string where;
+  llvm::raw_string_ostream ws(where);
+  loc.print(ws);
+  if (!ws.str().empty() && ws.str() != "loc(unknown)")
+    os << "\n// from: " << ws.str();
+  return os.str();
+}
+
+std::string prelude() {
+  return std::string("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n") + scalarOpsSource() +
+         "\nusing namespace rfuse::scalar;\n";
+}
+
+// A region to emit: its inputs (kernel parameters), ops in order, and outputs.
+struct Region {
+  SmallVector<Value> inputs;
+  SmallVector<Operation *> ops;
+  SmallVector<Value> outputs;
+  Location loc;
+};
+
+// Names the values of one emission site (a loop body or a row scope).
+struct Scope {
+  llvm::DenseMap<Value, std::string> names;
+  std::string code;
+  int counter = 0;
+  std::string fresh() { return "v" + std::to_string(counter++); }
+};
+
+// ---- Pointwise -------------------------------------------------------------------------------
+
+class PointwiseEmitter {
+public:
+  PointwiseEmitter(const Region &r, std::string name) : r(r), name(std::move(name)) {}
+
+  std::optional<KernelSpec> emit(std::string &why) {
+    if (r.outputs.empty()) {
+      why = "a kernel without outputs";
+      return std::nullopt;
+    }
+    space = SmallVector<int64_t>(shapeOf(r.outputs[0]));
+    for (Value o : r.outputs)
+      if (shapeOf(o) != ArrayRef<int64_t>(space)) {
+        why = "outputs of different shapes in one pointwise kernel";
+        return std::nullopt;
+      }
+    int64_t n = numElements(space);
+    // Vector width: every direct access (inputs read at the iteration index, outputs) has one
+    // element size of 4 (x4) or 8 (x2) bytes.
+    int size = 0;
+    bool uniform = true;
+    auto consider = [&](DType d) {
+      int s = dtypeSize(d);
+      if (size == 0)
+        size = s;
+      uniform &= s == size;
+    };
+    for (Value in : r.inputs)
+      if (isDirect(in))
+        consider(dtypeOf(in));
+    for (Value o : r.outputs)
+      consider(dtypeOf(o));
+    int vw = uniform && size == 4 ? 4 : uniform && size == 8 ? 2 : 1;
+    if (n < vw * 32)
+      vw = 1;
+
+    std::string body, tail;
+    if (!emitBody(vw, body, why) || !emitBody(1, tail, why))
+      return std::nullopt;
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// rfuse pointwise kernel " << name << ": " << n << " elements, vector width " << vw
+       << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << "\nextern \"C\" __global__ void "
+       << name << "(";
+    params(os);
+    os << ") {\n  const long long n = " << n << "LL;\n"
+       << "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+       << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    if (vw > 1)
+      os << "  for (long long vi = tid; vi < n / " << vw << "; vi += stride) {\n" << body << "  }\n"
+         << "  for (long long idx = n / " << vw << " * " << vw << " + tid; idx < n; idx += stride) {\n"
+         << tail << "  }\n";
+    else
+      os << "  for (long long idx = tid; idx < n; idx += stride) {\n" << tail << "  }\n";
+    os << "}\n";
+    KernelSpec k;
+    k.name = name;
+    k.source = os.str();
+    k.launch = LaunchKind::GridStride;
+    k.elements = n;
+    k.vectorWidth = vw;
+    k.numInputs = r.inputs.size();
+    k.numOutputs = r.outputs.size();
+    return k;
+  }
+
+private:
+  const Region &r;
+  std::string name;
+  SmallVector<int64_t> space;
+
+  // Whether an input is read at the iteration index (rather than only through index maps).
+  bool isDirect(Value in) {
+    if (llvm::is_contained(r.outputs, in))
+      return true;
+    return llvm::any_of(in.getUsers(), [&](Operation *u) {
+      return !isa<BroadcastInDimOp, TransposeOp>(u) && llvm::is_contained(r.ops, u);
+    });
+  }
+
+  void params(llvm::raw_ostream &os) {
+    for (auto [i, in] : llvm::enumerate(r.inputs))
+      os << (i ? ", " : "") << "const " << storageType(dtypeOf(in)) << "* __restrict__ in" << i;
+    for (auto [i, o] : llvm::enumerate(r.outputs))
+      os << (r.inputs.empty() && i == 0 ? "" : ", ") << storageType(dtypeOf(o))
+         << "* __restrict__ out" << i;
+  }
+
+  static std::string vecType(DType d, int vw) {
+    std::string base = d == DType::F32 ? "float" : d == DType::I32 ? "int" : d == DType::F64 ? "double" : "longlong";
+    return base + std::to_string(vw);
+  }
+
+  bool emitBody(int vw, std::string &out, std::string &why) {
+    llvm::raw_string_ostream os(out);
+    std::string ind = vw > 1 ? "      " : "    ";
+    if (vw > 1) {
+      for (auto [i, in] : llvm::enumerate(r.inputs))
+        if (isDirect(in))
+          os << "    const " << vecType(dtypeOf(in), vw) << " vin" << i << " = reinterpret_cast<const "
+             << vecType(dtypeOf(in), vw) << "*>(in" << i << ")[vi];\n";
+      for (auto [i, o] : llvm::enumerate(r.outputs))
+        os << "    " << vecType(dtypeOf(o), vw) << " vout" << i << ";\n";
+      os << "    #pragma unroll\n    for (int lane = 0; lane < " << vw << "; ++lane) {\n"
+         << ind << "const long long idx = vi * " << vw << " + lane;\n";
+    }
+    Scope s;
+    auto inputIndex = [&](Value v) { return (int)(llvm::find(r.inputs, v) - r.inputs.begin()); };
+    auto operand = [&](Value v) -> std::string {
+      auto it = s.names.find(v);
+      if (it != s.names.end())
+        return it->second;
+      int i = inputIndex(v);
+      std::string nm = "x" + std::to_string(i);
+      std::string e = vw > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(v))) +
+                                   "*>(&vin" + std::to_string(i) + ")[lane]"
+                             : loadExpr("in" + std::to_string(i), "idx", dtypeOf(v));
+      os << ind << "const " << computeType(dtypeOf(v)) << " " << nm << " = " << e << ";\n";
+      s.names[v] = nm;
+      return nm;
+    };
+    for (Operation *op : r.ops) {
+      Value res = op->getResult(0);
+      std::string nm = s.fresh();
+      const char *ct = computeType(dtypeOf(res));
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        std::string lit = splatLiteral(c, why);
+        if (lit.empty())
+          return false;
+        os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
+      } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
+        Value in = op->getOperand(0);
+        if (auto c = in.getDefiningOp<ConstantOp>()) { // a splat constant, broadcast
+          std::string lit = splatLiteral(c, why);
+          if (lit.empty())
+            return false;
+          os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
+        } else {
+          int i = inputIndex(in);
+          if (i >= (int)r.inputs.size()) {
+            why = "a broadcast of a value computed in the kernel";
+            return false;
+          }
+          os << ind << "const " << ct << " " << nm << " = "
+             << loadExpr("in" + std::to_string(i), mappedOffset("idx", space, shapeOf(in), indexMap(op)),
+                         dtypeOf(in))
+             << ";\n";
+        }
+      } else {
+        SmallVector<std::string> a;
+        for (Value v : op->getOperands())
+          a.push_back(operand(v));
+        std::string e = opExpr(op, a, why);
+        if (e.empty())
+          return false;
+        os << ind << "const " << ct << " " << nm << " = " << e << ";\n";
+      }
+      s.names[res] = nm;
+    }
+    for (auto [i, o] : llvm::enumerate(r.outputs)) {
+      std::string v = operand(o);
+      if (vw > 1)
+        os << ind << "reinterpret_cast<" << storageType(dtypeOf(o)) << "*>(&vout" << i << ")[lane] = " << v << ";\n";
+      else
+        os << ind << storeStmt("out" + std::to_string(i), "idx", v, dtypeOf(o)) << "\n";
+    }
+    if (vw > 1) {
+      os << "    }\n";
+      for (auto [i, o] : llvm::enumerate(r.outputs))
+        os << "    reinterpret_cast<" << vecType(dtypeOf(o), vw) << "*>(out" << i << ")[vi] = vout" << i << ";\n";
+    }
+    return true;
+  }
+};
+
+// ---- Reductions ------------------------------------------------------------------------------
+
+bool isReduction(Operation *op) {
+  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
+}
+ArrayRef<int64_t> reductionDims(Operation *op) {
+  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
+}
+
+class ReductionEmitter {
+public:
+  ReductionEmitter(const Region &r, std::string name) : r(r), name(std::move(name)) {}
+
+  std::optional<KernelSpec> emit(std::string &why) {
+    Operation *first = *llvm::find_if(r.ops, isReduction);
+    full = SmallVector<int64_t>(shapeOf(first->getOperand(0)));
+    SmallVector<int64_t> dims(reductionDims(first));
+    llvm::sort(dims);
+    int64_t rank = full.size(), nd = dims.size();
+    bool suffix = llvm::equal(dims, llvm::seq<int64_t>(rank - nd, rank));
+    rowMode = suffix; // trailing dims: contiguous rows, a block each; otherwise a thread per output
+    int64_t red = 1, outer = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (llvm::is_contained(dims, d)) {
+        red *= full[d];
+        reducedDims.push_back(d);
+      } else {
+        outer *= full[d];
+        outerDims.push_back(d);
+      }
+    }
+    redLen = red;
+    outerLen = outer;
+    fullN = numElements(full);
+    keepShape = reducedShapeOf(true);
+    dropShape = reducedShapeOf(false);
+
+    // Which values live per element (F) and which per row (R).
+    for (Value in : r.inputs)
+      space[in] = classify(in);
+    for (Operation *op : r.ops)
+      space[op->getResult(0)] = isReduction(op) ? Space::Row : classify(op->getResult(0));
+
+    KernelSpec k;
+    k.name = name;
+    k.numInputs = r.inputs.size();
+    k.numOutputs = r.outputs.size();
+    if (rowMode) {
+      k.launch = LaunchKind::BlockPerRow;
+      k.rows = outerLen;
+      k.rowLength = redLen;
+      int bs = 32;
+      while (bs < 1024 && bs * 8 < redLen)
+        bs *= 2;
+      k.blockSize = blockSize = bs;
+      if ((redLen + bs - 1) / bs <= 8) {
+        for (Value in : r.inputs)
+          if (space.lookup(in) == Space::Full && !in.use_empty())
+            cached.push_back(in);
+        bool fourBytes = llvm::all_of(cached, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; });
+        vec = fourBytes && redLen % (4 * bs) == 0 ? 4 : 1;
+        chunks = (redLen + (int64_t)bs * vec - 1) / ((int64_t)bs * vec);
+      }
+    } else {
+      k.launch = LaunchKind::ThreadPerColumn;
+      k.rows = redLen;
+      k.columns = outerLen;
+      k.blockSize = 256;
+    }
+    std::string body;
+    if (!emitBody(body, why))
+      return std::nullopt;
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// rfuse reduction kernel " << name << ": "
+       << (rowMode ? "a block per row, " : "a thread per output, ") << outerLen << " x " << redLen
+       << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
+template <int OP, class T> __device__ __forceinline__ T rf_combine(T a, T b) {
+  return OP == 0 ? a + b : OP == 1 ? rf_max<T>(a, b) : rf_min<T>(a, b);
+}
+// Reduces v over the block; every thread gets the result.
+template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
+  for (int o = 16; o > 0; o >>= 1) v = rf_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads(); // the previous reduction's readers are done with smem
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = smem[0];
+  for (int w = 1; w < nw; ++w) v = rf_combine<OP, T>(v, smem[w]);
+  return v;
+}
+)" << "\nextern \"C\" __global__ void " << name << "(";
+    for (auto [i, in] : llvm::enumerate(r.inputs))
+      os << (i ? ", " : "") << "const " << storageType(dtypeOf(in)) << "* __restrict__ in" << i;
+    for (auto [i, o] : llvm::enumerate(r.outputs))
+      os << (r.inputs.empty() && i == 0 ? "" : ", ") << storageType(dtypeOf(o)) << "* __restrict__ out" << i;
+    os << ") {\n";
+    if (rowMode)
+      os << "  __shared__ double smem_raw[32];\n"
+         << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
+    else
+      os << "  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < "
+         << outerLen << "LL; row += (long long)gridDim.x * blockDim.x) {\n";
+    os << body << "  }\n}\n";
+    k.source = os.str();
+    return k;
+  }
+
+private:
+  enum class Space { Full, Row, Other };
+  const Region &r;
+  std::string name;
+  SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
+  bool rowMode = true;
+  // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
+  // (loaded once, 128-bit wide when possible), so every pass after the first reads registers.
+  int blockSize = 256, vec = 1;
+  int64_t chunks = 0; // per thread, of `vec` elements; 0: no register cache
+  llvm::SmallVector<Value> cached;
+  int64_t redLen = 0, outerLen = 0, fullN = 0;
+  llvm::DenseMap<Value, Space> space;
+
+  SmallVector<int64_t> reducedShapeOf(bool keep) const {
+    SmallVector<int64_t> out;
+    for (int64_t d = 0; d < (int64_t)full.size(); ++d)
+      if (!llvm::is_contained(reducedDims, d))
+        out.push_back(full[d]);
+      else if (keep)
+        out.push_back(1);
+    return out;
+  }
+
+  Space classify(Value v) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    if (s == ArrayRef<int64_t>(full))
+      return Space::Full;
+    if (s == ArrayRef<int64_t>(keepShape) || s == ArrayRef<int64_t>(dropShape))
+      return Space::Row; // the reduced shape, with or without kept dims
+    return Space::Other;
+  }
+
+  // Whether a broadcast re-expands a reduced-shape value over exactly the reduced dims (so each
+  // element of a row reads the row's value).
+  bool isReexpansion(BroadcastInDimOp b) const {
+    ArrayRef<int64_t> in = shapeOf(b.getInput());
+    if (shapeOf(b.getResult()) != ArrayRef<int64_t>(full))
+      return false;
+    if (in == ArrayRef<int64_t>(keepShape))
+      return llvm::equal(b.getDims(), llvm::seq<int64_t>(0, full.size()));
+    return in == ArrayRef<int64_t>(dropShape) && b.getDims() == ArrayRef<int64_t>(outerDims);
+  }
+
+  // The coordinate along F's dim d of element j of row `row`: outer dims come from `row`, reduced
+  // dims from `j`; the outermost dim of each group needs no modulo.
+  std::string coord(int64_t d) const {
+    bool reduced = llvm::is_contained(reducedDims, d);
+    const SmallVector<int64_t> &group = reduced ? reducedDims : outerDims;
+    const char *var = reduced ? "j" : "row";
+    int64_t inner = 1;
+    size_t pos = llvm::find(group, d) - group.begin();
+    for (size_t i = pos + 1; i < group.size(); ++i)
+      inner *= full[group[i]];
+    std::string c = inner == 1 ? std::string(var) : "(" + std::string(var) + " / " + std::to_string(inner) + "LL)";
+    return pos == 0 ? c : "(" + c + " % " + std::to_string(full[d]) + "LL)";
+  }
+
+  // Offset into an input read through a broadcast / transpose index map.
+  std::string mappedInputOffset(Operation *op, ArrayRef<int64_t> inShape) const {
+    auto map = indexMap(op);
+    auto inStrides = stridesOf(inShape);
+    std::string expr;
+    for (size_t d = 0; d < full.size(); ++d) {
+      int64_t in = map[d];
+      if (in < 0 || inShape[in] == 1)
+        continue;
+      expr += (expr.empty() ? "" : " + ") + coord(d) +
+              (inStrides[in] == 1 ? "" : " * " + std::to_string(inStrides[in]) + "LL");
+    }
+    return expr.empty() ? "0" : expr;
+  }
+
+  // Flat index into F of element `j` of row `row` (row: flat index over the outer dims in order,
+  // j: flat index over the reduced dims in order).
+  std::string fullIndex() const {
+    if (rowMode)
+      return "(row * " + std::to_string(redLen) + "LL + j)";
+    auto strides = stridesOf(full);
+    std::string expr;
+    auto add = [&](const SmallVector<int64_t> &dims, const char *var) {
+      int64_t inner = 1;
+      for (int64_t i = (int64_t)dims.size() - 1; i >= 0; --i) {
+        int64_t d = dims[i];
+        std::string coord = "((" + std::string(var) + " / " + std::to_string(inner) + "LL) % " +
+                            std::to_string(full[d]) + "LL)";
+        expr += (expr.empty() ? "" : " + ") + coord + " * " + std::to_string(strides[d]) + "LL";
+        inner *= full[d];
+      }
+    };
+    add(outerDims, "row");
+    add(reducedDims, "j");
+    return "(" + (expr.empty() ? std::string("0") : expr) + ")";
+  }
+
+  int inputIndex(Value v) { return (int)(llvm::find(r.inputs, v) - r.inputs.begin()); }
+
+  bool useCache() const { return chunks > 0; }
+
+  // Opens a loop over this thread's elements of the row (j), in register-cache order when the
+  // row is cached; closeRowLoop() closes it.
+  std::string openRowLoop() const {
+    if (useCache())
+      return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
+             "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
+             "; ++lane) {\n      const long long j = ((long long)threadIdx.x + (long long)k * " +
+             std::to_string(blockSize) + "LL) * " + std::to_string(vec) + "LL + lane;\n      if (j < " +
+             std::to_string(redLen) + "LL) {\n";
+    if (rowMode)
+      return "    for (long long j = threadIdx.x; j < " + std::to_string(redLen) +
+             "LL; j += blockDim.x) {\n";
+    return "    for (long long j = 0; j < " + std::to_string(redLen) + "LL; ++j) {\n";
+  }
+  std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
+
+  // Loads this row's elements of the cached inputs into registers.
+  std::string rowPrologue() const {
+    std::string out;
+    for (Value in : cached) {
+      int i = llvm::find(r.inputs, in) - r.inputs.begin();
+      std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
+      if (vec == 4) {
+        std::string vt = std::string(dtypeOf(in) == DType::F32 ? "float4" : "int4");
+        out += "    " + vt + " " + nm + "[" + std::to_string(chunks) + "];\n    #pragma unroll\n" +
+               "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k)\n      " + nm +
+               "[k] = reinterpret_cast<const " + vt + "*>(in" + std::to_string(i) + " + row * " +
+               std::to_string(redLen) + "LL)[threadIdx.x + k * " + std::to_string(blockSize) + "];\n";
+      } else {
+        out += "    " + st + " " + nm + "[" + std::to_string(chunks) + "];\n    #pragma unroll\n" +
+               "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n      const long long j = threadIdx.x + (long long)k * " +
+               std::to_string(blockSize) + "LL;\n      if (j < " + std::to_string(redLen) + "LL) " + nm +
+               "[k] = in" + std::to_string(i) + "[row * " + std::to_string(redLen) + "LL + j];\n    }\n";
+      }
+    }
+    return out;
+  }
+
+  // Emits the F-space ops `target` depends on (inside a loop over j), returning its name.
+  std::string emitFull(Value target, Scope &s, llvm::raw_ostream &os, const std::string &ind,
+                       std::string &why) {
+    auto it = s.names.find(target);
+    if (it != s.names.end())
+      return it->second;
+    if (space.lookup(target) == Space::Row) // per-row (its shape may equal F when reducing 1s)
+      return rowValue(target, s, os, ind, why);
+    std::string nm;
+    if (Operation *op = target.getDefiningOp(); op && llvm::is_contained(r.ops, op)) {
+      const char *ct = computeType(dtypeOf(target));
+      nm = s.fresh();
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        std::string lit = splatLiteral(c, why);
+        if (lit.empty()) return "";
+        os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
+      } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
+        Value in = op->getOperand(0);
+        if (auto c = in.getDefiningOp<ConstantOp>()) {
+          std::string lit = splatLiteral(c, why);
+          if (lit.empty()) return "";
+          os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
+        } else if (space.lookup(in) == Space::Row && isa<BroadcastInDimOp>(op) &&
+                   isReexpansion(cast<BroadcastInDimOp>(op))) {
+          std::string rv = s.names.lookup(in);
+          if (rv.empty()) {
+            rv = rowValue(in, s, os, ind, why);
+            if (rv.empty()) return "";
+          }
+          os << ind << "const " << ct << " " << nm << " = " << rv << ";\n";
+        } else {
+          int i = inputIndex(in);
+          if (i >= (int)r.inputs.size()) {
+            why = "an index map over a value computed in the kernel";
+            return "";
+          }
+          os << ind << "const " << ct << " " << nm << " = "
+             << loadExpr("in" + std::to_string(i), mappedInputOffset(op, shapeOf(in)), dtypeOf(in))
+             << ";\n";
+        }
+      } else {
+        SmallVector<std::string> a;
+        for (Value v : op->getOperands()) {
+          std::string x = space.lookup(v) == Space::Row ? rowValue(v, s, os, ind, why)
+                                                        : emitFull(v, s, os, ind, why);
+          if (x.empty()) return "";
+          a.push_back(x);
+        }
+        std::string e = opExpr(op, a, why);
+        if (e.empty()) return "";
+        os << ind << "const " << ct << " " << nm << " = " << e << ";\n";
+      }
+    } else { // an F-shaped input
+      int i = inputIndex(target);
+      nm = "x" + std::to_string(i) + "_" + std::to_string(s.counter++);
+      std::string e;
+      if (llvm::is_contained(cached, target))
+        e = vec > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(target))) + "*>(&xin" +
+                          std::to_string(i) + "[k])[lane]"
+                    : loadExpr("xin" + std::to_string(i), "k", dtypeOf(target));
+      else
+        e = loadExpr("in" + std::to_string(i), fullIndex(), dtypeOf(target));
+      os << ind << "const " << computeType(dtypeOf(target)) << " " << nm << " = " << e << ";\n";
+    }
+    s.names[target] = nm;
+    return nm;
+  }
+
+  // The name of a per-row value (computed at row scope before use).
+  std::string rowValue(Value v, Scope &s, llvm::raw_ostream &os, const std::string &ind,
+                       std::string &why) {
+    auto it = rowNames.find(v);
+    if (it != rowNames.end())
+      return it->second;
+    if (!v.getDefiningOp() || !llvm::is_contained(r.ops, v.getDefiningOp())) { // R-shaped input
+      int i = inputIndex(v);
+      std::string nm = "r_in" + std::to_string(i);
+      rowCode += "    const " + std::string(computeType(dtypeOf(v))) + " " + nm + " = " +
+                 loadExpr("in" + std::to_string(i), "row", dtypeOf(v)) + ";\n";
+      rowNames[v] = nm;
+      return nm;
+    }
+    why = "a per-row value used before it is computed";
+    return "";
+  }
+
+  llvm::DenseMap<Value, std::string> rowNames;
+  std::string rowCode;
+
+  bool emitBody(std::string &out, std::string &why) {
+    llvm::raw_string_ostream os(out);
+    os << rowPrologue();
+    int rowCounter = 0;
+    auto flushRowCode = [&]() {
+      os << rowCode;
+      rowCode.clear();
+    };
+    for (Operation *op : r.ops) {
+      Value res = op->getResult(0);
+      if (isReduction(op)) {
+        int kind = isa<ReduceMaxOp>(op) ? 1 : isa<ReduceMinOp>(op) ? 2 : 0;
+        DType dt = dtypeOf(res);
+        std::string acc = isFloat(dt) ? (dt == DType::F64 ? "double" : "float") : "long long";
+        std::string init = kind == 0 ? "(" + acc + ")0"
+                           : isFloat(dt) ? std::string(kind == 1 ? "-" : "") + "(" + acc + ")__longlong_as_double(0x7ff0000000000000LL)"
+                           : kind == 1 ? "(long long)(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+        std::string an = "acc" + std::to_string(rowCounter++);
+        std::string loop;
+        llvm::raw_string_ostream ls(loop);
+        Scope s;
+        std::string ind = "      ";
+        std::string v = emitFull(op->getOperand(0), s, ls, ind, why);
+        if (v.empty())
+          return false;
+        flushRowCode();
+        os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
+        os << ls.str() << "      " << an << " = rf_combine<" << kind << ", " << acc << ">(" << an
+           << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
+        if (rowMode)
+          os << "    " << an << " = rf_block_reduce<" << kind << ", " << acc << ">(" << an
+             << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
+        std::string nm = "r" + std::to_string(rowCounter);
+        os << "    const " << computeType(dt) << " " << nm << " = (" << computeType(dt) << ")("
+           << an << (isa<ReduceMeanOp>(op) ? " / (" + acc + ")" + std::to_string(redLen) : "") << ");\n";
+        rowNames[res] = nm;
+      } else if (space.lookup(res) == Space::Row) {
+        // A per-row pointwise op (e.g. rsqrt(var + eps)): all threads compute it once per row.
+        SmallVector<std::string> a;
+        Scope s;
+        std::string nm = "r" + std::to_string(++rowCounter) + "p";
+        std::string e;
+        bool indexMapOfInput = isa<BroadcastInDimOp, TransposeOp>(op) &&
+                               inputIndex(op->getOperand(0)) < (int)r.inputs.size();
+        if (isa<TransposeOp>(op) && !indexMapOfInput) {
+          why = "a transpose of a per-row value";
+          return false;
+        }
+        if (auto c = dyn_cast<ConstantOp>(op)) {
+          e = splatLiteral(c, why);
+        } else if (indexMapOfInput) { // an input of another shape, read per row through its map
+          Value in = op->getOperand(0);
+          e = loadExpr("in" + std::to_string(inputIndex(in)),
+                       mappedOffset("row", shapeOf(res), shapeOf(in), indexMap(op)), dtypeOf(in));
+        } else {
+          for (Value v : op->getOperands()) {
+            std::string x = v.getDefiningOp<ConstantOp>() ? splatLiteral(v.getDefiningOp<ConstantOp>(), why)
+                                                           : rowValue(v, s, os, "    ", why);
+            if (x.empty())
+              return false;
+            a.push_back(x);
+          }
+          // A broadcast or transpose between the two forms of the reduced shape is a renaming.
+          e = isa<BroadcastInDimOp, TransposeOp>(op) ? a[0] : opExpr(op, a, why);
+        }
+        if (e.empty())
+          return false;
+        flushRowCode();
+        os << "    const " << computeType(dtypeOf(res)) << " " << nm << " = " << e << ";\n";
+        rowNames[res] = nm;
+      }
+    }
+    // The final pass writes the per-element outputs; per-row outputs are written once per row.
+    bool anyFull = false;
+    std::string loop;
+    llvm::raw_string_ostream ls(loop);
+    Scope s;
+    for (auto [i, o] : llvm::enumerate(r.outputs)) {
+      if (space.lookup(o) != Space::Full)
+        continue;
+      anyFull = true;
+      std::string v = emitFull(o, s, ls, "      ", why);
+      if (v.empty())
+        return false;
+      ls << "      " << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o)) << "\n";
+    }
+    for (auto [i, o] : llvm::enumerate(r.outputs)) {
+      if (space.lookup(o) == Space::Full)
+        continue;
+      std::string v = rowValue(o, s, os, "    ", why);
+      if (v.empty())
+        return false;
+      flushRowCode();
+      os << (rowMode ? "    if (threadIdx.x == 0) " : "    ")
+         << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
+    }
+    flushRowCode();
+    if (anyFull)
+      os << openRowLoop() << ls.str() << closeRowLoop();
+    return true;
+  }
+};
+
+Region regionOf(func::FuncOp fn) {
+  Region r{{}, {}, {}, fn.getLoc()};
+  Block &body = fn.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    r.inputs.push_back(a);
+  for (Operation &op : body.without_terminator())
+    r.ops.push_back(&op);
+  for (Value v : body.getTerminator()->getOperands())
+    r.outputs.push_back(v);
+  return r;
+}
+
+std::string sanitize(StringRef name) {
+  std::string s = name.str();
+  for (char &c : s)
+    if (!isalnum((unsigned char)c) && c != '_')
+      c = '_';
+  return s;
+}
+
+// cuBLASLt for the contraction, its epilogue where cuBLASLt has one, a generated kernel otherwise.
+std::optional<MatmulSpec> planMatmul(func::FuncOp fn, std::string &why) {
+  Region r = regionOf(fn);
+  MatmulOp mm;
+  for (Operation *op : r.ops)
+    if (auto m = dyn_cast<MatmulOp>(op))
+      mm = m;
+  if (!mm) {
+    why = "no matmul in a matmul_epilogue kernel";
+    return std::nullopt;
+  }
+  MatmulSpec spec;
+  auto inputIndex = [&](Value v) {
+    auto it = llvm::find(r.inputs, v);
+    return it == r.inputs.end() ? -1 : (int)(it - r.inputs.begin());
+  };
+  spec.lhsInput = inputIndex(mm.getLhs());
+  spec.rhsInput = inputIndex(mm.getRhs());
+  spec.dtype = dtypeOf(mm.getResult());
+  if (spec.dtype == DType::I32 || spec.dtype == DType::I64) {
+    why = "integer matmul";
+    return std::nullopt;
+  }
+  auto ls = shapeOf(mm.getLhs()), rs = shapeOf(mm.getRhs()), os = shapeOf(mm.getResult());
+  spec.transposeA = mm.getTransposeA();
+  spec.transposeB = mm.getTransposeB();
+  spec.batchedA = ls.size() == 3;
+  spec.batchedB = rs.size() == 3;
+  spec.batch = os.size() == 3 ? os[0] : 1;
+  spec.m = os[os.size() - 2];
+  spec.n = os[os.size() - 1];
+  spec.k = spec.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
+
+  Value product = mm.getResult();
+  SmallVector<Operation *> rest;
+  for (Operation *op : r.ops)
+    if (op != mm.getOperation())
+      rest.push_back(op);
+  bool productIsOutput = llvm::is_contained(r.outputs, product);
+  // cuBLASLt epilogues: + bias[n] (broadcast over rows), then relu or gelu(tanh); or + C.
+  if (!productIsOutput && r.outputs.size() == 1 && !rest.empty()) {
+    Operation *last = r.outputs[0].getDefiningOp();
+    SmallVector<Operation *> chain(rest);
+    auto act = MatmulSpec::Activation::None;
+    if (auto relu = dyn_cast_or_null<ReluOp>(last)) {
+      act = MatmulSpec::Activation::Relu;
+      last = relu.getOperand().getDefiningOp();
+    } else if (auto gelu = dyn_cast_or_null<GeluOp>(last);
+               gelu && gelu.getApproximate() == GeluApproximation::tanh && spec.dtype != DType::F64) {
+      // cuBLASLt's GELU agrees with rf_gelu_tanh to f32 rounding, not to f64's: f64 takes the
+      // generated epilogue.
+      act = MatmulSpec::Activation::GeluTanh;
+      last = gelu.getOperand().getDefiningOp();
+    }
+    if (auto add = dyn_cast_or_null<AddOp>(last)) {
+      Value other = add.getLhs() == product ? add.getRhs() : add.getRhs() == product ? add.getLhs() : Value();
+      auto bcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
+      unsigned expectOps = 2 + (act != MatmulSpec::Activation::None);
+      if (bcast && rest.size() == expectOps && inputIndex(bcast.getInput()) >= 0 &&
+          shapeOf(bcast.getInput()).size() == 1 && bcast.getDims().size() == 1 &&
+          bcast.getDims()[0] == (int64_t)os.size() - 1) {
+        spec.biasInput = inputIndex(bcast.getInput());
+        spec.activation = act;
+        spec.outputIsProduct = false;
+        return spec;
+      }
+      if (other && act == MatmulSpec::Activation::None && rest.size() == 1 && inputIndex(other) >= 0 &&
+          shapeOf(other) == os) {
+        spec.residualInput = inputIndex(other);
+        spec.outputIsProduct = false;
+        return spec;
+      }
+    }
+  }
+  if (rest.empty()) {
+    spec.outputIsProduct = true;
+    if (r.outputs.size() != 1 || r.outputs[0] != product) {
+      why = "a matmul kernel whose outputs are not its product";
+      return std::nullopt;
+    }
+    return spec;
+  }
+  // Generated epilogue: a pointwise kernel over the product.
+  Region e{{product}, {}, {}, fn.getLoc()};
+  for (Operation *op : rest)
+    for (Value v : op->getOperands())
+      if (inputIndex(v) >= 0 && !llvm::is_contained(e.inputs, v)) {
+        e.inputs.push_back(v);
+        spec.epilogueInputs.push_back(inputIndex(v));
+      }
+  e.ops = rest;
+  for (Value o : r.outputs)
+    if (o != product)
+      e.outputs.push_back(o);
+  if (productIsOutput && r.outputs[0] != product) {
+    why = "a matmul kernel that returns the product after other outputs";
+    return std::nullopt;
+  }
+  PointwiseEmitter pe(e, sanitize(fn.getName()) + "_epilogue");
+  spec.epilogue = pe.emit(why);
+  if (!spec.epilogue)
+    return std::nullopt;
+  spec.outputIsProduct = productIsOutput;
+  return spec;
+}
+
+} // namespace
+
+KernelPlan planKernel(func::FuncOp fn) {
+  KernelPlan plan;
+  plan.function = fn.getName().str();
+  auto kind = fn->getAttrOfType<FusionKindAttr>("rfuse.kernel");
+  if (!kind) {
+    plan.unsupported = "not a kernel function";
+    return plan;
+  }
+  plan.kind = stringifyFusionKind(kind.getValue()).str();
+  std::string why;
+  switch (kind.getValue()) {
+  case FusionKind::pointwise: {
+    Region r = regionOf(fn);
+    PointwiseEmitter e(r, sanitize(fn.getName()));
+    plan.kernel = e.emit(why);
+    break;
+  }
+  case FusionKind::reduction: {
+    Region r = regionOf(fn);
+    ReductionEmitter e(r, sanitize(fn.getName()));
+    plan.kernel = e.emit(why);
+    break;
+  }
+  case FusionKind::matmul_epilogue:
+    plan.matmul = planMatmul(fn, why);
+    break;
+  case FusionKind::conv_epilogue:
+    why = "convolution runs through cuDNN, which this build does not drive yet";
+    break;
+  }
+  if (!plan.kernel && !plan.matmul)
+    plan.unsupported = why.empty() ? "no GPU code for this kernel" : why;
+  return plan;
+}
+
+} // namespace rfuse::cuda

@@ -1,0 +1,75 @@
+// The CUDA side of the runtime, MLIR-free: device discovery, NVRTC compilation with a memory and
+// disk kernel cache. CUDA's libraries (libcuda.so.1, NVRTC, cuBLASLt) are dlopen'd on first use,
+// so rfuse loads and works (on the CPU) on machines with no GPU, no driver and no toolkit.
+#ifndef RFUSE_RUNTIME_CUDA_H
+#define RFUSE_RUNTIME_CUDA_H
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfuse::cuda {
+
+/// A CUDA failure: the message names the call, the error, and what was being done (a kernel's
+/// name and launch configuration, an allocation's size, ...).
+class CudaError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// NVRTC rejected a kernel: the message carries NVRTC's log and the path of the saved source.
+class NvrtcError : public CudaError {
+public:
+  using CudaError::CudaError;
+};
+
+struct DeviceInfo {
+  bool available = false;
+  std::string reason; ///< why not, when !available ("no CUDA driver (libcuda.so.1)", ...)
+  std::string name;
+  int major = 0, minor = 0, multiprocessors = 0;
+  std::string arch() const { return "sm_" + std::to_string(major * 10 + minor); }
+};
+
+/// Probes the driver and device 0 once; never throws. RFUSE_DISABLE_CUDA=1 hides the GPU.
+const DeviceInfo &deviceInfo();
+
+/// NVRTC's version as major * 1000 + minor * 10, or 0 when NVRTC cannot be loaded.
+int nvrtcVersion();
+
+struct CompiledKernel {
+  std::string arch;
+  std::vector<char> cubin;
+  std::string log;
+  bool cached = false; ///< from the memory or disk cache
+};
+
+/// Compiles CUDA C++ `source` for `arch` (e.g. "sm_90") with NVRTC, through the kernel cache:
+/// memory, then disk under kernelCacheDir() (skipped with RFUSE_DISABLE_CACHE=1). Throws
+/// NvrtcError / CudaError.
+CompiledKernel compileKernel(const std::string &name, const std::string &source,
+                             const std::string &arch);
+
+/// Compiles several kernels in parallel (one thread per hardware core).
+std::vector<CompiledKernel> compileKernels(const std::vector<std::string> &names,
+                                           const std::vector<std::string> &sources,
+                                           const std::string &arch);
+
+/// RFUSE_CACHE_DIR, else $XDG_CACHE_HOME/rfuse, else ~/.cache/rfuse.
+std::string kernelCacheDir();
+
+struct KernelCacheStats {
+  uint64_t memoryHits = 0, diskHits = 0, compiles = 0, diskWrites = 0, rejected = 0;
+};
+KernelCacheStats kernelCacheStats();
+/// Forgets the in-memory cache (the disk cache stays).
+void clearMemoryKernelCache();
+
+/// The cache key of a kernel: hash of source (the canonical kernel, with its shapes and dtypes),
+/// arch, rfuse version and NVRTC version.
+std::string kernelCacheKey(const std::string &source, const std::string &arch);
+
+} // namespace rfuse::cuda
+
+#endif

@@ -1,0 +1,401 @@
+// dlopen-based loading of CUDA's libraries (see CudaApi.h) and the NVRTC kernel compiler with its
+// memory and disk cache (see rfuse/Runtime/Cuda.h).
+#include "CudaApi.h"
+#include "rfuse/Runtime/Cuda.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#ifndef RFUSE_VERSION
+#define RFUSE_VERSION "0.1.0"
+#endif
+
+namespace rfuse::cuda {
+namespace {
+
+void *openFirst(std::initializer_list<const char *> names, std::string &error) {
+  for (const char *n : names)
+    if (void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL))
+      return h;
+  const char *why = dlerror(); // dlerror() clears itself: read it once
+  error = std::string("cannot load ") + *names.begin() + ": " + (why ? why : "not found");
+  return nullptr;
+}
+
+template <class T> bool bind(void *lib, T &fn, const char *name, std::string &error) {
+  fn = reinterpret_cast<T>(dlsym(lib, name));
+  if (!fn && error.empty())
+    error = std::string("missing symbol ") + name;
+  return fn != nullptr;
+}
+
+bool envTrue(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+} // namespace
+
+const DriverApi &driver() {
+  static DriverApi api = [] {
+    DriverApi a{};
+    void *lib = openFirst({"libcuda.so.1", "libcuda.so"}, a.error);
+    if (!lib)
+      return a;
+    bool ok = true;
+#define RF_BIND(field, sym) ok &= bind(lib, a.field, sym, a.error)
+    RF_BIND(cuInit, "cuInit");
+    RF_BIND(cuDeviceGetCount, "cuDeviceGetCount");
+    RF_BIND(cuDeviceGet, "cuDeviceGet");
+    RF_BIND(cuDeviceGetName, "cuDeviceGetName");
+    RF_BIND(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    RF_BIND(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    RF_BIND(cuCtxSetCurrent, "cuCtxSetCurrent");
+    RF_BIND(cuCtxSynchronize, "cuCtxSynchronize");
+    RF_BIND(cuMemAlloc, "cuMemAlloc_v2");
+    RF_BIND(cuMemFree, "cuMemFree_v2");
+    RF_BIND(cuMemGetInfo, "cuMemGetInfo_v2");
+    RF_BIND(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    RF_BIND(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    RF_BIND(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    RF_BIND(cuMemsetD32Async, "cuMemsetD32Async");
+    RF_BIND(cuModuleLoadData, "cuModuleLoadData");
+    RF_BIND(cuModuleGetFunction, "cuModuleGetFunction");
+    RF_BIND(cuLaunchKernel, "cuLaunchKernel");
+    RF_BIND(cuStreamCreate, "cuStreamCreate");
+    RF_BIND(cuStreamSynchronize, "cuStreamSynchronize");
+    RF_BIND(cuEventCreate, "cuEventCreate");
+    RF_BIND(cuEventRecord, "cuEventRecord");
+    RF_BIND(cuEventSynchronize, "cuEventSynchronize");
+    RF_BIND(cuEventElapsedTime, "cuEventElapsedTime_v2");
+    RF_BIND(cuGetErrorString, "cuGetErrorString");
+    a.loaded = ok;
+    return a;
+  }();
+  return api;
+}
+
+const NvrtcApi &nvrtc() {
+  static NvrtcApi api = [] {
+    NvrtcApi a{};
+    void *lib = openFirst({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                           "/usr/local/cuda/lib64/libnvrtc.so.13"},
+                          a.error);
+    if (!lib)
+      return a;
+    bool ok = true;
+    RF_BIND(nvrtcVersion, "nvrtcVersion");
+    RF_BIND(nvrtcCreateProgram, "nvrtcCreateProgram");
+    RF_BIND(nvrtcCompileProgram, "nvrtcCompileProgram");
+    RF_BIND(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
+    RF_BIND(nvrtcGetProgramLog, "nvrtcGetProgramLog");
+    RF_BIND(nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
+    RF_BIND(nvrtcGetCUBIN, "nvrtcGetCUBIN");
+    RF_BIND(nvrtcDestroyProgram, "nvrtcDestroyProgram");
+    RF_BIND(nvrtcGetErrorString, "nvrtcGetErrorString");
+    a.loaded = ok;
+    return a;
+  }();
+  return api;
+}
+
+const CublasLtApi &cublasLt() {
+  static CublasLtApi api = [] {
+    CublasLtApi a{};
+    void *lib = openFirst({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+                           "/usr/local/cuda/lib64/libcublasLt.so.13"},
+                          a.error);
+    if (!lib)
+      return a;
+    bool ok = true;
+    RF_BIND(cublasLtCreate, "cublasLtCreate");
+    RF_BIND(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
+    RF_BIND(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");
+    RF_BIND(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+    RF_BIND(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+    RF_BIND(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+    RF_BIND(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
+    RF_BIND(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+    RF_BIND(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+    RF_BIND(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+    RF_BIND(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+    RF_BIND(cublasLtMatmul, "cublasLtMatmul");
+#undef RF_BIND
+    a.loaded = ok;
+    return a;
+  }();
+  return api;
+}
+
+void check(CUresult r, const char *call, const std::string &what) {
+  if (r == CUDA_SUCCESS)
+    return;
+  const char *msg = nullptr;
+  if (driver().cuGetErrorString)
+    driver().cuGetErrorString(r, &msg);
+  throw CudaError(what + ": " + call + " failed: " + (msg ? msg : "error " + std::to_string(r)));
+}
+
+const DeviceInfo &deviceInfo() {
+  static DeviceInfo info = [] {
+    DeviceInfo d;
+    if (envTrue("RFUSE_DISABLE_CUDA")) {
+      d.reason = "disabled by RFUSE_DISABLE_CUDA";
+      return d;
+    }
+    const DriverApi &api = driver();
+    if (!api.loaded) {
+      d.reason = "no CUDA driver (" + api.error + ")";
+      return d;
+    }
+    int count = 0;
+    if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+      d.reason = "no CUDA device";
+      return d;
+    }
+    CUdevice dev;
+    char name[256] = {0};
+    api.cuDeviceGet(&dev, 0);
+    api.cuDeviceGetName(name, sizeof name, dev);
+    api.cuDeviceGetAttribute(&d.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    api.cuDeviceGetAttribute(&d.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    api.cuDeviceGetAttribute(&d.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    d.name = name;
+    if (!nvrtc().loaded) {
+      d.reason = "CUDA device found but NVRTC is missing (" + nvrtc().error + ")";
+      return d;
+    }
+    d.available = true;
+    return d;
+  }();
+  return info;
+}
+
+int nvrtcVersion() {
+  if (!nvrtc().loaded)
+    return 0;
+  int major = 0, minor = 0;
+  nvrtc().nvrtcVersion(&major, &minor);
+  return major * 1000 + minor * 10;
+}
+
+// ---- Kernel cache ----------------------------------------------------------------------------
+
+namespace {
+
+std::mutex cacheMutex;
+std::map<std::string, CompiledKernel> memoryCache;
+KernelCacheStats stats;
+
+constexpr char kMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+  return buf;
+}
+
+std::string includePath() {
+  if (const char *p = std::getenv("RFUSE_CUDA_INCLUDE"))
+    return p;
+  for (const char *c : {"/usr/local/cuda/include", "/usr/local/cuda-13.0/include", "/usr/include"})
+    if (llvm::sys::fs::exists(std::string(c) + "/cuda_fp16.h"))
+      return c;
+  return "/usr/local/cuda/include";
+}
+
+// Entry layout: magic, key (16 hex chars), payload size (u64), xxh3 of the payload (u64), payload.
+bool readEntry(const std::string &path, const std::string &key, std::vector<char> &cubin,
+               std::string &problem) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  char magic[8], k[16];
+  uint64_t size = 0, sum = 0;
+  in.read(magic, 8).read(k, 16).read((char *)&size, 8).read((char *)&sum, 8);
+  if (!in || std::memcmp(magic, kMagic, 8) != 0 || std::string(k, 16) != key) {
+    problem = "foreign or corrupt header";
+    return false;
+  }
+  if (size > (1u << 30)) {
+    problem = "implausible size";
+    return false;
+  }
+  cubin.resize(size);
+  in.read(cubin.data(), size);
+  if (!in || in.peek() != EOF) {
+    problem = "truncated or oversized entry";
+    return false;
+  }
+  if (llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>((const uint8_t *)cubin.data(), cubin.size())) != sum) {
+    problem = "checksum mismatch";
+    return false;
+  }
+  return true;
+}
+
+void writeEntry(const std::string &dir, const std::string &key, const std::vector<char> &cubin) {
+  if (llvm::sys::fs::create_directories(dir))
+    return; // caching is best effort
+  std::string final = dir + "/" + key + ".cubin";
+  // A process-unique temporary file, renamed into place atomically: concurrent writers of the
+  // same key each rename a complete file; readers never see a partial one.
+  std::string tmp = final + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    uint64_t size = cubin.size();
+    uint64_t sum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>((const uint8_t *)cubin.data(), cubin.size()));
+    out.write(kMagic, 8).write(key.data(), 16).write((const char *)&size, 8).write((const char *)&sum, 8);
+    out.write(cubin.data(), cubin.size());
+    if (!out) {
+      llvm::sys::fs::remove(tmp);
+      return;
+    }
+  }
+  if (llvm::sys::fs::rename(tmp, final))
+    llvm::sys::fs::remove(tmp);
+}
+
+CompiledKernel nvrtcCompile(const std::string &name, const std::string &source,
+                            const std::string &arch) {
+  const NvrtcApi &api = nvrtc();
+  if (!api.loaded)
+    throw CudaError("NVRTC is not available: " + api.error);
+  nvrtcProgram prog;
+  std::string file = name + ".cu";
+  if (api.nvrtcCreateProgram(&prog, source.c_str(), file.c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
+    throw NvrtcError("nvrtcCreateProgram failed for kernel " + name);
+  std::string archOpt = "--gpu-architecture=" + arch, inc = "--include-path=" + includePath();
+  const char *opts[] = {archOpt.c_str(), "-default-device", "--std=c++17", inc.c_str()};
+  nvrtcResult r = api.nvrtcCompileProgram(prog, 4, opts);
+  size_t logSize = 0;
+  api.nvrtcGetProgramLogSize(prog, &logSize);
+  std::string log(logSize, '\0');
+  if (logSize)
+    api.nvrtcGetProgramLog(prog, log.data());
+  if (r != NVRTC_SUCCESS) {
+    api.nvrtcDestroyProgram(&prog);
+    // Keep the source where a person can read it.
+    llvm::SmallString<128> path;
+    llvm::sys::path::system_temp_directory(true, path);
+    llvm::sys::path::append(path, "rfuse-failed-" + name + "-" + arch + ".cu");
+    std::ofstream(std::string(path)) << source;
+    throw NvrtcError("NVRTC could not compile kernel " + name + " for " + arch + " (" +
+                     api.nvrtcGetErrorString(r) + "); source saved to " + std::string(path) +
+                     "\n" + log);
+  }
+  CompiledKernel k;
+  k.arch = arch;
+  k.log = log;
+  size_t size = 0;
+  api.nvrtcGetCUBINSize(prog, &size);
+  k.cubin.resize(size);
+  api.nvrtcGetCUBIN(prog, k.cubin.data());
+  api.nvrtcDestroyProgram(&prog);
+  return k;
+}
+
+} // namespace
+
+std::string kernelCacheDir() {
+  if (const char *d = std::getenv("RFUSE_CACHE_DIR"))
+    return d;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"))
+    return std::string(x) + "/rfuse";
+  const char *home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/rfuse";
+}
+
+std::string kernelCacheKey(const std::string &source, const std::string &arch) {
+  return hex(llvm::xxh3_64bits(source + "\n//arch " + arch + "\n//rfuse " + RFUSE_VERSION +
+                               "\n//nvrtc " + std::to_string(nvrtcVersion())));
+}
+
+CompiledKernel compileKernel(const std::string &name, const std::string &source,
+                             const std::string &arch) {
+  bool useCache = !envTrue("RFUSE_DISABLE_CACHE");
+  std::string key = kernelCacheKey(source, arch);
+  if (useCache) {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto it = memoryCache.find(key);
+    if (it != memoryCache.end()) {
+      ++stats.memoryHits;
+      CompiledKernel k = it->second;
+      k.cached = true;
+      return k;
+    }
+  }
+  std::string dir = kernelCacheDir();
+  if (useCache) {
+    std::vector<char> cubin;
+    std::string problem;
+    std::string path = dir + "/" + key + ".cubin";
+    if (readEntry(path, key, cubin, problem)) {
+      CompiledKernel k{arch, std::move(cubin), "", true};
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      ++stats.diskHits;
+      memoryCache[key] = k;
+      return k;
+    }
+    if (!problem.empty()) {
+      llvm::errs() << "rfuse: warning: ignoring kernel cache entry " << path << " (" << problem
+                   << "); recompiling\n";
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      ++stats.rejected;
+    }
+  }
+  CompiledKernel k = nvrtcCompile(name, source, arch);
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  ++stats.compiles;
+  if (useCache) {
+    memoryCache[key] = k;
+    writeEntry(dir, key, k.cubin);
+    ++stats.diskWrites;
+  }
+  return k;
+}
+
+std::vector<CompiledKernel> compileKernels(const std::vector<std::string> &names,
+                                           const std::vector<std::string> &sources,
+                                           const std::string &arch) {
+  std::vector<CompiledKernel> out(sources.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::future<void>> workers;
+  unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), sources.size()));
+  for (unsigned w = 0; w < n; ++w)
+    workers.push_back(std::async(std::launch::async, [&] {
+      for (size_t i; (i = next++) < sources.size();)
+        out[i] = compileKernel(names[i], sources[i], arch);
+    }));
+  for (auto &f : workers)
+    f.get(); // rethrows the first failure
+  return out;
+}
+
+KernelCacheStats kernelCacheStats() {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  return stats;
+}
+
+void clearMemoryKernelCache() {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  memoryCache.clear();
+}
+
+} // namespace rfuse::cuda

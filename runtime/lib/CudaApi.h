@@ -1,0 +1,99 @@
+// Function tables for the CUDA driver, NVRTC and cuBLASLt, filled by dlopen/dlsym on first use.
+// Types come from CUDA's headers; no CUDA library is linked.
+#ifndef RFUSE_RUNTIME_CUDAAPI_H
+#define RFUSE_RUNTIME_CUDAAPI_H
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <string>
+
+namespace rfuse::cuda {
+
+struct DriverApi {
+  bool loaded = false;
+  std::string error;
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemGetInfo)(size_t *, size_t *);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*cuStreamCreate)(CUstream *, unsigned);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+
+struct NvrtcApi {
+  bool loaded = false;
+  std::string error;
+  nvrtcResult (*nvrtcVersion)(int *, int *);
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *, const char *, const char *, int,
+                                    const char *const *, const char *const *);
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char *const *);
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char *);
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char *);
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *);
+  const char *(*nvrtcGetErrorString)(nvrtcResult);
+};
+
+struct CublasLtApi {
+  bool loaded = false;
+  std::string error;
+  cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *);
+  cublasStatus_t (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+  cublasStatus_t (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t);
+  cublasStatus_t (*cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t,
+                                                   const void *, size_t);
+  cublasStatus_t (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t,
+                                               uint64_t, int64_t);
+  cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+  cublasStatus_t (*cublasLtMatrixLayoutSetAttribute)(cublasLtMatrixLayout_t,
+                                                     cublasLtMatrixLayoutAttribute_t, const void *, size_t);
+  cublasStatus_t (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference_t *);
+  cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
+  cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t,
+                                                         cublasLtMatmulPreferenceAttributes_t,
+                                                         const void *, size_t);
+  cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                                                   cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                                   cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                                   cublasLtMatmulPreference_t, int,
+                                                   cublasLtMatmulHeuristicResult_t *, int *);
+  cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
+                                   cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t,
+                                   const void *, const void *, cublasLtMatrixLayout_t, void *,
+                                   cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *,
+                                   size_t, cudaStream_t);
+};
+
+const DriverApi &driver();
+const NvrtcApi &nvrtc();
+const CublasLtApi &cublasLt();
+
+/// Throws CudaError "<what>: <call> failed: <error string>" unless r == CUDA_SUCCESS.
+void check(CUresult r, const char *call, const std::string &what);
+
+} // namespace rfuse::cuda
+
+#endif

@@ -1,0 +1,626 @@
+#include "CudaExecutor.h"
+#include "CudaApi.h"
+
+#include "rfuse/Codegen/CudaCodegen.h"
+#include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+
+namespace rfuse::cuda {
+namespace {
+
+DType dtypeOf(Value v) {
+  DType d = DType::F32;
+  fromMlirType(llvm::cast<RankedTensorType>(v.getType()).getElementType(), d);
+  return d;
+}
+std::vector<int64_t> shapeOf(Value v) {
+  auto s = llvm::cast<RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+size_t bytesOf(Value v) {
+  int64_t n = 1;
+  for (int64_t d : shapeOf(v))
+    n *= d;
+  return (size_t)n * dtypeSize(dtypeOf(v));
+}
+
+bool allowTf32() {
+  const char *v = std::getenv("RFUSE_ALLOW_TF32");
+  return !v || std::strcmp(v, "0") != 0;
+}
+
+// The device, its context and stream, a caching allocator and the cuBLASLt handle, shared by every
+// program in the process.
+class Device {
+public:
+  static Device &get() {
+    static Device d;
+    return d;
+  }
+  CUstream stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  CUdeviceptr workspace = 0;
+  size_t workspaceSize = 32u << 20;
+  int sms = 0;
+  std::string arch;
+
+  CUdeviceptr alloc(size_t bytes) {
+    bytes = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = freeLists.find(bytes);
+    if (it != freeLists.end() && !it->second.empty()) {
+      CUdeviceptr p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+    CUdeviceptr p = 0;
+    CUresult r = driver().cuMemAlloc(&p, bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) { // give cached blocks back and try once more
+      releaseCached();
+      r = driver().cuMemAlloc(&p, bytes);
+    }
+    check(r, "cuMemAlloc", "allocating " + std::to_string(bytes) + " bytes of device memory");
+    return p;
+  }
+  void release(CUdeviceptr p, size_t bytes) {
+    bytes = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+    std::lock_guard<std::mutex> lock(mu);
+    freeLists[bytes].push_back(p);
+  }
+
+  CUfunction function(const std::string &name, const CompiledKernel &k) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string key = name + "@" + std::to_string(std::hash<std::string>()(std::string(k.cubin.begin(), k.cubin.end())));
+    auto it = functions.find(key);
+    if (it != functions.end())
+      return it->second;
+    CUmodule mod;
+    check(driver().cuModuleLoadData(&mod, k.cubin.data()), "cuModuleLoadData", "loading kernel " + name);
+    CUfunction fn;
+    check(driver().cuModuleGetFunction(&fn, mod, name.c_str()), "cuModuleGetFunction", "kernel " + name);
+    functions[key] = fn;
+    return fn;
+  }
+
+private:
+  std::mutex mu;
+  std::map<size_t, std::vector<CUdeviceptr>> freeLists;
+  std::map<std::string, CUfunction> functions;
+
+  void releaseCached() {
+    for (auto &[size, list] : freeLists)
+      for (CUdeviceptr p : list)
+        driver().cuMemFree(p);
+    freeLists.clear();
+  }
+
+  Device() {
+    const DeviceInfo &info = deviceInfo();
+    if (!info.available)
+      throw CudaError("no usable CUDA device: " + info.reason);
+    const DriverApi &api = driver();
+    CUdevice dev;
+    check(api.cuDeviceGet(&dev, 0), "cuDeviceGet", "opening device 0");
+    CUcontext ctx;
+    check(api.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "opening device 0");
+    check(api.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "opening device 0");
+    check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "creating a stream");
+    sms = info.multiprocessors;
+    arch = info.arch();
+  }
+
+public:
+  void ensureCublasLt() {
+    if (lt)
+      return;
+    const CublasLtApi &api = cublasLt();
+    if (!api.loaded)
+      throw CudaError("cuBLASLt is not available: " + api.error);
+    if (api.cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
+      throw CudaError("cublasLtCreate failed");
+    workspace = alloc(workspaceSize);
+  }
+};
+
+// Host tensor <-> device bytes of its dtype.
+std::vector<char> toBytes(const HostTensor &t) {
+  std::vector<char> b((size_t)t.numel() * dtypeSize(t.dtype));
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    char *p = b.data() + k * dtypeSize(t.dtype);
+    switch (t.dtype) {
+    case DType::F32: { float v = (float)t.f[k]; std::memcpy(p, &v, 4); break; }
+    case DType::F64: std::memcpy(p, &t.f[k], 8); break;
+    case DType::F16: case DType::BF16: {
+      llvm::APFloat x(t.f[k]);
+      bool lost;
+      x.convert(t.dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+                llvm::APFloat::rmNearestTiesToEven, &lost);
+      uint16_t bits = (uint16_t)x.bitcastToAPInt().getZExtValue();
+      std::memcpy(p, &bits, 2);
+      break;
+    }
+    case DType::I1: *p = t.i[k] != 0; break;
+    case DType::I32: { int32_t v = (int32_t)t.i[k]; std::memcpy(p, &v, 4); break; }
+    case DType::I64: std::memcpy(p, &t.i[k], 8); break;
+    }
+  }
+  return b;
+}
+
+HostTensor fromBytes(DType dt, std::vector<int64_t> shape, const std::vector<char> &b) {
+  HostTensor t(dt, std::move(shape));
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const char *p = b.data() + k * dtypeSize(dt);
+    switch (dt) {
+    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
+    case DType::F64: std::memcpy(&t.f[k], p, 8); break;
+    case DType::F16: case DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      llvm::APFloat x(dt == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+                      llvm::APInt(16, bits));
+      bool lost;
+      x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+      t.f[k] = x.convertToDouble();
+      break;
+    }
+    case DType::I1: t.i[k] = *p != 0; break;
+    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
+    case DType::I64: std::memcpy(&t.i[k], p, 8); break;
+    }
+  }
+  return t;
+}
+
+cudaDataType_t cudaType(DType d) {
+  switch (d) {
+  case DType::F64: return CUDA_R_64F;
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default: return CUDA_R_32F;
+  }
+}
+
+} // namespace
+
+struct GpuProgram::Impl {
+  ModuleOp module;
+  std::string entry;
+  Device &dev = Device::get();
+
+  enum class Kind { Kernel, Matmul, Alias, Host };
+  struct Step {
+    Kind kind;
+    Operation *op = nullptr;               // the call / op in the entry function
+    std::optional<KernelSpec> kernel;      // Kind::Kernel
+    CUfunction fn = nullptr;
+    std::optional<MatmulSpec> matmul;      // Kind::Matmul
+    CUfunction epilogueFn = nullptr;
+    struct Lt {                            // cuBLASLt descriptors and the tuned algorithm
+      cublasLtMatmulDesc_t desc = nullptr;
+      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+      cublasLtMatmulAlgo_t algo{};
+      bool ready = false;
+    };
+    std::shared_ptr<Lt> lt;
+    std::vector<int> in, out;              // slot ids
+  };
+  std::vector<Step> steps;
+  llvm::DenseMap<Value, int> slotOf;
+  struct Slot {
+    Value value;
+    size_t bytes;
+    int lastUse = -1;         // step index
+    bool persistent = false;  // constants
+    int aliasOf = -1;         // a reshape's result shares its operand's (root) buffer
+    CUdeviceptr ptr = 0;
+  };
+  std::vector<Slot> slots;
+  std::vector<int> argSlots, resultSlots;
+  std::vector<std::string> fallbacks;
+
+  int slot(Value v) {
+    auto it = slotOf.find(v);
+    if (it != slotOf.end())
+      return it->second;
+    slots.push_back({v, bytesOf(v)});
+    return slotOf[v] = slots.size() - 1;
+  }
+
+  void plan() {
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn)
+      throw CudaError("no function '" + entry + "'");
+    for (BlockArgument a : fn.getArguments())
+      argSlots.push_back(slot(a));
+    std::vector<std::string> names, sources;
+    std::vector<std::pair<size_t, bool>> kernelOf; // (step, isEpilogue)
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value v : ret.getOperands())
+          resultSlots.push_back(slot(v));
+        continue;
+      }
+      Step s;
+      s.op = &op;
+      for (Value v : op.getOperands())
+        s.in.push_back(slot(v));
+      for (Value v : op.getResults())
+        s.out.push_back(slot(v));
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        s.kind = Kind::Host; // computed once on the host, kept on the device
+        slots[s.out[0]].persistent = true;
+      } else if (isa<ReshapeOp>(op)) {
+        s.kind = Kind::Alias;
+        int root = s.in[0];
+        while (slots[root].aliasOf >= 0)
+          root = slots[root].aliasOf;
+        slots[s.out[0]].aliasOf = root;
+      } else if (auto call = dyn_cast<func::CallOp>(op)) {
+        auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+        KernelPlan p = planKernel(callee);
+        if (p.kernel) {
+          s.kind = Kind::Kernel;
+          s.kernel = p.kernel;
+          kernelOf.push_back({steps.size(), false});
+          names.push_back(p.kernel->name);
+          sources.push_back(p.kernel->source);
+        } else if (p.matmul) {
+          s.kind = Kind::Matmul;
+          s.matmul = p.matmul;
+          if (p.matmul->epilogue) {
+            kernelOf.push_back({steps.size(), true});
+            names.push_back(p.matmul->epilogue->name);
+            sources.push_back(p.matmul->epilogue->source);
+          }
+        } else {
+          s.kind = Kind::Host;
+          fallbacks.push_back(call.getCallee().str() + ": " + p.unsupported);
+        }
+      } else {
+        s.kind = Kind::Host;
+        fallbacks.push_back(op.getName().getStringRef().str() + ": runs on the host interpreter");
+      }
+      steps.push_back(std::move(s));
+    }
+    auto rootOf = [&](int sl) { return slots[sl].aliasOf >= 0 ? slots[sl].aliasOf : sl; };
+    for (size_t i = 0; i < steps.size(); ++i)
+      for (int sl : steps[i].in)
+        slots[rootOf(sl)].lastUse = std::max(slots[rootOf(sl)].lastUse, (int)i);
+    for (int sl : resultSlots)
+      slots[rootOf(sl)].lastUse = INT32_MAX;
+    // Compile every kernel of the program in parallel (through the kernel cache).
+    std::vector<CompiledKernel> compiled = compileKernels(names, sources, dev.arch);
+    for (size_t i = 0; i < kernelOf.size(); ++i) {
+      Step &s = steps[kernelOf[i].first];
+      (kernelOf[i].second ? s.epilogueFn : s.fn) = dev.function(names[i], compiled[i]);
+    }
+    if (!fallbacks.empty())
+      for (const std::string &f : fallbacks)
+        llvm::errs() << "rfuse: warning: " << f << "\n";
+  }
+
+  CUdeviceptr ptr(int sl) {
+    Slot &s = slots[sl];
+    if (!s.ptr)
+      s.ptr = dev.alloc(s.bytes);
+    return s.ptr;
+  }
+
+  void launch(const KernelSpec &k, CUfunction fn, std::vector<CUdeviceptr> args) {
+    std::vector<void *> params;
+    for (CUdeviceptr &p : args)
+      params.push_back(&p);
+    unsigned block = k.blockSize, grid = 1;
+    auto cap = [&](int64_t g) { return (unsigned)std::max<int64_t>(1, std::min<int64_t>(g, 2147483647)); };
+    switch (k.launch) {
+    case LaunchKind::GridStride:
+      grid = cap(std::min<int64_t>((k.elements / k.vectorWidth + block - 1) / block, (int64_t)dev.sms * 32));
+      break;
+    case LaunchKind::BlockPerRow:
+      grid = cap(k.rows);
+      break;
+    case LaunchKind::ThreadPerColumn:
+      grid = cap((k.columns + block - 1) / block);
+      break;
+    }
+    check(driver().cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, dev.stream, params.data(), nullptr),
+          "cuLaunchKernel", "launching kernel " + k.name + " (grid " + std::to_string(grid) +
+                                ", block " + std::to_string(block) + ")");
+  }
+
+  // Creates the cuBLASLt descriptors of a matmul step once, and picks the fastest of the
+  // heuristic's top algorithms by timing each (the first run of the program pays for it).
+  void prepareMatmul(Step &s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr d,
+                     const void *alpha, const void *beta) {
+    const MatmulSpec &m = *s.matmul;
+    const CublasLtApi &lt = cublasLt();
+    auto ok = [&](cublasStatus_t st, const char *what) {
+      if (st != CUBLAS_STATUS_SUCCESS)
+        throw CudaError(std::string("cuBLASLt ") + what + " failed (status " + std::to_string(st) + ")");
+    };
+    s.lt = std::make_shared<Step::Lt>();
+    Step::Lt &L = *s.lt;
+    cublasComputeType_t compute = m.dtype == DType::F64 ? CUBLAS_COMPUTE_64F
+                                  : m.dtype == DType::F32 && allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                          : CUBLAS_COMPUTE_32F;
+    cudaDataType_t scale = m.dtype == DType::F64 ? CUDA_R_64F : CUDA_R_32F, data = cudaType(m.dtype);
+    ok(lt.cublasLtMatmulDescCreate(&L.desc, compute, scale), "MatmulDescCreate");
+    // Row-major C = A B is column-major C^T = B^T A^T: cuBLASLt's A is our B and vice versa.
+    cublasOperation_t opA = m.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = m.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt.cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
+    lt.cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
+    if (m.biasInput >= 0) {
+      cublasLtEpilogue_t epi = m.activation == MatmulSpec::Activation::Relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                               : m.activation == MatmulSpec::Activation::GeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                                  : CUBLASLT_EPILOGUE_BIAS;
+      lt.cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    }
+    uint64_t aRows = m.transposeB ? m.k : m.n, aCols = m.transposeB ? m.n : m.k;
+    uint64_t bRows = m.transposeA ? m.m : m.k, bCols = m.transposeA ? m.k : m.m;
+    ok(lt.cublasLtMatrixLayoutCreate(&L.la, data, aRows, aCols, aRows), "MatrixLayoutCreate");
+    ok(lt.cublasLtMatrixLayoutCreate(&L.lb, data, bRows, bCols, bRows), "MatrixLayoutCreate");
+    ok(lt.cublasLtMatrixLayoutCreate(&L.lc, data, m.n, m.m, m.n), "MatrixLayoutCreate");
+    if (m.batch > 1) {
+      int32_t count = (int32_t)m.batch;
+      int64_t sa = m.batchedB ? (int64_t)(m.k * m.n) : 0, sb = m.batchedA ? (int64_t)(m.m * m.k) : 0,
+              sc = (int64_t)(m.m * m.n);
+      for (auto [l, st] : {std::pair{L.la, sa}, std::pair{L.lb, sb}, std::pair{L.lc, sc}}) {
+        lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+        lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st);
+      }
+    }
+    cublasLtMatmulPreference_t pref;
+    lt.cublasLtMatmulPreferenceCreate(&pref);
+    lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                            &dev.workspaceSize, sizeof dev.workspaceSize);
+    cublasLtMatmulHeuristicResult_t heur[8] = {};
+    int found = 0;
+    ok(lt.cublasLtMatmulAlgoGetHeuristic(dev.lt, L.desc, L.la, L.lb, L.lc, L.lc, pref, 8, heur, &found),
+       "AlgoGetHeuristic");
+    lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (!found)
+      throw CudaError("cuBLASLt found no algorithm for this matmul");
+    L.algo = heur[0].algo;
+    // Time the candidates on this very problem when it is big enough for it to matter.
+    if (found > 1 && (double)m.batch * m.m * m.n * m.k >= 1e9) {
+      const DriverApi &api = driver();
+      CUevent e0, e1;
+      api.cuEventCreate(&e0, 0);
+      api.cuEventCreate(&e1, 0);
+      float best = 1e30f;
+      for (int i = 0; i < found; ++i) {
+        float total = 0;
+        bool failed = false;
+        for (int rep = 0; rep < 3 && !failed; ++rep) {
+          api.cuEventRecord(e0, dev.stream);
+          failed = lt.cublasLtMatmul(dev.lt, L.desc, alpha, (void *)b, L.la, (void *)a, L.lb, beta,
+                                     (void *)c, L.lc, (void *)d, L.lc, &heur[i].algo, (void *)dev.workspace,
+                                     dev.workspaceSize, (cudaStream_t)dev.stream) != CUBLAS_STATUS_SUCCESS;
+          api.cuEventRecord(e1, dev.stream);
+          api.cuEventSynchronize(e1);
+          float ms = 0;
+          api.cuEventElapsedTime(&ms, e0, e1);
+          if (rep > 0)
+            total += ms;
+        }
+        if (!failed && total < best) {
+          best = total;
+          L.algo = heur[i].algo;
+        }
+      }
+    }
+    L.ready = true;
+  }
+
+  void runMatmul(Step &s) {
+    const MatmulSpec &m = *s.matmul;
+    dev.ensureCublasLt();
+    const CublasLtApi &lt = cublasLt();
+    auto in = [&](int i) { return ptr(s.in[i]); };
+    CUdeviceptr out = ptr(s.out[0]);
+    // The product goes to the output unless a generated epilogue follows.
+    CUdeviceptr product = out;
+    size_t productBytes = (size_t)m.batch * m.m * m.n * dtypeSize(m.dtype);
+    bool tempProduct = m.epilogue && !m.outputIsProduct;
+    if (tempProduct)
+      product = dev.alloc(productBytes);
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    bool residual = m.residualInput >= 0;
+    const void *alpha = m.dtype == DType::F64 ? (const void *)&one64 : (const void *)&one32;
+    const void *beta = m.dtype == DType::F64 ? (const void *)(residual ? &one64 : &zero64)
+                                             : (const void *)(residual ? &one32 : &zero32);
+    CUdeviceptr c = residual ? in(m.residualInput) : product;
+    if (!s.lt)
+      prepareMatmul(s, in(m.lhsInput), in(m.rhsInput), c, product, alpha, beta);
+    Step::Lt &L = *s.lt;
+    if (m.biasInput >= 0) {
+      CUdeviceptr bias = in(m.biasInput);
+      lt.cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    }
+    cublasStatus_t st = lt.cublasLtMatmul(dev.lt, L.desc, alpha, (void *)in(m.rhsInput), L.la,
+                                          (void *)in(m.lhsInput), L.lb, beta, (void *)c, L.lc,
+                                          (void *)product, L.lc, &L.algo, (void *)dev.workspace,
+                                          dev.workspaceSize, (cudaStream_t)dev.stream);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      throw CudaError("cuBLASLt matmul (" + std::to_string(m.m) + "x" + std::to_string(m.n) + "x" +
+                      std::to_string(m.k) + ") failed (status " + std::to_string(st) + ")");
+    if (m.epilogue) {
+      std::vector<CUdeviceptr> args = {product};
+      for (int i : m.epilogueInputs)
+        args.push_back(in(i));
+      for (size_t o = m.outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
+        args.push_back(ptr(s.out[o]));
+      launch(*m.epilogue, s.epilogueFn, args);
+      if (tempProduct)
+        dev.release(product, productBytes); // stream-ordered: later users run after the epilogue
+    }
+  }
+
+  void upload(int sl, const HostTensor &t) {
+    std::vector<char> b = toBytes(t);
+    check(driver().cuMemcpyHtoDAsync(ptr(sl), b.data(), b.size(), dev.stream), "cuMemcpyHtoD",
+          "uploading an input");
+    check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "uploading an input");
+  }
+  HostTensor download(int sl) {
+    std::vector<char> b(slots[sl].bytes);
+    check(driver().cuMemcpyDtoHAsync(b.data(), ptr(sl), b.size(), dev.stream), "cuMemcpyDtoH",
+          "downloading a result");
+    check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "downloading a result");
+    return fromBytes(dtypeOf(slots[sl].value), shapeOf(slots[sl].value), b);
+  }
+
+  // Runs every step; inputs already uploaded into their slots.
+  void execute() {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step &s = steps[i];
+      switch (s.kind) {
+      case Kind::Alias:
+        slots[s.out[0]].ptr = ptr(slots[s.out[0]].aliasOf);
+        break;
+      case Kind::Kernel: {
+        std::vector<CUdeviceptr> args;
+        for (int sl : s.in)
+          args.push_back(ptr(sl));
+        for (int sl : s.out)
+          args.push_back(ptr(sl));
+        launch(*s.kernel, s.fn, args);
+        break;
+      }
+      case Kind::Matmul:
+        runMatmul(s);
+        break;
+      case Kind::Host: {
+        if (slots[s.out[0]].persistent && slots[s.out[0]].ptr)
+          break; // a constant, uploaded on the first run
+        std::vector<HostTensor> operands;
+        for (int sl : s.in)
+          operands.push_back(download(sl));
+        std::vector<HostTensor> results = interpretOperation(s.op, operands);
+        for (size_t o = 0; o < s.out.size(); ++o)
+          upload(s.out[o], results[o]);
+        break;
+      }
+      }
+      // Buffers whose last reader has been enqueued go back to the allocator (same stream:
+      // later kernels that reuse them are ordered after their readers).
+      for (int sl : s.in)
+        freeIfDead(sl, i);
+    }
+  }
+
+  // Aliases never own a buffer; a root's lastUse covers its aliases' uses (see plan()).
+  void freeIfDead(int sl, size_t step) {
+    Slot &s = slots[sl];
+    if (s.aliasOf >= 0 || s.persistent || s.lastUse > (int)step || !s.ptr ||
+        llvm::is_contained(argSlots, sl))
+      return;
+    dev.release(s.ptr, s.bytes);
+    s.ptr = 0;
+  }
+
+  void releaseAll() {
+    for (Slot &s : slots) {
+      if (s.ptr && !s.persistent && s.aliasOf < 0)
+        dev.release(s.ptr, s.bytes);
+      if (!s.persistent)
+        s.ptr = 0;
+    }
+  }
+};
+
+GpuProgram::GpuProgram(ModuleOp module, const std::string &entry) : impl(std::make_unique<Impl>()) {
+  impl->module = module;
+  impl->entry = entry;
+  impl->plan();
+}
+
+GpuProgram::~GpuProgram() {
+  if (!impl)
+    return;
+  for (auto &s : impl->slots)
+    if (s.ptr && s.persistent)
+      impl->dev.release(s.ptr, s.bytes);
+  const CublasLtApi &lt = cublasLt();
+  for (auto &step : impl->steps)
+    if (step.lt) {
+      lt.cublasLtMatrixLayoutDestroy(step.lt->la);
+      lt.cublasLtMatrixLayoutDestroy(step.lt->lb);
+      lt.cublasLtMatrixLayoutDestroy(step.lt->lc);
+      lt.cublasLtMatmulDescDestroy(step.lt->desc);
+    }
+}
+
+const std::vector<std::string> &GpuProgram::hostFallbacks() const { return impl->fallbacks; }
+
+std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
+  if (inputs.size() != impl->argSlots.size())
+    throw CudaError("the program takes " + std::to_string(impl->argSlots.size()) + " inputs, got " +
+                    std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    impl->upload(impl->argSlots[i], inputs[i]);
+  std::vector<HostTensor> out;
+  try {
+    impl->execute();
+    for (int sl : impl->resultSlots)
+      out.push_back(impl->download(sl));
+  } catch (...) {
+    impl->releaseAll();
+    throw;
+  }
+  impl->releaseAll();
+  return out;
+}
+
+GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int iterations) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    impl->upload(impl->argSlots[i], inputs[i]);
+  const DriverApi &api = driver();
+  CUevent start, stop;
+  check(api.cuEventCreate(&start, 0), "cuEventCreate", "benchmark");
+  check(api.cuEventCreate(&stop, 0), "cuEventCreate", "benchmark");
+  std::vector<double> times;
+  auto once = [&] {
+    impl->execute();
+    // Results stay on the device; keep inputs, return the rest to the allocator.
+    for (int sl : impl->resultSlots) {
+      auto &slot = impl->slots[sl];
+      if (!llvm::is_contained(impl->argSlots, sl) && slot.aliasOf < 0 && !slot.persistent && slot.ptr) {
+        impl->dev.release(slot.ptr, slot.bytes);
+        slot.ptr = 0;
+      }
+    }
+  };
+  for (int w = 0; w < 3; ++w)
+    once();
+  for (int it = 0; it < iterations; ++it) {
+    api.cuEventRecord(start, impl->dev.stream);
+    once();
+    api.cuEventRecord(stop, impl->dev.stream);
+    check(api.cuEventSynchronize(stop), "cuEventSynchronize", "benchmark");
+    float ms = 0;
+    api.cuEventElapsedTime(&ms, start, stop);
+    times.push_back(ms);
+  }
+  impl->releaseAll();
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], times.front(), iterations};
+}
+
+} // namespace rfuse::cuda

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Packs what the GPU box needs into .bundle/rfuse-gpu.tar.xz (<= 64 MiB; .bundle/ is ignored by
+# git and carried by the device tool): rfuse's binaries and libraries, Debian's libMLIR/libLLVM 19
+# and their one dependency the box lacks (libz3), the PyTorch baseline scripts, compare.py and
+# the run script. Build first (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared="${RFUSE_SHARED:-$(cd .. && pwd)/shared}"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/rfuse/bin" "$stage/rfuse/lib" .bundle
+cp build/bin/rfuse-gpu-tests build/bin/rfuse-bench build/bin/rfuse-run build/bin/rfusec "$stage/rfuse/bin/"
+cp build/lib/*.so "$stage/rfuse/lib/"
+cp -L /usr/lib/llvm-19/lib/libMLIR.so.19.1 /usr/lib/llvm-19/lib/libLLVM.so.19.1 \
+      /lib/x86_64-linux-gnu/libz3.so.4 "$stage/rfuse/lib/"
+cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" benchmarks/compare.py \
+   scripts/gpu-run.sh "$stage/rfuse/"
+tar -C "$stage" -cf - rfuse | xz -T2 -6 > .bundle/rfuse-gpu.tar.xz
+ls -la .bundle/rfuse-gpu.tar.xz
+size=$(stat -c %s .bundle/rfuse-gpu.tar.xz)
+if [ "$size" -gt $((64 * 1024 * 1024)) ]; then echo "bundle is over 64 MiB" >&2; exit 1; fi

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs on the GPU box from the repository root, with .bundle carried:
+#   bash scripts/gpu-run.sh [tests|bench|all]
+# tests: the GPU test suite, then the corpus under compute-sanitizer memcheck.
+# bench: rfuse-bench twice (the second process must compile nothing: disk cache), PyTorch's
+#        baselines, and the side-by-side table (benchmarks/compare.py).
+set -uo pipefail
+what="${1:-all}"
+out="${OUT:-/tmp/rfuse-out}"
+mkdir -p "$out" /tmp/rfuse-gpu
+tar -C /tmp/rfuse-gpu -xJf .bundle/rfuse-gpu.tar.xz
+R=/tmp/rfuse-gpu/rfuse
+export LD_LIBRARY_PATH="$R/lib:${LD_LIBRARY_PATH:-}"
+export RFUSE_CACHE_DIR=/tmp/rfuse-kernel-cache
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== GPU tests"
+  "$R/bin/rfuse-gpu-tests" 2>&1 | tee "$out/gpu-tests.log" | grep -vE "^\[ +(RUN|OK) " | tail -n 40
+  echo "== compute-sanitizer memcheck (corpus, fallback, 20 random graphs)"
+  RFUSE_GPU_PROPERTY_COUNT=20 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter:Gpu.HostFallbackRunsPooling:Gpu.RandomGraphsMatchInterpreter' \
+    > "$out/memcheck.log" 2>&1
+  echo "memcheck exit code: $? (0 = clean, 9 = errors found)"; tail -n 5 "$out/memcheck.log"
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== rfuse-bench, first process (cold kernel cache)"
+  rm -rf "$RFUSE_CACHE_DIR"
+  OUT=/tmp "$R/bin/rfuse-bench" | tee "$out/bench-cold.log"
+  echo "== rfuse-bench, second process (must compile nothing)"
+  OUT="$out" "$R/bin/rfuse-bench" | tee "$out/bench.log"
+  echo "== PyTorch baselines"
+  (cd "$R" && OUT="$out" timeout 420 python3 torch_baselines.py > "$out/torch1.log" 2>&1; tail -n 3 "$out/torch1.log")
+  (cd "$R" && OUT="$out" timeout 200 python3 torch_baselines2.py > "$out/torch2.log" 2>&1; tail -n 3 "$out/torch2.log")
+  echo "== side by side"
+  python3 "$R/compare.py" "$out" | tee "$out/compare.txt"
+fi

@@ -1,0 +1,130 @@
+// GPU tests (ctest label "gpu"): every corpus graph and random property graphs run on the GPU and
+// must equal the reference interpreter. Without a usable GPU every test skips with the reason.
+#include "../unit/CorpusUtil.h"
+#include "../unit/RandomGraph.h"
+#include "../unit/TestUtil.h"
+
+#include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace rfuse;
+
+namespace {
+
+class Gpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const cuda::DeviceInfo &d = cuda::deviceInfo();
+    if (!d.available)
+      GTEST_SKIP() << "no usable GPU: " << d.reason;
+    setenv("RFUSE_ALLOW_TF32", "0", 1); // exact f32 matmuls for comparisons
+  }
+};
+
+double tolerance(DType dt) {
+  switch (dt) {
+  case DType::F64: return 1e-12;
+  case DType::F16: case DType::BF16: return 2e-2; // narrow storage, intermediates kept in f32
+  default: return 1e-5;
+  }
+}
+
+// Runs `text` fused on the GPU and unfused on the interpreter; compares every output.
+void expectGpuMatchesInterpreter(const std::string &name, const std::string &text,
+                                 const std::vector<HostTensor> &inputs) {
+  auto program = compileProgram(text, "default");
+  std::vector<HostTensor> ref = interpretText(text, "main", inputs);
+  std::vector<HostTensor> got;
+  try {
+    got = program->run(inputs, Device::Cuda);
+  } catch (const std::exception &e) {
+    ADD_FAILURE() << name << ": " << e.what() << "\n" << program->info().fusedText;
+    return;
+  }
+  ASSERT_EQ(got.size(), ref.size()) << name;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(got[i].shape, ref[i].shape) << name << " output " << i;
+    if (!ref[i].isFloat()) {
+      size_t diff = 0;
+      for (int64_t k = 0; k < ref[i].numel(); ++k)
+        diff += got[i].i[k] != ref[i].i[k];
+      // A comparison can flip where two computations differ in the last bit.
+      EXPECT_LE(diff, (size_t)ref[i].numel() / 100) << name << " output " << i;
+      continue;
+    }
+    std::vector<double> a = got[i].f, b = ref[i].f;
+    double num = 0, den = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      num += (a[k] - b[k]) * (a[k] - b[k]);
+      den += b[k] * b[k];
+    }
+    double err = std::sqrt(num / std::max(den, 1e-300));
+    EXPECT_LE(err, tolerance(ref[i].dtype)) << name << " output " << i << "\n" << program->info().fusedText;
+  }
+}
+
+TEST_F(Gpu, CorpusMatchesInterpreter) {
+  for (const test::CorpusGraph &g : test::canonicalCorpus())
+    expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
+}
+
+TEST_F(Gpu, RandomGraphsMatchInterpreter) {
+  int count = std::getenv("RFUSE_GPU_PROPERTY_COUNT") ? std::atoi(std::getenv("RFUSE_GPU_PROPERTY_COUNT")) : 300;
+  for (int seed = 1; seed <= count; ++seed) {
+    test::RandomGraph g = test::generateRandomGraph(seed);
+    expectGpuMatchesInterpreter("seed " + std::to_string(seed), g.moduleText, g.inputs);
+    if (HasFailure())
+      break;
+  }
+}
+
+TEST_F(Gpu, LargeShapesExerciseGridStrideAndVectorTails) {
+  for (int64_t n : {(int64_t)1 << 20, ((int64_t)1 << 20) + 3}) {
+    GraphBuilder g;
+    TracedValue x = g.input({n}, DType::F32), y = g.input({n}, DType::F32);
+    g.finish({g.add(g.mul(g.tanh(x), y), g.scalar(0.25, DType::F32))});
+    std::mt19937_64 rng(n);
+    expectGpuMatchesInterpreter("n=" + std::to_string(n), g.moduleText(),
+                                {test::randomTensor(DType::F32, {n}, rng), test::randomTensor(DType::F32, {n}, rng)});
+  }
+  GraphBuilder g; // long rows: a 1024-thread block per row
+  TracedValue x = g.input({64, 20000}, DType::F32);
+  TracedValue e = g.exp(g.sub(x, g.reduceMax(x, {1}, true)));
+  g.finish({g.div(e, g.reduceSum(e, {1}, true))});
+  std::mt19937_64 rng(3);
+  expectGpuMatchesInterpreter("long rows", g.moduleText(), {test::randomTensor(DType::F32, {64, 20000}, rng)});
+}
+
+TEST_F(Gpu, HostFallbackRunsPooling) {
+  GraphBuilder g;
+  TracedValue x = g.input({2, 3, 8, 8}, DType::F32);
+  g.finish({g.relu(g.maxPool2d(g.exp(x)))});
+  std::mt19937_64 rng(4);
+  expectGpuMatchesInterpreter("pool", g.moduleText(), {test::randomTensor(DType::F32, {2, 3, 8, 8}, rng)});
+}
+
+TEST_F(Gpu, Tf32IsOnByDefaultAndClose) {
+  unsetenv("RFUSE_ALLOW_TF32");
+  GraphBuilder g;
+  TracedValue a = g.input({256, 256}, DType::F32), b = g.input({256, 256}, DType::F32);
+  g.finish({g.matmul(a, b)});
+  std::mt19937_64 rng(5);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F32, {256, 256}, rng),
+                                test::randomTensor(DType::F32, {256, 256}, rng)};
+  auto got = compileProgram(g.moduleText(), "default")->run(in, Device::Cuda)[0];
+  auto ref = interpretText(g.moduleText(), "main", in)[0];
+  double num = 0, den = 0;
+  for (size_t k = 0; k < ref.f.size(); ++k) {
+    num += (got.f[k] - ref.f[k]) * (got.f[k] - ref.f[k]);
+    den += ref.f[k] * ref.f[k];
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-3) << "tf32 is near 3e-4 relative";
+}
+
+} // namespace

@@ -1,0 +1,108 @@
+#include "CorpusUtil.h"
+#include "TestUtil.h"
+
+#include "rfuse/Frontend/GraphBuilder.h"
+
+#include <functional>
+
+namespace rfuse::test {
+
+namespace {
+CorpusGraph make(const std::string &name, const std::vector<std::vector<int64_t>> &shapes, DType dt,
+                 const std::function<std::vector<TracedValue>(GraphBuilder &, std::vector<TracedValue> &)> &body,
+                 uint64_t seed) {
+  GraphBuilder g("main");
+  std::vector<TracedValue> in;
+  std::mt19937_64 rng(seed);
+  CorpusGraph c;
+  c.name = name;
+  for (auto &s : shapes) {
+    in.push_back(g.input(s, dt));
+    c.inputs.push_back(randomTensor(dt, s, rng, -1.5, 1.5));
+  }
+  g.finish(body(g, in));
+  c.moduleText = g.moduleText();
+  return c;
+}
+
+TracedValue layerNorm(GraphBuilder &g, TracedValue x, TracedValue gamma, TracedValue beta, int64_t dim) {
+  DType dt = g.dtype(x);
+  TracedValue xc = g.sub(x, g.reduceMean(x, {dim}, true));
+  TracedValue var = g.reduceMean(g.mul(xc, xc), {dim}, true);
+  TracedValue rstd = g.rsqrt(g.add(var, g.scalar(1e-5, dt)));
+  return g.add(g.mul(g.mul(xc, rstd), gamma), beta);
+}
+} // namespace
+
+std::vector<CorpusGraph> canonicalCorpus() {
+  std::vector<CorpusGraph> out;
+  uint64_t seed = 100;
+  using V = std::vector<TracedValue>;
+  for (DType dt : {DType::F32, DType::F64}) {
+    std::string sfx = dt == DType::F32 ? "_f32" : "_f64";
+    out.push_back(make("w1" + sfx, {{1000}, {1000}, {1000}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      return V{g.add(g.mul(g.relu(g.add(g.mul(v[0], v[1]), v[2])), g.sigmoid(v[0])),
+                     g.mul(g.tanh(v[2]), g.scalar(0.5, d)))};
+    }, seed++));
+    out.push_back(make("w4" + sfx, {{32, 96}, {96}, {96}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      return V{g.add(g.mul(g.gelu(layerNorm(g, v[0], v[1], v[2], 1)), g.scalar(1.5, d)), v[0])};
+    }, seed++));
+    out.push_back(make("softmax_rows" + sfx, {{17, 33}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue e = g.exp(g.sub(v[0], g.reduceMax(v[0], {1}, true)));
+      return V{g.div(e, g.reduceSum(e, {1}, true))};
+    }, seed++));
+    out.push_back(make("softmax_cols" + sfx, {{33, 17}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue e = g.exp(g.sub(v[0], g.reduceMax(v[0], {0}, true)));
+      return V{g.div(e, g.reduceSum(e, {0}, true))};
+    }, seed++));
+    out.push_back(make("colsums_sq" + sfx, {{7, 50}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.div(g.reduceSum(g.mul(v[0], v[0]), {1}), g.scalar(50.0, g.dtype(v[0]))),
+               g.reduceMin(v[0], {0})};
+    }, seed++));
+    out.push_back(make("mm_bias_relu" + sfx, {{24, 40}, {40, 16}, {16}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.relu(g.add(g.matmul(v[0], v[1]), v[2]))};
+    }, seed++));
+    out.push_back(make("mm_bias_gelu_tanh" + sfx, {{24, 40}, {40, 16}, {16}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.gelu(g.add(g.matmul(v[0], v[1]), v[2]), true)};
+    }, seed++));
+    out.push_back(make("mm_residual" + sfx, {{16, 16}, {16, 16}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.add(g.matmul(v[0], v[1], false, true), v[0])};
+    }, seed++));
+    out.push_back(make("mm_gelu_erf_epilogue" + sfx, {{12, 20}, {20, 8}, {8}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.mul(g.gelu(g.add(g.matmul(v[0], v[1]), v[2])), g.scalar(2.0, g.dtype(v[0])))};
+    }, seed++));
+    out.push_back(make("bmm_transposed" + sfx, {{3, 10, 6}, {3, 5, 10}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.matmul(v[0], v[1], true, true)};
+    }, seed++));
+    out.push_back(make("transpose_chain" + sfx, {{5, 7}, {7, 5}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.add(g.mul(g.transpose(v[0], {1, 0}), g.scalar(2.0, g.dtype(v[0]))), v[1])};
+    }, seed++));
+    out.push_back(make("every_pointwise" + sfx, {{6, 9}, {6, 9}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue a = v[0], b = v[1], one = g.scalar(1.0, d);
+      TracedValue pos = g.add(g.abs(b), one);
+      TracedValue t = g.add(g.add(g.neg(a), g.exp(a)), g.log(pos));
+      t = g.add(t, g.add(g.sqrt(pos), g.rsqrt(pos)));
+      t = g.add(t, g.add(g.tanh(a), g.sigmoid(b)));
+      t = g.add(t, g.add(g.relu(a), g.gelu(b)));
+      t = g.add(t, g.add(g.gelu(a, true), g.sin(a)));
+      t = g.add(t, g.mul(g.cos(b), g.div(a, pos)));
+      t = g.add(t, g.sub(g.pow(pos, a), g.maximum(a, b)));
+      t = g.add(t, g.minimum(a, b));
+      TracedValue m = g.logicalOr(g.logicalAnd(g.compare(ComparePredicate::Lt, a, b),
+                                               g.compare(ComparePredicate::Ge, a, g.scalar(-0.5, d))),
+                                  g.logicalNot(g.compare(ComparePredicate::Ne, a, b)));
+      return V{g.select(m, t, g.neg(t)), m, g.cast(g.mul(a, g.scalar(3.0, d)), DType::I32)};
+    }, seed++));
+  }
+  for (DType dt : {DType::F16, DType::BF16})
+    out.push_back(make(std::string("half_chain_") + dtypeName(dt), {{64, 8}, {8}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue e = g.exp(g.sub(v[0], g.reduceMax(v[0], {1}, true)));
+      return V{g.add(g.div(e, g.reduceSum(e, {1}, true)), v[1])};
+    }, seed++));
+  return out;
+}
+
+} // namespace rfuse::test

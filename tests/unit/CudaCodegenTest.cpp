@@ -1,0 +1,234 @@
+// CUDA code generation without a GPU: every kernel of the corpus and of random property-test
+// graphs compiles with NVRTC for sm_86, sm_89 and sm_90; launch plans and vectorization are the
+// intended ones; the kernel cache round-trips through disk and rejects corrupt entries; and the
+// runtime reports "no CUDA device" cleanly here.
+#include "CorpusUtil.h"
+#include "RandomGraph.h"
+
+#include "rfuse/Codegen/CudaCodegen.h"
+#include "rfuse/Passes/Passes.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Engine.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace rfuse;
+
+namespace {
+
+struct Kernels {
+  std::vector<std::string> names, sources;
+  std::vector<cuda::KernelPlan> plans;
+};
+
+Kernels kernelsOf(const std::string &text) {
+  mlir::DialectRegistry registry;
+  registerRfuseDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  EXPECT_TRUE(module);
+  EXPECT_TRUE(mlir::succeeded(compile(*module, "default")));
+  Kernels k;
+  module->walk([&](mlir::func::FuncOp fn) {
+    if (!fn->hasAttr("rfuse.kernel"))
+      return;
+    cuda::KernelPlan p = cuda::planKernel(fn);
+    if (p.kernel) {
+      k.names.push_back(p.kernel->name);
+      k.sources.push_back(p.kernel->source);
+    }
+    if (p.matmul && p.matmul->epilogue) {
+      k.names.push_back(p.matmul->epilogue->name);
+      k.sources.push_back(p.matmul->epilogue->source);
+    }
+    k.plans.push_back(std::move(p));
+  });
+  return k;
+}
+
+class NvrtcCorpus : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(NvrtcCorpus, EveryKernelCompiles) {
+  if (cuda::nvrtcVersion() == 0)
+    GTEST_SKIP() << "NVRTC is not installed on this machine";
+  std::string arch = GetParam();
+  setenv("RFUSE_DISABLE_CACHE", "1", 1); // really compile, every run
+  Kernels all;
+  int graphs = 0;
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
+    Kernels k = kernelsOf(g.moduleText);
+    for (auto &p : k.plans)
+      EXPECT_TRUE(p.unsupported.empty()) << g.name << ": " << p.function << ": " << p.unsupported;
+    all.names.insert(all.names.end(), k.names.begin(), k.names.end());
+    all.sources.insert(all.sources.end(), k.sources.begin(), k.sources.end());
+    ++graphs;
+  }
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Kernels k = kernelsOf(test::generateRandomGraph(seed).moduleText);
+    for (size_t i = 0; i < k.names.size(); ++i) {
+      all.names.push_back(k.names[i] + "_s" + std::to_string(seed));
+      all.sources.push_back(k.sources[i]);
+    }
+    ++graphs;
+  }
+  // Names must be unique per compile only for the log; the entry points are in the sources.
+  std::vector<cuda::CompiledKernel> out;
+  ASSERT_NO_THROW(out = cuda::compileKernels(all.names, all.sources, arch));
+  ASSERT_EQ(out.size(), all.sources.size());
+  for (auto &k : out)
+    EXPECT_GT(k.cubin.size(), 100u);
+  unsetenv("RFUSE_DISABLE_CACHE");
+  std::printf("[nvrtc] %s: %zu kernels from %d graphs compiled\n", arch.c_str(), out.size(), graphs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, NvrtcCorpus, ::testing::Values("sm_86", "sm_89", "sm_90"));
+
+TEST(CudaCodegen, LaunchPlansAndVectorization) {
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
+    Kernels k = kernelsOf(g.moduleText);
+    if (g.name == "w1_f32") {
+      ASSERT_EQ(k.plans.size(), 1u);
+      EXPECT_EQ(k.plans[0].kernel->vectorWidth, 4) << "128-bit loads for contiguous f32";
+      EXPECT_NE(k.sources[0].find("float4"), std::string::npos);
+    }
+    if (g.name == "w1_f64")
+      EXPECT_EQ(k.plans[0].kernel->vectorWidth, 2);
+    if (g.name == "w4_f32") {
+      ASSERT_EQ(k.plans.size(), 1u);
+      EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::BlockPerRow);
+      EXPECT_EQ(k.plans[0].kernel->rows, 32);
+      EXPECT_EQ(k.plans[0].kernel->rowLength, 96);
+    }
+    if (g.name == "softmax_cols_f32")
+      EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::ThreadPerColumn);
+    if (g.name == "mm_bias_relu_f32") {
+      ASSERT_TRUE(k.plans[0].matmul);
+      EXPECT_EQ(k.plans[0].matmul->biasInput, 2);
+      EXPECT_EQ(k.plans[0].matmul->activation, cuda::MatmulSpec::Activation::Relu);
+      EXPECT_FALSE(k.plans[0].matmul->epilogue) << "cuBLASLt's RELU_BIAS epilogue, no extra kernel";
+    }
+    if (g.name == "mm_residual_f32") {
+      ASSERT_TRUE(k.plans[0].matmul);
+      EXPECT_EQ(k.plans[0].matmul->residualInput, 0) << "residual through beta = 1";
+    }
+    if (g.name == "mm_gelu_erf_epilogue_f32") {
+      ASSERT_TRUE(k.plans[0].matmul);
+      EXPECT_TRUE(k.plans[0].matmul->epilogue) << "erf GELU has no cuBLASLt epilogue";
+    }
+    // Every kernel names the ops it came from and carries the scalar semantics verbatim.
+    for (const std::string &src : k.sources) {
+      EXPECT_NE(src.find("// ops:"), std::string::npos);
+      EXPECT_NE(src.find("rf_gelu_erf"), std::string::npos);
+    }
+  }
+}
+
+TEST(CudaRuntime, NoGpuIsReportedCleanly) {
+  const cuda::DeviceInfo &d = cuda::deviceInfo();
+  if (d.available)
+    GTEST_SKIP() << "a GPU is present (" << d.name << ")";
+  EXPECT_FALSE(d.reason.empty());
+  EXPECT_EQ(defaultDevice(), Device::Cpu);
+  // The engine still runs everything, on the CPU.
+  auto p = compileProgram(test::canonicalCorpus()[0].moduleText, "default");
+  EXPECT_EQ(p->run(test::canonicalCorpus()[0].inputs).size(), 1u);
+  EXPECT_FALSE(p->info().cudaSources.empty()) << "kernels are generated without a GPU too";
+}
+
+class KernelCache : public ::testing::Test {
+protected:
+  std::string dir;
+  void SetUp() override {
+    if (cuda::nvrtcVersion() == 0)
+      GTEST_SKIP() << "NVRTC is not installed on this machine";
+    dir = std::string(::testing::TempDir()) + "/rfuse_kernel_cache_" + std::to_string(::getpid());
+    llvm::sys::fs::remove_directories(dir);
+    setenv("RFUSE_CACHE_DIR", dir.c_str(), 1);
+    unsetenv("RFUSE_DISABLE_CACHE");
+    cuda::clearMemoryKernelCache();
+  }
+  void TearDown() override {
+    unsetenv("RFUSE_CACHE_DIR");
+    llvm::sys::fs::remove_directories(dir);
+  }
+};
+
+TEST_F(KernelCache, RoundTripsThroughDiskAndRejectsCorruptEntries) {
+  Kernels k = kernelsOf(test::canonicalCorpus()[0].moduleText);
+  ASSERT_FALSE(k.sources.empty());
+  auto before = cuda::kernelCacheStats();
+  cuda::CompiledKernel first = cuda::compileKernel(k.names[0], k.sources[0], "sm_90");
+  EXPECT_FALSE(first.cached);
+  std::string path = dir + "/" + cuda::kernelCacheKey(k.sources[0], "sm_90") + ".cubin";
+  ASSERT_TRUE(llvm::sys::fs::exists(path));
+
+  cuda::clearMemoryKernelCache();
+  cuda::CompiledKernel second = cuda::compileKernel(k.names[0], k.sources[0], "sm_90");
+  EXPECT_TRUE(second.cached);
+  EXPECT_EQ(second.cubin, first.cubin);
+  EXPECT_EQ(cuda::kernelCacheStats().diskHits, before.diskHits + 1);
+
+  // Truncate the entry: it is rejected (with a warning) and recompiled, never loaded.
+  {
+    std::string bytes;
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() / 2);
+  }
+  cuda::clearMemoryKernelCache();
+  cuda::CompiledKernel third = cuda::compileKernel(k.names[0], k.sources[0], "sm_90");
+  EXPECT_FALSE(third.cached);
+  EXPECT_EQ(third.cubin, first.cubin);
+  EXPECT_EQ(cuda::kernelCacheStats().rejected, before.rejected + 1);
+
+  // A flipped payload byte fails the checksum.
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(60);
+    f.put('\x5a');
+  }
+  cuda::clearMemoryKernelCache();
+  EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
+
+  // RFUSE_DISABLE_CACHE bypasses both caches.
+  setenv("RFUSE_DISABLE_CACHE", "1", 1);
+  EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
+  unsetenv("RFUSE_DISABLE_CACHE");
+}
+
+TEST_F(KernelCache, KeyCapturesSourceAndArch) {
+  EXPECT_NE(cuda::kernelCacheKey("a", "sm_90"), cuda::kernelCacheKey("a", "sm_89"));
+  EXPECT_NE(cuda::kernelCacheKey("a", "sm_90"), cuda::kernelCacheKey("b", "sm_90"));
+  EXPECT_EQ(cuda::kernelCacheKey("a", "sm_90"), cuda::kernelCacheKey("a", "sm_90"));
+}
+
+TEST_F(KernelCache, TwoProcessesSharingACacheDirectory) {
+  // Two rfusec processes compile the same kernels into one cache directory at the same time;
+  // then a third finds every kernel in the cache and compiles nothing.
+  std::string mlir = std::string(::testing::TempDir()) + "/rfuse_two_procs.mlir";
+  std::ofstream(mlir) << test::canonicalCorpus()[1].moduleText; // W4: reduction kernels
+  std::string bin = std::string(RFUSE_BINARY_DIR) + "/bin/rfusec ";
+  std::string env = "RFUSE_CACHE_DIR=" + dir + " ";
+  std::string cmd = "(" + env + bin + mlir + " -o " + dir + "/out1 > " + dir + "/log1 2>&1 & " + env +
+                    bin + mlir + " -o " + dir + "/out2 > " + dir + "/log2 2>&1 & wait)";
+  llvm::sys::fs::create_directories(dir);
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  FILE *p = popen((env + bin + mlir + " -o " + dir + "/out3").c_str(), "r");
+  char buf[512] = {0};
+  ASSERT_TRUE(fgets(buf, sizeof buf, p));
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_NE(std::string(buf).find("compiled 0,"), std::string::npos) << buf;
+  // No temporary files left behind.
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
+    EXPECT_EQ(it->path().find(".tmp."), std::string::npos) << it->path();
+}
+
+} // namespace
