@@ -46,6 +46,9 @@ std::string jsonExtra;
 void run(const std::string &name, const std::function<void(GraphBuilder &)> &build,
          const std::vector<std::vector<int64_t>> &shapes, DType dt, double bytes, double flops,
          int iters = 50) {
+  // RFUSE_BENCH_ONLY=<prefix>: run only the workloads whose name starts with it.
+  if (const char *only = std::getenv("RFUSE_BENCH_ONLY"); only && name.rfind(only, 0) != 0)
+    return;
   GraphBuilder g;
   build(g);
   auto t0 = Clock::now();

@@ -11,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -443,17 +444,28 @@ public:
       k.launch = LaunchKind::BlockPerRow;
       k.rows = outerLen;
       k.rowLength = redLen;
+      // Elements per thread (8 by default; RFUSE_ROW_ELEMENTS_PER_THREAD=16 for experiments):
+      // blocks of up to 1024 threads, short rows still spread over a warp or more.
+      int perThread = 8;
+      if (const char *e = std::getenv("RFUSE_ROW_ELEMENTS_PER_THREAD"))
+        perThread = std::max(1, std::atoi(e));
       int bs = 32;
-      while (bs < 1024 && bs * 8 < redLen)
+      while (bs < 1024 && bs * perThread < redLen)
         bs *= 2;
       k.blockSize = blockSize = bs;
-      if ((redLen + bs - 1) / bs <= 8) {
+      if ((redLen + bs - 1) / bs <= 16) {
         for (Value in : r.inputs)
           if (space.lookup(in) == Space::Full && !in.use_empty())
             cached.push_back(in);
         bool fourBytes = llvm::all_of(cached, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; });
         vec = fourBytes && redLen % (4 * bs) == 0 ? 4 : 1;
         chunks = (redLen + (int64_t)bs * vec - 1) / ((int64_t)bs * vec);
+        if (vec == 4)
+          for (Operation *op : r.ops)
+            if (isa<BroadcastInDimOp, TransposeOp>(op) && inputIndex(op->getOperand(0)) < (int)r.inputs.size() &&
+                dtypeOf(op->getOperand(0)) == DType::F32 &&
+                mappedInputOffset(op, shapeOf(op->getOperand(0))) == "j")
+              invariant.push_back(op);
       }
     } else {
       k.launch = LaunchKind::ThreadPerColumn;
@@ -489,9 +501,16 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
     for (auto [i, o] : llvm::enumerate(r.outputs))
       os << (r.inputs.empty() && i == 0 ? "" : ", ") << storageType(dtypeOf(o)) << "* __restrict__ out" << i;
     os << ") {\n";
-    if (rowMode)
-      os << "  __shared__ double smem_raw[32];\n"
-         << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
+    if (rowMode) {
+      os << "  __shared__ double smem_raw[32];\n";
+      for (Operation *op : invariant) {
+        int i = inputIndex(op->getOperand(0));
+        os << "  float4 xinv" << i << "[" << chunks << "];\n  #pragma unroll\n  for (int k = 0; k < "
+           << chunks << "; ++k)\n    xinv" << i << "[k] = reinterpret_cast<const float4*>(in" << i
+           << ")[threadIdx.x + k * " << blockSize << "];\n";
+      }
+      os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
+    }
     else
       os << "  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < "
          << outerLen << "LL; row += (long long)gridDim.x * blockDim.x) {\n";
@@ -511,6 +530,9 @@ private:
   int blockSize = 256, vec = 1;
   int64_t chunks = 0; // per thread, of `vec` elements; 0: no register cache
   llvm::SmallVector<Value> cached;
+  // Inputs read at element j whatever the row (a bias or gamma over the reduced dims): loaded
+  // into registers once per block, before the row loop.
+  llvm::SmallVector<Operation *> invariant;
   int64_t redLen = 0, outerLen = 0, fullN = 0;
   llvm::DenseMap<Value, Space> space;
 
@@ -673,9 +695,13 @@ private:
             why = "an index map over a value computed in the kernel";
             return "";
           }
-          os << ind << "const " << ct << " " << nm << " = "
-             << loadExpr("in" + std::to_string(i), mappedInputOffset(op, shapeOf(in)), dtypeOf(in))
-             << ";\n";
+          if (llvm::is_contained(invariant, op))
+            os << ind << "const " << ct << " " << nm << " = reinterpret_cast<const float*>(&xinv" << i
+               << "[k])[lane];\n";
+          else
+            os << ind << "const " << ct << " " << nm << " = "
+               << loadExpr("in" + std::to_string(i), mappedInputOffset(op, shapeOf(in)), dtypeOf(in))
+               << ";\n";
         }
       } else {
         SmallVector<std::string> a;
@@ -799,10 +825,14 @@ private:
       }
     }
     // The final pass writes the per-element outputs; per-row outputs are written once per row.
+    // With 128-bit register chunks, f32 outputs are gathered per chunk and stored 128 bits wide.
     bool anyFull = false;
     std::string loop;
     llvm::raw_string_ostream ls(loop);
     Scope s;
+    bool wideStores = useCache() && vec == 4 && llvm::all_of(r.outputs, [&](Value o) {
+      return space.lookup(o) != Space::Full || dtypeOf(o) == DType::F32;
+    });
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       if (space.lookup(o) != Space::Full)
         continue;
@@ -810,7 +840,10 @@ private:
       std::string v = emitFull(o, s, ls, "      ", why);
       if (v.empty())
         return false;
-      ls << "      " << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o)) << "\n";
+      if (wideStores)
+        ls << "      reinterpret_cast<float*>(&vout" << i << ")[lane] = " << v << ";\n";
+      else
+        ls << "      " << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o)) << "\n";
     }
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       if (space.lookup(o) == Space::Full)
@@ -821,6 +854,23 @@ private:
       flushRowCode();
       os << (rowMode ? "    if (threadIdx.x == 0) " : "    ")
          << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
+    }
+    if (anyFull && wideStores) {
+      flushRowCode();
+      // vec == 4 implies the row length is a multiple of 4 * blockSize: no bounds checks.
+      os << "    #pragma unroll\n    for (int k = 0; k < " << chunks << "; ++k) {\n";
+      for (auto [i, o] : llvm::enumerate(r.outputs))
+        if (space.lookup(o) == Space::Full)
+          os << "    float4 vout" << i << ";\n";
+      os << "    #pragma unroll\n    for (int lane = 0; lane < 4; ++lane) {\n"
+         << "      const long long j = ((long long)threadIdx.x + (long long)k * " << blockSize
+         << "LL) * 4LL + lane;\n" << ls.str() << "    }\n";
+      for (auto [i, o] : llvm::enumerate(r.outputs))
+        if (space.lookup(o) == Space::Full)
+          os << "    reinterpret_cast<float4*>(out" << i << " + row * " << redLen
+             << "LL)[threadIdx.x + k * " << blockSize << "] = vout" << i << ";\n";
+      os << "    }\n";
+      return true;
     }
     flushRowCode();
     if (anyFull)

@@ -192,13 +192,24 @@ bool checkBroadcastInDim(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, ArrayRef<
 }
 
 bool checkReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, std::string &err) {
-  int64_t a = 1, b = 1;
-  for (int64_t d : in)
-    if (__builtin_mul_overflow(a, d, &a))
-      return fail(err, "operand shape ", shapeToString(in), " has more than 2^63 elements");
-  for (int64_t d : out)
-    if (__builtin_mul_overflow(b, d, &b))
-      return fail(err, "result shape ", shapeToString(out), " has more than 2^63 elements");
+  // Element counts in int64: a zero dimension makes any shape empty; otherwise overflow means 2^63
+  // or more elements, which no tensor here can have.
+  auto count = [](ArrayRef<int64_t> shape, int64_t &n) {
+    n = 1;
+    if (llvm::is_contained(shape, 0)) {
+      n = 0;
+      return true;
+    }
+    for (int64_t d : shape)
+      if (__builtin_mul_overflow(n, d, &n))
+        return false;
+    return true;
+  };
+  int64_t a, b;
+  if (!count(in, a))
+    return fail(err, "operand shape ", shapeToString(in), " has more than 2^63 - 1 elements");
+  if (!count(out, b))
+    return fail(err, "result shape ", shapeToString(out), " has more than 2^63 - 1 elements");
   if (a != b)
     return fail(err, "cannot reshape ", shapeToString(in), " (", a, " elements) to ",
                 shapeToString(out), " (", b, " elements)");

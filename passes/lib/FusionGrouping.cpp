@@ -196,15 +196,25 @@ private:
         if (inside(v))
           return false; // no prologue: the library reads the contraction's operands
       ArrayRef<int64_t> out = shapeOf(anchor->getResult(0));
+      // Epilogue ops continue the contraction's result: each depends on the anchor. Index maps
+      // (bias broadcasts) only read inputs and feed such ops.
+      llvm::SmallPtrSet<Operation *, 16> dependent = {anchor};
+      for (Operation *op : ops) // program order: operands before users
+        if (set.contains(op) && op != anchor &&
+            llvm::any_of(op->getOperands(), [&](Value v) {
+              return v.getDefiningOp() && dependent.contains(v.getDefiningOp());
+            }))
+          dependent.insert(op);
       for (Operation *op : elementwise) {
         if (shapeOf(op->getResult(0)) != out)
           return false;
         bool isIndexMap = isa<BroadcastInDimOp, TransposeOp>(op);
-        if (isIndexMap && inside(op->getOperand(0)))
+        if (isIndexMap) {
+          if (inside(op->getOperand(0)))
+            return false;
+        } else if (!dependent.contains(op)) {
           return false;
-        // Epilogue ops continue the contraction's result: at least one operand from inside.
-        if (!isIndexMap && llvm::none_of(op->getOperands(), inside))
-          return false;
+        }
       }
       return true;
     }
@@ -220,29 +230,41 @@ private:
     return true;
   }
 
-  // A group is convex when no value leaves it and flows back in through outside ops; otherwise
-  // the region could not be placed anywhere in the block.
+  // A merged group must keep the graph of regions acyclic: no value may leave the group and flow
+  // back into it through outside ops, where an outside op that belongs to another group stands
+  // for its whole group (a region runs as one unit, so it waits for all of its inputs). Without
+  // that second part two groups can each be convex and yet need each other's results.
   bool isConvex(const llvm::SmallPtrSetImpl<Operation *> &set) {
-    size_t first = SIZE_MAX;
-    for (Operation *op : set)
-      first = std::min(first, position[op]);
     llvm::SmallPtrSet<Operation *, 32> visited;
     SmallVector<Operation *> stack;
-    for (Operation *op : set)
-      for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp(); d && !set.contains(d))
-          stack.push_back(d);
-    while (!stack.empty()) {
-      Operation *op = stack.pop_back_val();
-      if (position.lookup(op) < first || !visited.insert(op).second)
-        continue;
+    auto pushOperandsOf = [&](Operation *op) -> bool {
       for (Value v : op->getOperands()) {
         Operation *d = v.getDefiningOp();
         if (!d || d->getBlock() != &fn.getBody().front())
           continue;
         if (set.contains(d))
           return false;
-        stack.push_back(d);
+        if (!visited.contains(d))
+          stack.push_back(d);
+      }
+      return true;
+    };
+    for (Operation *op : set)
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && !set.contains(d) && d->getBlock() == &fn.getBody().front())
+          stack.push_back(d);
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      if (!visited.insert(op).second)
+        continue;
+      if (classes.findValue(op) != classes.end()) {
+        for (auto it = classes.findLeader(op); it != classes.member_end(); ++it) {
+          visited.insert(*it);
+          if (!pushOperandsOf(*it))
+            return false;
+        }
+      } else if (!pushOperandsOf(op)) {
+        return false;
       }
     }
     return true;

@@ -38,6 +38,11 @@ size_t bytesOf(Value v) {
   return (size_t)n * dtypeSize(dtypeOf(v));
 }
 
+bool rowGridWave() {
+  const char *v = std::getenv("RFUSE_ROW_GRID");
+  return v && std::strcmp(v, "wave") == 0;
+}
+
 bool allowTf32() {
   const char *v = std::getenv("RFUSE_ALLOW_TF32");
   return !v || std::strcmp(v, "0") != 0;
@@ -331,8 +336,9 @@ struct GpuProgram::Impl {
     case LaunchKind::GridStride:
       grid = cap(std::min<int64_t>((k.elements / k.vectorWidth + block - 1) / block, (int64_t)dev.sms * 32));
       break;
-    case LaunchKind::BlockPerRow:
-      grid = cap(k.rows);
+    case LaunchKind::BlockPerRow: // a block per row (RFUSE_ROW_GRID=wave: one resident wave)
+      grid = cap(rowGridWave() ? std::min<int64_t>(k.rows, (int64_t)dev.sms * std::max(1, 2048 / (int)block))
+                               : k.rows);
       break;
     case LaunchKind::ThreadPerColumn:
       grid = cap((k.columns + block - 1) / block);

@@ -303,6 +303,31 @@ func.func @f() {
 
 // -----
 
+// A sparse constant: rfuse.constant needs a dense elements attribute.
+func.func @f() {
+  // expected-error @+1 {{'rfuse.constant' op value must be a dense elements attribute (sparse and resource constants are not supported)}}
+  %0 = rfuse.constant sparse<[[0]], [1.0]> : tensor<2xf32>
+  return
+}
+
+// -----
+
+// A dense_resource constant: an elements attribute, but not a dense one.
+func.func @f() {
+  // expected-error @+1 {{'rfuse.constant' op value must be a dense elements attribute (sparse and resource constants are not supported)}}
+  %0 = rfuse.constant dense_resource<blob1> : tensor<2xf32>
+  return
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      blob1: "0x040000000000803F00000040"
+    }
+  }
+#-}
+
+// -----
+
 // transpose: perm has the wrong length.
 func.func @f(%x: tensor<2x3xf32>) {
   // expected-error @+2 {{'rfuse.transpose' op perm has 1 entries but the operand has rank 2}}
@@ -457,6 +482,25 @@ func.func @f(%x: tensor<2xi32>) {
 func.func @f(%x: tensor<2x3xf32>) {
   // expected-error @+1 {{'rfuse.reshape' op result element type 'i32' differs from the operand's 'f32'}}
   %0 = rfuse.reshape %x : (tensor<2x3xf32>) -> tensor<6xi32>
+  return
+}
+
+// -----
+
+// reshape: a result shape whose element count overflows int64 (2^32 * 2^32).
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'rfuse.reshape' op result shape [4294967296, 4294967296] has more than 2^63 - 1 elements}}
+  %0 = rfuse.reshape %x : (tensor<2xf32>) -> tensor<4294967296x4294967296xf32>
+  return
+}
+
+// -----
+
+// reshape: an operand shape whose element count overflows int64 (2^32 * 2^32 * 2), which would
+// otherwise wrap around to 0 and "match" an empty result.
+func.func @f(%x: tensor<4294967296x4294967296x2xf32>) {
+  // expected-error @+1 {{'rfuse.reshape' op operand shape [4294967296, 4294967296, 2] has more than 2^63 - 1 elements}}
+  %0 = rfuse.reshape %x : (tensor<4294967296x4294967296x2xf32>) -> tensor<0xf32>
   return
 }
 
@@ -727,6 +771,26 @@ func.func @f(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
   // expected-error @+2 {{'rfuse.conv2d' op groups must be >= 1, got 0}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = rfuse.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 0 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+// conv2d: a filter of zero height (NCHW: OIHW).
+func.func @f(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x0x3xf32>) {
+  // expected-error @+2 {{'rfuse.conv2d' op filter spatial size must be at least 1x1, got 0x3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x3x8x8xf32>, tensor<4x3x0x3xf32>) -> tensor<1x4x9x6xf32>
+  return
+}
+
+// -----
+
+// conv2d: a filter of zero width (NHWC: OHWI).
+func.func @f(%x: tensor<1x8x8x3xf32>, %w: tensor<4x3x0x3xf32>) {
+  // expected-error @+2 {{'rfuse.conv2d' op filter spatial size must be at least 1x1, got 3x0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NHWC>} : (tensor<1x8x8x3xf32>, tensor<4x3x0x3xf32>) -> tensor<1x6x9x4xf32>
   return
 }
 
@@ -1014,11 +1078,12 @@ func.func @f(%x: tensor<4xf32>, %y: tensor<4xi32>) {
 
 // -----
 
-// fusion: the yield count differs from the result count.
+// fusion: the yield count differs from the result count (the body is a valid reduction body).
 func.func @f(%x: tensor<4xf32>) {
   // expected-error @+1 {{'rfuse.fusion' op body yields 1 values but the op has 2 results}}
   %0:2 = rfuse.fusion reduction (%x) : (tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>) {
   ^bb0(%a: tensor<4xf32>):
+    %s = rfuse.reduce_sum %a, dims = [0] : (tensor<4xf32>) -> tensor<f32>
     rfuse.yield %a : tensor<4xf32>
   }
   return
@@ -1038,12 +1103,14 @@ func.func @f(%x: tensor<4xf32>) {
 
 // -----
 
-// fusion: a yielded value's type differs from its result's.
-func.func @f(%x: tensor<4x6xf32>) {
+// fusion: a yielded value's type differs from its result's (the body is a valid matmul epilogue).
+func.func @f(%x: tensor<4x6xf32>, %w: tensor<6x6xf32>) {
   // expected-error @+1 {{'rfuse.fusion' op yielded value #1 has type 'tensor<4x6xf32>' but result #1 has type 'tensor<4xf32>'}}
-  %0:2 = rfuse.fusion matmul_epilogue (%x) : (tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>) {
-  ^bb0(%a: tensor<4x6xf32>):
-    rfuse.yield %a, %a : tensor<4x6xf32>, tensor<4x6xf32>
+  %0:2 = rfuse.fusion matmul_epilogue (%x, %w) : (tensor<4x6xf32>, tensor<6x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4x6xf32>, %b: tensor<6x6xf32>):
+    %m = rfuse.matmul %a, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    %r = rfuse.relu %m : tensor<4x6xf32>
+    rfuse.yield %r, %m : tensor<4x6xf32>, tensor<4x6xf32>
   }
   return
 }
@@ -1053,7 +1120,7 @@ func.func @f(%x: tensor<4x6xf32>) {
 // fusion: the body's argument types are checked in the generic form too.
 func.func @f(%x: tensor<4xf32>) {
   // expected-error @+1 {{'rfuse.fusion' op body argument #0 has type 'tensor<4xf64>' but input #0 has type 'tensor<4xf32>'}}
-  %0 = "rfuse.fusion"(%x) <{kind = #rfuse<fusion_kind conv_epilogue>}> ({
+  %0 = "rfuse.fusion"(%x) <{kind = #rfuse<fusion_kind pointwise>}> ({
   ^bb0(%a: tensor<4xf64>):
     "rfuse.yield"(%a) : (tensor<4xf64>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
@@ -1104,6 +1171,256 @@ func.func @f(%x: tensor<4xf32>) {
   %0 = rfuse.fusion elementwise (%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     rfuse.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: the verifier holds the body to the kind. A pointwise region holds no reduction.
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a pointwise region cannot contain reductions, matmul or conv2d}}
+  %0 = rfuse.fusion pointwise (%x) : (tensor<4x6xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4x6xf32>):
+    %e = rfuse.exp %a : tensor<4x6xf32>
+    %s = rfuse.reduce_sum %e, dims = [1] : (tensor<4x6xf32>) -> tensor<4xf32>
+    rfuse.yield %s : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a pointwise region holds no matmul.
+func.func @f(%x: tensor<4x6xf32>, %w: tensor<6x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a pointwise region cannot contain reductions, matmul or conv2d}}
+  %0 = rfuse.fusion pointwise (%x, %w) : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%a: tensor<4x6xf32>, %b: tensor<6x6xf32>):
+    %m = rfuse.matmul %a, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    %r = rfuse.relu %m : tensor<4x6xf32>
+    rfuse.yield %r : tensor<4x6xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a pointwise region holds no conv2d.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a pointwise region cannot contain reductions, matmul or conv2d}}
+  %0 = rfuse.fusion pointwise (%x, %w) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32> {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    rfuse.yield %y : tensor<1x2x4x4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a reduction region needs a reduction.
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a reduction region needs at least one reduction and no matmul or conv2d}}
+  %0 = rfuse.fusion reduction (%x) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%a: tensor<4x6xf32>):
+    %e = rfuse.exp %a : tensor<4x6xf32>
+    rfuse.yield %e : tensor<4x6xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a reduction region holds no matmul, even next to a reduction.
+func.func @f(%x: tensor<4x6xf32>, %w: tensor<6x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a reduction region needs at least one reduction and no matmul or conv2d}}
+  %0 = rfuse.fusion reduction (%x, %w) : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4x6xf32>, %b: tensor<6x6xf32>):
+    %m = rfuse.matmul %a, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    %s = rfuse.reduce_sum %m, dims = [1] : (tensor<4x6xf32>) -> tensor<4xf32>
+    rfuse.yield %s : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a reduction region holds no conv2d, even next to a reduction.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a reduction region needs at least one reduction and no matmul or conv2d}}
+  %0 = rfuse.fusion reduction (%x, %w) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2xf32> {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    %m = rfuse.reduce_mean %y, dims = [2, 3] : (tensor<1x2x4x4xf32>) -> tensor<1x2xf32>
+    rfuse.yield %m : tensor<1x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a matmul_epilogue region without a matmul.
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a matmul_epilogue region needs exactly one matmul and no conv2d or reduction, found 0 matmul(s)}}
+  %0 = rfuse.fusion matmul_epilogue (%x) : (tensor<4x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%a: tensor<4x6xf32>):
+    %r = rfuse.relu %a : tensor<4x6xf32>
+    rfuse.yield %r : tensor<4x6xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a matmul_epilogue region with two matmuls.
+func.func @f(%x: tensor<4x6xf32>, %w: tensor<6x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a matmul_epilogue region needs exactly one matmul and no conv2d or reduction, found 2 matmul(s)}}
+  %0 = rfuse.fusion matmul_epilogue (%x, %w) : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32> {
+  ^bb0(%a: tensor<4x6xf32>, %b: tensor<6x6xf32>):
+    %m = rfuse.matmul %a, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    %r = rfuse.relu %m : tensor<4x6xf32>
+    %n = rfuse.matmul %r, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    rfuse.yield %n : tensor<4x6xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a matmul_epilogue region with a reduction (one matmul is not enough).
+func.func @f(%x: tensor<4x6xf32>, %w: tensor<6x6xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a matmul_epilogue region needs exactly one matmul and no conv2d or reduction, found 1 matmul(s)}}
+  %0 = rfuse.fusion matmul_epilogue (%x, %w) : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4x6xf32>, %b: tensor<6x6xf32>):
+    %m = rfuse.matmul %a, %b : (tensor<4x6xf32>, tensor<6x6xf32>) -> tensor<4x6xf32>
+    %s = rfuse.reduce_max %m, dims = [1] : (tensor<4x6xf32>) -> tensor<4xf32>
+    rfuse.yield %s : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a matmul_epilogue region with a conv2d.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>, %v: tensor<4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a matmul_epilogue region needs exactly one matmul and no conv2d or reduction, found 1 matmul(s)}}
+  %0:2 = rfuse.fusion matmul_epilogue (%x, %w, %v) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>, tensor<4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<4x4xf32>) {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>, %b: tensor<4x4xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    %m = rfuse.matmul %b, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    rfuse.yield %y, %m : tensor<1x2x4x4xf32>, tensor<4x4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a conv_epilogue region without a conv2d.
+func.func @f(%x: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a conv_epilogue region needs exactly one conv2d and no matmul or reduction, found 0 conv2d(s)}}
+  %0 = rfuse.fusion conv_epilogue (%x) : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  ^bb0(%a: tensor<1x2x4x4xf32>):
+    %r = rfuse.relu %a : tensor<1x2x4x4xf32>
+    rfuse.yield %r : tensor<1x2x4x4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a conv_epilogue region with two conv2d.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<1x1x3x3xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a conv_epilogue region needs exactly one conv2d and no matmul or reduction, found 2 conv2d(s)}}
+  %0 = rfuse.fusion conv_epilogue (%x, %w) : (tensor<1x1x6x6xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<1x1x3x3xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32>
+    %z = rfuse.conv2d %y, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32>
+    rfuse.yield %z : tensor<1x1x2x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a conv_epilogue region with a matmul.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>, %v: tensor<4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a conv_epilogue region needs exactly one conv2d and no matmul or reduction, found 1 conv2d(s)}}
+  %0:2 = rfuse.fusion conv_epilogue (%x, %w, %v) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>, tensor<4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<4x4xf32>) {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>, %b: tensor<4x4xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    %m = rfuse.matmul %b, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    rfuse.yield %y, %m : tensor<1x2x4x4xf32>, tensor<4x4xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: a conv_epilogue region with a reduction.
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a conv_epilogue region needs exactly one conv2d and no matmul or reduction, found 1 conv2d(s)}}
+  %0 = rfuse.fusion conv_epilogue (%x, %w) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2xf32> {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    %m = rfuse.reduce_mean %y, dims = [2, 3] : (tensor<1x2x4x4xf32>) -> tensor<1x2xf32>
+    rfuse.yield %m : tensor<1x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: pooling belongs in no region; pointwise.
+func.func @f(%x: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a pointwise region cannot contain pooling}}
+  %0 = rfuse.fusion pointwise (%x) : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  ^bb0(%a: tensor<1x2x4x4xf32>):
+    %r = rfuse.relu %a : tensor<1x2x4x4xf32>
+    %p = rfuse.max_pool2d %r {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+    rfuse.yield %p : tensor<1x2x2x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: pooling belongs in no region; reduction (avg_pool2d, next to a reduction).
+func.func @f(%x: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a reduction region cannot contain pooling}}
+  %0 = rfuse.fusion reduction (%x) : (tensor<1x2x4x4xf32>) -> tensor<1x2xf32> {
+  ^bb0(%a: tensor<1x2x4x4xf32>):
+    %p = rfuse.avg_pool2d %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+    %s = rfuse.reduce_sum %p, dims = [2, 3] : (tensor<1x2x2x2xf32>) -> tensor<1x2xf32>
+    rfuse.yield %s : tensor<1x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: pooling belongs in no region; matmul_epilogue.
+func.func @f(%x: tensor<4x4xf32>, %y: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a matmul_epilogue region cannot contain pooling}}
+  %0:2 = rfuse.fusion matmul_epilogue (%x, %y) : (tensor<4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<4x4xf32>, tensor<1x2x2x2xf32>) {
+  ^bb0(%a: tensor<4x4xf32>, %b: tensor<1x2x4x4xf32>):
+    %m = rfuse.matmul %a, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %p = rfuse.max_pool2d %b {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+    rfuse.yield %m, %p : tensor<4x4xf32>, tensor<1x2x2x2xf32>
+  }
+  return
+}
+
+// -----
+
+// fusion kinds: pooling belongs in no region; conv_epilogue (conv + relu + pool is two kernels).
+func.func @f(%x: tensor<1x1x6x6xf32>, %w: tensor<2x1x3x3xf32>) {
+  // expected-error @+1 {{'rfuse.fusion' op a conv_epilogue region cannot contain pooling}}
+  %0 = rfuse.fusion conv_epilogue (%x, %w) : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x2x2xf32> {
+  ^bb0(%i: tensor<1x1x6x6xf32>, %f: tensor<2x1x3x3xf32>):
+    %y = rfuse.conv2d %i, %f {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x1x6x6xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x4x4xf32>
+    %r = rfuse.relu %y : tensor<1x2x4x4xf32>
+    %p = rfuse.max_pool2d %r {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+    rfuse.yield %p : tensor<1x2x2x2xf32>
   }
   return
 }

@@ -75,3 +75,13 @@ func.func @reshape(%x: tensor<2x3x4xf32>, %s: tensor<1x1xi32>)
   %5 = rfuse.reshape %x : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %0, %1, %2, %3, %4, %5 : tensor<6x4xf32>, tensor<24xf32>, tensor<4x1x6xf32>, tensor<i32>, tensor<1x1x1xi32>, tensor<2x3x4xf32>
 }
+
+// Large but representable element counts verify: 2^62 elements (the int64 overflow check of
+// reshape only rejects counts that do not fit).
+// CHECK-LABEL: func.func @reshape_large
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4611686018427387904xf32>)
+// CHECK: rfuse.reshape %[[X]] : (tensor<4611686018427387904xf32>) -> tensor<2147483648x2147483648xf32>
+func.func @reshape_large(%x: tensor<4611686018427387904xf32>) -> tensor<2147483648x2147483648xf32> {
+  %0 = rfuse.reshape %x : (tensor<4611686018427387904xf32>) -> tensor<2147483648x2147483648xf32>
+  return %0 : tensor<2147483648x2147483648xf32>
+}

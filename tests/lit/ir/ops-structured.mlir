@@ -209,3 +209,20 @@ func.func @avg_pool2d(%x: tensor<2x3x6x6xf32>, %y: tensor<1x1x4x5xf64>, %z: tens
        : (tensor<1x6x6x3xf32>) -> tensor<1x2x2x3xf32>
   return %0, %1, %2, %3 : tensor<2x3x3x3xf32>, tensor<1x1x4x5xf64>, tensor<1x1x4x5xf64>, tensor<1x2x2x3xf32>
 }
+
+// The smallest filter, 1x1 (pointwise convolution), is valid in both layouts (the verifier only
+// rejects filters with a zero spatial size).
+// CHECK-LABEL: func.func @conv2d_1x1
+func.func @conv2d_1x1(%x: tensor<1x3x5x7xf32>, %w: tensor<4x3x1x1xf32>,
+                      %y: tensor<1x5x7x3xf32>, %v: tensor<4x1x1x3xf32>)
+    -> (tensor<1x4x5x7xf32>, tensor<1x5x7x4xf32>) {
+  // CHECK: rfuse.conv2d {{.*}} : (tensor<1x3x5x7xf32>, tensor<4x3x1x1xf32>) -> tensor<1x4x5x7xf32>
+  %0 = rfuse.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>,
+         dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>}
+       : (tensor<1x3x5x7xf32>, tensor<4x3x1x1xf32>) -> tensor<1x4x5x7xf32>
+  // CHECK: rfuse.conv2d {{.*}} : (tensor<1x5x7x3xf32>, tensor<4x1x1x3xf32>) -> tensor<1x5x7x4xf32>
+  %1 = rfuse.conv2d %y, %v {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>,
+         dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NHWC>}
+       : (tensor<1x5x7x3xf32>, tensor<4x1x1x3xf32>) -> tensor<1x5x7x4xf32>
+  return %0, %1 : tensor<1x4x5x7xf32>, tensor<1x5x7x4xf32>
+}

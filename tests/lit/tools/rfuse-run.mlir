@@ -29,7 +29,12 @@
 // RUN: not rfuse-run %s --random --inputs %t.dir/in0.npy,%t.dir/in1.npy 2>&1 | FileCheck %s --check-prefix=BOTH
 // RUN: not rfuse-run %s --random --entry nope 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not rfuse-run %s --random --dtype i32 2>&1 | FileCheck %s --check-prefix=DTYPE
+// f16 and bf16 are rfuse element types, but --dtype only overrides floats with f32 or f64.
+// RUN: not rfuse-run %s --entry consts --dtype f16 2>&1 | FileCheck %s --check-prefix=DTYPE-F16
+// RUN: not rfuse-run %s --entry consts --dtype bf16 2>&1 | FileCheck %s --check-prefix=DTYPE-BF16
+// RUN: not rfuse-run %s --entry consts --dtype nope 2>&1 | FileCheck %s --check-prefix=DTYPE-NOPE
 // RUN: not rfuse-run %S/Inputs/does-not-verify.mlir --random 2>&1 | FileCheck %s --check-prefix=VERIFY
+// RUN: not rfuse-run %t.no-such-file.mlir --random 2>&1 | FileCheck %s --check-prefix=NOFILE
 
 // CHECK: output 0: tensor<2x3xf32> shape [2, 3] sum {{[-+0-9.e]+}} abs_sum {{[0-9.e+-]+}}
 // CHECK-NEXT: first: {{([-0-9.e+]+ ){5}[-0-9.e+]+$}}
@@ -47,10 +52,15 @@
 // BOTH: rfuse-run: error: give either --inputs or --random, not both
 // NOFUNC: rfuse-run: error: no function 'nope' in '{{.*}}rfuse-run.mlir'
 // DTYPE: rfuse-run: error: --dtype must be f32 or f64, got 'i32'
+// DTYPE-F16: rfuse-run: error: --dtype must be f32 or f64, got 'f16'
+// DTYPE-F16-NOT: output 0
+// DTYPE-BF16: rfuse-run: error: --dtype must be f32 or f64, got 'bf16'
+// DTYPE-NOPE: rfuse-run: error: --dtype must be f32 or f64, got 'nope'
 // VERIFY: does-not-verify.mlir:3:8: error: 'rfuse.transpose' op inferred type(s) 'tensor<3x2xf32>' are incompatible
-// The parser verifies already, so the tool reports "cannot parse" (its own "does not verify"
-// branch is not reached); either wording is accepted here.
-// VERIFY: rfuse-run: error: {{cannot parse|'.*' does not verify}}
+// The parser verifies already, so a module that does not verify is reported by the parse branch.
+// VERIFY: rfuse-run: error: cannot parse or verify '{{.*}}Inputs{{[/\\]}}does-not-verify.mlir'{{$}}
+// VERIFY-NOT: does not verify
+// NOFILE: rfuse-run: error: cannot parse or verify '{{.*}}no-such-file.mlir'{{$}}
 
 func.func @main(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2xf32>) {
   %b = rfuse.broadcast_in_dim %y, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
