@@ -13,6 +13,7 @@ cp build/bin/rfuse-gpu-tests build/bin/rfuse-bench build/bin/rfuse-run build/bin
 cp build/lib/*.so "$stage/rfuse/lib/"
 cp -L /usr/lib/llvm-19/lib/libMLIR.so.19.1 /usr/lib/llvm-19/lib/libLLVM.so.19.1 \
       /lib/x86_64-linux-gnu/libz3.so.4 "$stage/rfuse/lib/"
+mkdir -p "$stage/rfuse/examples" && cp examples/*.mlir "$stage/rfuse/examples/"
 cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" benchmarks/compare.py \
    scripts/gpu-run.sh "$stage/rfuse/"
 tar -C "$stage" -cf - rfuse | xz -T2 -6 > .bundle/rfuse-gpu.tar.xz

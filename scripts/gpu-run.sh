@@ -16,6 +16,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU tests"
   "$R/bin/rfuse-gpu-tests" 2>&1 | tee "$out/gpu-tests.log" | grep -vE "^\[ +(RUN|OK) " | tail -n 40
+  echo "== rfuse-run --device cuda --check on examples/"
+  for f in "$R"/examples/*.mlir; do "$R/bin/rfuse-run" "$f" --random --seed 3 --device cuda --check | grep -E "^(output|check|host)"; done
   echo "== compute-sanitizer memcheck (corpus, fallback, 20 random graphs)"
   RFUSE_GPU_PROPERTY_COUNT=20 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter:Gpu.HostFallbackRunsPooling:Gpu.RandomGraphsMatchInterpreter' \

@@ -2,98 +2,106 @@
 # Generator token: 10BE3573-1514-4C36-9D1C-5A225CD40393
 
 .rf_builder_new <- function(entry) {
-    .Call('_rfuse_rf_builder_new', PACKAGE = 'rfuse', entry)
+    .Call(`_rfuse_rf_builder_new`, entry)
 }
 
 .rf_b_input <- function(b, shape, dtype, name) {
-    .Call('_rfuse_rf_b_input', PACKAGE = 'rfuse', b, shape, dtype, name)
+    .Call(`_rfuse_rf_b_input`, b, shape, dtype, name)
 }
 
 .rf_b_constant <- function(b, values, shape, dtype) {
-    .Call('_rfuse_rf_b_constant', PACKAGE = 'rfuse', b, values, shape, dtype)
+    .Call(`_rfuse_rf_b_constant`, b, values, shape, dtype)
 }
 
 .rf_b_unary <- function(b, op, x) {
-    .Call('_rfuse_rf_b_unary', PACKAGE = 'rfuse', b, op, x)
+    .Call(`_rfuse_rf_b_unary`, b, op, x)
 }
 
 .rf_b_binary <- function(b, op, x, y) {
-    .Call('_rfuse_rf_b_binary', PACKAGE = 'rfuse', b, op, x, y)
+    .Call(`_rfuse_rf_b_binary`, b, op, x, y)
 }
 
 .rf_b_select <- function(b, cond, x, y) {
-    .Call('_rfuse_rf_b_select', PACKAGE = 'rfuse', b, cond, x, y)
+    .Call(`_rfuse_rf_b_select`, b, cond, x, y)
 }
 
 .rf_b_cast <- function(b, x, dtype) {
-    .Call('_rfuse_rf_b_cast', PACKAGE = 'rfuse', b, x, dtype)
+    .Call(`_rfuse_rf_b_cast`, b, x, dtype)
 }
 
 .rf_b_broadcast <- function(b, x, shape, dims) {
-    .Call('_rfuse_rf_b_broadcast', PACKAGE = 'rfuse', b, x, shape, dims)
+    .Call(`_rfuse_rf_b_broadcast`, b, x, shape, dims)
 }
 
 .rf_b_transpose <- function(b, x, perm) {
-    .Call('_rfuse_rf_b_transpose', PACKAGE = 'rfuse', b, x, perm)
+    .Call(`_rfuse_rf_b_transpose`, b, x, perm)
 }
 
 .rf_b_reshape <- function(b, x, shape) {
-    .Call('_rfuse_rf_b_reshape', PACKAGE = 'rfuse', b, x, shape)
+    .Call(`_rfuse_rf_b_reshape`, b, x, shape)
 }
 
 .rf_b_reduce <- function(b, kind, x, dims, keep) {
-    .Call('_rfuse_rf_b_reduce', PACKAGE = 'rfuse', b, kind, x, dims, keep)
+    .Call(`_rfuse_rf_b_reduce`, b, kind, x, dims, keep)
 }
 
 .rf_b_matmul <- function(b, x, y, ta, tb) {
-    .Call('_rfuse_rf_b_matmul', PACKAGE = 'rfuse', b, x, y, ta, tb)
+    .Call(`_rfuse_rf_b_matmul`, b, x, y, ta, tb)
 }
 
 .rf_b_conv2d <- function(b, x, w, bias, strides, padding, dilation, groups) {
-    .Call('_rfuse_rf_b_conv2d', PACKAGE = 'rfuse', b, x, w, bias, strides, padding, dilation, groups)
+    .Call(`_rfuse_rf_b_conv2d`, b, x, w, bias, strides, padding, dilation, groups)
 }
 
 .rf_b_pool2d <- function(b, kind, x, kernel, strides, padding) {
-    .Call('_rfuse_rf_b_pool2d', PACKAGE = 'rfuse', b, kind, x, kernel, strides, padding)
+    .Call(`_rfuse_rf_b_pool2d`, b, kind, x, kernel, strides, padding)
 }
 
 .rf_b_begin_function <- function(b, name) {
-    invisible(.Call('_rfuse_rf_b_begin_function', PACKAGE = 'rfuse', b, name))
+    invisible(.Call(`_rfuse_rf_b_begin_function`, b, name))
 }
 
 .rf_b_end_function <- function(b, results) {
-    .Call('_rfuse_rf_b_end_function', PACKAGE = 'rfuse', b, results)
+    .Call(`_rfuse_rf_b_end_function`, b, results)
 }
 
 .rf_b_call <- function(b, fn, args) {
-    .Call('_rfuse_rf_b_call', PACKAGE = 'rfuse', b, fn, args)
+    .Call(`_rfuse_rf_b_call`, b, fn, args)
 }
 
 .rf_b_set_location <- function(b, description) {
-    invisible(.Call('_rfuse_rf_b_set_location', PACKAGE = 'rfuse', b, description))
+    invisible(.Call(`_rfuse_rf_b_set_location`, b, description))
 }
 
 .rf_b_shape <- function(b, x) {
-    .Call('_rfuse_rf_b_shape', PACKAGE = 'rfuse', b, x)
+    .Call(`_rfuse_rf_b_shape`, b, x)
 }
 
 .rf_b_finish <- function(b, results) {
-    .Call('_rfuse_rf_b_finish', PACKAGE = 'rfuse', b, results)
+    .Call(`_rfuse_rf_b_finish`, b, results)
 }
 
 .rf_compile <- function(text, pipeline) {
-    .Call('_rfuse_rf_compile', PACKAGE = 'rfuse', text, pipeline)
+    .Call(`_rfuse_rf_compile`, text, pipeline)
 }
 
 .rf_program_info <- function(p) {
-    .Call('_rfuse_rf_program_info', PACKAGE = 'rfuse', p)
+    .Call(`_rfuse_rf_program_info`, p)
+}
+
+.rf_device <- function() {
+    .Call(`_rfuse_rf_device`)
+}
+
+.rf_device_description <- function() {
+    .Call(`_rfuse_rf_device_description`)
 }
 
 .rf_available_pipelines <- function() {
-    .Call('_rfuse_rf_available_pipelines', PACKAGE = 'rfuse')
+    .Call(`_rfuse_rf_available_pipelines`)
 }
 
-.rf_run <- function(p, args, dtypes, outDims) {
-    .Call('_rfuse_rf_run', PACKAGE = 'rfuse', p, args, dtypes, outDims)
+.rf_run <- function(p, args, dtypes, outDims, device) {
+    .Call(`_rfuse_rf_run`, p, args, dtypes, outDims, device)
 }
 

@@ -104,7 +104,8 @@ jit_entry <- function(state, args) {
 jit_call <- function(state, args) {
   je <- jit_entry(state, args)
   tr <- je$entry$trace
-  outs <- rf_guard(.rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims))
+  outs <- rf_guard(.rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims,
+                           current_device()))
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }
@@ -130,9 +131,10 @@ print.rf_jit_function <- function(x, ...) {
 #' @param ... Arguments as you would pass them to `f`.
 #' @param pipeline Fusion pipeline (ignored when `f` is already jitted).
 #' @return A list with `traced` and `fused` (MLIR text), `kernels` (named character vector: the
-#'   generated CUDA C++ source of each kernel; empty until rfuse's CUDA code generator lands),
+#'   generated CUDA C++ source of each kernel, generated with or without a GPU),
 #'   `kernel_names` (the outlined kernel functions, named by kind), `library_calls`
-#'   (character), and the cost model's `kernel_count` and `bytes_moved`.
+#'   (character: the cuBLASLt/cuDNN calls), `gpu_fallbacks` (kernels that would run on the host
+#'   on a GPU, with the reason), and the cost model's `kernel_count` and `bytes_moved`.
 #' @examples
 #' x <- matrix(runif(6), 2)
 #' ex <- rf_explain(function(x) { e <- exp(x); e / rowSums(e) }, x)
@@ -143,9 +145,9 @@ rf_explain <- function(f, ..., pipeline = "default") {
   jf <- if (inherits(f, "rf_jit_function")) f else rf_jit(f, pipeline = pipeline)
   je <- jit_entry(attr(jf, "rfuse"), list(...))
   info <- rf_guard(.rf_program_info(je$entry$program))
-  list(traced = info$traced, fused = info$fused,
-       kernels = stats::setNames(character(0), character(0)),
+  list(traced = info$traced, fused = info$fused, kernels = info$cuda,
        kernel_names = info$kernels, library_calls = info$library_calls,
+       gpu_fallbacks = info$gpu_fallbacks,
        kernel_count = info$kernel_count, bytes_moved = info$bytes_moved,
        pipeline = info$pipeline)
 }
@@ -176,16 +178,16 @@ rf_cache_clear <- function() {
 
 #' The device rfuse runs on
 #'
-#' `"cuda"` when a usable NVIDIA GPU and rfuse's GPU backend are available, else `"cpu"`.
-#' `options(rfuse.device = "cpu")` forces the CPU. This version of rfuse runs programs on the
-#' CPU (its reference interpreter); the GPU backend is not part of it yet.
+#' `"cuda"` when a usable NVIDIA GPU is found (driver, device and NVRTC; the CUDA libraries are
+#' loaded on first use, so machines without them work unchanged), else `"cpu"`.
+#' `options(rfuse.device = "cpu")` forces the CPU. On the GPU, fused kernels are generated CUDA
+#' C++ compiled with NVRTC and matrix products run through cuBLASLt; on the CPU programs run on
+#' rfuse's reference interpreter (the CPU code generator is future work).
 #'
-#' @return `"cpu"` or `"cuda"`.
+#' @return `"cpu"` or `"cuda"`; its attribute `"description"` names the GPU (or why there is none).
 #' @examples
 #' rf_default_device()
 #' @export
-rf_default_device <- function() {
-  forced <- getOption("rfuse.device")
-  if (!is.null(forced) && identical(forced, "cpu")) return("cpu")
-  "cpu"
-}
+rf_default_device <- function() structure(current_device(), description = .rf_device_description())
+
+current_device <- function() if (identical(getOption("rfuse.device"), "cpu")) "cpu" else .rf_device()

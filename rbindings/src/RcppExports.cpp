@@ -301,6 +301,26 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_device
+std::string rf_device();
+RcppExport SEXP _rfuse_rf_device() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_device());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_device_description
+std::string rf_device_description();
+RcppExport SEXP _rfuse_rf_device_description() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_device_description());
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_available_pipelines
 CharacterVector rf_available_pipelines();
 RcppExport SEXP _rfuse_rf_available_pipelines() {
@@ -312,8 +332,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_run
-List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims);
-RcppExport SEXP _rfuse_rf_run(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP outDimsSEXP) {
+List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device);
+RcppExport SEXP _rfuse_rf_run(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP outDimsSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -321,7 +341,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
     Rcpp::traits::input_parameter< List >::type outDims(outDimsSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_run(p, args, dtypes, outDims));
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_run(p, args, dtypes, outDims, device));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -349,8 +370,10 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 2},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
+    {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
+    {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
-    {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 4},
+    {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
     {NULL, NULL, 0}
 };
 

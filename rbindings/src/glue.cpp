@@ -5,6 +5,7 @@
 #include <Rcpp.h>
 
 #include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 
@@ -273,12 +274,34 @@ List rf_program_info(SEXP p) {
     CharacterVector kernels(i.kernels.begin(), i.kernels.end());
     CharacterVector kinds(i.kernelKinds.begin(), i.kernelKinds.end());
     kernels.names() = kinds;
+    CharacterVector cuda;
+    CharacterVector cudaNames;
+    for (auto &[name, source] : i.cudaSources) {
+      cuda.push_back(source);
+      cudaNames.push_back(name);
+    }
+    cuda.names() = cudaNames;
     return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,
+                        _["cuda"] = cuda,
+                        _["gpu_fallbacks"] = CharacterVector(i.gpuFallbacks.begin(), i.gpuFallbacks.end()),
                         _["fused"] = i.fusedText, _["kernels"] = kernels,
                         _["library_calls"] = CharacterVector(i.libraryCalls.begin(), i.libraryCalls.end()),
                         _["kernel_count"] = (double)i.kernelCount,
                         _["bytes_moved"] = (double)i.bytesMoved,
                         _["compile_seconds"] = i.compileSeconds);
+  });
+}
+
+// [[Rcpp::export(.rf_device)]]
+std::string rf_device() {
+  return guarded([&] { return rfuse::defaultDevice() == rfuse::Device::Cuda ? std::string("cuda") : std::string("cpu"); });
+}
+
+// [[Rcpp::export(.rf_device_description)]]
+std::string rf_device_description() {
+  return guarded([&] {
+    const rfuse::cuda::DeviceInfo &d = rfuse::cuda::deviceInfo();
+    return d.available ? d.name + " (" + d.arch() + ")" : "no GPU: " + d.reason;
   });
 }
 
@@ -293,9 +316,10 @@ CharacterVector rf_available_pipelines() {
 // transposition: R's column-major order is exactly that. `dtypes` gives each argument's tensor
 // dtype, `outDims` each output's R dim attribute (NULL for a plain vector).
 // [[Rcpp::export(.rf_run)]]
-List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims) {
+List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device) {
   return guarded([&] {
     const rfuse::Program &prog = program(p);
+    rfuse::Device dev = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     std::vector<rfuse::HostTensor> inputs;
     for (R_xlen_t k = 0; k < args.size(); ++k) {
       SEXP a = args[k];
@@ -328,7 +352,7 @@ List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims) {
       }
       inputs.push_back(std::move(t));
     }
-    std::vector<rfuse::HostTensor> outputs = prog.run(inputs);
+    std::vector<rfuse::HostTensor> outputs = prog.run(inputs, dev);
     List out(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       const rfuse::HostTensor &t = outputs[k];

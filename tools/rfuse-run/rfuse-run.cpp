@@ -1,11 +1,14 @@
 // rfuse-run: parse, verify and run one function of a .mlir file on the reference interpreter.
 //
 //   rfuse-run FILE.mlir [--entry NAME] [--inputs a.npy,b.npy | --random --seed N]
-//             [--output-dir DIR] [--dtype f32|f64]
+//             [--output-dir DIR] [--dtype f32|f64] [--device cpu|cuda [--pipeline P] [--check]]
 //
+// --device cuda fuses the module with --pipeline (default "default") and runs it on the GPU;
+// --check also runs the unfused module on the interpreter and reports the relative error.
 // Prints, per output, its type, a checksum (sum and sum of absolute values) and the first values;
 // with --output-dir writes out0.npy, out1.npy, ... (and the random inputs as in0.npy, ...).
 #include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Npy.h"
 
@@ -41,6 +44,12 @@ static cl::opt<std::string> dtype("dtype", cl::desc("Compute all floats in f32 o
                                                     "(default: as declared)"));
 static cl::opt<unsigned> printCount("print-count", cl::desc("How many first values to print"),
                                     cl::init(6));
+static cl::opt<std::string> device("device", cl::desc("cpu (the interpreter, default) or cuda"),
+                                   cl::init("cpu"));
+static cl::opt<std::string> pipelineName("pipeline", cl::desc("Pipeline for --device cuda"),
+                                         cl::init("default"));
+static cl::opt<bool> checkResults("check", cl::desc("With --device cuda: compare with the "
+                                                    "interpreter and report the relative error"));
 
 static int fail(const std::string &msg) {
   llvm::errs() << "rfuse-run: error: " << msg << "\n";
@@ -137,7 +146,34 @@ int main(int argc, char **argv) {
     if (randomInputs && !outputDir.empty())
       for (size_t i = 0; i < args.size(); ++i)
         rfuse::writeNpy(outputDir + "/in" + std::to_string(i) + ".npy", args[i]);
-    results = rfuse::interpret(*module, name, args, options);
+    if (device == "cuda") {
+      if (options.floatOverride)
+        return fail("--dtype applies to the interpreter only");
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      module->print(os);
+      auto program = rfuse::compileProgram(os.str(), pipelineName, name);
+      results = program->run(args, rfuse::Device::Cuda);
+      for (const std::string &f : program->info().gpuFallbacks)
+        llvm::outs() << "host fallback: " << f << "\n";
+      if (checkResults) {
+        auto ref = rfuse::interpret(*module, name, args);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          double num = 0, den = 0;
+          for (int64_t k = 0; k < ref[i].numel(); ++k) {
+            double d = results[i].get(k) - ref[i].get(k);
+            num += d * d;
+            den += ref[i].get(k) * ref[i].get(k);
+          }
+          llvm::outs() << "check output " << i << ": relative error vs interpreter "
+                       << llvm::format("%.3g", std::sqrt(num / (den > 0 ? den : 1))) << "\n";
+        }
+      }
+    } else if (device == "cpu") {
+      results = rfuse::interpret(*module, name, args, options);
+    } else {
+      return fail("--device must be cpu or cuda, got '" + device + "'");
+    }
     for (size_t i = 0; i < results.size(); ++i) {
       const rfuse::HostTensor &r = results[i];
       double sum = 0, asum = 0;

@@ -3,13 +3,33 @@ test_that("rf_explain returns the traced and fused IR, kernels and library calls
   mlp <- function(x, w, b) pmax(sweep(x %*% w, 2, b, "+"), 0)
   ex <- rf_explain(mlp, x, w, b)
   expect_named(ex, c("traced", "fused", "kernels", "kernel_names", "library_calls",
-                     "kernel_count", "bytes_moved", "pipeline"), ignore.order = TRUE)
+                     "gpu_fallbacks", "kernel_count", "bytes_moved", "pipeline"), ignore.order = TRUE)
   expect_match(ex$traced, "rfuse.matmul")
   expect_match(ex$fused, "rfuse.kernel = #rfuse<fusion_kind matmul_epilogue>", fixed = TRUE)
   expect_equal(ex$kernel_count, 1)
   expect_equal(unname(names(ex$kernel_names)), "matmul_epilogue")
   expect_match(ex$library_calls, "^matmul")
   expect_type(ex$kernels, "character")
+})
+
+test_that("rf_explain returns the generated CUDA C++ of each kernel, even without a GPU", {
+  x <- rnd(16, 8)
+  ex <- rf_explain(function(x) { e <- exp(x - max(x)); e / rowSums(e) }, x)
+  expect_gte(length(ex$kernels), 1)
+  expect_true(all(nzchar(names(ex$kernels))))
+  expect_true(all(grepl("__global__", ex$kernels)))
+  expect_true(any(grepl("rf_exp<float>", ex$kernels, fixed = TRUE)))
+  expect_length(ex$gpu_fallbacks, 0)
+})
+
+test_that("the device is cpu without a GPU, and options(rfuse.device) forces cpu", {
+  dev <- rf_default_device()
+  expect_true(dev %in% c("cpu", "cuda"))
+  expect_type(attr(dev, "description"), "character")
+  old <- options(rfuse.device = "cpu")
+  on.exit(options(old))
+  expect_equal(as.vector(rf_default_device()), "cpu")
+  expect_equal(rf_jit(function(x) x * 2, dtype = "float64")(1:3), c(2, 4, 6))
 })
 
 test_that("pipelines are selectable from R and compute the same numbers", {
