@@ -19,7 +19,7 @@ name_args <- function(f, args) {
 
 check_arg <- function(a, name, is_static) {
   if (is_static) return(invisible())
-  if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a))
+  if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a) && !inherits(a, "rf_parameter"))
     rf_abort("rfuse_type_error",
              sprintf("argument '%s' is %s; rf_jit() functions take numeric (or logical) vectors, matrices or arrays%s",
                      name, paste(class(a), collapse = "/"),
@@ -51,7 +51,8 @@ signature_key <- function(args, static_args) {
 #' `matrix`, `as.vector`, with R's recycling rules. Functions you wrote that `f` calls are traced
 #' too. Anything else given a traced value raises an error of class `rfuse_unsupported`.
 #'
-#' @param f A function of numeric arrays.
+#' @param f A function of numeric arrays, or a module ([nn_module()]), traced as a whole with its
+#'   parameters as inputs.
 #' @param dtype `"float32"` (default) or `"float64"` (R's own double arithmetic).
 #' @param pipeline Fusion pipeline: `"default"`, `"elementwise-only"` or `"no-fusion"`.
 #' @param static Names of arguments used as R values while tracing (part of the cache key by
@@ -66,6 +67,11 @@ signature_key <- function(args, static_args) {
 #' @export
 rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", static = character()) {
   if (inherits(f, "rf_jit_function")) f <- attr(f, "rfuse")$f
+  model <- NULL
+  if (inherits(f, "nn_module")) {
+    model <- f
+    f <- model_function(model)
+  }
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
   dtype <- match.arg(dtype)
   pipelines <- .rf_available_pipelines()
@@ -76,9 +82,29 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
   .rf_counters$next_id <- .rf_counters$next_id + 1
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
   state <- list(f = f, dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
-                static = static, cache = cache)
-  jitted <- function(...) jit_call(state, list(...))
+                static = static, cache = cache, model = model)
+  jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
+}
+
+# A model's parameters are inputs too: new weights run the same compiled program.
+with_parameters <- function(state, args)
+  if (is.null(state$model)) args else c(args, unname(state$model$parameters))
+
+# A function of (inputs..., parameters...) that runs `model` with its parameters replaced by the
+# trailing arguments (symbolic values while tracing).
+model_function <- function(model) {
+  force(model)
+  function(...) {
+    args <- list(...)
+    paths <- names(model$parameters)
+    n_in <- length(args) - length(paths)
+    self <- attr(model, "self")
+    saved <- model$parameters
+    on.exit(for (p in paths) set_parameter(self, p, saved[[p]]))
+    for (i in seq_along(paths)) set_parameter(self, paths[i], args[[n_in + i]])
+    do.call(model, args[seq_len(n_in)])
+  }
 }
 
 # Looks up (or traces and compiles) the program for these arguments.
@@ -86,7 +112,8 @@ jit_entry <- function(state, args) {
   args <- name_args(state$f, args)
   static_args <- names(args) %in% state$static |
     vapply(args, function(a) is.logical(a) && length(a) == 1 && is.null(dim(a)), logical(1))
-  for (i in seq_along(args)) check_arg(args[[i]], names(args)[i], static_args[i])
+  for (i in seq_along(args))
+    check_arg(args[[i]], if (nzchar(names(args)[i])) names(args)[i] else paste0("#", i), static_args[i])
   key <- signature_key(args, static_args)
   entry <- state$cache[[key]]
   if (is.null(entry)) {
@@ -143,7 +170,8 @@ print.rf_jit_function <- function(x, ...) {
 #' @export
 rf_explain <- function(f, ..., pipeline = "default") {
   jf <- if (inherits(f, "rf_jit_function")) f else rf_jit(f, pipeline = pipeline)
-  je <- jit_entry(attr(jf, "rfuse"), list(...))
+  state <- attr(jf, "rfuse")
+  je <- jit_entry(state, with_parameters(state, list(...)))
   info <- rf_guard(.rf_program_info(je$entry$program))
   list(traced = info$traced, fused = info$fused, kernels = info$cuda,
        kernel_names = info$kernels, library_calls = info$library_calls,

@@ -259,13 +259,16 @@ rf_as_numeric <- function(x, ...) {
   to_dtype(reshape_sym(x, NULL, x$len), trace_float(), sys.call())
 }
 
-rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = NULL) {
-  if (!is_sym(data)) return(base::matrix(data, nrow, ncol, byrow, dimnames))
+rf_matrix <- function(data = NA, ...) {
+  if (!is_sym(data)) return(base::matrix(data, ...)) # keeps base R's missing(nrow) logic
   call <- sys.call()
-  if (missing(nrow) && !missing(ncol)) nrow <- data$len / ncol
-  if (missing(ncol) && !missing(nrow)) ncol <- data$len / nrow
-  if (missing(nrow) && missing(ncol)) { nrow <- data$len; ncol <- 1 }
-  if (byrow || nrow * ncol != data$len)
+  a <- list(...)
+  nrow <- a$nrow %||% (if (length(a) >= 1 && (is.null(names(a)) || names(a)[1] == "")) a[[1]])
+  ncol <- a$ncol
+  if (is.null(nrow) && is.null(ncol)) { nrow <- data$len; ncol <- 1 }
+  if (is.null(ncol)) ncol <- data$len / nrow
+  if (is.null(nrow)) nrow <- data$len / ncol
+  if (isTRUE(a$byrow) || nrow * ncol != data$len)
     rf_unsupported("matrix", call, "only reshaping all of a traced vector column by column")
   reshape_sym(data, as.integer(c(nrow, ncol)))
 }

@@ -14,7 +14,8 @@ passthrough_names <- c(
   "withCallingHandlers", "local", "switch", "match.arg", "eval", "evalq", "lapply", "sapply",
   "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
   "is.numeric", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
-  "match.call", "nargs", "interactive")
+  "match.call", "nargs", "interactive", "&&", "||", "::", ":::", "exists", "get", "get0",
+  "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE")
 
 group_generic_names <- c(
   "+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "!",
@@ -46,6 +47,8 @@ is_user_closure <- function(fun) {
   !(isNamespace(env) || identical(env, baseenv()) || identical(env, emptyenv()))
 }
 
+rfuse_namespace <- function() environment(rfuse_namespace)
+
 make_guard <- function(name, fun) {
   force(name); force(fun)
   function(...) {
@@ -73,7 +76,8 @@ mask_function <- function(f) {
   for (nm in setdiff(called_names(body(f)),
                      c(names(fns), passthrough_names, group_generic_names, own))) {
     fun <- get0(nm, envir = env, mode = "function")
-    if (is.null(fun)) next
+    # rfuse's own functions (nnf_*, ...) trace symbolic values themselves.
+    if (is.null(fun) || identical(environment(fun), rfuse_namespace())) next
     assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
   }
   environment(f) <- mask

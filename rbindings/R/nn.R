@@ -1,0 +1,358 @@
+# Model definitions in the style of torch for R: nn_module() generators, layers, and the
+# functional ops they use. A model is traced as a whole by rf_jit(model), its parameters becoming
+# inputs of the compiled program (new weights never recompile).
+#
+# Layout: R arrays keep torch's dim order (N, C, H, W for images; a linear layer's weight is
+# out x in) and R's own column-major storage; nnf_conv2d() and the pools reorder dims around the
+# NCHW convolution (rfuse views an R array of dim c(N, C, H, W) as the tensor [W, H, C, N]).
+
+#' Functional neural-network ops
+#'
+#' The building blocks of the `nn_*` layers, usable in any function traced by [rf_jit()]. On
+#' plain R arrays they compute the same in base R (convolution and pooling through a cached
+#' float64 rfuse program).
+#'
+#' @param x Input: a matrix (batch x features) or, for 2-D ops, an array of dim c(N, C, H, W).
+#' @param weight,bias Parameters; `bias` may be `NULL`.
+#' @param stride,padding,dilation,groups As in torch: scalars or length-2 vectors.
+#' @param kernel_size Pooling window (scalar or length 2).
+#' @param eps Layer-norm epsilon.
+#' @return An array like base R's.
+#' @examples
+#' x <- matrix(rnorm(6), 2)
+#' nnf_relu(x)
+#' nnf_linear(x, matrix(rnorm(12), 4), rnorm(4))
+#' @name nnf
+NULL
+
+pair <- function(v) as.integer(if (length(v) == 1) c(v, v) else v)
+
+#' @rdname nnf
+#' @export
+nnf_linear <- function(x, weight, bias = NULL) {
+  # rf_matprod / rf_sweep trace symbolic values and fall back to base R otherwise.
+  y <- rf_matprod(x, t(weight))
+  if (is.null(bias)) y else rf_sweep(y, 2, bias, "+")
+}
+
+unary_sym_or <- function(x, op, fallback) {
+  if (!is_sym(x)) return(fallback(x))
+  s <- to_dtype(x, trace_float(), sys.call(-1))
+  new_sym(emit(.rf_b_unary, op, s$id), s$rdim, s$len, s$dtype)
+}
+
+#' @rdname nnf
+#' @export
+nnf_relu <- function(x) unary_sym_or(x, "relu", function(v) pmax(v, 0))
+#' @rdname nnf
+#' @export
+nnf_gelu <- function(x) unary_sym_or(x, "gelu", function(v) v * stats::pnorm(v))
+#' @rdname nnf
+#' @export
+nnf_sigmoid <- function(x) unary_sym_or(x, "sigmoid", function(v) 1 / (1 + exp(-v)))
+
+#' @rdname nnf
+#' @export
+nnf_layer_norm <- function(x, weight = NULL, bias = NULL, eps = 1e-5) {
+  xc <- rf_sweep(x, 1, rf_rowMeans(x), "-")
+  y <- rf_sweep(xc, 1, sqrt(rf_rowMeans(xc * xc) + eps), "/")
+  if (!is.null(weight)) y <- rf_sweep(y, 2, weight, "*")
+  if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
+  y
+}
+
+# The tensor permutation that turns rfuse's view of an R array of dim c(N, C, H, W) ([W, H, C, N])
+# into NCHW and back.
+reverse4 <- c(3L, 2L, 1L, 0L)
+
+to_nchw <- function(s, call) {
+  s <- to_dtype(as_sym(s, call), trace_float(), call)
+  if (length(s$rdim) != 4)
+    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)",
+                           paste(s$rdim %||% s$len, collapse = ", ")), call)
+  emit(.rf_b_transpose, s$id, reverse4, call = call)
+}
+from_nchw <- function(id, call) {
+  t <- emit(.rf_b_shape, id)
+  out <- emit(.rf_b_transpose, id, reverse4, call = call)
+  new_sym(out, as.integer(t), prod(t), trace_float())
+}
+
+# Runs a 2-D op on plain R arrays through a cached float64 program (base R has no convolution).
+eager_cache <- new.env(parent = emptyenv())
+run_eagerly <- function(key, f, args) {
+  jf <- eager_cache[[key]]
+  if (is.null(jf)) {
+    jf <- rf_jit(f, dtype = "float64")
+    assign(key, jf, envir = eager_cache)
+  }
+  do.call(jf, args)
+}
+
+#' @rdname nnf
+#' @export
+nnf_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
+  call <- sys.call()
+  st <- pair(stride); pd <- pair(padding); dl <- pair(dilation)
+  if (!any_sym(x, weight, bias)) {
+    key <- paste("conv2d", deparse(list(st, pd, dl, groups, is.null(bias))))
+    f <- if (is.null(bias)) function(x, weight) nnf_conv2d(x, weight, NULL, st, pd, dl, groups)
+         else function(x, weight, bias) nnf_conv2d(x, weight, bias, st, pd, dl, groups)
+    return(run_eagerly(key, f, if (is.null(bias)) list(x, weight) else list(x, weight, bias)))
+  }
+  xi <- to_nchw(x, call)
+  wi <- to_nchw(weight, call)
+  bi <- if (is.null(bias)) -1L else to_dtype(as_sym(bias, call), trace_float(), call)$id
+  y <- emit(.rf_b_conv2d, xi, wi, bi, st, c(pd[1], pd[1], pd[2], pd[2]), dl, as.integer(groups),
+            call = call)
+  from_nchw(y, call)
+}
+
+pool2d <- function(kind, x, kernel_size, stride, padding, call) {
+  k <- pair(kernel_size); st <- pair(stride %||% kernel_size); pd <- pair(padding)
+  if (!is_sym(x)) {
+    key <- paste(kind, deparse(list(k, st, pd)))
+    return(run_eagerly(key, function(x) pool2d(kind, x, k, st, pd, call), list(x)))
+  }
+  xi <- to_nchw(x, call)
+  from_nchw(emit(.rf_b_pool2d, kind, xi, k, st, c(pd[1], pd[1], pd[2], pd[2]), call = call), call)
+}
+
+#' @rdname nnf
+#' @export
+nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
+  pool2d("max", x, kernel_size, stride, padding, sys.call())
+#' @rdname nnf
+#' @export
+nnf_avg_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
+  pool2d("avg", x, kernel_size, stride, padding, sys.call())
+
+#' @rdname nnf
+#' @export
+nnf_flatten <- function(x) {
+  # torch's flatten(start_dim = 2): row-major over (C, H, W).
+  if (!is_sym(x)) {
+    d <- dim(x)
+    return(matrix(aperm(x, c(1, 4, 3, 2)), d[1]))
+  }
+  call <- sys.call()
+  xi <- to_nchw(x, call)
+  t <- emit(.rf_b_shape, xi)
+  flat <- emit(.rf_b_reshape, xi, c(t[1], prod(t[-1])), call = call)
+  out <- emit(.rf_b_transpose, flat, c(1L, 0L), call = call)
+  new_sym(out, c(t[1], prod(t[-1])), prod(t), trace_float())
+}
+
+# ---- Modules --------------------------------------------------------------------------------
+
+#' Define a module, torch-for-R style
+#'
+#' `nn_module()` returns a generator: calling it runs `initialize` on a new instance, whose
+#' methods see it as `self`. Calling the instance runs `forward`. Fields that are
+#' [nn_parameter()]s or modules make up `$parameters`; `$eval()` and `$train()` set `$training`.
+#'
+#' @param classname Class name of the instances.
+#' @param initialize,forward Methods; more methods may be given in `...`.
+#' @param ... Further methods.
+#' @return A generator function.
+#' @examples
+#' Net <- nn_module("Net",
+#'   initialize = function() { self$fc <- nn_linear(4, 2) },
+#'   forward = function(x) nnf_relu(self$fc(x)))
+#' net <- Net()
+#' net(matrix(rnorm(8), 2))
+#' names(net$parameters)
+#' @export
+nn_module <- function(classname = "nn_module", initialize = function(...) NULL,
+                      forward = function(...) stop("no forward method"), ...) {
+  methods <- c(list(initialize = initialize, forward = forward), list(...))
+  function(...) {
+    self <- new.env(parent = emptyenv())
+    self$training <- TRUE
+    for (nm in names(methods)) {
+      # Methods see `self`, and rfuse's traced versions of the base functions they call (which
+      # fall back to base R on plain values), so a model traces like any function.
+      m <- mask_function(methods[[nm]])
+      menv <- new.env(parent = environment(m))
+      menv$self <- self
+      environment(m) <- menv
+      assign(nm, m, envir = self)
+    }
+    self$eval <- function() { set_training(self, FALSE); invisible(instance) }
+    self$train <- function(mode = TRUE) { set_training(self, mode); invisible(instance) }
+    makeActiveBinding("parameters", function() module_parameters(self), self)
+    instance <- structure(function(...) self$forward(...), class = c(classname, "nn_module"),
+                          self = self)
+    self$initialize(...)
+    instance
+  }
+}
+
+set_training <- function(self, mode) {
+  self$training <- mode
+  for (nm in ls(self)) {
+    v <- get(nm, envir = self)
+    if (inherits(v, "nn_module")) set_training(attr(v, "self"), mode)
+  }
+}
+
+#' Mark an array as a module parameter
+#' @param x A numeric array.
+#' @return `x`, classed `rf_parameter`.
+#' @examples
+#' nn_parameter(matrix(0.5, 2, 2))
+#' @export
+nn_parameter <- function(x) structure(x, class = c("rf_parameter", class(unclass(x))))
+
+#' @export
+print.rf_parameter <- function(x, ...) {
+  cat("rfuse parameter\n")
+  print(unclass(x), ...)
+  invisible(x)
+}
+
+# Parameters of a module and its submodules, as a named list (names: paths like "fc.weight").
+module_parameters <- function(self, prefix = "") {
+  out <- list()
+  for (nm in sort(ls(self))) {
+    if (nm == "parameters") next
+    v <- get(nm, envir = self)
+    if (inherits(v, "rf_parameter")) out[[paste0(prefix, nm)]] <- v
+    else if (inherits(v, "nn_module"))
+      out <- c(out, module_parameters(attr(v, "self"), paste0(prefix, nm, ".")))
+  }
+  out
+}
+
+#' @export
+`$.nn_module` <- function(x, name) get(name, envir = attr(x, "self"))
+
+#' @export
+`$<-.nn_module` <- function(x, name, value) {
+  assign(name, value, envir = attr(x, "self"))
+  x
+}
+
+#' @export
+print.nn_module <- function(x, ...) {
+  p <- x$parameters
+  cat(sprintf("<%s> %d parameter arrays, %d values\n", class(x)[1], length(p),
+              sum(vapply(p, length, integer(1)))))
+  invisible(x)
+}
+
+# Sets parameter `path` ("fc.weight") of a module to `value` (used while tracing).
+set_parameter <- function(self, path, value) {
+  parts <- strsplit(path, ".", fixed = TRUE)[[1]]
+  for (p in parts[-length(parts)]) self <- attr(get(p, envir = self), "self")
+  assign(parts[length(parts)], value, envir = self)
+}
+
+init_uniform <- function(dims, fan_in) {
+  bound <- 1 / sqrt(fan_in)
+  v <- stats::runif(prod(dims), -bound, bound)
+  if (length(dims) > 1) array(v, dim = dims) else v
+}
+
+#' Layers
+#'
+#' torch-for-R style layers; each returns a module (see [nn_module()]). Weights are initialized
+#' like torch's defaults (uniform in +-1/sqrt(fan_in)); use [set.seed()] for reproducibility.
+#'
+#' @param in_features,out_features Sizes of a linear layer.
+#' @param in_channels,out_channels,kernel_size,stride,padding,dilation,groups Convolution.
+#' @param bias Whether the layer has a bias.
+#' @param normalized_shape Size of the normalized (last) dimension.
+#' @param eps Layer-norm epsilon.
+#' @param p Dropout probability (dropout is the identity in eval mode).
+#' @param ... Modules, in order.
+#' @return A module.
+#' @examples
+#' set.seed(1)
+#' net <- nn_sequential(nn_linear(3, 5), nn_relu(), nn_linear(5, 1))
+#' net(matrix(rnorm(6), 2))
+#' @name nn_layers
+NULL
+
+#' @rdname nn_layers
+#' @export
+nn_linear <- nn_module("nn_linear",
+  initialize = function(in_features, out_features, bias = TRUE) {
+    self$weight <- nn_parameter(init_uniform(c(out_features, in_features), in_features))
+    if (bias) self$bias <- nn_parameter(init_uniform(out_features, in_features))
+  },
+  forward = function(x) nnf_linear(x, self$weight, if (exists("bias", envir = self)) self$bias))
+
+#' @rdname nn_layers
+#' @export
+nn_conv2d <- nn_module("nn_conv2d",
+  initialize = function(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
+                        dilation = 1, groups = 1, bias = TRUE) {
+    k <- pair(kernel_size)
+    fan_in <- in_channels / groups * prod(k)
+    self$weight <- nn_parameter(init_uniform(c(out_channels, in_channels / groups, k), fan_in))
+    if (bias) self$bias <- nn_parameter(init_uniform(out_channels, fan_in))
+    self$stride <- stride; self$padding <- padding; self$dilation <- dilation; self$groups <- groups
+  },
+  forward = function(x) nnf_conv2d(x, self$weight, if (exists("bias", envir = self)) self$bias,
+                                   self$stride, self$padding, self$dilation, self$groups))
+
+#' @rdname nn_layers
+#' @export
+nn_relu <- nn_module("nn_relu", forward = function(x) nnf_relu(x))
+#' @rdname nn_layers
+#' @export
+nn_gelu <- nn_module("nn_gelu", forward = function(x) nnf_gelu(x))
+#' @rdname nn_layers
+#' @export
+nn_sigmoid <- nn_module("nn_sigmoid", forward = function(x) nnf_sigmoid(x))
+#' @rdname nn_layers
+#' @export
+nn_tanh <- nn_module("nn_tanh", forward = function(x) tanh(x))
+#' @rdname nn_layers
+#' @export
+nn_max_pool2d <- nn_module("nn_max_pool2d",
+  initialize = function(kernel_size, stride = NULL, padding = 0) {
+    self$kernel_size <- kernel_size; self$stride <- stride; self$padding <- padding
+  },
+  forward = function(x) nnf_max_pool2d(x, self$kernel_size, self$stride, self$padding))
+#' @rdname nn_layers
+#' @export
+nn_avg_pool2d <- nn_module("nn_avg_pool2d",
+  initialize = function(kernel_size, stride = NULL, padding = 0) {
+    self$kernel_size <- kernel_size; self$stride <- stride; self$padding <- padding
+  },
+  forward = function(x) nnf_avg_pool2d(x, self$kernel_size, self$stride, self$padding))
+#' @rdname nn_layers
+#' @export
+nn_flatten <- nn_module("nn_flatten", forward = function(x) nnf_flatten(x))
+#' @rdname nn_layers
+#' @export
+nn_dropout <- nn_module("nn_dropout",
+  initialize = function(p = 0.5) { self$p <- p },
+  forward = function(x) {
+    if (self$training && self$p > 0)
+      rf_unsupported("nn_dropout", sys.call(), "dropout in training mode is not supported yet; call $eval() for inference")
+    x
+  })
+#' @rdname nn_layers
+#' @export
+nn_layer_norm <- nn_module("nn_layer_norm",
+  initialize = function(normalized_shape, eps = 1e-5) {
+    self$weight <- nn_parameter(rep(1, normalized_shape))
+    self$bias <- nn_parameter(rep(0, normalized_shape))
+    self$eps <- eps
+  },
+  forward = function(x) nnf_layer_norm(x, self$weight, self$bias, self$eps))
+#' @rdname nn_layers
+#' @export
+nn_sequential <- nn_module("nn_sequential",
+  initialize = function(...) {
+    mods <- list(...)
+    self$n_modules <- length(mods)
+    for (i in seq_along(mods)) assign(sprintf("m%03d", i), mods[[i]], envir = self)
+  },
+  forward = function(x) {
+    for (i in seq_len(self$n_modules)) x <- get(sprintf("m%03d", i), envir = self)(x)
+    x
+  })
