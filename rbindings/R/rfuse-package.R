@@ -5,5 +5,8 @@
 #'
 #' @useDynLib rfuse, .registration = TRUE
 #' @importFrom Rcpp sourceCpp
+#' @importFrom methods new is setClass setMethod
+#' @exportClass rf_tensor
+#' @exportMethod Ops Arith Logic Math Summary %*% t mean dim length as.array as.vector show !
 #' @keywords internal
 "_PACKAGE"

@@ -15,7 +15,7 @@ passthrough_names <- c(
   "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
   "is.numeric", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
   "match.call", "nargs", "interactive", "&&", "||", "::", ":::", "exists", "get", "get0",
-  "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE")
+  "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE", "[[", "[[<-", "vector")
 
 group_generic_names <- c(
   "+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "!",
