@@ -256,16 +256,22 @@ init_uniform <- function(dims, fan_in) {
 
 #' Layers
 #'
-#' torch-for-R style layers; each returns a module (see [nn_module()]). Weights are initialized
-#' like torch's defaults (uniform in +-1/sqrt(fan_in)); use [set.seed()] for reproducibility.
+#' torch-for-R style layers; each is a generator (see [nn_module()]) whose arguments are:
+#' \itemize{
+#'   \item `nn_linear(in_features, out_features, bias = TRUE)`: weight `out x in`, bias `out`.
+#'   \item `nn_conv2d(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
+#'     dilation = 1, groups = 1, bias = TRUE)`.
+#'   \item `nn_max_pool2d(kernel_size, stride = kernel_size, padding = 0)`, likewise
+#'     `nn_avg_pool2d` (padding counted, as torch's default).
+#'   \item `nn_layer_norm(normalized_shape, eps = 1e-5)` over the last dim of a matrix.
+#'   \item `nn_dropout(p = 0.5)`: the identity after `$eval()`.
+#'   \item `nn_relu()`, `nn_gelu()`, `nn_sigmoid()`, `nn_tanh()`, `nn_flatten()`.
+#'   \item `nn_sequential(...)`: modules applied in order.
+#' }
+#' Weights are initialized like torch's defaults (uniform in +-1/sqrt(fan_in)); use
+#' [set.seed()] for reproducibility.
 #'
-#' @param in_features,out_features Sizes of a linear layer.
-#' @param in_channels,out_channels,kernel_size,stride,padding,dilation,groups Convolution.
-#' @param bias Whether the layer has a bias.
-#' @param normalized_shape Size of the normalized (last) dimension.
-#' @param eps Layer-norm epsilon.
-#' @param p Dropout probability (dropout is the identity in eval mode).
-#' @param ... Modules, in order.
+#' @param ... The layer's arguments, as listed above.
 #' @return A module.
 #' @examples
 #' set.seed(1)

@@ -86,9 +86,21 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
          parts)
 }
 
+#' Methods for symbolic values
+#'
+#' While [rf_jit()] traces a function its arguments are symbolic values of class `rf_sym`;
+#' these methods record the operation instead of computing it. They are not called directly.
+#'
+#' @param x A symbolic value.
+#' @param ... Ignored.
+#' @name rf_sym-methods
+#' @keywords internal
+#' @method mean rf_sym
 #' @export
 mean.rf_sym <- function(x, ...) reduce_all("mean", x, sys.call())
 
+#' @rdname rf_sym-methods
+#' @method t rf_sym
 #' @export
 t.rf_sym <- function(x) {
   call <- sys.call()

@@ -5,7 +5,7 @@
 #'
 #' @useDynLib rfuse, .registration = TRUE
 #' @importFrom Rcpp sourceCpp
-#' @importFrom methods new is setClass setMethod
+#' @importFrom methods new is setClass setMethod Arith Logic Math Ops Summary show
 #' @exportClass rf_tensor
 #' @exportMethod Ops Arith Logic Math Summary %*% t mean dim length as.array as.vector show !
 #' @keywords internal

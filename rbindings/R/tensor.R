@@ -4,6 +4,25 @@
 # With FALSE (the default) each operation runs at once, through the same machinery, so both modes
 # give the same numbers.
 
+#' The rf_tensor class and its methods
+#'
+#' An `rf_tensor` holds its values (or, in lazy mode, the recorded operation producing them) in
+#' an environment. Methods: the `Ops` (`Arith`, `Compare`, `Logic`, `!`), `Math` and `Summary`
+#' groups, `%*%`, `t`, `mean`, `dim`, `length`, `as.array`, `as.vector`, `show`.
+#'
+#' @slot env Environment with the values, the pending operation, dtype and device.
+#' @param x,e1,e2,y,object,mode,na.rm,... As for the base generics.
+#' @docType class
+#' @name rf_tensor-class
+#' @aliases rf_tensor-class Ops,rf_tensor,rf_tensor-method Ops,rf_tensor,ANY-method
+#'   Ops,ANY,rf_tensor-method Arith,rf_tensor,missing-method Logic,rf_tensor,missing-method
+#'   !,rf_tensor-method Math,rf_tensor-method Summary,rf_tensor-method
+#'   %*%,rf_tensor,ANY-method %*%,ANY,rf_tensor-method %*%,rf_tensor,rf_tensor-method
+#'   t,rf_tensor-method mean,rf_tensor-method dim,rf_tensor-method length,rf_tensor-method
+#'   as.array,rf_tensor-method as.vector,rf_tensor-method show,rf_tensor-method
+#' @keywords classes
+NULL
+
 setClass("rf_tensor", representation(env = "environment"))
 
 #' rfuse tensors
