@@ -97,6 +97,10 @@
     .Call(`_rfuse_rf_device_description`)
 }
 
+.rf_call_key <- function(args, names, staticNames) {
+    .Call(`_rfuse_rf_call_key`, args, names, staticNames)
+}
+
 .rf_available_pipelines <- function() {
     .Call(`_rfuse_rf_available_pipelines`)
 }

@@ -27,17 +27,6 @@ check_arg <- function(a, name, is_static) {
                        " (pass non-numeric settings through `static = \"<name>\"`)" else ""))
 }
 
-# Signature of a call: per argument its kind and dims (static ones by value).
-signature_key <- function(args, static_args) {
-  parts <- vapply(seq_along(args), function(i) {
-    a <- args[[i]]
-    if (static_args[i]) return(paste0(names(args)[i], "=", paste(deparse(a), collapse = "")))
-    paste0(names(args)[i], if (is.logical(a)) ":l[" else ":n[",
-           paste(dim(a) %||% c(length(a), 0L), collapse = "x"), "]")
-  }, "")
-  paste(parts, collapse = ";")
-}
-
 #' Compile an R function with rfuse
 #'
 #' `rf_jit()` returns a function that computes the same as `f` on base-R numeric vectors,
@@ -81,7 +70,8 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
   cache <- new.env(parent = emptyenv())
   .rf_counters$next_id <- .rf_counters$next_id + 1
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
-  state <- list(f = f, dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
+  state <- list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
+                dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
                 static = static, cache = cache, model = model)
   jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
@@ -107,32 +97,49 @@ model_function <- function(model) {
   }
 }
 
+# The cache key of a call: per argument its name (positional ones by f's formals), kind and dims;
+# static arguments (named in `static`, and logical scalars) by value. Kept cheap: it runs on
+# every call.
+call_key <- function(state, args) {
+  nms <- names(args)
+  if (is.null(nms) && !state$dots) {
+    nms <- state$formals[seq_along(args)]
+    nms[is.na(nms)] <- ""
+  } else if (is.null(nms) || any(!nzchar(nms))) {
+    nms <- names(name_args(state$f, args))
+  }
+  k <- .rf_call_key(args, nms, state$static)
+  if (any(k$static))
+    k$key <- paste(k$key, paste(vapply(args[k$static], function(a) paste(deparse(a), collapse = ""), ""),
+                                collapse = ";"))
+  list(key = k$key, names = nms, static = k$static)
+}
+
 # Looks up (or traces and compiles) the program for these arguments.
 jit_entry <- function(state, args) {
-  args <- name_args(state$f, args)
-  static_args <- names(args) %in% state$static |
-    vapply(args, function(a) is.logical(a) && length(a) == 1 && is.null(dim(a)), logical(1))
-  for (i in seq_along(args))
-    check_arg(args[[i]], if (nzchar(names(args)[i])) names(args)[i] else paste0("#", i), static_args[i])
-  key <- signature_key(args, static_args)
-  entry <- state$cache[[key]]
-  if (is.null(entry)) {
-    tr <- trace_function(state$f, args, state$dtype, static_args)
-    program <- rf_guard(.rf_compile(tr$text, state$pipeline))
-    entry <- list(program = program, trace = tr)
-    assign(key, entry, envir = state$cache)
-    .rf_counters$compiles <- .rf_counters$compiles + 1
-  } else {
+  k <- call_key(state, args)
+  names(args) <- k$names
+  entry <- state$cache[[k$key]]
+  if (!is.null(entry)) {
     .rf_counters$hits <- .rf_counters$hits + 1
+    return(list(entry = entry, args = args))
   }
+  for (i in seq_along(args))
+    check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
+  tr <- trace_function(state$f, args, state$dtype, k$static)
+  program <- rf_guard(.rf_compile(tr$text, state$pipeline))
+  entry <- list(program = program, trace = tr)
+  assign(k$key, entry, envir = state$cache)
+  .rf_counters$compiles <- .rf_counters$compiles + 1
   list(entry = entry, args = args)
 }
 
 jit_call <- function(state, args) {
   je <- jit_entry(state, args)
   tr <- je$entry$trace
-  outs <- rf_guard(.rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims,
-                           current_device()))
+  outs <- .rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims,
+                  current_device())
+  if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }
@@ -218,4 +225,7 @@ rf_cache_clear <- function() {
 #' @export
 rf_default_device <- function() structure(current_device(), description = .rf_device_description())
 
-current_device <- function() if (identical(getOption("rfuse.device"), "cpu")) "cpu" else .rf_device()
+current_device <- function() {
+  if (identical(getOption("rfuse.device"), "cpu")) return("cpu")
+  .rf_counters$device %||% (.rf_counters$device <- .rf_device()) # probed once per session
+}

@@ -321,6 +321,19 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_call_key
+List rf_call_key(List args, CharacterVector names, CharacterVector staticNames);
+RcppExport SEXP _rfuse_rf_call_key(SEXP argsSEXP, SEXP namesSEXP, SEXP staticNamesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type names(namesSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type staticNames(staticNamesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_call_key(args, names, staticNames));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_available_pipelines
 CharacterVector rf_available_pipelines();
 RcppExport SEXP _rfuse_rf_available_pipelines() {
@@ -332,7 +345,7 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_run
-List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device);
+SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device);
 RcppExport SEXP _rfuse_rf_run(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP outDimsSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
@@ -372,6 +385,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
+    {"_rfuse_rf_call_key", (DL_FUNC) &_rfuse_rf_call_key, 3},
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
     {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
     {NULL, NULL, 0}

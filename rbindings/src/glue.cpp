@@ -305,6 +305,39 @@ std::string rf_device_description() {
   });
 }
 
+// The cache key of an rf_jit call (see R/jit.R: call_key): per argument its name, type and dims;
+// which arguments are static (named in `staticNames`, or logical scalars) is returned for R to
+// add their values. In C++ because it runs on every call.
+// [[Rcpp::export(.rf_call_key)]]
+List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) {
+  std::string key;
+  LogicalVector isStatic(args.size());
+  for (R_xlen_t i = 0; i < args.size(); ++i) {
+    SEXP a = args[i];
+    std::string name = as<std::string>(names[i]);
+    SEXP dim = Rf_getAttrib(a, R_DimSymbol);
+    bool st = std::find(staticNames.begin(), staticNames.end(), name) != staticNames.end() ||
+              (TYPEOF(a) == LGLSXP && Rf_xlength(a) == 1 && Rf_isNull(dim));
+    isStatic[i] = st;
+    key += name;
+    if (st) {
+      key += "=?;";
+      continue;
+    }
+    key += ":";
+    key += Rf_type2char(TYPEOF(a));
+    key += "[";
+    if (Rf_isNull(dim)) {
+      key += std::to_string((long long)Rf_xlength(a));
+    } else {
+      for (R_xlen_t d = 0; d < Rf_xlength(dim); ++d)
+        key += (d ? "x" : "") + std::to_string(INTEGER(dim)[d]);
+    }
+    key += "];";
+  }
+  return List::create(_["key"] = key, _["static"] = isStatic);
+}
+
 // [[Rcpp::export(.rf_available_pipelines)]]
 CharacterVector rf_available_pipelines() {
   auto names = rfuse::availablePipelines();
@@ -315,8 +348,27 @@ CharacterVector rf_available_pipelines() {
 // validated in R); each is viewed as the row-major tensor of its reversed dims, which needs no
 // transposition: R's column-major order is exactly that. `dtypes` gives each argument's tensor
 // dtype, `outDims` each output's R dim attribute (NULL for a plain vector).
+List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const std::string &device);
+
+// Runs a compiled program. The hot path of every rf_jit call, so failures come back as a value
+// (class "rfuse_failure": condition class, message) that R turns into a classed condition,
+// saving a tryCatch per call.
 // [[Rcpp::export(.rf_run)]]
-List rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device) {
+SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device) {
+  try {
+    return runProgram(p, args, dtypes, outDims, device);
+  } catch (const Rcpp::exception &e) {
+    std::string msg = e.what();
+    size_t colon = msg.find(": ");
+    CharacterVector failure = CharacterVector::create(
+        colon == std::string::npos ? std::string("rfuse_error") : msg.substr(0, colon),
+        colon == std::string::npos ? msg : msg.substr(colon + 2));
+    failure.attr("class") = "rfuse_failure";
+    return failure;
+  }
+}
+
+List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const std::string &device) {
   return guarded([&] {
     const rfuse::Program &prog = program(p);
     rfuse::Device dev = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
