@@ -32,6 +32,8 @@ for k, peak in (("float32", gemm32), ("bfloat16", gemm16)):
               f"{rf[f'mm_bias_gelu_{k}']['ms'] / rf[f'mm_plain_{k}']['ms']:.3f}x")
 w3 = tb.get("W3_cnn2_forward_b128", {})
 row("W3 CNN-2 forward b128", "W3_cnn2_forward_b128", w3.get("eager_ms"), w3.get("compiled_ms"), None)
+if "W3_cnn2_reduce_overhead_ms" in tb2:
+    print(f"  torch.compile mode=reduce-overhead (CUDA graphs): {tb2['W3_cnn2_reduce_overhead_ms']:.4f} ms")
 if "W1_cold_compile_s" in rf:
     print(f"W1 cold compile (trace+fuse+NVRTC): {rf['W1_cold_compile_s']:.3f} s")
 print(f"kernel cache this process: compiled {rf.get('kernel_cache_compiles')}, disk hits {rf.get('kernel_cache_disk_hits')}")

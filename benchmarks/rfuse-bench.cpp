@@ -141,6 +141,18 @@ int main() {
     }, {{4096, 4096}, {4096, 4096}, {4096}}, dt, 0, flops, 30);
   }
 
+  // W3: the seed CNN forward, batch 128 (NCHW; conv 1->8 k3, relu, maxpool 2, conv 8->16 k3,
+  // relu, maxpool 2, flatten, linear 400->10).
+  run("W3_cnn2_forward_b128", [&](GraphBuilder &g) {
+    TracedValue x = g.input({128, 1, 28, 28}, DType::F32);
+    TracedValue w1 = g.input({8, 1, 3, 3}, DType::F32), b1 = g.input({8}, DType::F32);
+    TracedValue w2 = g.input({16, 8, 3, 3}, DType::F32), b2 = g.input({16}, DType::F32);
+    TracedValue fw = g.input({400, 10}, DType::F32), fb = g.input({10}, DType::F32);
+    TracedValue h = g.maxPool2d(g.relu(g.conv2d(x, w1, b1)));
+    h = g.maxPool2d(g.relu(g.conv2d(h, w2, b2)));
+    g.finish({g.add(g.matmul(g.reshape(h, {128, 400}), fw), fb)});
+  }, {{128, 1, 28, 28}, {8, 1, 3, 3}, {8}, {16, 8, 3, 3}, {16}, {400, 10}, {10}}, DType::F32, 0, 0, 100);
+
   auto st = cuda::kernelCacheStats();
   st.compiles -= probe.compiles;
   st.diskHits -= probe.diskHits;

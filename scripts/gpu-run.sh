@@ -10,7 +10,9 @@ out="${OUT:-/tmp/rfuse-out}"
 mkdir -p "$out" /tmp/rfuse-gpu
 tar -C /tmp/rfuse-gpu -xJf .bundle/rfuse-gpu.tar.xz
 R=/tmp/rfuse-gpu/rfuse
-export LD_LIBRARY_PATH="$R/lib:${LD_LIBRARY_PATH:-}"
+# cuDNN comes with PyTorch's wheels there (nvidia-cudnn-cu13).
+cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH="$R/lib:${cudnn_dir:+$cudnn_dir:}${LD_LIBRARY_PATH:-}"
 export RFUSE_CACHE_DIR=/tmp/rfuse-kernel-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 if [ "$what" = tests ] || [ "$what" = all ]; then

@@ -899,9 +899,42 @@ std::string sanitize(StringRef name) {
   return s;
 }
 
+// The ops after a library call (matmul, convolution) as one generated pointwise kernel over the
+// library's result `product` (the kernel's input 0, then the region inputs it reads).
+bool buildEpilogue(const Region &r, Value product, ArrayRef<Operation *> rest, const std::string &name,
+                   std::optional<KernelSpec> &epilogue, std::vector<int> &epilogueInputs,
+                   bool &outputIsProduct, std::string &why) {
+  bool productIsOutput = llvm::is_contained(r.outputs, product);
+  if (rest.empty()) {
+    if (r.outputs.size() != 1 || r.outputs[0] != product) {
+      why = "a library kernel whose outputs are not its result";
+      return false;
+    }
+    outputIsProduct = true;
+    return true;
+  }
+  if (productIsOutput && r.outputs[0] != product) {
+    why = "a library kernel that returns its result after other outputs";
+    return false;
+  }
+  Region e{{product}, {}, {}, r.loc};
+  for (Operation *op : rest)
+    for (Value v : op->getOperands())
+      if (auto it = llvm::find(r.inputs, v); it != r.inputs.end() && !llvm::is_contained(e.inputs, v)) {
+        e.inputs.push_back(v);
+        epilogueInputs.push_back(it - r.inputs.begin());
+      }
+  e.ops.assign(rest.begin(), rest.end());
+  for (Value o : r.outputs)
+    if (o != product)
+      e.outputs.push_back(o);
+  epilogue = PointwiseEmitter(e, name + "_epilogue").emit(why);
+  outputIsProduct = productIsOutput;
+  return epilogue.has_value();
+}
+
 // cuBLASLt for the contraction, its epilogue where cuBLASLt has one, a generated kernel otherwise.
-std::optional<MatmulSpec> planMatmul(func::FuncOp fn, std::string &why) {
-  Region r = regionOf(fn);
+std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, std::string &why) {
   MatmulOp mm;
   for (Operation *op : r.ops)
     if (auto m = dyn_cast<MatmulOp>(op))
@@ -973,38 +1006,109 @@ std::optional<MatmulSpec> planMatmul(func::FuncOp fn, std::string &why) {
       }
     }
   }
-  if (rest.empty()) {
-    spec.outputIsProduct = true;
-    if (r.outputs.size() != 1 || r.outputs[0] != product) {
-      why = "a matmul kernel whose outputs are not its product";
-      return std::nullopt;
-    }
-    return spec;
-  }
-  // Generated epilogue: a pointwise kernel over the product.
-  Region e{{product}, {}, {}, fn.getLoc()};
-  for (Operation *op : rest)
-    for (Value v : op->getOperands())
-      if (inputIndex(v) >= 0 && !llvm::is_contained(e.inputs, v)) {
-        e.inputs.push_back(v);
-        spec.epilogueInputs.push_back(inputIndex(v));
-      }
-  e.ops = rest;
-  for (Value o : r.outputs)
-    if (o != product)
-      e.outputs.push_back(o);
-  if (productIsOutput && r.outputs[0] != product) {
-    why = "a matmul kernel that returns the product after other outputs";
+  if (!buildEpilogue(r, product, rest, name, spec.epilogue, spec.epilogueInputs,
+                     spec.outputIsProduct, why))
     return std::nullopt;
-  }
-  PointwiseEmitter pe(e, sanitize(fn.getName()) + "_epilogue");
-  spec.epilogue = pe.emit(why);
-  if (!spec.epilogue)
-    return std::nullopt;
-  spec.outputIsProduct = productIsOutput;
   return spec;
 }
 
+// Plans cuDNN for a conv_epilogue region's convolution and a generated kernel for the rest.
+std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::string &why) {
+  Conv2dOp conv;
+  for (Operation *op : r.ops)
+    if (auto c = dyn_cast<Conv2dOp>(op))
+      conv = c;
+  if (!conv) {
+    why = "no conv2d in a conv_epilogue kernel";
+    return std::nullopt;
+  }
+  auto inputIndex = [&](Value v) {
+    auto it = llvm::find(r.inputs, v);
+    return it == r.inputs.end() ? -1 : (int)(it - r.inputs.begin());
+  };
+  ConvSpec spec;
+  spec.dtype = dtypeOf(conv.getResult());
+  auto pad = conv.getPadding();
+  if (pad[0] != pad[1] || pad[2] != pad[3]) {
+    why = "asymmetric padding (cuDNN pads symmetrically)";
+    return std::nullopt;
+  }
+  spec.nhwc = conv.getLayout() == Layout::NHWC;
+  auto in = shapeOf(conv.getInput()), f = shapeOf(conv.getFilter()), out = shapeOf(conv.getResult());
+  spec.n = in[0];
+  spec.c = spec.nhwc ? in[3] : in[1];
+  spec.h = spec.nhwc ? in[1] : in[2];
+  spec.w = spec.nhwc ? in[2] : in[3];
+  spec.o = f[0];
+  spec.kh = spec.nhwc ? f[1] : f[2];
+  spec.kw = spec.nhwc ? f[2] : f[3];
+  spec.oh = spec.nhwc ? out[1] : out[2];
+  spec.ow = spec.nhwc ? out[2] : out[3];
+  spec.padH = pad[0];
+  spec.padW = pad[2];
+  spec.strideH = conv.getStrides()[0];
+  spec.strideW = conv.getStrides()[1];
+  spec.dilationH = conv.getDilation()[0];
+  spec.dilationW = conv.getDilation()[1];
+  spec.groups = conv.getGroups();
+  spec.inputIndex = inputIndex(conv.getInput());
+  spec.filterIndex = inputIndex(conv.getFilter());
+  spec.biasIndex = conv.getBias() ? inputIndex(conv.getBias()) : -1;
+  if (spec.inputIndex < 0 || spec.filterIndex < 0 || (conv.getBias() && spec.biasIndex < 0)) {
+    why = "a convolution whose operands are computed in the region";
+    return std::nullopt;
+  }
+  SmallVector<Operation *> rest;
+  for (Operation *op : r.ops)
+    if (op != conv.getOperation())
+      rest.push_back(op);
+  if (!buildEpilogue(r, conv.getResult(), rest, name, spec.epilogue, spec.epilogueInputs,
+                     spec.outputIsProduct, why))
+    return std::nullopt;
+  return spec;
+}
+
+std::optional<PoolSpec> planPool(Operation *op, std::string &why) {
+  PoolSpec p;
+  ArrayRef<int64_t> k, st, pad;
+  Layout layout;
+  if (auto m = dyn_cast<MaxPool2dOp>(op)) {
+    k = m.getKernel(); st = m.getStrides(); pad = m.getPadding(); layout = m.getLayout();
+  } else {
+    auto a = cast<AvgPool2dOp>(op);
+    k = a.getKernel(); st = a.getStrides(); pad = a.getPadding(); layout = a.getLayout();
+    p.isMax = false;
+    p.countIncludePad = a.getCountIncludePad();
+  }
+  if (pad[0] != pad[1] || pad[2] != pad[3]) {
+    why = "asymmetric padding (cuDNN pads symmetrically)";
+    return std::nullopt;
+  }
+  p.dtype = dtypeOf(op->getResult(0));
+  p.nhwc = layout == Layout::NHWC;
+  auto in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
+  p.n = in[0];
+  p.c = p.nhwc ? in[3] : in[1];
+  p.h = p.nhwc ? in[1] : in[2];
+  p.w = p.nhwc ? in[2] : in[3];
+  p.oh = p.nhwc ? out[1] : out[2];
+  p.ow = p.nhwc ? out[2] : out[3];
+  p.kh = k[0]; p.kw = k[1];
+  p.padH = pad[0]; p.padW = pad[2];
+  p.strideH = st[0]; p.strideW = st[1];
+  return p;
+}
+
+} // namespace
+
+namespace {
+bool isReductionOp(Operation *op) { return isReduction(op); }
+std::optional<KernelSpec> emitPointwise(const Region &r, const std::string &name, std::string &why) {
+  return PointwiseEmitter(r, name).emit(why);
+}
+std::optional<KernelSpec> emitReduction(const Region &r, const std::string &name, std::string &why) {
+  return ReductionEmitter(r, name).emit(why);
+}
 } // namespace
 
 KernelPlan planKernel(func::FuncOp fn) {
@@ -1031,14 +1135,47 @@ KernelPlan planKernel(func::FuncOp fn) {
     break;
   }
   case FusionKind::matmul_epilogue:
-    plan.matmul = planMatmul(fn, why);
+    plan.matmul = planMatmul(regionOf(fn), sanitize(fn.getName()), why);
     break;
   case FusionKind::conv_epilogue:
-    why = "convolution runs through cuDNN, which this build does not drive yet";
+    plan.conv = planConv(regionOf(fn), sanitize(fn.getName()), why);
     break;
   }
-  if (!plan.kernel && !plan.matmul)
+  if (!plan.kernel && !plan.matmul && !plan.conv)
     plan.unsupported = why.empty() ? "no GPU code for this kernel" : why;
+  return plan;
+}
+
+KernelPlan planOperation(Operation *op, const std::string &name) {
+  KernelPlan plan;
+  plan.function = name;
+  Region r{{}, {op}, {}, op->getLoc()};
+  for (Value v : op->getOperands())
+    if (!llvm::is_contained(r.inputs, v))
+      r.inputs.push_back(v);
+  for (Value v : op->getResults())
+    r.outputs.push_back(v);
+  std::string why;
+  if (isa<MatmulOp>(op)) {
+    plan.kind = "matmul_epilogue";
+    plan.matmul = planMatmul(r, name, why);
+  } else if (isReductionOp(op)) {
+    plan.kind = "reduction";
+    plan.kernel = emitReduction(r, name, why);
+  } else if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op)) {
+    plan.kind = "pointwise";
+    plan.kernel = emitPointwise(r, name, why);
+  } else if (isa<MaxPool2dOp, AvgPool2dOp>(op)) {
+    plan.kind = "pool";
+    plan.pool = planPool(op, why);
+  } else if (isa<Conv2dOp>(op)) {
+    plan.kind = "conv_epilogue";
+    plan.conv = planConv(r, name, why);
+  } else {
+    why = "no GPU code for '" + op->getName().getStringRef().str() + "'";
+  }
+  if (!plan.kernel && !plan.matmul && !plan.conv && !plan.pool)
+    plan.unsupported = why;
   return plan;
 }
 

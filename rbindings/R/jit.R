@@ -216,8 +216,9 @@ rf_cache_clear <- function() {
 #' `"cuda"` when a usable NVIDIA GPU is found (driver, device and NVRTC; the CUDA libraries are
 #' loaded on first use, so machines without them work unchanged), else `"cpu"`.
 #' `options(rfuse.device = "cpu")` forces the CPU. On the GPU, fused kernels are generated CUDA
-#' C++ compiled with NVRTC and matrix products run through cuBLASLt; on the CPU programs run on
-#' rfuse's reference interpreter (the CPU code generator is future work).
+#' C++ compiled with NVRTC, matrix products run through cuBLASLt and convolutions through cuDNN;
+#' on the CPU programs run on rfuse's reference interpreter (the CPU code generator is future
+#' work).
 #'
 #' @return `"cpu"` or `"cuda"`; its attribute `"description"` names the GPU (or why there is none).
 #' @examples

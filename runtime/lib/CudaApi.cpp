@@ -142,6 +142,42 @@ const CublasLtApi &cublasLt() {
   return api;
 }
 
+const CudnnApi &cudnn() {
+  static CudnnApi api = [] {
+    CudnnApi a{};
+    void *lib = openFirst({"libcudnn.so.9", "libcudnn.so"}, a.error);
+    if (!lib)
+      return a;
+    bool ok = true;
+#define RF_BIND(field, sym) ok &= bind(lib, a.field, sym, a.error)
+    RF_BIND(cudnnCreate, "cudnnCreate");
+    RF_BIND(cudnnSetStream, "cudnnSetStream");
+    RF_BIND(cudnnGetErrorString, "cudnnGetErrorString");
+    RF_BIND(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
+    RF_BIND(cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
+    RF_BIND(cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor");
+    RF_BIND(cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor");
+    RF_BIND(cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
+    RF_BIND(cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor");
+    RF_BIND(cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
+    RF_BIND(cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
+    RF_BIND(cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
+    RF_BIND(cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType");
+    RF_BIND(cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
+    RF_BIND(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7");
+    RF_BIND(cudnnConvolutionForward, "cudnnConvolutionForward");
+    RF_BIND(cudnnAddTensor, "cudnnAddTensor");
+    RF_BIND(cudnnCreatePoolingDescriptor, "cudnnCreatePoolingDescriptor");
+    RF_BIND(cudnnSetPooling2dDescriptor, "cudnnSetPooling2dDescriptor");
+    RF_BIND(cudnnDestroyPoolingDescriptor, "cudnnDestroyPoolingDescriptor");
+    RF_BIND(cudnnPoolingForward, "cudnnPoolingForward");
+#undef RF_BIND
+    a.loaded = ok;
+    return a;
+  }();
+  return api;
+}
+
 void check(CUresult r, const char *call, const std::string &what) {
   if (r == CUDA_SUCCESS)
     return;

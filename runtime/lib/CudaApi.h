@@ -5,6 +5,7 @@
 
 #include <cublasLt.h>
 #include <cuda.h>
+#include <cudnn.h>
 #include <nvrtc.h>
 
 #include <string>
@@ -87,7 +88,49 @@ struct CublasLtApi {
                                    size_t, cudaStream_t);
 };
 
+struct CudnnApi {
+  bool loaded = false;
+  std::string error;
+  cudnnStatus_t (*cudnnCreate)(cudnnHandle_t *);
+  cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, cudaStream_t);
+  const char *(*cudnnGetErrorString)(cudnnStatus_t);
+  cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t *);
+  cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, cudnnTensorFormat_t,
+                                              cudnnDataType_t, int, int, int, int);
+  cudnnStatus_t (*cudnnDestroyTensorDescriptor)(cudnnTensorDescriptor_t);
+  cudnnStatus_t (*cudnnCreateFilterDescriptor)(cudnnFilterDescriptor_t *);
+  cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, cudnnDataType_t,
+                                              cudnnTensorFormat_t, int, int, int, int);
+  cudnnStatus_t (*cudnnDestroyFilterDescriptor)(cudnnFilterDescriptor_t);
+  cudnnStatus_t (*cudnnCreateConvolutionDescriptor)(cudnnConvolutionDescriptor_t *);
+  cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int, int, int, int,
+                                                   int, int, cudnnConvolutionMode_t, cudnnDataType_t);
+  cudnnStatus_t (*cudnnSetConvolutionGroupCount)(cudnnConvolutionDescriptor_t, int);
+  cudnnStatus_t (*cudnnSetConvolutionMathType)(cudnnConvolutionDescriptor_t, cudnnMathType_t);
+  cudnnStatus_t (*cudnnDestroyConvolutionDescriptor)(cudnnConvolutionDescriptor_t);
+  cudnnStatus_t (*cudnnGetConvolutionForwardAlgorithm_v7)(cudnnHandle_t, cudnnTensorDescriptor_t,
+                                                          cudnnFilterDescriptor_t,
+                                                          cudnnConvolutionDescriptor_t,
+                                                          cudnnTensorDescriptor_t, int, int *,
+                                                          cudnnConvolutionFwdAlgoPerf_t *);
+  cudnnStatus_t (*cudnnConvolutionForward)(cudnnHandle_t, const void *, cudnnTensorDescriptor_t,
+                                           const void *, cudnnFilterDescriptor_t, const void *,
+                                           cudnnConvolutionDescriptor_t, cudnnConvolutionFwdAlgo_t,
+                                           void *, size_t, const void *, cudnnTensorDescriptor_t,
+                                           void *);
+  cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void *, cudnnTensorDescriptor_t,
+                                  const void *, const void *, cudnnTensorDescriptor_t, void *);
+  cudnnStatus_t (*cudnnCreatePoolingDescriptor)(cudnnPoolingDescriptor_t *);
+  cudnnStatus_t (*cudnnSetPooling2dDescriptor)(cudnnPoolingDescriptor_t, cudnnPoolingMode_t,
+                                               cudnnNanPropagation_t, int, int, int, int, int, int);
+  cudnnStatus_t (*cudnnDestroyPoolingDescriptor)(cudnnPoolingDescriptor_t);
+  cudnnStatus_t (*cudnnPoolingForward)(cudnnHandle_t, cudnnPoolingDescriptor_t, const void *,
+                                       cudnnTensorDescriptor_t, const void *, const void *,
+                                       cudnnTensorDescriptor_t, void *);
+};
+
 const DriverApi &driver();
+const CudnnApi &cudnn();
 const NvrtcApi &nvrtc();
 const CublasLtApi &cublasLt();
 

@@ -207,13 +207,15 @@ struct GpuProgram::Impl {
   std::string entry;
   Device &dev = Device::get();
 
-  enum class Kind { Kernel, Matmul, Alias, Host };
+  enum class Kind { Kernel, Matmul, Conv, Pool, Alias, Host };
   struct Step {
     Kind kind;
     Operation *op = nullptr;               // the call / op in the entry function
     std::optional<KernelSpec> kernel;      // Kind::Kernel
     CUfunction fn = nullptr;
     std::optional<MatmulSpec> matmul;      // Kind::Matmul
+    std::optional<ConvSpec> conv;          // Kind::Conv
+    std::optional<PoolSpec> pool;          // Kind::Pool
     CUfunction epilogueFn = nullptr;
     struct Lt {                            // cuBLASLt descriptors and the tuned algorithm
       cublasLtMatmulDesc_t desc = nullptr;
@@ -246,14 +248,50 @@ struct GpuProgram::Impl {
     return slotOf[v] = slots.size() - 1;
   }
 
+  // Kernels to compile, and which step (and whether its epilogue) each belongs to.
+  std::vector<std::string> names, sources;
+  std::vector<std::pair<size_t, bool>> kernelOf;
+
+  // Makes step `s` (the next one) run `p`: a generated kernel, a cuBLASLt matmul (+ epilogue
+  // kernel), or, when codegen has nothing, the host interpreter.
+  void adopt(Step &s, const KernelPlan &p, const std::string &label) {
+    auto addKernel = [&](const KernelSpec &k, bool epilogue) {
+      kernelOf.push_back({steps.size(), epilogue});
+      names.push_back(k.name);
+      sources.push_back(k.source);
+    };
+    if (p.kernel) {
+      s.kind = Kind::Kernel;
+      s.kernel = p.kernel;
+      addKernel(*p.kernel, false);
+    } else if (p.matmul) {
+      s.kind = Kind::Matmul;
+      s.matmul = p.matmul;
+      if (p.matmul->epilogue)
+        addKernel(*p.matmul->epilogue, true);
+    } else if ((p.conv || p.pool) && !cudnn().loaded) {
+      s.kind = Kind::Host;
+      fallbacks.push_back(label + ": cuDNN is not available (" + cudnn().error + ")");
+    } else if (p.conv) {
+      s.kind = Kind::Conv;
+      s.conv = p.conv;
+      if (p.conv->epilogue)
+        addKernel(*p.conv->epilogue, true);
+    } else if (p.pool) {
+      s.kind = Kind::Pool;
+      s.pool = p.pool;
+    } else {
+      s.kind = Kind::Host;
+      fallbacks.push_back(label + ": " + p.unsupported);
+    }
+  }
+
   void plan() {
     auto fn = module.lookupSymbol<func::FuncOp>(entry);
     if (!fn)
       throw CudaError("no function '" + entry + "'");
     for (BlockArgument a : fn.getArguments())
       argSlots.push_back(slot(a));
-    std::vector<std::string> names, sources;
-    std::vector<std::pair<size_t, bool>> kernelOf; // (step, isEpilogue)
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (Value v : ret.getOperands())
@@ -266,7 +304,7 @@ struct GpuProgram::Impl {
         s.in.push_back(slot(v));
       for (Value v : op.getResults())
         s.out.push_back(slot(v));
-      if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (isa<ConstantOp>(op)) {
         s.kind = Kind::Host; // computed once on the host, kept on the device
         slots[s.out[0]].persistent = true;
       } else if (isa<ReshapeOp>(op)) {
@@ -276,29 +314,21 @@ struct GpuProgram::Impl {
           root = slots[root].aliasOf;
         slots[s.out[0]].aliasOf = root;
       } else if (auto call = dyn_cast<func::CallOp>(op)) {
-        auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
-        KernelPlan p = planKernel(callee);
-        if (p.kernel) {
-          s.kind = Kind::Kernel;
-          s.kernel = p.kernel;
-          kernelOf.push_back({steps.size(), false});
-          names.push_back(p.kernel->name);
-          sources.push_back(p.kernel->source);
-        } else if (p.matmul) {
-          s.kind = Kind::Matmul;
-          s.matmul = p.matmul;
-          if (p.matmul->epilogue) {
-            kernelOf.push_back({steps.size(), true});
-            names.push_back(p.matmul->epilogue->name);
-            sources.push_back(p.matmul->epilogue->source);
-          }
-        } else {
-          s.kind = Kind::Host;
-          fallbacks.push_back(call.getCallee().str() + ": " + p.unsupported);
-        }
+        adopt(s, planKernel(module.lookupSymbol<func::FuncOp>(call.getCallee())),
+              call.getCallee().str());
       } else {
-        s.kind = Kind::Host;
-        fallbacks.push_back(op.getName().getStringRef().str() + ": runs on the host interpreter");
+        adopt(s, planOperation(&op, "op" + std::to_string(steps.size()) + "_" +
+                                        op.getName().stripDialect().str()),
+              op.getName().getStringRef().str());
+        // A one-op kernel takes each distinct operand once (mul(x, x) has one input); the host
+        // interpreter takes the op's operands as they are.
+        if (s.kind != Kind::Host) {
+          std::vector<int> distinct;
+          for (int sl : s.in)
+            if (!llvm::is_contained(distinct, sl))
+              distinct.push_back(sl);
+          s.in = distinct;
+        }
       }
       steps.push_back(std::move(s));
     }
@@ -478,6 +508,128 @@ struct GpuProgram::Impl {
     }
   }
 
+  // ---- cuDNN ----------------------------------------------------------------------------------
+
+  static cudnnDataType_t cudnnType(DType d) {
+    switch (d) {
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    case DType::F16: return CUDNN_DATA_HALF;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+    }
+  }
+  static void ok(cudnnStatus_t st, const char *what) {
+    if (st != CUDNN_STATUS_SUCCESS)
+      throw CudaError(std::string("cuDNN ") + what + " failed: " + cudnn().cudnnGetErrorString(st));
+  }
+  cudnnHandle_t dnn() {
+    static cudnnHandle_t h = nullptr;
+    if (!h) {
+      ok(cudnn().cudnnCreate(&h), "cudnnCreate");
+      ok(cudnn().cudnnSetStream(h, (cudaStream_t)dev.stream), "cudnnSetStream");
+    }
+    return h;
+  }
+  // A 4-D tensor descriptor from logical N, C, H, W in the given memory format.
+  cudnnTensorDescriptor_t tensorDesc(DType d, bool nhwc, int64_t n, int64_t c, int64_t h, int64_t w) {
+    cudnnTensorDescriptor_t t;
+    ok(cudnn().cudnnCreateTensorDescriptor(&t), "CreateTensorDescriptor");
+    ok(cudnn().cudnnSetTensor4dDescriptor(t, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cudnnType(d),
+                                          (int)n, (int)c, (int)h, (int)w),
+       "SetTensor4dDescriptor");
+    return t;
+  }
+
+  void runConv(Step &s) {
+    const ConvSpec &c = *s.conv;
+    const CudnnApi &api = cudnn();
+    auto in = [&](int i) { return ptr(s.in[i]); };
+    CUdeviceptr out = ptr(s.out[0]);
+    size_t productBytes = (size_t)c.n * c.o * c.oh * c.ow * dtypeSize(c.dtype);
+    bool tempProduct = c.epilogue && !c.outputIsProduct;
+    CUdeviceptr product = tempProduct ? dev.alloc(productBytes) : out;
+    cudnnTensorDescriptor_t x = tensorDesc(c.dtype, c.nhwc, c.n, c.c, c.h, c.w);
+    cudnnTensorDescriptor_t y = tensorDesc(c.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
+    cudnnFilterDescriptor_t f;
+    ok(api.cudnnCreateFilterDescriptor(&f), "CreateFilterDescriptor");
+    ok(api.cudnnSetFilter4dDescriptor(f, cudnnType(c.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                      (int)c.o, (int)(c.c / c.groups), (int)c.kh, (int)c.kw),
+       "SetFilter4dDescriptor");
+    cudnnConvolutionDescriptor_t conv;
+    ok(api.cudnnCreateConvolutionDescriptor(&conv), "CreateConvolutionDescriptor");
+    ok(api.cudnnSetConvolution2dDescriptor(conv, (int)c.padH, (int)c.padW, (int)c.strideH, (int)c.strideW,
+                                           (int)c.dilationH, (int)c.dilationW, CUDNN_CROSS_CORRELATION,
+                                           c.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+       "SetConvolution2dDescriptor");
+    ok(api.cudnnSetConvolutionGroupCount(conv, (int)c.groups), "SetConvolutionGroupCount");
+    api.cudnnSetConvolutionMathType(conv, allowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    dev.ensureCublasLt(); // for the shared workspace
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int found = 0;
+    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dnn(), x, f, conv, y, 8, &found, perf),
+       "GetConvolutionForwardAlgorithm_v7");
+    int pick = -1;
+    for (int i = 0; i < found && pick < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
+        pick = i;
+    if (pick < 0)
+      throw CudaError("cuDNN found no convolution algorithm within the workspace");
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    bool f64 = c.dtype == DType::F64;
+    const void *one = f64 ? (const void *)&one64 : (const void *)&one32;
+    const void *zero = f64 ? (const void *)&zero64 : (const void *)&zero32;
+    ok(api.cudnnConvolutionForward(dnn(), one, x, (void *)in(c.inputIndex), f, (void *)in(c.filterIndex),
+                                   conv, perf[pick].algo, (void *)dev.workspace, dev.workspaceSize,
+                                   zero, y, (void *)product),
+       "ConvolutionForward");
+    if (c.biasIndex >= 0) {
+      cudnnTensorDescriptor_t b = tensorDesc(c.dtype, c.nhwc, 1, c.o, 1, 1);
+      ok(api.cudnnAddTensor(dnn(), one, b, (void *)in(c.biasIndex), one, y, (void *)product), "AddTensor");
+      api.cudnnDestroyTensorDescriptor(b);
+    }
+    api.cudnnDestroyConvolutionDescriptor(conv);
+    api.cudnnDestroyFilterDescriptor(f);
+    api.cudnnDestroyTensorDescriptor(x);
+    api.cudnnDestroyTensorDescriptor(y);
+    if (c.epilogue) {
+      std::vector<CUdeviceptr> args = {product};
+      for (int i : c.epilogueInputs)
+        args.push_back(in(i));
+      for (size_t o = c.outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
+        args.push_back(ptr(s.out[o]));
+      launch(*c.epilogue, s.epilogueFn, args);
+      if (tempProduct)
+        dev.release(product, productBytes); // stream-ordered
+    }
+  }
+
+  void runPool(Step &s) {
+    const PoolSpec &p = *s.pool;
+    const CudnnApi &api = cudnn();
+    cudnnTensorDescriptor_t x = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.h, p.w);
+    cudnnTensorDescriptor_t y = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
+    cudnnPoolingDescriptor_t pd;
+    ok(api.cudnnCreatePoolingDescriptor(&pd), "CreatePoolingDescriptor");
+    cudnnPoolingMode_t mode = p.isMax ? CUDNN_POOLING_MAX
+                              : p.countIncludePad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    // NaN propagates, as rf_max does on the interpreter.
+    ok(api.cudnnSetPooling2dDescriptor(pd, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padH,
+                                       (int)p.padW, (int)p.strideH, (int)p.strideW),
+       "SetPooling2dDescriptor");
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    bool f64 = p.dtype == DType::F64;
+    ok(api.cudnnPoolingForward(dnn(), pd, f64 ? (const void *)&one64 : (const void *)&one32, x,
+                               (void *)ptr(s.in[0]), f64 ? (const void *)&zero64 : (const void *)&zero32,
+                               y, (void *)ptr(s.out[0])),
+       "PoolingForward");
+    api.cudnnDestroyPoolingDescriptor(pd);
+    api.cudnnDestroyTensorDescriptor(x);
+    api.cudnnDestroyTensorDescriptor(y);
+  }
+
   void upload(int sl, const HostTensor &t) {
     std::vector<char> b = toBytes(t);
     check(driver().cuMemcpyHtoDAsync(ptr(sl), b.data(), b.size(), dev.stream), "cuMemcpyHtoD",
@@ -511,6 +663,12 @@ struct GpuProgram::Impl {
       }
       case Kind::Matmul:
         runMatmul(s);
+        break;
+      case Kind::Conv:
+        runConv(s);
+        break;
+      case Kind::Pool:
+        runPool(s);
         break;
       case Kind::Host: {
         if (slots[s.out[0]].persistent && slots[s.out[0]].ptr)

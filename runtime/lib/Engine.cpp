@@ -128,6 +128,8 @@ std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std
       info.cudaSources.push_back({k, plan.kernel->source});
     if (plan.matmul && plan.matmul->epilogue)
       info.cudaSources.push_back({k, plan.matmul->epilogue->source});
+    if (plan.conv && plan.conv->epilogue)
+      info.cudaSources.push_back({k, plan.conv->epilogue->source});
     if (!plan.unsupported.empty())
       info.gpuFallbacks.push_back(k + ": " + plan.unsupported);
   }

@@ -37,8 +37,9 @@ double tolerance(DType dt) {
 
 // Runs `text` fused on the GPU and unfused on the interpreter; compares every output.
 void expectGpuMatchesInterpreter(const std::string &name, const std::string &text,
-                                 const std::vector<HostTensor> &inputs) {
-  auto program = compileProgram(text, "default");
+                                 const std::vector<HostTensor> &inputs,
+                                 const std::string &pipeline = "default") {
+  auto program = compileProgram(text, pipeline);
   std::vector<HostTensor> ref = interpretText(text, "main", inputs);
   std::vector<HostTensor> got;
   try {
@@ -72,6 +73,12 @@ void expectGpuMatchesInterpreter(const std::string &name, const std::string &tex
 TEST_F(Gpu, CorpusMatchesInterpreter) {
   for (const test::CorpusGraph &g : test::canonicalCorpus())
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
+}
+
+TEST_F(Gpu, UnfusedPipelinesRunEveryOpOnTheGpu) {
+  for (const char *pipeline : {"no-fusion", "elementwise-only"})
+    for (const test::CorpusGraph &g : test::canonicalCorpus())
+      expectGpuMatchesInterpreter(g.name + " (" + pipeline + ")", g.moduleText, g.inputs, pipeline);
 }
 
 TEST_F(Gpu, RandomGraphsMatchInterpreter) {

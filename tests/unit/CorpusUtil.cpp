@@ -79,6 +79,20 @@ std::vector<CorpusGraph> canonicalCorpus() {
     out.push_back(make("transpose_chain" + sfx, {{5, 7}, {7, 5}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.add(g.mul(g.transpose(v[0], {1, 0}), g.scalar(2.0, g.dtype(v[0]))), v[1])};
     }, seed++));
+    out.push_back(make("cnn_block" + sfx, {{4, 3, 12, 12}, {8, 3, 3, 3}, {8}}, dt, [](GraphBuilder &g, V &v) {
+      Conv2dParams c;
+      c.padding = {1, 1, 1, 1};
+      return V{g.maxPool2d(g.relu(g.conv2d(v[0], v[1], v[2], c)))};
+    }, seed++));
+    out.push_back(make("conv_nhwc_grouped" + sfx, {{2, 11, 10, 4}, {6, 3, 3, 2}}, dt, [](GraphBuilder &g, V &v) {
+      Conv2dParams c;
+      c.strides = {2, 2};
+      c.dilation = {2, 1};
+      c.groups = 2;
+      c.layout = ImageLayout::NHWC;
+      Pool2dParams p{{3, 3}, {1, 1}, {1, 1, 1, 1}, ImageLayout::NHWC, false};
+      return V{g.avgPool2d(g.conv2d(v[0], v[1], TracedValue{}, c), p)};
+    }, seed++));
     out.push_back(make("every_pointwise" + sfx, {{6, 9}, {6, 9}}, dt, [](GraphBuilder &g, V &v) {
       DType d = g.dtype(v[0]);
       TracedValue a = v[0], b = v[1], one = g.scalar(1.0, d);

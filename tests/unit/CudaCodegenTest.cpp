@@ -6,6 +6,7 @@
 #include "RandomGraph.h"
 
 #include "rfuse/Codegen/CudaCodegen.h"
+#include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Passes/Passes.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
@@ -44,10 +45,11 @@ Kernels kernelsOf(const std::string &text) {
       k.names.push_back(p.kernel->name);
       k.sources.push_back(p.kernel->source);
     }
-    if (p.matmul && p.matmul->epilogue) {
-      k.names.push_back(p.matmul->epilogue->name);
-      k.sources.push_back(p.matmul->epilogue->source);
-    }
+    for (auto *e : {p.matmul ? &p.matmul->epilogue : nullptr, p.conv ? &p.conv->epilogue : nullptr})
+      if (e && *e) {
+        k.names.push_back((*e)->name);
+        k.sources.push_back((*e)->source);
+      }
     k.plans.push_back(std::move(p));
   });
   return k;
@@ -118,6 +120,12 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       ASSERT_TRUE(k.plans[0].matmul);
       EXPECT_EQ(k.plans[0].matmul->residualInput, 0) << "residual through beta = 1";
     }
+    if (g.name == "cnn_block_f32") {
+      ASSERT_FALSE(k.plans.empty());
+      EXPECT_TRUE(k.plans[0].conv) << "cuDNN convolution";
+      EXPECT_EQ(k.plans[0].conv->biasIndex, 2);
+      EXPECT_TRUE(k.plans[0].conv->epilogue) << "relu in a generated epilogue";
+    }
     if (g.name == "mm_gelu_erf_epilogue_f32") {
       ASSERT_TRUE(k.plans[0].matmul);
       EXPECT_TRUE(k.plans[0].matmul->epilogue) << "erf GELU has no cuBLASLt epilogue";
@@ -128,6 +136,34 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_NE(src.find("rf_gelu_erf"), std::string::npos);
     }
   }
+}
+
+TEST(CudaCodegen, EveryUnfusedOpHasAKernel) {
+  // Without fusion every op of the host function is planned alone: all of the corpus has GPU
+  // code, and it compiles.
+  if (cuda::nvrtcVersion() == 0)
+    GTEST_SKIP() << "NVRTC is not installed on this machine";
+  std::vector<std::string> names, sources;
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
+    mlir::DialectRegistry registry;
+    registerRfuseDialects(registry);
+    mlir::MLIRContext ctx(registry);
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(g.moduleText, &ctx);
+    ASSERT_TRUE(mlir::succeeded(compile(*module, "no-fusion")));
+    int i = 0;
+    module->lookupSymbol<mlir::func::FuncOp>("main").walk([&](mlir::Operation *op) {
+      if (mlir::isa<mlir::func::FuncOp, mlir::func::ReturnOp, ConstantOp, ReshapeOp>(op))
+        return;
+      cuda::KernelPlan p = cuda::planOperation(op, "op" + std::to_string(i++));
+      EXPECT_TRUE(p.unsupported.empty()) << g.name << ": " << p.unsupported;
+      if (p.kernel) {
+        names.push_back(p.kernel->name);
+        sources.push_back(p.kernel->source);
+      }
+    });
+  }
+  EXPECT_GT(sources.size(), 50u);
+  EXPECT_NO_THROW(cuda::compileKernels(names, sources, "sm_90"));
 }
 
 TEST(CudaRuntime, NoGpuIsReportedCleanly) {

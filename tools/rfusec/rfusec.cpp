@@ -72,6 +72,14 @@ int main(int argc, char **argv) {
         sources.push_back(plan.matmul->epilogue->source);
       }
     }
+    if (plan.conv) {
+      manifest << fn.getName().str() << " cudnn-conv2d " << plan.conv->n << "x" << plan.conv->c << "x"
+               << plan.conv->h << "x" << plan.conv->w << " -> " << plan.conv->o << " channels\n";
+      if (plan.conv->epilogue) {
+        names.push_back(plan.conv->epilogue->name);
+        sources.push_back(plan.conv->epilogue->source);
+      }
+    }
     if (!plan.unsupported.empty()) {
       manifest << fn.getName().str() << " host-fallback: " << plan.unsupported << "\n";
       ++fallbacks;

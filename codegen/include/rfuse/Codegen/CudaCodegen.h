@@ -53,17 +53,46 @@ struct MatmulSpec {
   bool outputIsProduct = true;
 };
 
+/// A convolution executed by cuDNN (bias added by cuDNN), then a generated kernel for the rest
+/// of the region when there is more.
+struct ConvSpec {
+  DType dtype = DType::F32;
+  bool nhwc = false;
+  int64_t n = 0, c = 0, h = 0, w = 0;   ///< input
+  int64_t o = 0, kh = 0, kw = 0;        ///< filter (o x c/groups x kh x kw)
+  int64_t oh = 0, ow = 0;               ///< output
+  int64_t padH = 0, padW = 0, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1, groups = 1;
+  int inputIndex = -1, filterIndex = -1, biasIndex = -1;
+  std::optional<KernelSpec> epilogue;   ///< over the convolution's output (its input 0)
+  std::vector<int> epilogueInputs;
+  bool outputIsProduct = true;
+};
+
+/// Max or average pooling executed by cuDNN.
+struct PoolSpec {
+  DType dtype = DType::F32;
+  bool nhwc = false, isMax = true, countIncludePad = true;
+  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 0, kw = 0, padH = 0, padW = 0, strideH = 1, strideW = 1;
+};
+
 /// The code for one outlined kernel function (attribute rfuse.kernel).
 struct KernelPlan {
   std::string function; ///< the kernel func.func's name
   std::string kind;     ///< pointwise / reduction / matmul_epilogue / conv_epilogue
   std::optional<KernelSpec> kernel;  ///< pointwise and reduction kinds
   std::optional<MatmulSpec> matmul;  ///< matmul_epilogue kind
+  std::optional<ConvSpec> conv;      ///< conv_epilogue kind
+  std::optional<PoolSpec> pool;      ///< a pooling op (planOperation)
   std::string unsupported;           ///< non-empty: why there is no GPU code (host fallback)
 };
 
 /// Plans (and generates the source for) one kernel function.
 KernelPlan planKernel(mlir::func::FuncOp kernelFn);
+
+/// Plans one op of a host function that no fusion region holds (a pipeline without fusion): a
+/// one-op pointwise or reduction kernel, or a cuBLASLt matmul.
+KernelPlan planOperation(mlir::Operation *op, const std::string &name);
 
 /// The text of ScalarOps.h, as embedded in every kernel.
 const char *scalarOpsSource();
