@@ -141,12 +141,20 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
+namespace {
+// Data-movement ops keep the element type.
+LogicalResult verifySameElementType(Operation *op, RankedTensorType in, RankedTensorType out) {
+  if (in.getElementType() == out.getElementType())
+    return success();
+  return op->emitOpError("result element type ")
+         << out.getElementType() << " differs from the operand's " << in.getElementType();
+}
+} // namespace
+
 LogicalResult BroadcastInDimOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
-  if (in.getElementType() != out.getElementType())
-    return emitOpError("result element type ") << out.getElementType()
-                                               << " differs from the operand's "
-                                               << in.getElementType();
+  if (failed(verifySameElementType(*this, in, out)))
+    return failure();
   std::string err;
   if (!checkBroadcastInDim(in.getShape(), getDims(), out.getShape(), err))
     return emitOpError(err);
@@ -183,10 +191,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult ReshapeOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
-  if (in.getElementType() != out.getElementType())
-    return emitOpError("result element type ") << out.getElementType()
-                                               << " differs from the operand's "
-                                               << in.getElementType();
+  if (failed(verifySameElementType(*this, in, out)))
+    return failure();
   std::string err;
   if (!checkReshape(in.getShape(), out.getShape(), err))
     return emitOpError(err);

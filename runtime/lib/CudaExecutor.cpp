@@ -496,16 +496,25 @@ struct GpuProgram::Impl {
     if (st != CUBLAS_STATUS_SUCCESS)
       throw CudaError("cuBLASLt matmul (" + std::to_string(m.m) + "x" + std::to_string(m.n) + "x" +
                       std::to_string(m.k) + ") failed (status " + std::to_string(st) + ")");
-    if (m.epilogue) {
-      std::vector<CUdeviceptr> args = {product};
-      for (int i : m.epilogueInputs)
-        args.push_back(in(i));
-      for (size_t o = m.outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
-        args.push_back(ptr(s.out[o]));
-      launch(*m.epilogue, s.epilogueFn, args);
-      if (tempProduct)
-        dev.release(product, productBytes); // stream-ordered: later users run after the epilogue
-    }
+    if (m.epilogue)
+      runEpilogue(s, *m.epilogue, m.epilogueInputs, m.outputIsProduct, product,
+                  tempProduct ? productBytes : 0);
+  }
+
+  // The generated kernel after a library call: reads the library's result `product` and the
+  // step's inputs, writes the step's outputs (all of them, or all but the first when that is the
+  // product itself). A temporary product (tempBytes > 0) goes back to the allocator, stream-
+  // ordered: later users of the memory run after the epilogue.
+  void runEpilogue(const Step &s, const KernelSpec &epilogue, const std::vector<int> &inputs,
+                   bool outputIsProduct, CUdeviceptr product, size_t tempBytes) {
+    std::vector<CUdeviceptr> args = {product};
+    for (int i : inputs)
+      args.push_back(ptr(s.in[i]));
+    for (size_t o = outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
+      args.push_back(ptr(s.out[o]));
+    launch(epilogue, s.epilogueFn, args);
+    if (tempBytes)
+      dev.release(product, tempBytes);
   }
 
   // ---- cuDNN ----------------------------------------------------------------------------------
@@ -592,16 +601,9 @@ struct GpuProgram::Impl {
     api.cudnnDestroyFilterDescriptor(f);
     api.cudnnDestroyTensorDescriptor(x);
     api.cudnnDestroyTensorDescriptor(y);
-    if (c.epilogue) {
-      std::vector<CUdeviceptr> args = {product};
-      for (int i : c.epilogueInputs)
-        args.push_back(in(i));
-      for (size_t o = c.outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
-        args.push_back(ptr(s.out[o]));
-      launch(*c.epilogue, s.epilogueFn, args);
-      if (tempProduct)
-        dev.release(product, productBytes); // stream-ordered
-    }
+    if (c.epilogue)
+      runEpilogue(s, *c.epilogue, c.epilogueInputs, c.outputIsProduct, product,
+                  tempProduct ? productBytes : 0);
   }
 
   void runPool(Step &s) {

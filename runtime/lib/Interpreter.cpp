@@ -295,14 +295,13 @@ private:
     return out;
   }
 
-  HostTensor broadcast(BroadcastInDimOp b, const HostTensor &in) {
-    HostTensor out = alloc(b.getResult());
-    auto dims = b.getDims();
+  // out[k] = in[source(index of k)]: broadcasts and transposes are gathers.
+  template <class SourceFn>
+  HostTensor gather(Value result, const HostTensor &in, SourceFn &&source) {
+    HostTensor out = alloc(result);
     auto inStrides = stridesOf(in.shape);
     forEachIndex(out.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
-      int64_t src = 0;
-      for (size_t d = 0; d < dims.size(); ++d)
-        src += (in.shape[d] == 1 ? 0 : idx[dims[d]]) * inStrides[d];
+      int64_t src = source(idx, inStrides);
       if (out.isFloat())
         out.f[k] = in.f[src];
       else
@@ -311,20 +310,24 @@ private:
     return out;
   }
 
+  HostTensor broadcast(BroadcastInDimOp b, const HostTensor &in) {
+    auto dims = b.getDims();
+    return gather(b.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t src = 0;
+      for (size_t d = 0; d < dims.size(); ++d)
+        src += (in.shape[d] == 1 ? 0 : idx[dims[d]]) * st[d];
+      return src;
+    });
+  }
+
   HostTensor transpose(TransposeOp t, const HostTensor &in) {
-    HostTensor out = alloc(t.getResult());
     auto perm = t.getPerm();
-    auto inStrides = stridesOf(in.shape);
-    forEachIndex(out.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
+    return gather(t.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
       int64_t src = 0;
       for (size_t d = 0; d < perm.size(); ++d)
-        src += idx[d] * inStrides[perm[d]];
-      if (out.isFloat())
-        out.f[k] = in.f[src];
-      else
-        out.i[k] = in.i[src];
+        src += idx[d] * st[perm[d]];
+      return src;
     });
-    return out;
   }
 
   // kind: 's' sum, 'a' mean, 'M' max, 'm' min.
