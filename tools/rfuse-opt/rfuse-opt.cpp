@@ -37,8 +37,18 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv, argv + argc);
   std::vector<char *> argvRewritten;
   for (std::string &a : args) {
-    if (llvm::StringRef(a).starts_with("--rfuse-pipeline="))
-      a = "--rfuse-pipeline-" + a.substr(strlen("--rfuse-pipeline="));
+    llvm::StringRef arg(a);
+    if (arg.consume_front("--rfuse-pipeline=") || arg.consume_front("-rfuse-pipeline=")) {
+      std::string name = arg.str();
+      if (!llvm::is_contained(rfuse::pipelineNames(), name)) {
+        llvm::errs() << "rfuse-opt: unknown pipeline '" << name << "'; available:";
+        for (const std::string &p : rfuse::pipelineNames())
+          llvm::errs() << " " << p;
+        llvm::errs() << "\n";
+        return 1;
+      }
+      a = "--rfuse-pipeline-" + name;
+    }
     argvRewritten.push_back(a.data());
   }
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(

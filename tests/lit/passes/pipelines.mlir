@@ -33,10 +33,17 @@
 // RUN: rfuse-opt %s --rfuse-pipeline=default --mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOCOST --allow-empty
 //
 // An unknown pipeline name is an error.
-// RUN: not rfuse-opt %s --rfuse-pipeline=bogus 2>&1 | FileCheck %s --check-prefix=ERR
+// RUN: not rfuse-opt %s --rfuse-pipeline=bogus 2>&1 | FileCheck %s --check-prefix=ERRNAME
+// RUN: not rfuse-opt %s -rfuse-pipeline=bogus 2>&1 | FileCheck %s --check-prefix=ERRNAME
+// ERRNAME: rfuse-opt: unknown pipeline 'bogus'; available: default elementwise-only no-fusion
+// ERRNAME-NOT: func.func
 // RUN: not rfuse-opt %s --rfuse-pipeline-bogus 2>&1 | FileCheck %s --check-prefix=ERR
 // ERR: rfuse-pipeline-bogus
 // ERR-NOT: func.func
+// The single-dash spelling works like the double-dash one.
+// RUN: rfuse-opt %s -rfuse-pipeline=no-fusion | FileCheck %s --check-prefix=SINGLE
+// SINGLE-NOT: rfuse.fusion
+// SINGLE: rfuse.reduce_max
 
 // Cost model: kernels = fusion regions / kernel calls + unfused compute ops; bytes = for each
 // kernel, its distinct tensor operands and results. Softmax on 4x8 f32: 7 ops and 1600 bytes
