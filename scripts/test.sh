@@ -17,7 +17,7 @@ echo "== R package: testthat"
 echo "== R package: R CMD check --no-manual"
 rm -rf build/rcheck && mkdir -p build/rcheck
 export RFUSE_SRC="$PWD" RFUSE_BUILD="$PWD/build"
-(cd build/rcheck && R CMD build --no-build-vignettes ../../rbindings > build.log 2>&1 || { cat build.log; exit 1; }
+(cd build/rcheck && R CMD build ../../rbindings > build.log 2>&1 || { cat build.log; exit 1; }
  _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual rfuse_*.tar.gz > check.log 2>&1 || true
  tail -n 25 check.log
  if grep -qE "^Status: .*(ERROR|WARNING)" check.log || ! grep -q "^Status:" check.log; then
