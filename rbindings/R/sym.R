@@ -42,10 +42,17 @@ lift_constant <- function(x, call = NULL) {
 
 as_sym <- function(x, call = NULL) if (is_sym(x)) x else lift_constant(x, call)
 
-emit <- function(fun, ..., call = NULL) rf_guard(fun(current_builder(), ...), call)
-
-# A new symbolic value with the given R structure from a builder id.
-sym_like <- function(id, rdim, len, dtype) new_sym(id, rdim, len, dtype)
+# Records an op through the builder. The R call it came from becomes the op's location, which
+# generated kernels quote in their leading comment.
+emit <- function(fun, ..., call = NULL) {
+  b <- current_builder()
+  where <- if (is.null(call)) "" else paste(deparse(call, width.cutoff = 60L), collapse = " ")
+  if (!identical(where, .rf_state$location)) {
+    .rf_b_set_location(b, where)
+    .rf_state$location <- where
+  }
+  rf_guard(fun(b, ...), call)
+}
 
 cast_sym <- function(s, dtype) {
   if (s$dtype == dtype) return(s)

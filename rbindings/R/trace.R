@@ -152,6 +152,6 @@ trace_function <- function(f, args, dtype, static_args) {
   res <- do.call(mask_function(f), sym_args)
   out <- collect_outputs(res)
   fin <- rf_guard(.rf_b_finish(b, out$ids))
-  list(text = fin$text, hash = fin$hash, input_index = input_index,
+  list(text = fin$located, hash = fin$hash, input_index = input_index,
        input_dtypes = input_dtypes, out = out)
 }
