@@ -9,6 +9,7 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace Rcpp;
@@ -387,7 +388,9 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
       }
       rfuse::HostTensor t(dt, shape);
       R_xlen_t n = Rf_xlength(a);
-      if (TYPEOF(a) == REALSXP) {
+      if (TYPEOF(a) == REALSXP && dt == rfuse::DType::F64) {
+        std::copy(REAL(a), REAL(a) + n, t.f.begin());
+      } else if (TYPEOF(a) == REALSXP) {
         const double *v = REAL(a);
         for (R_xlen_t i = 0; i < n; ++i)
           t.set(i, v[i]);
@@ -417,8 +420,11 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
       } else {
         v = PROTECT(Rf_allocVector(REALSXP, t.numel()));
         double *d = REAL(v);
-        for (int64_t i = 0; i < t.numel(); ++i)
-          d[i] = t.get(i);
+        if (t.isFloat())
+          std::copy(t.f.begin(), t.f.end(), d);
+        else
+          for (int64_t i = 0; i < t.numel(); ++i)
+            d[i] = t.get(i);
       }
       if (k < (size_t)outDims.size() && !Rf_isNull(outDims[k]))
         Rf_setAttrib(v, R_DimSymbol, outDims[k]);

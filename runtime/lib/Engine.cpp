@@ -1,6 +1,7 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Cuda.h"
+#include "CpuJit.h"
 #include "CudaExecutor.h"
 
 #include "rfuse/Codegen/CudaCodegen.h"
@@ -26,7 +27,8 @@ struct Program::State {
   MLIRContext ctx;
   OwningOpRef<ModuleOp> module;
   std::unique_ptr<cuda::GpuProgram> gpu; // planned and compiled on the first GPU run
-  std::mutex gpuMutex;
+  std::unique_ptr<cpu::CpuProgram> cpu;  // JIT-compiled on the first CPU run
+  std::mutex gpuMutex, cpuMutex;
   explicit State(DialectRegistry &registry) : ctx(registry) {}
 };
 
@@ -150,7 +152,18 @@ cuda::GpuProgram &gpuProgram(Program::State &st, ModuleOp module, const std::str
 std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs, Device device) const {
   if (device == Device::Cuda)
     return gpuProgram(*state_, state_->module.get(), entry_).run(inputs);
-  return interpret(state_->module.get(), entry_, inputs);
+  // RFUSE_CPU_JIT=0 runs everything on the interpreter.
+  const char *jit = std::getenv("RFUSE_CPU_JIT");
+  if (jit && std::string(jit) == "0")
+    return interpret(state_->module.get(), entry_, inputs);
+  cpu::CpuProgram *cpuProgram;
+  {
+    std::lock_guard<std::mutex> lock(state_->cpuMutex);
+    if (!state_->cpu)
+      state_->cpu = std::make_unique<cpu::CpuProgram>(state_->module.get(), entry_);
+    cpuProgram = state_->cpu.get();
+  }
+  return cpuProgram->run(inputs);
 }
 
 Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {
