@@ -37,12 +37,6 @@ int64_t numElements(ArrayRef<int64_t> s) {
   return n;
 }
 
-DType dtypeOf(Value v) {
-  DType d = DType::F32;
-  fromMlirType(tensorOf(v).getElementType(), d);
-  return d;
-}
-
 // C++ storage and compute types of each dtype: f16/bf16 are stored narrow and computed in float.
 const char *storageType(DType d) {
   switch (d) {
@@ -206,6 +200,11 @@ struct Region {
   SmallVector<Operation *> ops;
   SmallVector<Value> outputs;
   Location loc;
+  /// Position of `v` among the inputs (the kernel parameter in<i>), or -1.
+  int indexOf(Value v) const {
+    auto it = llvm::find(inputs, v);
+    return it == inputs.end() ? -1 : (int)(it - inputs.begin());
+  }
 };
 
 // Names the values of one emission site (a loop body or a row scope).
@@ -324,12 +323,11 @@ private:
          << ind << "const long long idx = vi * " << vw << " + lane;\n";
     }
     Scope s;
-    auto inputIndex = [&](Value v) { return (int)(llvm::find(r.inputs, v) - r.inputs.begin()); };
     auto operand = [&](Value v) -> std::string {
       auto it = s.names.find(v);
       if (it != s.names.end())
         return it->second;
-      int i = inputIndex(v);
+      int i = r.indexOf(v);
       std::string nm = "x" + std::to_string(i);
       std::string e = vw > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(v))) +
                                    "*>(&vin" + std::to_string(i) + ")[lane]"
@@ -355,8 +353,8 @@ private:
             return false;
           os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
         } else {
-          int i = inputIndex(in);
-          if (i >= (int)r.inputs.size()) {
+          int i = r.indexOf(in);
+          if (i < 0) {
             why = "a broadcast of a value computed in the kernel";
             return false;
           }
@@ -462,7 +460,7 @@ public:
         chunks = (redLen + (int64_t)bs * vec - 1) / ((int64_t)bs * vec);
         if (vec == 4)
           for (Operation *op : r.ops)
-            if (isa<BroadcastInDimOp, TransposeOp>(op) && inputIndex(op->getOperand(0)) < (int)r.inputs.size() &&
+            if (isa<BroadcastInDimOp, TransposeOp>(op) && r.indexOf(op->getOperand(0)) >= 0 &&
                 dtypeOf(op->getOperand(0)) == DType::F32 &&
                 mappedInputOffset(op, shapeOf(op->getOperand(0))) == "j")
               invariant.push_back(op);
@@ -504,7 +502,7 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
     if (rowMode) {
       os << "  __shared__ double smem_raw[32];\n";
       for (Operation *op : invariant) {
-        int i = inputIndex(op->getOperand(0));
+        int i = r.indexOf(op->getOperand(0));
         os << "  float4 xinv" << i << "[" << chunks << "];\n  #pragma unroll\n  for (int k = 0; k < "
            << chunks << "; ++k)\n    xinv" << i << "[k] = reinterpret_cast<const float4*>(in" << i
            << ")[threadIdx.x + k * " << blockSize << "];\n";
@@ -617,7 +615,6 @@ private:
     return "(" + (expr.empty() ? std::string("0") : expr) + ")";
   }
 
-  int inputIndex(Value v) { return (int)(llvm::find(r.inputs, v) - r.inputs.begin()); }
 
   bool useCache() const { return chunks > 0; }
 
@@ -690,8 +687,8 @@ private:
           }
           os << ind << "const " << ct << " " << nm << " = " << rv << ";\n";
         } else {
-          int i = inputIndex(in);
-          if (i >= (int)r.inputs.size()) {
+          int i = r.indexOf(in);
+          if (i < 0) {
             why = "an index map over a value computed in the kernel";
             return "";
           }
@@ -716,7 +713,7 @@ private:
         os << ind << "const " << ct << " " << nm << " = " << e << ";\n";
       }
     } else { // an F-shaped input
-      int i = inputIndex(target);
+      int i = r.indexOf(target);
       nm = "x" + std::to_string(i) + "_" + std::to_string(s.counter++);
       std::string e;
       if (llvm::is_contained(cached, target))
@@ -738,7 +735,7 @@ private:
     if (it != rowNames.end())
       return it->second;
     if (!v.getDefiningOp() || !llvm::is_contained(r.ops, v.getDefiningOp())) { // R-shaped input
-      int i = inputIndex(v);
+      int i = r.indexOf(v);
       std::string nm = "r_in" + std::to_string(i);
       rowCode += "    const " + std::string(computeType(dtypeOf(v))) + " " + nm + " = " +
                  loadExpr("in" + std::to_string(i), "row", dtypeOf(v)) + ";\n";
@@ -795,7 +792,7 @@ private:
         std::string nm = "r" + std::to_string(++rowCounter) + "p";
         std::string e;
         bool indexMapOfInput = isa<BroadcastInDimOp, TransposeOp>(op) &&
-                               inputIndex(op->getOperand(0)) < (int)r.inputs.size();
+                               r.indexOf(op->getOperand(0)) >= 0;
         if (isa<TransposeOp>(op) && !indexMapOfInput) {
           why = "a transpose of a per-row value";
           return false;
@@ -804,7 +801,7 @@ private:
           e = splatLiteral(c, why);
         } else if (indexMapOfInput) { // an input of another shape, read per row through its map
           Value in = op->getOperand(0);
-          e = loadExpr("in" + std::to_string(inputIndex(in)),
+          e = loadExpr("in" + std::to_string(r.indexOf(in)),
                        mappedOffset("row", shapeOf(res), shapeOf(in), indexMap(op)), dtypeOf(in));
         } else {
           for (Value v : op->getOperands()) {
@@ -920,9 +917,9 @@ bool buildEpilogue(const Region &r, Value product, ArrayRef<Operation *> rest, c
   Region e{{product}, {}, {}, r.loc};
   for (Operation *op : rest)
     for (Value v : op->getOperands())
-      if (auto it = llvm::find(r.inputs, v); it != r.inputs.end() && !llvm::is_contained(e.inputs, v)) {
+      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
         e.inputs.push_back(v);
-        epilogueInputs.push_back(it - r.inputs.begin());
+        epilogueInputs.push_back(i);
       }
   e.ops.assign(rest.begin(), rest.end());
   for (Value o : r.outputs)
@@ -944,12 +941,8 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
     return std::nullopt;
   }
   MatmulSpec spec;
-  auto inputIndex = [&](Value v) {
-    auto it = llvm::find(r.inputs, v);
-    return it == r.inputs.end() ? -1 : (int)(it - r.inputs.begin());
-  };
-  spec.lhsInput = inputIndex(mm.getLhs());
-  spec.rhsInput = inputIndex(mm.getRhs());
+  spec.lhsInput = r.indexOf(mm.getLhs());
+  spec.rhsInput = r.indexOf(mm.getRhs());
   spec.dtype = dtypeOf(mm.getResult());
   if (spec.dtype == DType::I32 || spec.dtype == DType::I64) {
     why = "integer matmul";
@@ -990,17 +983,17 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
       Value other = add.getLhs() == product ? add.getRhs() : add.getRhs() == product ? add.getLhs() : Value();
       auto bcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
       unsigned expectOps = 2 + (act != MatmulSpec::Activation::None);
-      if (bcast && rest.size() == expectOps && inputIndex(bcast.getInput()) >= 0 &&
+      if (bcast && rest.size() == expectOps && r.indexOf(bcast.getInput()) >= 0 &&
           shapeOf(bcast.getInput()).size() == 1 && bcast.getDims().size() == 1 &&
           bcast.getDims()[0] == (int64_t)os.size() - 1) {
-        spec.biasInput = inputIndex(bcast.getInput());
+        spec.biasInput = r.indexOf(bcast.getInput());
         spec.activation = act;
         spec.outputIsProduct = false;
         return spec;
       }
-      if (other && act == MatmulSpec::Activation::None && rest.size() == 1 && inputIndex(other) >= 0 &&
+      if (other && act == MatmulSpec::Activation::None && rest.size() == 1 && r.indexOf(other) >= 0 &&
           shapeOf(other) == os) {
-        spec.residualInput = inputIndex(other);
+        spec.residualInput = r.indexOf(other);
         spec.outputIsProduct = false;
         return spec;
       }
@@ -1022,10 +1015,6 @@ std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::
     why = "no conv2d in a conv_epilogue kernel";
     return std::nullopt;
   }
-  auto inputIndex = [&](Value v) {
-    auto it = llvm::find(r.inputs, v);
-    return it == r.inputs.end() ? -1 : (int)(it - r.inputs.begin());
-  };
   ConvSpec spec;
   spec.dtype = dtypeOf(conv.getResult());
   auto pad = conv.getPadding();
@@ -1051,9 +1040,9 @@ std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::
   spec.dilationH = conv.getDilation()[0];
   spec.dilationW = conv.getDilation()[1];
   spec.groups = conv.getGroups();
-  spec.inputIndex = inputIndex(conv.getInput());
-  spec.filterIndex = inputIndex(conv.getFilter());
-  spec.biasIndex = conv.getBias() ? inputIndex(conv.getBias()) : -1;
+  spec.inputIndex = r.indexOf(conv.getInput());
+  spec.filterIndex = r.indexOf(conv.getFilter());
+  spec.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
   if (spec.inputIndex < 0 || spec.filterIndex < 0 || (conv.getBias() && spec.biasIndex < 0)) {
     why = "a convolution whose operands are computed in the region";
     return std::nullopt;

@@ -100,11 +100,6 @@ struct GraphBuilder::Impl {
   }
 
   static RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-  static DType dtypeOf(Value v) {
-    DType d = DType::F32;
-    fromMlirType(typeOf(v).getElementType(), d);
-    return d;
-  }
 
   // Creates an op, verifies it, and turns any diagnostic into a ShapeError naming `what`.
   template <class OpT, class... Args> Value create(const char *what, Args &&...args) {
@@ -310,11 +305,11 @@ TracedValue GraphBuilder::select(TracedValue cond, TracedValue onTrue, TracedVal
         f = impl->get(onFalse, "select");
   if (!Impl::typeOf(c).getElementType().isInteger(1))
     Impl::shapeFail("select", std::string("condition must be a boolean (i1) tensor, got ") +
-                                  dtypeName(Impl::dtypeOf(c)));
+                                  dtypeName(dtypeOf(c)));
   auto ops = impl->broadcastAll({c, t, f}, "select", /*sameDtype=*/false);
   if (Impl::typeOf(ops[1]) != Impl::typeOf(ops[2]))
-    Impl::shapeFail("select", std::string("branch dtypes differ (") + dtypeName(Impl::dtypeOf(t)) +
-                                  " vs " + dtypeName(Impl::dtypeOf(f)) + ")");
+    Impl::shapeFail("select", std::string("branch dtypes differ (") + dtypeName(dtypeOf(t)) +
+                                  " vs " + dtypeName(dtypeOf(f)) + ")");
   return impl->wrap(impl->create<SelectOp>("select", ops[1].getType(), ops[0], ops[1], ops[2]));
 }
 
@@ -377,8 +372,8 @@ TracedValue GraphBuilder::reduceMin(TracedValue x, const std::vector<int64_t> &d
 TracedValue GraphBuilder::matmul(TracedValue a, TracedValue c, bool ta, bool tb) {
   Value l = impl->get(a, "matmul"), r = impl->get(c, "matmul");
   if (Impl::typeOf(l).getElementType() != Impl::typeOf(r).getElementType())
-    Impl::shapeFail("matmul", std::string("operand dtypes differ (") + dtypeName(Impl::dtypeOf(l)) +
-                                  " vs " + dtypeName(Impl::dtypeOf(r)) + "); cast one first");
+    Impl::shapeFail("matmul", std::string("operand dtypes differ (") + dtypeName(dtypeOf(l)) +
+                                  " vs " + dtypeName(dtypeOf(r)) + "); cast one first");
   Shape out;
   std::string err;
   if (!inferMatmulShape(Impl::typeOf(l).getShape(), Impl::typeOf(r).getShape(), ta, tb, out, err))
@@ -489,7 +484,7 @@ std::vector<int64_t> GraphBuilder::shape(TracedValue v) const {
   return {s.begin(), s.end()};
 }
 
-DType GraphBuilder::dtype(TracedValue v) const { return Impl::dtypeOf(impl->peek(v, "dtype")); }
+DType GraphBuilder::dtype(TracedValue v) const { return dtypeOf(impl->peek(v, "dtype")); }
 
 void GraphBuilder::setSourceLocation(const std::string &description) {
   impl->loc = description.empty() ? Location(UnknownLoc::get(&impl->ctx))

@@ -67,6 +67,12 @@ bool fromMlirType(mlir::Type t, DType &out) {
   return true;
 }
 
+DType dtypeOf(mlir::Value tensor) {
+  DType d = DType::F32;
+  fromMlirType(llvm::cast<mlir::RankedTensorType>(tensor.getType()).getElementType(), d);
+  return d;
+}
+
 ScalarArity scalarArity(ScalarOpKind kind) {
   switch (kind) {
 #define RFUSE_UNARY(K, FN) case ScalarOpKind::K: return ScalarArity::Unary;

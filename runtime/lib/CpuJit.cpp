@@ -46,12 +46,6 @@ void initNativeTarget() {
   });
 }
 
-DType dtypeOf(Value v) {
-  DType d = DType::F32;
-  fromMlirType(llvm::cast<RankedTensorType>(v.getType()).getElementType(), d);
-  return d;
-}
-
 // A buffer in the element type the JIT code reads and writes, filled from / copied to a
 // HostTensor (f64 needs no copy: HostTensor stores doubles).
 struct TypedBuffer {
@@ -64,45 +58,23 @@ struct TypedBuffer {
 
 TypedBuffer bufferFor(DType dt, const std::vector<int64_t> &shape, const HostTensor *from) {
   TypedBuffer b{dt, shape, {}, nullptr};
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
   if (dt == DType::F64 && from) { // JIT kernels only read their inputs
     b.direct = const_cast<double *>(from->f.data());
     return b;
   }
-  b.bytes.resize((size_t)n * dtypeSize(dt));
-  if (!from)
-    return b;
-  for (int64_t k = 0; k < n; ++k) {
-    char *p = b.bytes.data() + k * dtypeSize(dt);
-    switch (dt) {
-    case DType::F32: { float v = (float)from->f[k]; std::memcpy(p, &v, 4); break; }
-    case DType::F64: std::memcpy(p, &from->f[k], 8); break;
-    case DType::I1: *p = from->i[k] != 0; break;
-    case DType::I32: { int32_t v = (int32_t)from->i[k]; std::memcpy(p, &v, 4); break; }
-    case DType::I64: std::memcpy(p, &from->i[k], 8); break;
-    default: break;
-    }
+  if (from) {
+    b.bytes = from->toBytes();
+  } else {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    b.bytes.resize((size_t)n * dtypeSize(dt));
   }
   return b;
 }
 
 HostTensor tensorFrom(TypedBuffer &b) {
-  HostTensor t(b.dtype, b.shape);
-  int64_t n = t.numel();
-  for (int64_t k = 0; k < n; ++k) {
-    const char *p = (const char *)b.data() + k * dtypeSize(b.dtype);
-    switch (b.dtype) {
-    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
-    case DType::F64: std::memcpy(&t.f[k], p, 8); break;
-    case DType::I1: t.i[k] = *p != 0; break;
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
-    case DType::I64: std::memcpy(&t.i[k], p, 8); break;
-    default: break;
-    }
-  }
-  return t;
+  return HostTensor::fromBytes(b.dtype, b.shape, (const char *)b.data());
 }
 
 // MLIR's memref descriptor for a contiguous buffer: {allocated, aligned, offset, sizes, strides}.

@@ -22,11 +22,6 @@ using namespace mlir;
 namespace rfuse::cuda {
 namespace {
 
-DType dtypeOf(Value v) {
-  DType d = DType::F32;
-  fromMlirType(llvm::cast<RankedTensorType>(v.getType()).getElementType(), d);
-  return d;
-}
 std::vector<int64_t> shapeOf(Value v) {
   auto s = llvm::cast<RankedTensorType>(v.getType()).getShape();
   return {s.begin(), s.end()};
@@ -140,56 +135,6 @@ public:
     workspace = alloc(workspaceSize);
   }
 };
-
-// Host tensor <-> device bytes of its dtype.
-std::vector<char> toBytes(const HostTensor &t) {
-  std::vector<char> b((size_t)t.numel() * dtypeSize(t.dtype));
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    char *p = b.data() + k * dtypeSize(t.dtype);
-    switch (t.dtype) {
-    case DType::F32: { float v = (float)t.f[k]; std::memcpy(p, &v, 4); break; }
-    case DType::F64: std::memcpy(p, &t.f[k], 8); break;
-    case DType::F16: case DType::BF16: {
-      llvm::APFloat x(t.f[k]);
-      bool lost;
-      x.convert(t.dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
-                llvm::APFloat::rmNearestTiesToEven, &lost);
-      uint16_t bits = (uint16_t)x.bitcastToAPInt().getZExtValue();
-      std::memcpy(p, &bits, 2);
-      break;
-    }
-    case DType::I1: *p = t.i[k] != 0; break;
-    case DType::I32: { int32_t v = (int32_t)t.i[k]; std::memcpy(p, &v, 4); break; }
-    case DType::I64: std::memcpy(p, &t.i[k], 8); break;
-    }
-  }
-  return b;
-}
-
-HostTensor fromBytes(DType dt, std::vector<int64_t> shape, const std::vector<char> &b) {
-  HostTensor t(dt, std::move(shape));
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    const char *p = b.data() + k * dtypeSize(dt);
-    switch (dt) {
-    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
-    case DType::F64: std::memcpy(&t.f[k], p, 8); break;
-    case DType::F16: case DType::BF16: {
-      uint16_t bits;
-      std::memcpy(&bits, p, 2);
-      llvm::APFloat x(dt == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
-                      llvm::APInt(16, bits));
-      bool lost;
-      x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
-      t.f[k] = x.convertToDouble();
-      break;
-    }
-    case DType::I1: t.i[k] = *p != 0; break;
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
-    case DType::I64: std::memcpy(&t.i[k], p, 8); break;
-    }
-  }
-  return t;
-}
 
 cudaDataType_t cudaType(DType d) {
   switch (d) {
@@ -633,7 +578,7 @@ struct GpuProgram::Impl {
   }
 
   void upload(int sl, const HostTensor &t) {
-    std::vector<char> b = toBytes(t);
+    std::vector<char> b = t.toBytes();
     check(driver().cuMemcpyHtoDAsync(ptr(sl), b.data(), b.size(), dev.stream), "cuMemcpyHtoD",
           "uploading an input");
     check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "uploading an input");
@@ -643,7 +588,7 @@ struct GpuProgram::Impl {
     check(driver().cuMemcpyDtoHAsync(b.data(), ptr(sl), b.size(), dev.stream), "cuMemcpyDtoH",
           "downloading a result");
     check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "downloading a result");
-    return fromBytes(dtypeOf(slots[sl].value), shapeOf(slots[sl].value), b);
+    return HostTensor::fromBytes(dtypeOf(slots[sl].value), shapeOf(slots[sl].value), b.data());
   }
 
   // Runs every step; inputs already uploaded into their slots.

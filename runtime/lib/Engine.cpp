@@ -141,33 +141,31 @@ std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std
 }
 
 namespace {
-cuda::GpuProgram &gpuProgram(Program::State &st, ModuleOp module, const std::string &entry) {
-  std::lock_guard<std::mutex> lock(st.gpuMutex);
-  if (!st.gpu)
-    st.gpu = std::make_unique<cuda::GpuProgram>(module, entry);
-  return *st.gpu;
+// The device-specific program, built (planned and compiled) by the first run that needs it.
+template <class DeviceProgram>
+DeviceProgram &lazily(std::mutex &mutex, std::unique_ptr<DeviceProgram> &slot, ModuleOp module,
+                      const std::string &entry) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!slot)
+    slot = std::make_unique<DeviceProgram>(module, entry);
+  return *slot;
 }
 } // namespace
 
 std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs, Device device) const {
+  ModuleOp module = state_->module.get();
   if (device == Device::Cuda)
-    return gpuProgram(*state_, state_->module.get(), entry_).run(inputs);
+    return lazily(state_->gpuMutex, state_->gpu, module, entry_).run(inputs);
   // RFUSE_CPU_JIT=0 runs everything on the interpreter.
   const char *jit = std::getenv("RFUSE_CPU_JIT");
   if (jit && std::string(jit) == "0")
-    return interpret(state_->module.get(), entry_, inputs);
-  cpu::CpuProgram *cpuProgram;
-  {
-    std::lock_guard<std::mutex> lock(state_->cpuMutex);
-    if (!state_->cpu)
-      state_->cpu = std::make_unique<cpu::CpuProgram>(state_->module.get(), entry_);
-    cpuProgram = state_->cpu.get();
-  }
-  return cpuProgram->run(inputs);
+    return interpret(module, entry_, inputs);
+  return lazily(state_->cpuMutex, state_->cpu, module, entry_).run(inputs);
 }
 
 Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {
-  cuda::GpuTiming t = gpuProgram(*state_, state_->module.get(), entry_).benchmark(inputs, iterations);
+  cuda::GpuTiming t =
+      lazily(state_->gpuMutex, state_->gpu, state_->module.get(), entry_).benchmark(inputs, iterations);
   return {t.medianMs, t.minMs, t.iterations};
 }
 

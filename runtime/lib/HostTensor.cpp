@@ -5,6 +5,7 @@
 #include "llvm/ADT/APFloat.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace rfuse {
@@ -47,6 +48,57 @@ HostTensor HostTensor::castTo(DType to) const {
       out.set(k, get(k));
   }
   return out;
+}
+
+std::vector<char> HostTensor::toBytes() const {
+  int size = dtypeSize(dtype);
+  std::vector<char> b((size_t)numel() * size);
+  for (int64_t k = 0; k < numel(); ++k) {
+    char *p = b.data() + k * size;
+    switch (dtype) {
+    case DType::F32: { float v = (float)f[k]; std::memcpy(p, &v, 4); break; }
+    case DType::F64: std::memcpy(p, &f[k], 8); break;
+    case DType::F16: case DType::BF16: {
+      llvm::APFloat x(f[k]);
+      bool lost;
+      x.convert(dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+                llvm::APFloat::rmNearestTiesToEven, &lost);
+      uint16_t bits = (uint16_t)x.bitcastToAPInt().getZExtValue();
+      std::memcpy(p, &bits, 2);
+      break;
+    }
+    case DType::I1: *p = i[k] != 0; break;
+    case DType::I32: { int32_t v = (int32_t)i[k]; std::memcpy(p, &v, 4); break; }
+    case DType::I64: std::memcpy(p, &i[k], 8); break;
+    }
+  }
+  return b;
+}
+
+HostTensor HostTensor::fromBytes(DType dt, std::vector<int64_t> shape, const char *data) {
+  HostTensor t(dt, std::move(shape));
+  int size = dtypeSize(dt);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const char *p = data + k * size;
+    switch (dt) {
+    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
+    case DType::F64: std::memcpy(&t.f[k], p, 8); break;
+    case DType::F16: case DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      llvm::APFloat x(dt == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+                      llvm::APInt(16, bits));
+      bool lost;
+      x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+      t.f[k] = x.convertToDouble();
+      break;
+    }
+    case DType::I1: t.i[k] = *p != 0; break;
+    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
+    case DType::I64: std::memcpy(&t.i[k], p, 8); break;
+    }
+  }
+  return t;
 }
 
 std::string HostTensor::typeString() const {

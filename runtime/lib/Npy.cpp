@@ -1,6 +1,5 @@
 #include "rfuse/Runtime/Npy.h"
 
-#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstring>
@@ -20,20 +19,6 @@ const char *descrOf(DType t) {
   case DType::I64: return "<i8";
   }
   return "";
-}
-
-uint16_t toHalfBits(double v) {
-  llvm::APFloat x(v);
-  bool lost;
-  x.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  return (uint16_t)x.bitcastToAPInt().getZExtValue();
-}
-
-double fromHalfBits(uint16_t bits) {
-  llvm::APFloat x(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits));
-  bool lost;
-  x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  return x.convertToDouble();
 }
 
 // Extracts the value of 'key' from the header dict, e.g. "'descr': '<f4'".
@@ -94,25 +79,14 @@ HostTensor readNpy(const std::string &path) {
   else if (descr == "<i4") dt = DType::I32;
   else if (descr == "<i8") dt = DType::I64;
   else throw NpyError(path + ": unsupported dtype '" + descr + "'");
-  HostTensor t(dt, shape);
-  int64_t n = t.numel(), size = dtypeSize(dt);
-  std::vector<char> raw(n * size);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<char> raw(n * dtypeSize(dt));
   in.read(raw.data(), raw.size());
   if (!in)
     throw NpyError(path + ": truncated data (expected " + std::to_string(raw.size()) + " bytes)");
-  for (int64_t k = 0; k < n; ++k) {
-    const char *p = raw.data() + k * size;
-    switch (dt) {
-    case DType::F32: { float v; std::memcpy(&v, p, 4); t.f[k] = v; break; }
-    case DType::F64: { double v; std::memcpy(&v, p, 8); t.f[k] = v; break; }
-    case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); t.f[k] = fromHalfBits(v); break; }
-    case DType::I1: t.i[k] = *p != 0; break;
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); t.i[k] = v; break; }
-    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); t.i[k] = v; break; }
-    case DType::BF16: break;
-    }
-  }
-  return t;
+  return HostTensor::fromBytes(dt, shape, raw.data());
 }
 
 void writeNpy(const std::string &path, const HostTensor &t) {
@@ -133,16 +107,9 @@ void writeNpy(const std::string &path, const HostTensor &t) {
   char lenBytes[2] = {(char)(len & 0xff), (char)(len >> 8)};
   out.write(lenBytes, 2);
   out.write(header.data(), header.size());
-  for (int64_t k = 0, n = t.numel(); k < n; ++k) {
-    switch (t.dtype) {
-    case DType::F32: case DType::BF16: { float v = (float)t.f[k]; out.write((char *)&v, 4); break; }
-    case DType::F64: { double v = t.f[k]; out.write((char *)&v, 8); break; }
-    case DType::F16: { uint16_t v = toHalfBits(t.f[k]); out.write((char *)&v, 2); break; }
-    case DType::I1: { char v = t.i[k] != 0; out.write(&v, 1); break; }
-    case DType::I32: { int32_t v = (int32_t)t.i[k]; out.write((char *)&v, 4); break; }
-    case DType::I64: { int64_t v = t.i[k]; out.write((char *)&v, 8); break; }
-    }
-  }
+  // bf16 has no NumPy dtype: its values are written as f4.
+  std::vector<char> data = (t.dtype == DType::BF16 ? t.castTo(DType::F32) : t).toBytes();
+  out.write(data.data(), data.size());
   if (!out)
     throw NpyError("error writing '" + path + "'");
 }

@@ -26,6 +26,8 @@ namespace rfuse {
 /// The mlir element type of a dtype, and back (false for types rfuse does not carry).
 mlir::Type toMlirType(mlir::MLIRContext *ctx, DType t);
 bool fromMlirType(mlir::Type t, DType &out);
+/// The dtype of a ranked tensor value's elements (values of verified rfuse IR always have one).
+DType dtypeOf(mlir::Value tensor);
 } // namespace rfuse
 
 #endif

@@ -36,6 +36,11 @@ struct HostTensor {
   void set(int64_t k, double v);
   /// The same values converted to another dtype (the rules of rfuse.cast).
   HostTensor castTo(DType to) const;
+  /// The values in dtype's own binary format (little-endian; f16/bf16 as their 16 bits, i1 as
+  /// one byte): what device buffers, JIT-compiled code and .npy files hold.
+  std::vector<char> toBytes() const;
+  /// The inverse of toBytes(): `data` holds numel(shape) values of `dtype`.
+  static HostTensor fromBytes(DType dtype, std::vector<int64_t> shape, const char *data);
   /// e.g. "tensor<3x4xf32>".
   std::string typeString() const;
 };
