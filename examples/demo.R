@@ -23,8 +23,10 @@ report <- function(name, f, jf, args, dtype) {
   cat(sprintf("   relative error vs base R: %.2e -> %s\n", err,
               if (err < if (dtype == "float64") 1e-12 else 1e-5) "answers match" else "MISMATCH"))
   tb <- time_it(function() do.call(f, args)); tj <- time_it(function() do.call(jf, args))
-  cat(sprintf("   base R %.3f ms, rfuse %.3f ms (on the CPU: pointwise kernels JIT-compiled,\n   the rest on the reference interpreter; on a GPU: generated kernels, cuBLASLt, cuDNN)\n\n",
-              1e3 * tb, 1e3 * tj))
+  cat(sprintf("   base R %.3f ms, rfuse %.3f ms on %s\n", 1e3 * tb, 1e3 * tj, rf_default_device()))
+  if (rf_default_device() == "cpu")
+    cat(sprintf("   CPU steps: %s\n", paste(ex$cpu_steps, collapse = "; ")))
+  cat("\n")
   invisible(err)
 }
 

@@ -1,4 +1,10 @@
+// CPU lowering (see CpuLowering.h and docs/codegen.md): pointwise kernels as one linalg.generic
+// over subviews of [begin, end); reductions as scf loop nests (row-major: a row per outer index;
+// column-major: a column tile per call, partial results in stack scratch); matmuls as a BLAS call
+// plus a pointwise epilogue function.
 #include "rfuse/Codegen/CpuLowering.h"
+
+#include "KernelRegion.h"
 
 #include "rfuse/IR/RfuseDialect.h"
 
@@ -6,144 +12,61 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <limits>
 
 using namespace mlir;
 
 namespace rfuse::cpu {
 
+using codegen::Region;
+using codegen::ReductionLayout;
+
 void registerCpuDialects(DialectRegistry &registry) {
   registry.insert<linalg::LinalgDialect, memref::MemRefDialect, arith::ArithDialect,
-                  math::MathDialect, func::FuncDialect>();
+                  math::MathDialect, func::FuncDialect, scf::SCFDialect>();
 }
 
 namespace {
 
 Type elemOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getElementType(); }
 
-class Lowering {
+bool fail(std::string &why, const std::string &w) {
+  why = w;
+  return false;
+}
+
+bool supportedType(Type t) {
+  return t.isF32() || t.isF64() || t.isInteger(1) || t.isInteger(32) || t.isInteger(64);
+}
+
+// Scalar code for one op kind: the arith/math counterpart of each function in ScalarOps.h.
+class ScalarBuilder {
 public:
-  Lowering(func::FuncOp kernel, ModuleOp target) : kernel(kernel), target(target), b(kernel.getContext()) {}
+  explicit ScalarBuilder(ModuleOp target) : target(target) {}
 
-  bool run(const std::string &name, std::string &why) {
-    Block &body = kernel.getBody().front();
-    SmallVector<Value> outputs(body.getTerminator()->getOperands());
-    if (outputs.empty()) {
-      why = "no outputs";
-      return false;
-    }
-    auto space = llvm::cast<RankedTensorType>(outputs[0].getType()).getShape();
-    rank = space.size();
-    for (Value o : outputs)
-      if (llvm::cast<RankedTensorType>(o.getType()).getShape() != space)
-        return fail(why, "outputs of different shapes");
-    for (Value v : body.getArguments())
-      if (!supportedType(elemOf(v)))
-        return fail(why, "f16/bf16 on the CPU JIT");
-    for (Operation &op : body.without_terminator())
-      if (op.getNumResults() != 1 || !supportedType(elemOf(op.getResult(0))))
-        return fail(why, "f16/bf16 on the CPU JIT");
+  Value constant(OpBuilder &nb, Location l, ConstantOp c, std::string &why) {
+    auto splat = llvm::dyn_cast<SplatElementsAttr>(c.getValue());
+    if (!splat)
+      return fail(why, "a dense constant in a kernel"), Value();
+    return nb.create<arith::ConstantOp>(l, llvm::cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+  }
 
-    // Function signature: the kernel's inputs, then its outputs, as memrefs.
-    Location loc = kernel.getLoc();
-    SmallVector<Type> argTypes;
-    for (BlockArgument a : body.getArguments())
-      argTypes.push_back(memrefOf(a.getType()));
-    for (Value o : outputs)
-      argTypes.push_back(memrefOf(o.getType()));
-    b.setInsertionPointToEnd(target.getBody());
-    auto fn = b.create<func::FuncOp>(loc, name, b.getFunctionType(argTypes, {}));
-    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    Block *entry = fn.addEntryBlock();
-    b.setInsertionPointToStart(entry);
-
-    // linalg inputs: (kernel input, indexing map) pairs — direct reads and index maps.
-    SmallVector<Value> ins;
-    SmallVector<AffineMap> maps;
-    auto addInput = [&](Value kernelArg, AffineMap map) {
-      for (size_t i = 0; i < inputKeys.size(); ++i)
-        if (inputKeys[i].first == kernelArg && inputKeys[i].second == map)
-          return (int)i;
-      inputKeys.push_back({kernelArg, map});
-      ins.push_back(entry->getArgument(llvm::cast<BlockArgument>(kernelArg).getArgNumber()));
-      maps.push_back(map);
-      return (int)inputKeys.size() - 1;
-    };
-    AffineMap identity = b.getMultiDimIdentityMap(rank);
-    for (Operation &op : body.without_terminator()) {
-      if (isa<BroadcastInDimOp, TransposeOp>(op)) {
-        Value src = op.getOperand(0);
-        if (src.getDefiningOp<ConstantOp>())
-          continue;
-        if (!llvm::isa<BlockArgument>(src))
-          return fail(why, "an index map over a computed value");
-        slotOf[&op] = addInput(src, indexMap(&op));
-        continue;
-      }
-      for (Value v : op.getOperands())
-        if (llvm::isa<BlockArgument>(v))
-          directSlot[v] = addInput(v, identity);
-    }
-    for (Value o : outputs)
-      if (llvm::isa<BlockArgument>(o))
-        directSlot[o] = addInput(o, identity);
-    SmallVector<Value> outs;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      outs.push_back(entry->getArgument(body.getNumArguments() + i));
-      maps.push_back(identity);
-    }
-    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-    bool ok = true;
-    b.create<linalg::GenericOp>(
-        loc, TypeRange{}, ins, outs, maps, iters, [&](OpBuilder &nb, Location l, ValueRange args) {
-          ok = emitBody(nb, l, args, outputs, why);
-        });
-    b.create<func::ReturnOp>(loc);
-    if (!ok)
-      fn.erase();
-    return ok;
+  /// A pointwise op or cast of scalar operands `a`.
+  Value apply(OpBuilder &nb, Location l, Operation *op, ArrayRef<Value> a, std::string &why) {
+    if (auto c = dyn_cast<CastOp>(op))
+      return cast(nb, l, a[0], getElementTypeOrSelf(c.getType()), why);
+    if (auto pw = dyn_cast<PointwiseOpInterface>(op))
+      return scalar(nb, l, pw.getScalarOp(), a, why);
+    fail(why, "no CPU code for '" + op->getName().getStringRef().str() + "'");
+    return {};
   }
 
 private:
-  func::FuncOp kernel;
-  ModuleOp target;
-  OpBuilder b;
-  int64_t rank = 0;
-  SmallVector<std::pair<Value, AffineMap>> inputKeys;
-  llvm::DenseMap<Operation *, int> slotOf;  // index-map op -> linalg input
-  llvm::DenseMap<Value, int> directSlot;    // kernel input read directly -> linalg input
-
-  static bool fail(std::string &why, const char *w) {
-    why = w;
-    return false;
-  }
-  static bool supportedType(Type t) { return t.isF32() || t.isF64() || t.isInteger(1) || t.isInteger(32) || t.isInteger(64); }
-  static MemRefType memrefOf(Type t) {
-    auto rt = llvm::cast<RankedTensorType>(t);
-    return MemRefType::get(rt.getShape(), rt.getElementType());
-  }
-
-  AffineMap indexMap(Operation *op) {
-    SmallVector<AffineExpr> exprs;
-    auto inShape = llvm::cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
-    if (auto bc = dyn_cast<BroadcastInDimOp>(op)) {
-      for (auto [i, d] : llvm::enumerate(bc.getDims()))
-        exprs.push_back(inShape[i] == 1 ? b.getAffineConstantExpr(0) : b.getAffineDimExpr(d));
-    } else {
-      auto perm = llvm::cast<TransposeOp>(op).getPerm();
-      exprs.resize(perm.size());
-      for (auto [d, p] : llvm::enumerate(perm))
-        exprs[p] = b.getAffineDimExpr(d);
-    }
-    return AffineMap::get(rank, 0, exprs, b.getContext());
-  }
-
-  Value constantOf(OpBuilder &nb, Location l, ConstantOp c) {
-    auto splat = llvm::cast<SplatElementsAttr>(c.getValue());
-    return nb.create<arith::ConstantOp>(l, llvm::cast<TypedAttr>(splat.getSplatValue<Attribute>()));
-  }
 
   Value erfc(OpBuilder &nb, Location l, Value x) {
     // libm's erfc (MLIR 19's math dialect has erf but no erfc): the same function the
@@ -243,56 +166,731 @@ private:
                  ? (Value)nb.create<arith::ExtSIOp>(l, to, x)
                  : nb.create<arith::TruncIOp>(l, to, x);
     }
-    why = "a float-to-integer cast (saturating semantics)";
+    if (llvm::isa<FloatType>(from) && llvm::isa<IntegerType>(to)) {
+      // rf_float_to_int: NaN -> 0, saturating at the bounds, else toward zero (in double).
+      Type f64 = nb.getF64Type();
+      Value d = from.isF64() ? x : nb.create<arith::ExtFOp>(l, f64, x).getResult();
+      bool i32 = to.isInteger(32);
+      double lo = i32 ? -2147483648.0 : -9223372036854775808.0, hi = i32 ? 2147483647.0 : 9223372036854774784.0;
+      auto c = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(f64, v)).getResult(); };
+      Value v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OLE, d, c(lo)), c(lo), d);
+      v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, v, c(hi)), c(hi), v);
+      v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::UNO, d, d), c(0), v);
+      return nb.create<arith::FPToSIOp>(l, to, v);
+    }
+    why = "a cast from " + std::to_string(from.getIntOrFloatBitWidth()) + "-bit type to " +
+          std::to_string(to.getIntOrFloatBitWidth()) + "-bit type";
     return {};
   }
 
-  bool emitBody(OpBuilder &nb, Location l, ValueRange args, ArrayRef<Value> outputs, std::string &why) {
+
+private:
+  ModuleOp target;
+};
+
+// The function shell every lowering starts from: `name(index begin, index end, memrefs...)`.
+func::FuncOp createFunction(ModuleOp target, Location loc, const std::string &name,
+                            ArrayRef<Type> memrefs) {
+  OpBuilder b(target.getContext());
+  b.setInsertionPointToEnd(target.getBody());
+  SmallVector<Type> args = {b.getIndexType(), b.getIndexType()};
+  args.append(memrefs.begin(), memrefs.end());
+  auto fn = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  fn.addEntryBlock();
+  return fn;
+}
+
+MemRefType memrefOf(ArrayRef<int64_t> shape, Type elem) { return MemRefType::get(shape, elem); }
+
+bool checkTypes(const Region &r, std::string &why) {
+  for (Value v : r.inputs)
+    if (!supportedType(elemOf(v)))
+      return fail(why, "f16/bf16 on the CPU backend");
+  for (Operation *op : r.ops)
+    for (Value v : op->getResults())
+      if (!supportedType(elemOf(v)))
+        return fail(why, "f16/bf16 on the CPU backend");
+  return true;
+}
+
+// ---- Pointwise: one linalg.generic over the [begin, end) slice of the split dim ----------------
+
+class PointwiseLowering {
+public:
+  PointwiseLowering(const Region &r, ModuleOp target) : r(r), target(target), sb(target) {}
+
+  std::optional<CpuFunction> run(const std::string &name, std::string &why) {
+    if (r.outputs.empty())
+      return fail(why, "no outputs"), std::nullopt;
+    auto space = codegen::shapeOf(r.outputs[0]);
+    int64_t rank = space.size();
+    for (Value o : r.outputs)
+      if (codegen::shapeOf(o) != space)
+        return fail(why, "outputs of different shapes"), std::nullopt;
+    if (!checkTypes(r, why))
+      return std::nullopt;
+    // The split dim: the first with more than one element (those before it are all 1).
+    int64_t split = -1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (space[d] > 1) {
+        split = d;
+        break;
+      }
+    CpuFunction f;
+    f.name = name;
+    f.extent = split < 0 ? 1 : space[split];
+    f.workPerUnit = codegen::numElements(space) / f.extent;
+    SmallVector<Type> memrefs;
+    for (Value in : r.inputs) {
+      memrefs.push_back(memrefOf(codegen::shapeOf(in), elemOf(in)));
+      f.argShapes.emplace_back(codegen::shapeOf(in).begin(), codegen::shapeOf(in).end());
+    }
+    for (Value o : r.outputs) {
+      memrefs.push_back(memrefOf(space, elemOf(o)));
+      f.argShapes.emplace_back(space.begin(), space.end());
+    }
+    Location loc = r.loc;
+    func::FuncOp fn = createFunction(target, loc, name, memrefs);
+    Block *entry = &fn.getBody().front();
+    OpBuilder b(fn.getContext());
+    b.setInsertionPointToStart(entry);
+    Value begin = entry->getArgument(0), end = entry->getArgument(1);
+    Value size = b.create<arith::SubIOp>(loc, end, begin);
+
+    // A slice [begin, end) along memref dim p (all of every other dim).
+    auto slice = [&](Value m, int64_t p) -> Value {
+      if (p < 0)
+        return m;
+      auto shape = llvm::cast<MemRefType>(m.getType()).getShape();
+      SmallVector<OpFoldResult> offs(shape.size(), b.getIndexAttr(0)), sizes, strides(shape.size(), b.getIndexAttr(1));
+      for (int64_t s : shape)
+        sizes.push_back(b.getIndexAttr(s));
+      offs[p] = begin;
+      sizes[p] = size;
+      return b.create<memref::SubViewOp>(loc, m, offs, sizes, strides);
+    };
+
+    // linalg inputs: (kernel input, indexing map) pairs — direct reads and index maps.
+    SmallVector<Value> ins;
+    SmallVector<AffineMap> maps;
+    SmallVector<std::pair<Value, AffineMap>> keys;
+    auto addInput = [&](Value v, AffineMap map) {
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (keys[i].first == v && keys[i].second == map)
+          return (int)i;
+      keys.push_back({v, map});
+      int64_t p = -1; // the input dim that runs along the split dim
+      for (unsigned k = 0; k < map.getNumResults() && split >= 0; ++k)
+        if (map.getResult(k) == b.getAffineDimExpr(split))
+          p = k;
+      ins.push_back(slice(entry->getArgument(2 + r.indexOf(v)), p));
+      maps.push_back(map);
+      return (int)keys.size() - 1;
+    };
+    AffineMap identity = b.getMultiDimIdentityMap(rank);
+    for (Operation *op : r.ops) {
+      if (isa<BroadcastInDimOp, TransposeOp>(op)) {
+        Value src = op->getOperand(0);
+        if (src.getDefiningOp<ConstantOp>())
+          continue;
+        if (r.indexOf(src) < 0)
+          return fail(why, "an index map over a computed value"), std::nullopt;
+        slotOf[op] = addInput(src, indexMap(op, rank));
+        continue;
+      }
+      for (Value v : op->getOperands())
+        if (r.indexOf(v) >= 0)
+          directSlot[v] = addInput(v, identity);
+    }
+    for (Value o : r.outputs)
+      if (r.indexOf(o) >= 0)
+        directSlot[o] = addInput(o, identity);
+    SmallVector<Value> outs;
+    for (size_t i = 0; i < r.outputs.size(); ++i) {
+      outs.push_back(slice(entry->getArgument(2 + r.inputs.size() + i), split));
+      maps.push_back(identity);
+    }
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    bool ok = true;
+    b.create<linalg::GenericOp>(loc, TypeRange{}, ins, outs, maps, iters,
+                                [&](OpBuilder &nb, Location l, ValueRange args) {
+                                  ok = emitBody(nb, l, args, why);
+                                });
+    b.create<func::ReturnOp>(loc);
+    if (!ok) {
+      fn.erase();
+      return std::nullopt;
+    }
+    return f;
+  }
+
+private:
+  const Region &r;
+  ModuleOp target;
+  ScalarBuilder sb;
+  llvm::DenseMap<Operation *, int> slotOf; // index-map op -> linalg input
+  llvm::DenseMap<Value, int> directSlot;   // kernel input read directly -> linalg input
+
+  AffineMap indexMap(Operation *op, int64_t rank) {
+    MLIRContext *ctx = op->getContext();
+    auto inShape = codegen::shapeOf(op->getOperand(0));
+    SmallVector<AffineExpr> exprs(inShape.size());
+    for (auto [d, in] : llvm::enumerate(codegen::indexMap(op)))
+      if (in >= 0)
+        exprs[in] = inShape[in] == 1 ? getAffineConstantExpr(0, ctx) : getAffineDimExpr(d, ctx);
+    return AffineMap::get(rank, 0, exprs, ctx);
+  }
+
+  bool emitBody(OpBuilder &nb, Location l, ValueRange args, std::string &why) {
     llvm::DenseMap<Value, Value> scalarOf;
     for (auto [v, slot] : directSlot)
       scalarOf[v] = args[slot];
-    Block &body = kernel.getBody().front();
-    for (Operation &op : body.without_terminator()) {
-      Value r;
+    for (Operation *op : r.ops) {
+      Value res;
       if (auto c = dyn_cast<ConstantOp>(op)) {
-        if (!llvm::isa<SplatElementsAttr>(c.getValue()))
-          return fail(why, "a dense constant in a kernel");
-        r = constantOf(nb, l, c);
+        res = sb.constant(nb, l, c, why);
       } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
-        if (auto c = op.getOperand(0).getDefiningOp<ConstantOp>())
-          r = scalarOf.lookup(c.getResult());
+        if (auto c = op->getOperand(0).getDefiningOp<ConstantOp>())
+          res = scalarOf.lookup(c.getResult());
         else
-          r = args[slotOf.lookup(&op)];
-      } else if (auto cst = dyn_cast<CastOp>(op)) {
-        r = cast(nb, l, scalarOf.lookup(cst.getInput()), getElementTypeOrSelf(cst.getType()), why);
-      } else if (auto pw = dyn_cast<PointwiseOpInterface>(op)) {
-        SmallVector<Value> a;
-        for (Value v : op.getOperands())
-          a.push_back(scalarOf.lookup(v));
-        r = scalar(nb, l, pw.getScalarOp(), a, why);
+          res = args[slotOf.lookup(op)];
       } else {
-        return fail(why, "a non-pointwise op");
+        SmallVector<Value> a;
+        for (Value v : op->getOperands())
+          a.push_back(scalarOf.lookup(v));
+        res = sb.apply(nb, l, op, a, why);
       }
-      if (!r)
+      if (!res)
         return false;
-      scalarOf[op.getResult(0)] = r;
+      scalarOf[op->getResult(0)] = res;
     }
     SmallVector<Value> yielded;
-    for (Value o : outputs)
+    for (Value o : r.outputs)
       yielded.push_back(scalarOf.lookup(o));
     nb.create<linalg::YieldOp>(l, yielded);
     return true;
   }
 };
 
+// ---- Reductions: scf loop nests over (o, j) ---------------------------------------------------
+//
+// Row-major (the reduced dims trailing, or mixed): for o in [begin, end) { for each reduction:
+// an scf.for over j carrying the accumulator; then one pass over j storing the outputs }. Per-row
+// values are SSA values. The sum's add is marked reassoc so LLVM vectorizes it.
+// Column-major (the reduced dims leading, as rowSums of an R matrix is): each reduction is a
+// pass for j { for o in [begin, end) }, partial results in a stack array indexed by o - begin
+// (calls take at most `columnTile` columns); the inner loop walks contiguous memory and every
+// output is accumulated in the interpreter's order.
+
+constexpr int64_t columnTile = 512;
+
+class ReductionLowering {
+public:
+  ReductionLowering(const Region &r, ModuleOp target) : r(r), L(r), target(target), sb(target) {}
+
+  std::optional<CpuFunction> run(const std::string &name, std::string &why) {
+    if (!checkTypes(r, why))
+      return std::nullopt;
+    columnMode = L.prefix && !L.suffix;
+    for (Value o : r.outputs) {
+      auto s = L.spaceOf(o);
+      if (r.indexOf(o) >= 0 ? L.classify(o) == ReductionLayout::Space::Other : s == ReductionLayout::Space::Other)
+        return fail(why, "an output of a third shape"), std::nullopt;
+    }
+    CpuFunction f;
+    f.name = name;
+    f.extent = L.outerLen;
+    f.workPerUnit = L.redLen;
+    if (columnMode)
+      f.maxChunk = std::min<int64_t>(L.outerLen, columnTile);
+    SmallVector<Type> memrefs;
+    for (Value v : r.inputs) {
+      int64_t n = codegen::numElements(codegen::shapeOf(v));
+      memrefs.push_back(memrefOf({n}, elemOf(v)));
+      f.argShapes.push_back({n});
+    }
+    for (Value v : r.outputs) {
+      int64_t n = codegen::numElements(codegen::shapeOf(v));
+      memrefs.push_back(memrefOf({n}, elemOf(v)));
+      f.argShapes.push_back({n});
+    }
+    loc = r.loc;
+    fn = createFunction(target, loc, name, memrefs);
+    Block *entry = &fn.getBody().front();
+    OpBuilder b(fn.getContext());
+    b.setInsertionPointToStart(entry);
+    begin = entry->getArgument(0);
+    end = entry->getArgument(1);
+    bool ok = columnMode ? emitColumns(b, why) : emitRows(b, why);
+    b.create<func::ReturnOp>(loc);
+    if (!ok) {
+      fn.erase();
+      return std::nullopt;
+    }
+    return f;
+  }
+
+private:
+  using Space = ReductionLayout::Space;
+  using Memo = llvm::DenseMap<Value, Value>;
+  const Region &r;
+  ReductionLayout L;
+  ModuleOp target;
+  ScalarBuilder sb;
+  Location loc = UnknownLoc::get(target.getContext());
+  func::FuncOp fn;
+  Value begin, end;
+  bool columnMode = false;
+  llvm::DenseMap<Value, Value> rowSSA;     // row mode: per-row values of this o
+  llvm::DenseMap<Value, Value> rowScratch; // column mode: per-row values, by o - begin
+
+  Value arg(int i) { return fn.getBody().front().getArgument(2 + i); }
+  Value out(int i) { return arg(r.inputs.size() + i); }
+  Value idx(OpBuilder &b, int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value mul(OpBuilder &b, Value a, int64_t c) { return c == 1 ? a : b.create<arith::MulIOp>(loc, a, idx(b, c)).getResult(); }
+  Value add(OpBuilder &b, Value a, Value c) { return b.create<arith::AddIOp>(loc, a, c); }
+
+  Value coord(OpBuilder &b, int64_t d, Value o, Value j) {
+    ReductionLayout::Coord c = L.coord(d);
+    Value v = c.reduced ? j : o;
+    if (c.divisor != 1)
+      v = b.create<arith::DivUIOp>(loc, v, idx(b, c.divisor));
+    if (c.modulo != 0)
+      v = b.create<arith::RemUIOp>(loc, v, idx(b, c.modulo));
+    return v;
+  }
+  // Flat index into F of (o, j).
+  Value fullIndex(OpBuilder &b, Value o, Value j) {
+    if (L.suffix)
+      return add(b, mul(b, o, L.redLen), j);
+    if (L.prefix)
+      return add(b, mul(b, j, L.outerLen), o);
+    auto strides = codegen::stridesOf(L.full);
+    Value e = idx(b, 0);
+    for (size_t d = 0; d < L.full.size(); ++d)
+      e = add(b, e, mul(b, coord(b, d, o, j), strides[d]));
+    return e;
+  }
+  // Offset into an input read through a broadcast / transpose over F at (o, j).
+  Value mappedInputOffset(OpBuilder &b, Operation *op, Value o, Value j) {
+    auto map = codegen::indexMap(op);
+    auto inShape = codegen::shapeOf(op->getOperand(0));
+    auto inStrides = codegen::stridesOf(inShape);
+    Value e = idx(b, 0);
+    for (size_t d = 0; d < L.full.size(); ++d)
+      if (map[d] >= 0 && inShape[map[d]] != 1)
+        e = add(b, e, mul(b, coord(b, d, o, j), inStrides[map[d]]));
+    return e;
+  }
+  // Offset into an input read through an index map from flat index `i` over `space`.
+  Value mappedOffset(OpBuilder &b, Value i, ArrayRef<int64_t> space, Operation *op) {
+    auto map = codegen::indexMap(op);
+    auto inShape = codegen::shapeOf(op->getOperand(0));
+    auto inStrides = codegen::stridesOf(inShape), spaceStrides = codegen::stridesOf(space);
+    Value e = idx(b, 0);
+    for (size_t d = 0; d < space.size(); ++d) {
+      if (map[d] < 0 || inShape[map[d]] == 1)
+        continue;
+      Value c = b.create<arith::DivUIOp>(loc, i, idx(b, spaceStrides[d]));
+      if (d > 0)
+        c = b.create<arith::RemUIOp>(loc, c, idx(b, space[d]));
+      e = add(b, e, mul(b, c, inStrides[map[d]]));
+    }
+    return e;
+  }
+  Value load(OpBuilder &b, Value m, Value i) { return b.create<memref::LoadOp>(loc, m, ValueRange{i}); }
+
+  // A per-row value at outer index o.
+  Value rowValue(OpBuilder &b, Value v, Value o, std::string &why) {
+    if (int i = r.indexOf(v); i >= 0)
+      return load(b, arg(i), o);
+    if (auto c = v.getDefiningOp<ConstantOp>())
+      return sb.constant(b, loc, c, why);
+    if (columnMode) {
+      if (Value s = rowScratch.lookup(v))
+        return load(b, s, b.create<arith::SubIOp>(loc, o, begin));
+    } else if (Value s = rowSSA.lookup(v)) {
+      return s;
+    }
+    fail(why, "a per-row value used before it is computed");
+    return {};
+  }
+
+  // A per-element value at (o, j), computing what it depends on.
+  Value fullValue(OpBuilder &b, Value v, Value o, Value j, Memo &memo, std::string &why) {
+    if (Value m = memo.lookup(v))
+      return m;
+    if (L.spaceOf(v) == Space::Row)
+      return rowValue(b, v, o, why);
+    Value res;
+    Operation *op = v.getDefiningOp();
+    if (int i = r.indexOf(v); i >= 0) {
+      if (L.classify(v) != Space::Full)
+        return fail(why, "an input of a third shape read per element"), Value();
+      res = load(b, arg(i), fullIndex(b, o, j));
+    } else if (auto c = dyn_cast<ConstantOp>(op)) {
+      res = sb.constant(b, loc, c, why);
+    } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
+      Value in = op->getOperand(0);
+      if (auto c = in.getDefiningOp<ConstantOp>())
+        res = sb.constant(b, loc, c, why);
+      else if (L.spaceOf(in) == Space::Row && isa<BroadcastInDimOp>(op) &&
+               L.isReexpansion(cast<BroadcastInDimOp>(op)))
+        res = rowValue(b, in, o, why);
+      else if (int i = r.indexOf(in); i >= 0)
+        res = load(b, arg(i), mappedInputOffset(b, op, o, j));
+      else
+        return fail(why, "an index map over a value computed in the kernel"), Value();
+    } else if (codegen::isReduction(op)) {
+      return fail(why, "a reduction of another shape"), Value();
+    } else {
+      SmallVector<Value> a;
+      for (Value x : op->getOperands()) {
+        Value s = fullValue(b, x, o, j, memo, why);
+        if (!s)
+          return {};
+        a.push_back(s);
+      }
+      res = sb.apply(b, loc, op, a, why);
+    }
+    if (res)
+      memo[v] = res;
+    return res;
+  }
+
+  // Per-row pointwise op (e.g. rsqrt(var + eps)) at o.
+  Value rowOp(OpBuilder &b, Operation *op, Value o, std::string &why) {
+    if (auto c = dyn_cast<ConstantOp>(op))
+      return sb.constant(b, loc, c, why);
+    if (isa<BroadcastInDimOp, TransposeOp>(op)) {
+      Value in = op->getOperand(0);
+      if (int i = r.indexOf(in); i >= 0)
+        return load(b, arg(i), mappedOffset(b, o, codegen::shapeOf(op->getResult(0)), op));
+      if (isa<TransposeOp>(op))
+        return fail(why, "a transpose of a per-row value"), Value();
+      return rowValue(b, in, o, why); // between the two forms of the reduced shape: a renaming
+    }
+    SmallVector<Value> a;
+    for (Value x : op->getOperands()) {
+      Value s = rowValue(b, x, o, why);
+      if (!s)
+        return {};
+      a.push_back(s);
+    }
+    return sb.apply(b, loc, op, a, why);
+  }
+
+  int kindOf(Operation *op) { return isa<ReduceMaxOp>(op) ? 1 : isa<ReduceMinOp>(op) ? 2 : 0; }
+  // f32 sums accumulate in f64, as the interpreter's do (in long double): results then agree
+  // to f32 rounding whatever the length.
+  Type accType(Operation *op) {
+    Type t = elemOf(op->getResult(0));
+    return t.isF32() && kindOf(op) == 0 ? Float64Type::get(t.getContext()) : t;
+  }
+  Value widen(OpBuilder &b, Operation *op, Value v) {
+    return v.getType() == accType(op) ? v : b.create<arith::ExtFOp>(loc, accType(op), v).getResult();
+  }
+  Value init(OpBuilder &b, Operation *op) {
+    Type t = accType(op);
+    int k = kindOf(op);
+    if (llvm::isa<FloatType>(t))
+      return b.create<arith::ConstantOp>(
+          loc, b.getFloatAttr(t, k == 0 ? 0.0 : k == 1 ? -std::numeric_limits<double>::infinity()
+                                                       : std::numeric_limits<double>::infinity()));
+    int64_t v = k == 0 ? 0 : k == 1 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    if (t.isInteger(32))
+      v = k == 0 ? 0 : k == 1 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, v));
+  }
+  Value combine(OpBuilder &b, Operation *op, Value acc, Value v, bool reassoc) {
+    bool f = llvm::isa<FloatType>(v.getType());
+    switch (kindOf(op)) {
+    case 1: return f ? (Value)b.create<arith::MaximumFOp>(loc, acc, v) : b.create<arith::MaxSIOp>(loc, acc, v);
+    case 2: return f ? (Value)b.create<arith::MinimumFOp>(loc, acc, v) : b.create<arith::MinSIOp>(loc, acc, v);
+    default:
+      if (!f)
+        return b.create<arith::AddIOp>(loc, acc, v);
+      return b.create<arith::AddFOp>(loc, acc, v,
+                                     reassoc ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none);
+    }
+  }
+  Value finish(OpBuilder &b, Operation *op, Value acc) {
+    Type t = acc.getType();
+    if (isa<ReduceMeanOp>(op))
+      acc = llvm::isa<FloatType>(t)
+                ? (Value)b.create<arith::DivFOp>(loc, acc, b.create<arith::ConstantOp>(loc, b.getFloatAttr(t, (double)L.redLen)))
+                : b.create<arith::DivSIOp>(loc, acc, b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, L.redLen)));
+    Type rt = elemOf(op->getResult(0));
+    return rt == t ? acc : b.create<arith::TruncFOp>(loc, rt, acc).getResult();
+  }
+
+  bool emitRows(OpBuilder &b, std::string &why) {
+    bool ok = true;
+    b.create<scf::ForOp>(loc, begin, end, idx(b, 1), ValueRange{},
+                         [&](OpBuilder &ob, Location, Value o, ValueRange) {
+                           ok = emitRow(ob, o, why);
+                           ob.create<scf::YieldOp>(loc);
+                         });
+    return ok;
+  }
+
+  bool emitRow(OpBuilder &b, Value o, std::string &why) {
+    for (Operation *op : r.ops) {
+      Value res = op->getResult(0);
+      if (codegen::isReduction(op)) {
+        bool ok = true;
+        auto loop = b.create<scf::ForOp>(
+            loc, idx(b, 0), idx(b, L.redLen), idx(b, 1), ValueRange{init(b, op)},
+            [&](OpBuilder &jb, Location, Value j, ValueRange acc) {
+              Memo memo;
+              Value v = fullValue(jb, op->getOperand(0), o, j, memo, why);
+              ok = (bool)v;
+              jb.create<scf::YieldOp>(loc, ok ? combine(jb, op, acc[0], widen(jb, op, v), /*reassoc=*/true) : acc[0]);
+            });
+        if (!ok)
+          return false;
+        rowSSA[res] = finish(b, op, loop.getResult(0));
+      } else if (L.spaceOf(res) == Space::Row) {
+        Value v = rowOp(b, op, o, why);
+        if (!v)
+          return false;
+        rowSSA[res] = v;
+      }
+    }
+    return storeOutputs(b, o, why);
+  }
+
+  // The outputs: per-element ones in one pass over j, per-row ones once.
+  bool storeOutputs(OpBuilder &b, Value o, std::string &why) {
+    bool ok = true;
+    for (auto [i, v] : llvm::enumerate(r.outputs)) {
+      if (L.classify(v) != Space::Row && L.spaceOf(v) != Space::Row)
+        continue;
+      Value s = rowValue(b, v, o, why);
+      if (!s)
+        return false;
+      b.create<memref::StoreOp>(loc, s, out(i), ValueRange{o});
+    }
+    bool anyFull = llvm::any_of(r.outputs, [&](Value v) { return L.spaceOf(v) == Space::Full || (r.indexOf(v) >= 0 && L.classify(v) == Space::Full); });
+    if (!anyFull)
+      return true;
+    b.create<scf::ForOp>(loc, idx(b, 0), idx(b, L.redLen), idx(b, 1), ValueRange{},
+                         [&](OpBuilder &jb, Location, Value j, ValueRange) {
+                           ok = storeFull(jb, o, j, why);
+                           jb.create<scf::YieldOp>(loc);
+                         });
+    return ok;
+  }
+  bool storeFull(OpBuilder &b, Value o, Value j, std::string &why) {
+    Memo memo;
+    Value at = fullIndex(b, o, j);
+    for (auto [i, v] : llvm::enumerate(r.outputs)) {
+      if (L.spaceOf(v) == Space::Row || (r.indexOf(v) >= 0 && L.classify(v) != Space::Full))
+        continue;
+      Value s = fullValue(b, v, o, j, memo, why);
+      if (!s)
+        return false;
+      b.create<memref::StoreOp>(loc, s, out(i), ValueRange{at});
+    }
+    return true;
+  }
+
+  // for o in [begin, end)
+  template <class Body> void forColumns(OpBuilder &b, Body body) {
+    b.create<scf::ForOp>(loc, begin, end, idx(b, 1), ValueRange{},
+                         [&](OpBuilder &ob, Location, Value o, ValueRange) {
+                           body(ob, o);
+                           ob.create<scf::YieldOp>(loc);
+                         });
+  }
+  // for j in [0, redLen) { for o in [begin, end) }
+  template <class Body> void forElements(OpBuilder &b, Body body) {
+    b.create<scf::ForOp>(loc, idx(b, 0), idx(b, L.redLen), idx(b, 1), ValueRange{},
+                         [&](OpBuilder &jb, Location, Value j, ValueRange) {
+                           forColumns(jb, [&](OpBuilder &ob, Value o) { body(ob, o, j); });
+                           jb.create<scf::YieldOp>(loc);
+                         });
+  }
+
+  bool emitColumns(OpBuilder &b, std::string &why) {
+    bool ok = true;
+    auto scratch = [&](Type t) {
+      auto m = b.create<memref::AllocaOp>(loc, MemRefType::get({std::min<int64_t>(L.outerLen, columnTile)}, t));
+      m->setAttr("alignment", b.getI64IntegerAttr(64));
+      return m.getResult();
+    };
+    auto scratchFor = [&](Value v) { return rowScratch[v] = scratch(elemOf(v)); };
+    for (Operation *op : r.ops) {
+      Value res = op->getResult(0);
+      if (codegen::isReduction(op)) {
+        // Accumulators (in accType), then the results (finished: mean, rounding).
+        bool separate = accType(op) != elemOf(res) || isa<ReduceMeanOp>(op);
+        Value s = separate ? scratch(accType(op)) : scratchFor(res);
+        forColumns(b, [&](OpBuilder &ob, Value o) {
+          ob.create<memref::StoreOp>(loc, init(ob, op), s, ValueRange{ob.create<arith::SubIOp>(loc, o, begin)});
+        });
+        forElements(b, [&](OpBuilder &eb, Value o, Value j) {
+          Memo memo;
+          Value v = fullValue(eb, op->getOperand(0), o, j, memo, why);
+          if (!v) {
+            ok = false;
+            return;
+          }
+          Value at = eb.create<arith::SubIOp>(loc, o, begin);
+          Value acc = load(eb, s, at);
+          eb.create<memref::StoreOp>(loc, combine(eb, op, acc, widen(eb, op, v), /*reassoc=*/false), s, ValueRange{at});
+        });
+        if (!ok)
+          return false;
+        if (separate) {
+          Value result = scratchFor(res);
+          forColumns(b, [&](OpBuilder &ob, Value o) {
+            Value at = ob.create<arith::SubIOp>(loc, o, begin);
+            ob.create<memref::StoreOp>(loc, finish(ob, op, load(ob, s, at)), result, ValueRange{at});
+          });
+        }
+      } else if (L.spaceOf(res) == Space::Row && !isa<ConstantOp>(op)) {
+        Value s = scratchFor(res);
+        forColumns(b, [&](OpBuilder &ob, Value o) {
+          Value v = rowOp(ob, op, o, why);
+          if (!v) {
+            ok = false;
+            return;
+          }
+          ob.create<memref::StoreOp>(loc, v, s, ValueRange{ob.create<arith::SubIOp>(loc, o, begin)});
+        });
+        if (!ok)
+          return false;
+      }
+    }
+    forColumns(b, [&](OpBuilder &ob, Value o) {
+      for (auto [i, v] : llvm::enumerate(r.outputs)) {
+        if (L.classify(v) != Space::Row && L.spaceOf(v) != Space::Row)
+          continue;
+        Value s = rowValue(ob, v, o, why);
+        if (!s) {
+          ok = false;
+          return;
+        }
+        ob.create<memref::StoreOp>(loc, s, out(i), ValueRange{o});
+      }
+    });
+    bool anyFull = llvm::any_of(r.outputs, [&](Value v) { return L.spaceOf(v) == Space::Full || (r.indexOf(v) >= 0 && L.classify(v) == Space::Full); });
+    if (ok && anyFull)
+      forElements(b, [&](OpBuilder &eb, Value o, Value j) { ok = ok && storeFull(eb, o, j, why); });
+    return ok;
+  }
+};
+
+// ---- Matmul: BLAS for the product, a pointwise function for the rest -------------------------
+
+std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std::string &name,
+                                     std::string &why) {
+  MatmulOp mm;
+  for (Operation *op : r.ops)
+    if (auto m = dyn_cast<MatmulOp>(op))
+      mm = m;
+  if (!mm)
+    return fail(why, "no matmul in a matmul_epilogue kernel"), std::nullopt;
+  CpuKernel k;
+  k.kind = CpuKernel::Kind::Matmul;
+  GemmCall &g = k.gemm;
+  g.lhsInput = r.indexOf(mm.getLhs());
+  g.rhsInput = r.indexOf(mm.getRhs());
+  if (g.lhsInput < 0 || g.rhsInput < 0)
+    return fail(why, "a matmul of values computed in the kernel"), std::nullopt;
+  Type et = elemOf(mm.getResult());
+  if (!et.isF32() && !et.isF64())
+    return fail(why, std::string("a matmul in ") + dtypeName(dtypeOf(mm.getResult())) + " (BLAS has f32 and f64)"), std::nullopt;
+  if (elemOf(mm.getLhs()) != et || elemOf(mm.getRhs()) != et)
+    return fail(why, "a matmul of mixed dtypes"), std::nullopt;
+  g.dtype = dtypeOf(mm.getResult());
+  auto ls = codegen::shapeOf(mm.getLhs()), rs = codegen::shapeOf(mm.getRhs()), os = codegen::shapeOf(mm.getResult());
+  g.transposeA = mm.getTransposeA();
+  g.transposeB = mm.getTransposeB();
+  g.batchedA = ls.size() == 3;
+  g.batchedB = rs.size() == 3;
+  g.batch = os.size() == 3 ? os[0] : 1;
+  g.m = os[os.size() - 2];
+  g.n = os[os.size() - 1];
+  g.k = g.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
+
+  Value product = mm.getResult();
+  k.productIsOutput = llvm::is_contained(r.outputs, product);
+  if (k.productIsOutput && r.outputs[0] != product)
+    return fail(why, "a matmul kernel returning its product after other outputs"), std::nullopt;
+  Region e{{product}, {}, {}, r.loc};
+  for (Operation *op : r.ops) {
+    if (op == mm.getOperation())
+      continue;
+    e.ops.push_back(op);
+    for (Value v : op->getOperands())
+      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
+        e.inputs.push_back(v);
+        k.epilogueInputs.push_back(i);
+      }
+  }
+  for (Value o : r.outputs)
+    if (o != product)
+      e.outputs.push_back(o);
+  if (e.outputs.empty())
+    return k;
+  k.function = PointwiseLowering(e, target).run(name, why);
+  if (!k.function)
+    return std::nullopt;
+  return k;
+}
+
+std::optional<CpuKernel> lowerRegion(const Region &r, FusionKind kind, ModuleOp target,
+                                     const std::string &name, std::string &why) {
+  CpuKernel k;
+  switch (kind) {
+  case FusionKind::pointwise:
+    k.kind = CpuKernel::Kind::Pointwise;
+    k.function = PointwiseLowering(r, target).run(name, why);
+    break;
+  case FusionKind::reduction:
+    k.kind = CpuKernel::Kind::Reduction;
+    k.function = ReductionLowering(r, target).run(name, why);
+    break;
+  case FusionKind::matmul_epilogue:
+    return lowerMatmul(r, target, name, why);
+  default:
+    why = "no CPU code for a " + stringifyFusionKind(kind).str() + " kernel";
+    return std::nullopt;
+  }
+  if (!k.function)
+    return std::nullopt;
+  return k;
+}
+
 } // namespace
 
-bool lowerPointwiseKernel(func::FuncOp kernel, ModuleOp target, const std::string &name,
-                          std::string &why) {
+std::optional<CpuKernel> lowerKernel(func::FuncOp kernel, ModuleOp target, const std::string &name,
+                                     std::string &why) {
   auto kind = kernel->getAttrOfType<FusionKindAttr>("rfuse.kernel");
-  if (!kind || kind.getValue() != FusionKind::pointwise)
-    return (why = "not a pointwise kernel", false);
-  return Lowering(kernel, target).run(name, why);
+  if (!kind)
+    return fail(why, "not a kernel function"), std::nullopt;
+  return lowerRegion(codegen::regionOf(kernel), kind.getValue(), target, name, why);
+}
+
+std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const std::string &name,
+                                        std::string &why) {
+  Region r{{}, {op}, {}, op->getLoc()};
+  for (Value v : op->getOperands())
+    if (!llvm::is_contained(r.inputs, v))
+      r.inputs.push_back(v);
+  for (Value v : op->getResults())
+    r.outputs.push_back(v);
+  if (isa<MatmulOp>(op))
+    return lowerRegion(r, FusionKind::matmul_epilogue, target, name, why);
+  if (codegen::isReduction(op))
+    return lowerRegion(r, FusionKind::reduction, target, name, why);
+  if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op))
+    return lowerRegion(r, FusionKind::pointwise, target, name, why);
+  why = "no CPU code for '" + op->getName().getStringRef().str() + "'";
+  return std::nullopt;
 }
 
 } // namespace rfuse::cpu

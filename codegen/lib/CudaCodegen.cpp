@@ -1,6 +1,8 @@
 // CUDA C++ generation for rfuse kernel functions. See CudaCodegen.h and docs/codegen.md.
 #include "rfuse/Codegen/CudaCodegen.h"
 
+#include "KernelRegion.h"
+
 #include "rfuse/IR/RfuseDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -15,8 +17,11 @@
 #include <cstring>
 
 using namespace mlir;
+using namespace rfuse::codegen;
 
 namespace rfuse::cuda {
+
+using codegen::Region;
 
 const char *scalarOpsSource() {
   static const char *text =
@@ -26,16 +31,6 @@ const char *scalarOpsSource() {
 }
 
 namespace {
-
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-ArrayRef<int64_t> shapeOf(Value v) { return tensorOf(v).getShape(); }
-
-int64_t numElements(ArrayRef<int64_t> s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
 
 // C++ storage and compute types of each dtype: f16/bf16 are stored narrow and computed in float.
 const char *storageType(DType d) {
@@ -99,14 +94,6 @@ std::string splatLiteral(ConstantOp c, std::string &why) {
   return "(" + std::string(computeType(d)) + ")" + std::to_string(i.getValue().getSExtValue()) + "LL";
 }
 
-// Row-major strides.
-SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> s(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    s[d] = s[d + 1] * shape[d + 1];
-  return s;
-}
-
 // Offset into an input of `inShape` read through an index map from iteration index `idx` over
 // `space`: result dim d of the space takes input dim `inDimOf[d]` (or none).
 std::string mappedOffset(const std::string &idx, ArrayRef<int64_t> space,
@@ -125,19 +112,6 @@ std::string mappedOffset(const std::string &idx, ArrayRef<int64_t> space,
             (inStrides[in] == 1 ? "" : " * " + std::to_string(inStrides[in]) + "LL");
   }
   return expr.empty() ? "0" : expr;
-}
-
-// The index map of a broadcast or transpose reading an input, as space dim -> input dim.
-SmallVector<int64_t> indexMap(Operation *op) {
-  SmallVector<int64_t> map;
-  if (auto b = dyn_cast<BroadcastInDimOp>(op)) {
-    map.assign(shapeOf(b.getResult()).size(), -1);
-    for (auto [i, d] : llvm::enumerate(b.getDims()))
-      map[d] = i;
-  } else if (auto t = dyn_cast<TransposeOp>(op)) {
-    map.assign(t.getPerm().begin(), t.getPerm().end());
-  }
-  return map;
 }
 
 // The C++ expression of a pointwise op or cast, given its operands' names.
@@ -193,19 +167,6 @@ std::string prelude() {
   return std::string("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n") + scalarOpsSource() +
          "\nusing namespace rfuse::scalar;\n";
 }
-
-// A region to emit: its inputs (kernel parameters), ops in order, and outputs.
-struct Region {
-  SmallVector<Value> inputs;
-  SmallVector<Operation *> ops;
-  SmallVector<Value> outputs;
-  Location loc;
-  /// Position of `v` among the inputs (the kernel parameter in<i>), or -1.
-  int indexOf(Value v) const {
-    auto it = llvm::find(inputs, v);
-    return it == inputs.end() ? -1 : (int)(it - inputs.begin());
-  }
-};
 
 // Names the values of one emission site (a loop body or a row scope).
 struct Scope {
@@ -392,47 +353,20 @@ private:
 
 // ---- Reductions ------------------------------------------------------------------------------
 
-bool isReduction(Operation *op) {
-  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
-}
-ArrayRef<int64_t> reductionDims(Operation *op) {
-  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
-}
-
 class ReductionEmitter {
 public:
-  ReductionEmitter(const Region &r, std::string name) : r(r), name(std::move(name)) {}
+  ReductionEmitter(const Region &r, std::string name) : r(r), name(std::move(name)), L(r) {}
 
   std::optional<KernelSpec> emit(std::string &why) {
-    Operation *first = *llvm::find_if(r.ops, isReduction);
-    full = SmallVector<int64_t>(shapeOf(first->getOperand(0)));
-    SmallVector<int64_t> dims(reductionDims(first));
-    llvm::sort(dims);
-    int64_t rank = full.size(), nd = dims.size();
-    bool suffix = llvm::equal(dims, llvm::seq<int64_t>(rank - nd, rank));
-    rowMode = suffix; // trailing dims: contiguous rows, a block each; otherwise a thread per output
-    int64_t red = 1, outer = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (llvm::is_contained(dims, d)) {
-        red *= full[d];
-        reducedDims.push_back(d);
-      } else {
-        outer *= full[d];
-        outerDims.push_back(d);
-      }
-    }
-    redLen = red;
-    outerLen = outer;
-    fullN = numElements(full);
-    keepShape = reducedShapeOf(true);
-    dropShape = reducedShapeOf(false);
-
-    // Which values live per element (F) and which per row (R).
-    for (Value in : r.inputs)
-      space[in] = classify(in);
-    for (Operation *op : r.ops)
-      space[op->getResult(0)] = isReduction(op) ? Space::Row : classify(op->getResult(0));
+    full = L.full;
+    outerDims = L.outerDims;
+    reducedDims = L.reducedDims;
+    keepShape = L.keepShape;
+    dropShape = L.dropShape;
+    redLen = L.redLen;
+    outerLen = L.outerLen;
+    fullN = L.fullN;
+    rowMode = L.suffix; // trailing dims: contiguous rows, a block each; otherwise a thread per output
 
     KernelSpec k;
     k.name = name;
@@ -518,9 +452,10 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
   }
 
 private:
-  enum class Space { Full, Row, Other };
+  using Space = ReductionLayout::Space;
   const Region &r;
   std::string name;
+  ReductionLayout L;
   SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
   bool rowMode = true;
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
@@ -532,50 +467,21 @@ private:
   // into registers once per block, before the row loop.
   llvm::SmallVector<Operation *> invariant;
   int64_t redLen = 0, outerLen = 0, fullN = 0;
-  llvm::DenseMap<Value, Space> space;
 
-  SmallVector<int64_t> reducedShapeOf(bool keep) const {
-    SmallVector<int64_t> out;
-    for (int64_t d = 0; d < (int64_t)full.size(); ++d)
-      if (!llvm::is_contained(reducedDims, d))
-        out.push_back(full[d]);
-      else if (keep)
-        out.push_back(1);
-    return out;
-  }
-
-  Space classify(Value v) {
-    ArrayRef<int64_t> s = shapeOf(v);
-    if (s == ArrayRef<int64_t>(full))
-      return Space::Full;
-    if (s == ArrayRef<int64_t>(keepShape) || s == ArrayRef<int64_t>(dropShape))
-      return Space::Row; // the reduced shape, with or without kept dims
-    return Space::Other;
-  }
-
-  // Whether a broadcast re-expands a reduced-shape value over exactly the reduced dims (so each
-  // element of a row reads the row's value).
-  bool isReexpansion(BroadcastInDimOp b) const {
-    ArrayRef<int64_t> in = shapeOf(b.getInput());
-    if (shapeOf(b.getResult()) != ArrayRef<int64_t>(full))
-      return false;
-    if (in == ArrayRef<int64_t>(keepShape))
-      return llvm::equal(b.getDims(), llvm::seq<int64_t>(0, full.size()));
-    return in == ArrayRef<int64_t>(dropShape) && b.getDims() == ArrayRef<int64_t>(outerDims);
-  }
+  struct SpaceView {
+    const ReductionLayout &L;
+    Space lookup(Value v) const { return L.spaceOf(v); }
+  } space{L};
+  bool isReexpansion(BroadcastInDimOp b) const { return L.isReexpansion(b); }
 
   // The coordinate along F's dim d of element j of row `row`: outer dims come from `row`, reduced
   // dims from `j`; the outermost dim of each group needs no modulo.
   std::string coord(int64_t d) const {
-    bool reduced = llvm::is_contained(reducedDims, d);
-    const SmallVector<int64_t> &group = reduced ? reducedDims : outerDims;
-    const char *var = reduced ? "j" : "row";
-    int64_t inner = 1;
-    size_t pos = llvm::find(group, d) - group.begin();
-    for (size_t i = pos + 1; i < group.size(); ++i)
-      inner *= full[group[i]];
-    std::string c = inner == 1 ? std::string(var) : "(" + std::string(var) + " / " + std::to_string(inner) + "LL)";
-    return pos == 0 ? c : "(" + c + " % " + std::to_string(full[d]) + "LL)";
+    ReductionLayout::Coord c = L.coord(d);
+    const char *var = c.reduced ? "j" : "row";
+    std::string e = c.divisor == 1 ? std::string(var)
+                                   : "(" + std::string(var) + " / " + std::to_string(c.divisor) + "LL)";
+    return c.modulo == 0 ? e : "(" + e + " % " + std::to_string(c.modulo) + "LL)";
   }
 
   // Offset into an input read through a broadcast / transpose index map.
@@ -875,18 +781,6 @@ private:
     return true;
   }
 };
-
-Region regionOf(func::FuncOp fn) {
-  Region r{{}, {}, {}, fn.getLoc()};
-  Block &body = fn.getBody().front();
-  for (BlockArgument a : body.getArguments())
-    r.inputs.push_back(a);
-  for (Operation &op : body.without_terminator())
-    r.ops.push_back(&op);
-  for (Value v : body.getTerminator()->getOperands())
-    r.outputs.push_back(v);
-  return r;
-}
 
 std::string sanitize(StringRef name) {
   std::string s = name.str();

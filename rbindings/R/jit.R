@@ -168,7 +168,9 @@ print.rf_jit_function <- function(x, ...) {
 #'   generated CUDA C++ source of each kernel, generated with or without a GPU),
 #'   `kernel_names` (the outlined kernel functions, named by kind), `library_calls`
 #'   (character: the cuBLASLt/cuDNN calls), `gpu_fallbacks` (kernels that would run on the host
-#'   on a GPU, with the reason), and the cost model's `kernel_count` and `bytes_moved`.
+#'   on a GPU, with the reason), `cpu_steps` (how each step runs on the CPU backend: compiled,
+#'   BLAS, or interpreted with the reason), and the cost model's `kernel_count` and
+#'   `bytes_moved`.
 #' @examples
 #' x <- matrix(runif(6), 2)
 #' ex <- rf_explain(function(x) { e <- exp(x); e / rowSums(e) }, x)
@@ -182,7 +184,7 @@ rf_explain <- function(f, ..., pipeline = "default") {
   info <- rf_guard(.rf_program_info(je$entry$program))
   list(traced = info$traced, fused = info$fused, kernels = info$cuda,
        kernel_names = info$kernels, library_calls = info$library_calls,
-       gpu_fallbacks = info$gpu_fallbacks,
+       gpu_fallbacks = info$gpu_fallbacks, cpu_steps = info$cpu_steps,
        kernel_count = info$kernel_count, bytes_moved = info$bytes_moved,
        pipeline = info$pipeline)
 }

@@ -4,6 +4,8 @@
 // ever crosses into R unconverted.
 #include <Rcpp.h>
 
+#include <deque>
+
 #include "rfuse/Frontend/GraphBuilder.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
@@ -272,6 +274,7 @@ const rfuse::Program &program(SEXP p) {
 List rf_program_info(SEXP p) {
   return guarded([&] {
     const rfuse::CompileInfo &i = program(p).info();
+    std::vector<std::string> cpuSteps = program(p).cpuSteps();
     CharacterVector kernels(i.kernels.begin(), i.kernels.end());
     CharacterVector kinds(i.kernelKinds.begin(), i.kernelKinds.end());
     kernels.names() = kinds;
@@ -285,6 +288,7 @@ List rf_program_info(SEXP p) {
     return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,
                         _["cuda"] = cuda,
                         _["gpu_fallbacks"] = CharacterVector(i.gpuFallbacks.begin(), i.gpuFallbacks.end()),
+                        _["cpu_steps"] = CharacterVector(cpuSteps.begin(), cpuSteps.end()),
                         _["fused"] = i.fusedText, _["kernels"] = kernels,
                         _["library_calls"] = CharacterVector(i.libraryCalls.begin(), i.libraryCalls.end()),
                         _["kernel_count"] = (double)i.kernelCount,
@@ -373,7 +377,10 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
   return guarded([&] {
     const rfuse::Program &prog = program(p);
     rfuse::Device dev = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
-    std::vector<rfuse::HostTensor> inputs;
+    // R's doubles are f64 tensors as they are: the CPU backend reads them in place. Other
+    // dtypes are converted into staging buffers.
+    std::deque<std::vector<char>> staging;
+    std::vector<rfuse::TensorRef> inputs;
     for (R_xlen_t k = 0; k < args.size(); ++k) {
       SEXP a = args[k];
       rfuse::DType dt = dtypeOf(as<std::string>(dtypes[k]));
@@ -386,11 +393,13 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
         for (R_xlen_t i = d.size() - 1; i >= 0; --i)
           shape.push_back(d[i]);
       }
-      rfuse::HostTensor t(dt, shape);
       R_xlen_t n = Rf_xlength(a);
       if (TYPEOF(a) == REALSXP && dt == rfuse::DType::F64) {
-        std::copy(REAL(a), REAL(a) + n, t.f.begin());
-      } else if (TYPEOF(a) == REALSXP) {
+        inputs.push_back({dt, shape, (void *)REAL(a)});
+        continue;
+      }
+      rfuse::HostTensor t(dt, shape);
+      if (TYPEOF(a) == REALSXP) {
         const double *v = REAL(a);
         for (R_xlen_t i = 0; i < n; ++i)
           t.set(i, v[i]);
@@ -405,31 +414,41 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
       } else {
         fail("rfuse_type_error", "argument " + std::to_string(k + 1) + " is not numeric");
       }
-      inputs.push_back(std::move(t));
+      inputs.push_back({dt, shape, staging.emplace_back(t.toBytes()).data()});
     }
-    std::vector<rfuse::HostTensor> outputs = prog.run(inputs, dev);
-    List out(outputs.size());
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      const rfuse::HostTensor &t = outputs[k];
-      SEXP v;
+    // Results: f64 ones are written straight into the R vectors; others are converted after.
+    const auto &types = prog.resultTypes();
+    List out(types.size());
+    std::vector<rfuse::TensorRef> outputs;
+    for (size_t k = 0; k < types.size(); ++k) {
+      auto [dt, shape] = types[k];
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      SEXP v = Rf_allocVector(dt == rfuse::DType::I1 ? LGLSXP : REALSXP, n);
+      out[k] = v; // protected by `out` from here on
+      if (k < (size_t)outDims.size() && !Rf_isNull(outDims[k]))
+        Rf_setAttrib(v, R_DimSymbol, outDims[k]);
+      void *data = dt == rfuse::DType::F64 ? (void *)REAL(v)
+                                           : staging.emplace_back((size_t)n * rfuse::dtypeSize(dt)).data();
+      outputs.push_back({dt, shape, data});
+    }
+    prog.run(inputs, outputs, dev);
+    for (size_t k = 0; k < types.size(); ++k) {
+      if (types[k].first == rfuse::DType::F64)
+        continue;
+      rfuse::HostTensor t = rfuse::HostTensor::fromBytes(types[k].first, types[k].second,
+                                                         (const char *)outputs[k].data);
+      SEXP v = out[k];
       if (t.dtype == rfuse::DType::I1) {
-        v = PROTECT(Rf_allocVector(LGLSXP, t.numel()));
         int *d = LOGICAL(v);
         for (int64_t i = 0; i < t.numel(); ++i)
           d[i] = (int)t.i[i];
       } else {
-        v = PROTECT(Rf_allocVector(REALSXP, t.numel()));
         double *d = REAL(v);
-        if (t.isFloat())
-          std::copy(t.f.begin(), t.f.end(), d);
-        else
-          for (int64_t i = 0; i < t.numel(); ++i)
-            d[i] = t.get(i);
+        for (int64_t i = 0; i < t.numel(); ++i)
+          d[i] = t.get(i);
       }
-      if (k < (size_t)outDims.size() && !Rf_isNull(outDims[k]))
-        Rf_setAttrib(v, R_DimSymbol, outDims[k]);
-      out[k] = v;
-      UNPROTECT(1);
     }
     return out;
   });

@@ -4,14 +4,17 @@
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Runtime/Interpreter.h"
 
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -19,65 +22,302 @@
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 
 using namespace mlir;
 
 namespace rfuse::cpu {
-namespace {
 
-void initNativeTarget() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
+unsigned cpuThreads() {
+  if (const char *e = std::getenv("RFUSE_CPU_THREADS"); e && std::atoi(e) > 0)
+    return (unsigned)std::atoi(e);
+  return std::max(1u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
 }
 
-// A buffer in the element type the JIT code reads and writes, filled from / copied to a
-// HostTensor (f64 needs no copy: HostTensor stores doubles).
-struct TypedBuffer {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<char> bytes;
-  double *direct = nullptr; // f64: the HostTensor's own storage
-  void *data() { return direct ? (void *)direct : (void *)bytes.data(); }
+namespace {
+
+// ---- The JIT: host target, -O3 with glibc's vector math, one engine per lowered function -----
+
+struct HostJit {
+  std::unique_ptr<llvm::TargetMachine> tm;
+  bool haveMvec = false, haveAvx2 = false;
+  std::mutex mutex; // compiles are serialized; the compiled code runs concurrently
+  std::unique_ptr<MLIRContext> ctx;
+  struct Compiled {
+    std::unique_ptr<ExecutionEngine> engine;
+    void (*fn)(void **) = nullptr;
+  };
+  std::map<uint64_t, std::shared_ptr<Compiled>> cache; // key: hash of the lowered function
+  size_t reused = 0;
+
+  // Never destroyed: an ExecutionEngine's destructor runs the JIT's deinitializers, which at
+  // process exit would compile and run code after LLVM's own statics are gone.
+  static HostJit &get() {
+    static HostJit *jit = new HostJit;
+    return *jit;
+  }
+
+  HostJit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    if (auto tmb = llvm::orc::JITTargetMachineBuilder::detectHost()) {
+      tmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+      if (auto created = tmb->createTargetMachine())
+        tm = std::move(*created);
+      else
+        llvm::consumeError(created.takeError());
+    } else {
+      llvm::consumeError(tmb.takeError());
+    }
+    // glibc's libmvec: vector exp/log/tanh/erfc... (LLVM's loop vectorizer calls them).
+    std::string err;
+    haveMvec = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+    haveAvx2 = llvm::sys::getHostCPUFeatures().lookup("avx2");
+    DialectRegistry registry;
+    registry.insert<RfuseDialect, LLVM::LLVMDialect, scf::SCFDialect, cf::ControlFlowDialect,
+                    affine::AffineDialect>();
+    registerCpuDialects(registry);
+    registerBuiltinDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    ctx = std::make_unique<MLIRContext>(registry);
+    ctx->loadAllAvailableDialects();
+  }
+
+  // Vector variants of the libm functions the lowering calls, for LLVM's loop vectorizer: the
+  // presets LLVM 19 knows (exp, log, sin, cos, pow) plus what glibc ≥ 2.35 adds (tanh, erfc...).
+  void addVectorMath(llvm::TargetLibraryInfoImpl &tlii, const llvm::Triple &triple) {
+    if (!haveMvec || triple.getArch() != llvm::Triple::x86_64)
+      return;
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+    static const char *extra[] = {"tanh", "erfc", "expm1", "log1p", "atan", "sinh", "cosh"};
+    static std::deque<std::string> names; // VecDesc keeps StringRefs
+    std::vector<llvm::VecDesc> descs;
+    for (const char *f : extra) {
+      auto add = [&](std::string scalar, std::string vec, unsigned vf) {
+        names.push_back(scalar);
+        llvm::StringRef s = names.back();
+        names.push_back(vec);
+        llvm::StringRef v = names.back();
+        names.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
+        descs.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, names.back());
+      };
+      add(f, std::string("_ZGVbN2v_") + f, 2);
+      add(std::string(f) + "f", std::string("_ZGVbN4v_") + f + "f", 4);
+      if (haveAvx2) {
+        add(f, std::string("_ZGVdN4v_") + f, 4);
+        add(std::string(f) + "f", std::string("_ZGVdN8v_") + f + "f", 8);
+      }
+    }
+    tlii.addVectorizableFunctions(descs);
+  }
+
+  llvm::Error optimize(llvm::Module *m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(tm.get(), pto);
+    llvm::Triple triple(m->getTargetTriple());
+    llvm::TargetLibraryInfoImpl tlii(triple);
+    addVectorMath(tlii, triple);
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    if (tm) {
+      m->setDataLayout(tm->createDataLayout());
+      m->setTargetTriple(tm->getTargetTriple().str());
+      for (llvm::Function &f : *m) {
+        f.addFnAttr("target-cpu", tm->getTargetCPU());
+        f.addFnAttr("target-features", tm->getTargetFeatureString());
+      }
+    }
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m, mam);
+    return llvm::Error::success();
+  }
+
+  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy.
+  std::shared_ptr<Compiled> compile(const std::string &text, const std::string &name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    uint64_t key = llvm::xxh3_64bits(llvm::StringRef(text));
+    if (auto it = cache.find(key); it != cache.end()) {
+      ++reused;
+      return it->second;
+    }
+    std::string diags;
+    ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
+      diags += d.str() + "\n";
+      return success();
+    });
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, ctx.get());
+    PassManager pm(ctx.get());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+    pm.addPass(memref::createExpandStridedMetadataPass());
+    pm.addPass(createLowerAffinePass());
+    pm.addPass(createConvertSCFToCFPass());
+    // libm for what LLVM has no intrinsic for (tanh, erfc...): the functions the interpreter's
+    // std:: calls reach too, and whose vector variants glibc provides.
+    pm.addPass(createConvertMathToLibmPass());
+    pm.addPass(createConvertMathToLLVMPass());
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+    pm.addPass(createArithToLLVMConversionPass());
+    pm.addPass(createConvertIndexToLLVMPass());
+    pm.addPass(createConvertControlFlowToLLVMPass());
+    pm.addPass(createConvertFuncToLLVMPass());
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    if (!module || failed(pm.run(*module)))
+      throw InterpreterError("the CPU lowering of " + name + " failed:\n" + diags + text);
+    ExecutionEngineOptions options;
+    auto transformer = [this](llvm::Module *m) { return optimize(m); };
+    options.transformer = transformer;
+    options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+    auto created = ExecutionEngine::create(*module, options);
+    if (!created) {
+      std::string msg;
+      llvm::raw_string_ostream ms(msg);
+      ms << created.takeError() << "\n" << diags;
+      throw InterpreterError("the CPU JIT failed for " + name + ": " + ms.str());
+    }
+    auto compiled = std::make_shared<Compiled>();
+    compiled->engine = std::move(*created);
+    auto fn = compiled->engine->lookupPacked("_mlir_ciface_" + name);
+    if (!fn) {
+      llvm::consumeError(fn.takeError());
+      throw InterpreterError("the CPU JIT lost function " + name);
+    }
+    compiled->fn = *fn;
+    cache[key] = compiled;
+    return compiled;
+  }
 };
 
-TypedBuffer bufferFor(DType dt, const std::vector<int64_t> &shape, const HostTensor *from) {
-  TypedBuffer b{dt, shape, {}, nullptr};
-  if (dt == DType::F64 && from) { // JIT kernels only read their inputs
-    b.direct = const_cast<double *>(from->f.data());
-    return b;
+} // namespace
+
+std::pair<size_t, size_t> jitCacheCounts() {
+  HostJit &jit = HostJit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex);
+  return {jit.cache.size(), jit.reused};
+}
+
+namespace {
+
+llvm::ThreadPoolInterface &threadPool() {
+  static llvm::DefaultThreadPool pool(llvm::heavyweight_hardware_concurrency());
+  return pool;
+}
+
+// Calls body(begin, end) over [0, extent): in chunks of at most maxChunk, spread over the pool
+// when there is enough work to pay for it.
+template <class Body>
+void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit, Body body) {
+  unsigned threads = cpuThreads();
+  int64_t chunk = maxChunk > 0 ? maxChunk : extent;
+  bool parallel = threads > 1 && extent > 1 && extent * workPerUnit >= (1 << 15);
+  if (parallel) {
+    // Chunks start at multiples of 64: the vectorized loops then split every chunk into vector
+    // body and scalar tail at the same elements whatever the thread count (vector and scalar
+    // libm may differ in the last bit), so threads never change results.
+    int64_t perThread = (extent + (int64_t)threads * 4 - 1) / ((int64_t)threads * 4);
+    perThread = (perThread + 63) / 64 * 64;
+    chunk = std::max<int64_t>(1, std::min(chunk, perThread));
   }
-  if (from) {
-    b.bytes = from->toBytes();
-  } else {
+  if (!parallel || chunk >= extent) {
+    for (int64_t b = 0; b < extent; b += chunk)
+      body(b, std::min(extent, b + chunk));
+    return;
+  }
+  llvm::ThreadPoolTaskGroup group(threadPool());
+  for (int64_t b = 0; b < extent; b += chunk)
+    group.async([=] { body(b, std::min(extent, b + chunk)); });
+  group.wait();
+}
+
+// ---- BLAS: whatever dgemm the process has (R's), else Debian's libblas / OpenBLAS ---------------
+
+using DgemmFn = void (*)(const char *, const char *, const int *, const int *, const int *,
+                         const double *, const double *, const int *, const double *, const int *,
+                         const double *, double *, const int *, size_t, size_t);
+DgemmFn blasDgemm() {
+  static DgemmFn fn = [] {
+    if (void *f = dlsym(RTLD_DEFAULT, "dgemm_"))
+      return (DgemmFn)f;
+    for (const char *lib : {"libblas.so.3", "libopenblas.so.0", "libblas.so"})
+      if (void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL))
+        if (void *f = dlsym(h, "dgemm_"))
+          return (DgemmFn)f;
+    return (DgemmFn) nullptr;
+  }();
+  return fn;
+}
+
+// Row-major C[m, n] = op(A) op(B) through column-major BLAS: C^T = op(B)^T op(A)^T.
+void gemm(const GemmCall &g, const double *a, const double *b, double *c) {
+  int m = (int)g.m, n = (int)g.n, k = (int)g.k;
+  int lda = g.transposeA ? m : k, ldb = g.transposeB ? k : n, ldc = n;
+  double one = 1, zero = 0;
+  const char *ta = g.transposeA ? "T" : "N", *tb = g.transposeB ? "T" : "N";
+  for (int64_t p = 0; p < g.batch; ++p)
+    blasDgemm()(tb, ta, &n, &m, &k, &one, b + (g.batchedB ? p * g.k * g.n : 0), &ldb,
+                a + (g.batchedA ? p * g.m * g.k : 0), &lda, &zero, c + p * g.m * g.n, &ldc, 1, 1);
+}
+
+// ---- Values -------------------------------------------------------------------------------------
+
+// A value of the running function: its dtype, shape and memory (the caller's, or owned).
+struct Val {
+  DType dtype = DType::F64;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+  int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    b.bytes.resize((size_t)n * dtypeSize(dt));
+    return n;
   }
-  return b;
-}
+  size_t bytes() const { return (size_t)numel() * dtypeSize(dtype); }
+  HostTensor tensor() const { return HostTensor::fromBytes(dtype, shape, (const char *)data); }
+};
 
-HostTensor tensorFrom(TypedBuffer &b) {
-  return HostTensor::fromBytes(b.dtype, b.shape, (const char *)b.data());
-}
+// Owned buffers, left uninitialized (every byte is written before it is read).
+struct Arena {
+  std::deque<std::unique_ptr<char[]>> blocks;
+  void *allocate(size_t bytes) {
+    blocks.emplace_back(new char[std::max<size_t>(bytes, 1)]);
+    return blocks.back().get();
+  }
+};
 
-// MLIR's memref descriptor for a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
+// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
 std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
   d.insert(d.end(), shape.begin(), shape.end());
@@ -88,116 +328,135 @@ std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   return d;
 }
 
+std::vector<int64_t> shapeOfValue(Value v) {
+  auto s = llvm::cast<RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+
+// Runs a compiled function over its range with the given argument buffers.
+void invoke(const CpuFunction &f, HostJit::Compiled &c, const std::vector<void *> &data) {
+  std::vector<std::vector<int64_t>> descs;
+  for (size_t i = 0; i < data.size(); ++i)
+    descs.push_back(descriptor(data[i], f.argShapes[i]));
+  parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
+    std::vector<void *> descPtrs;
+    for (auto &d : descs)
+      descPtrs.push_back(d.data());
+    std::vector<void *> args = {&begin, &end};
+    for (void *&p : descPtrs)
+      args.push_back(&p);
+    c.fn(args.data());
+  });
+}
+
 } // namespace
 
 struct CpuProgram::Impl {
   ModuleOp module;
   std::string entry;
-  std::unique_ptr<MLIRContext> jitCtx;
-  OwningOpRef<ModuleOp> jitModule;
-  std::unique_ptr<ExecutionEngine> engine;
-  llvm::DenseMap<Operation *, std::string> jitName; // call op -> JIT function
+  struct Step {
+    CpuKernel kernel;
+    std::shared_ptr<HostJit::Compiled> compiled; // kernel.function's code
+  };
+  llvm::DenseMap<Operation *, Step> steps;
   std::vector<std::string> jitted, interpreted;
 
   void build() {
     auto fn = module.lookupSymbol<func::FuncOp>(entry);
-    DialectRegistry registry;
-    registry.insert<RfuseDialect, LLVM::LLVMDialect, scf::SCFDialect, cf::ControlFlowDialect>();
-    registerCpuDialects(registry);
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    jitCtx = std::make_unique<MLIRContext>(registry);
-    jitCtx->loadAllAvailableDialects();
-    jitModule = ModuleOp::create(UnknownLoc::get(jitCtx.get()));
-    // Kernels are lowered in the program's context (which gains the linalg/arith/math dialects),
-    // then moved to the JIT's context as text.
     DialectRegistry cpuDialects;
     registerCpuDialects(cpuDialects);
     module.getContext()->appendDialectRegistry(cpuDialects);
     module.getContext()->loadAllAvailableDialects();
-    OwningOpRef<ModuleOp> staging = ModuleOp::create(module.getLoc());
-    unsigned n = 0;
-    fn.walk([&](func::CallOp call) {
-      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
-      if (!callee || !callee->hasAttr("rfuse.kernel"))
-        return;
-      std::string name = "rfuse_cpu_k" + std::to_string(n++), why;
-      if (lowerPointwiseKernel(callee, *staging, name, why)) {
-        jitName[call] = name;
-        jitted.push_back(callee.getName().str());
+    HostJit &jit = HostJit::get();
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      std::string label, why;
+      // Each step is lowered alone into a module of its own under a fixed name, so that equal
+      // kernels of different programs share one compiled function.
+      OwningOpRef<ModuleOp> staging = ModuleOp::create(module.getLoc());
+      std::optional<CpuKernel> k;
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+        label = call.getCallee().str();
+        if (callee && callee->hasAttr("rfuse.kernel"))
+          k = lowerKernel(callee, *staging, "rfuse_cpu_kernel", why);
+        else
+          why = "a call of a non-kernel function";
+      } else if (isa<ConstantOp>(op)) {
+        continue; // materialized by the interpreter, once per run
       } else {
-        interpreted.push_back(callee.getName().str() + ": " + why);
+        label = op.getName().stripDialect().str();
+        k = lowerOperation(&op, *staging, "rfuse_cpu_kernel", why);
       }
-    });
-    if (jitName.empty())
-      return;
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    staging->print(os);
-    std::string diags;
-    ScopedDiagnosticHandler handler(jitCtx.get(), [&](Diagnostic &d) {
-      diags += d.str() + "\n";
-      return success();
-    });
-    jitModule = parseSourceString<ModuleOp>(os.str(), jitCtx.get());
-    PassManager pm(jitCtx.get());
-    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-    pm.addPass(createConvertSCFToCFPass());
-    pm.addPass(memref::createExpandStridedMetadataPass());
-    // libm for what LLVM has no intrinsic for (tanh, erf...): the functions the interpreter's
-    // std:: calls reach too.
-    pm.addPass(createConvertMathToLibmPass());
-    pm.addPass(createConvertMathToLLVMPass());
-    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-    pm.addPass(createArithToLLVMConversionPass());
-    pm.addPass(createConvertControlFlowToLLVMPass());
-    pm.addPass(createConvertFuncToLLVMPass());
-    pm.addPass(createReconcileUnrealizedCastsPass());
-    if (!jitModule || failed(pm.run(*jitModule)))
-      throw InterpreterError("the CPU lowering failed:\n" + diags);
-    initNativeTarget();
-    ExecutionEngineOptions options;
-    options.transformer = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, nullptr);
-    auto created = ExecutionEngine::create(*jitModule, options);
-    if (!created) {
-      std::string msg;
-      llvm::raw_string_ostream ms(msg);
-      ms << created.takeError() << "\n" << diags;
-      if (std::getenv("RFUSE_CPU_JIT_DEBUG"))
-        jitModule->print(ms);
-      throw InterpreterError("the CPU JIT failed: " + ms.str());
+      if (k && k->kind == CpuKernel::Kind::Matmul && !blasDgemm()) {
+        k.reset();
+        why = "no BLAS found (dgemm_)";
+      }
+      if (!k) {
+        interpreted.push_back(label + ": " + why);
+        continue;
+      }
+      Step step{*k, nullptr};
+      if (k->function) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        staging->print(os);
+        step.compiled = jit.compile(os.str(), k->function->name);
+      }
+      const char *how = k->kind == CpuKernel::Kind::Matmul ? (k->function ? "BLAS + compiled epilogue" : "BLAS")
+                        : k->kind == CpuKernel::Kind::Reduction ? "compiled reduction"
+                                                                : "compiled pointwise";
+      jitted.push_back(label + ": " + how);
+      steps[&op] = std::move(step);
     }
-    engine = std::move(*created);
   }
 
-  std::vector<HostTensor> runCall(Operation *call, const std::string &name,
-                                  const std::vector<const HostTensor *> &operands) {
-    std::vector<TypedBuffer> bufs;
-    for (const HostTensor *t : operands)
-      bufs.push_back(bufferFor(t->dtype, t->shape, t));
-    for (Value r : call->getResults()) {
-      auto shape = llvm::cast<RankedTensorType>(r.getType()).getShape();
-      bufs.push_back(bufferFor(dtypeOf(r), {shape.begin(), shape.end()}, nullptr));
+  void runStep(Operation *op, Step &s, const std::vector<Val> &operands, const std::vector<Val> &results) {
+    // A lone host op's function takes its distinct operands (a kernel call's, all of them).
+    std::vector<void *> ins;
+    llvm::SmallVector<Value> seen;
+    for (auto [v, t] : llvm::zip(op->getOperands(), operands)) {
+      if (!isa<func::CallOp>(op) && llvm::is_contained(seen, v))
+        continue;
+      seen.push_back(v);
+      ins.push_back(t.data);
     }
-    std::vector<std::vector<int64_t>> descs;
-    for (TypedBuffer &b : bufs)
-      descs.push_back(descriptor(b.data(), b.shape));
-    std::vector<void *> descPtrs;
-    for (auto &d : descs)
-      descPtrs.push_back(d.data());
-    std::vector<void *> args;
-    for (void *&p : descPtrs)
-      args.push_back(&p);
-    if (llvm::Error e = engine->invokePacked("_mlir_ciface_" + name, args)) {
-      std::string msg;
-      llvm::raw_string_ostream ms(msg);
-      ms << e;
-      throw InterpreterError("running CPU kernel " + name + ": " + ms.str());
+    const CpuKernel &k = s.kernel;
+    if (k.kind != CpuKernel::Kind::Matmul) {
+      std::vector<void *> data = ins;
+      for (const Val &r : results)
+        data.push_back(r.data);
+      invoke(*k.function, *s.compiled, data);
+      return;
     }
-    std::vector<HostTensor> out;
-    for (size_t i = operands.size(); i < bufs.size(); ++i)
-      out.push_back(tensorFrom(bufs[i]));
-    return out;
+    const GemmCall &g = k.gemm;
+    size_t n = (size_t)(g.batch * g.m * g.n);
+    std::vector<char> productBytes;
+    void *c = k.productIsOutput ? results[0].data
+                                : (productBytes.resize(n * dtypeSize(g.dtype)), productBytes.data());
+    if (g.dtype == DType::F64) {
+      gemm(g, (const double *)ins[g.lhsInput], (const double *)ins[g.rhsInput], (double *)c);
+    } else {
+      // f32 products accumulate in f64 (dgemm of the widened operands), as the interpreter's
+      // do: the result is then the f32 rounding of a nearly exact product, whatever k is.
+      auto widen = [](const void *p, size_t count) {
+        const float *f = (const float *)p;
+        return std::vector<double>(f, f + count);
+      };
+      std::vector<double> a = widen(ins[g.lhsInput], (size_t)((g.batchedA ? g.batch : 1) * g.m * g.k)),
+                          b = widen(ins[g.rhsInput], (size_t)((g.batchedB ? g.batch : 1) * g.k * g.n)), p(n);
+      gemm(g, a.data(), b.data(), p.data());
+      float *cf = (float *)c;
+      for (size_t i = 0; i < n; ++i)
+        cf[i] = (float)p[i];
+    }
+    if (k.function) {
+      std::vector<void *> data = {c};
+      for (int i : k.epilogueInputs)
+        data.push_back(ins[i]);
+      for (size_t i = k.productIsOutput ? 1 : 0; i < results.size(); ++i)
+        data.push_back(results[i].data);
+      invoke(*k.function, *s.compiled, data);
+    }
   }
 };
 
@@ -212,43 +471,94 @@ const std::vector<std::string> &CpuProgram::jitted() const { return impl->jitted
 const std::vector<std::string> &CpuProgram::interpreted() const { return impl->interpreted; }
 
 std::vector<HostTensor> CpuProgram::run(const std::vector<HostTensor> &inputs) {
+  // HostTensors as caller memory: f64 and i64 tensors in place, others through their bytes.
+  std::deque<std::vector<char>> staging;
+  std::vector<TensorRef> in, out;
+  for (const HostTensor &t : inputs) {
+    void *data = t.dtype == DType::F64 ? (void *)t.f.data() : t.dtype == DType::I64 ? (void *)t.i.data()
+                                                            : staging.emplace_back(t.toBytes()).data();
+    in.push_back({t.dtype, t.shape, data});
+  }
+  auto fn = impl->module.lookupSymbol<func::FuncOp>(impl->entry);
+  std::vector<HostTensor> results;
+  for (Type t : fn.getResultTypes()) {
+    auto rt = llvm::cast<RankedTensorType>(t);
+    DType dt = DType::F32;
+    fromMlirType(rt.getElementType(), dt);
+    results.emplace_back(dt, std::vector<int64_t>(rt.getShape().begin(), rt.getShape().end()));
+  }
+  for (HostTensor &t : results) {
+    void *data = t.dtype == DType::F64 ? (void *)t.f.data() : t.dtype == DType::I64 ? (void *)t.i.data()
+                                                            : staging.emplace_back(t.toBytes()).data();
+    out.push_back({t.dtype, t.shape, data});
+  }
+  run(in, out);
+  for (size_t k = 0; k < results.size(); ++k)
+    if (results[k].dtype != DType::F64 && results[k].dtype != DType::I64)
+      results[k] = HostTensor::fromBytes(results[k].dtype, results[k].shape, (const char *)out[k].data);
+  return results;
+}
+
+void CpuProgram::run(const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs) {
   auto fn = impl->module.lookupSymbol<func::FuncOp>(impl->entry);
   if (inputs.size() != fn.getNumArguments())
     throw InterpreterError("the program takes " + std::to_string(fn.getNumArguments()) +
                            " inputs, got " + std::to_string(inputs.size()));
-  // Values by pointer: the caller's inputs where their dtype fits, owned results otherwise (the
-  // tensors are large; nothing is copied that need not be).
-  llvm::DenseMap<Value, const HostTensor *> env;
-  std::deque<HostTensor> owned;
-  for (auto [arg, t] : llvm::zip(fn.getArguments(), inputs)) {
-    DType dt;
-    fromMlirType(llvm::cast<RankedTensorType>(arg.getType()).getElementType(), dt);
-    env[arg] = t.dtype == dt ? &t : &owned.emplace_back(t.castTo(dt));
+  Arena arena;
+  llvm::DenseMap<Value, Val> env;
+  auto valueOf = [](Value v) {
+    Val x;
+    fromMlirType(llvm::cast<RankedTensorType>(v.getType()).getElementType(), x.dtype);
+    auto s = llvm::cast<RankedTensorType>(v.getType()).getShape();
+    x.shape.assign(s.begin(), s.end());
+    return x;
+  };
+  for (auto [arg, ref] : llvm::zip(fn.getArguments(), inputs)) {
+    Val x = valueOf(arg);
+    if (ref.dtype == x.dtype) {
+      x.data = ref.data;
+    } else { // the rules of rfuse.cast, through a HostTensor
+      HostTensor t = HostTensor::fromBytes(ref.dtype, ref.shape, (const char *)ref.data).castTo(x.dtype);
+      x.data = arena.allocate(x.bytes());
+      t.writeBytes(x.data);
+    }
+    env[arg] = x;
   }
-  for (Operation &op : fn.getBody().front()) {
-    std::vector<const HostTensor *> operands;
+  // Results the function returns are written where the caller wants them (the first time each
+  // is returned), unless the value is an argument.
+  Operation *ret = fn.getBody().front().getTerminator();
+  llvm::DenseMap<Value, void *> destination;
+  for (auto [v, ref] : llvm::zip(ret->getOperands(), outputs))
+    if (!llvm::isa<BlockArgument>(v) && !destination.count(v))
+      destination[v] = ref.data;
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    std::vector<Val> operands, results;
     for (Value v : op.getOperands())
       operands.push_back(env.lookup(v));
-    if (isa<func::ReturnOp>(op)) {
-      std::vector<HostTensor> out;
-      for (const HostTensor *t : operands)
-        out.push_back(*t);
-      return out;
+    for (Value r : op.getResults()) {
+      Val x = valueOf(r);
+      x.data = destination.count(r) ? destination[r] : arena.allocate(x.bytes());
+      results.push_back(x);
     }
-    std::vector<HostTensor> results;
-    auto it = impl->jitName.find(&op);
-    if (it != impl->jitName.end()) {
-      results = impl->runCall(&op, it->second, operands);
+    auto it = impl->steps.find(&op);
+    if (it != impl->steps.end()) {
+      impl->runStep(&op, it->second, operands, results);
     } else {
-      std::vector<HostTensor> copies;
-      for (const HostTensor *t : operands)
-        copies.push_back(*t);
-      results = interpretOperation(&op, copies);
+      std::vector<HostTensor> in;
+      for (const Val &x : operands)
+        in.push_back(x.tensor());
+      std::vector<HostTensor> out = interpretOperation(&op, in);
+      for (auto [t, x] : llvm::zip(out, results))
+        t.writeBytes(x.data);
     }
-    for (auto [r, t] : llvm::zip(op.getResults(), results))
-      env[r] = &owned.emplace_back(std::move(t));
+    for (auto [r, x] : llvm::zip(op.getResults(), results))
+      env[r] = x;
   }
-  throw InterpreterError("function without return");
+  for (auto [v, ref] : llvm::zip(ret->getOperands(), outputs)) {
+    const Val &x = env.lookup(v);
+    if (x.data != ref.data)
+      std::memcpy(ref.data, x.data, x.bytes());
+  }
 }
 
 } // namespace rfuse::cpu

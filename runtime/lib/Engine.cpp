@@ -111,6 +111,12 @@ std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std
       info.bytesMoved = c.bytes;
     }
   info.fusedText = printModule(module);
+  for (Type t : module.lookupSymbol<func::FuncOp>(entry).getResultTypes()) {
+    auto rt = llvm::cast<RankedTensorType>(t);
+    DType dt = DType::F32;
+    fromMlirType(rt.getElementType(), dt);
+    program->results_.push_back({dt, {rt.getShape().begin(), rt.getShape().end()}});
+  }
   // Kernels in the order the entry function calls them; library ops wherever they sit.
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
   fn.walk([&](func::CallOp call) {
@@ -152,15 +158,54 @@ DeviceProgram &lazily(std::mutex &mutex, std::unique_ptr<DeviceProgram> &slot, M
 }
 } // namespace
 
+namespace {
+// RFUSE_CPU_JIT=0 runs everything on the interpreter.
+bool cpuJitEnabled() {
+  const char *jit = std::getenv("RFUSE_CPU_JIT");
+  return !(jit && std::string(jit) == "0");
+}
+} // namespace
+
 std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs, Device device) const {
   ModuleOp module = state_->module.get();
   if (device == Device::Cuda)
     return lazily(state_->gpuMutex, state_->gpu, module, entry_).run(inputs);
-  // RFUSE_CPU_JIT=0 runs everything on the interpreter.
-  const char *jit = std::getenv("RFUSE_CPU_JIT");
-  if (jit && std::string(jit) == "0")
+  if (!cpuJitEnabled())
     return interpret(module, entry_, inputs);
   return lazily(state_->cpuMutex, state_->cpu, module, entry_).run(inputs);
+}
+
+void Program::run(const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs,
+                  Device device) const {
+  if (outputs.size() != results_.size())
+    throw InterpreterError("the program has " + std::to_string(results_.size()) + " results, got " +
+                           std::to_string(outputs.size()) + " output buffers");
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (outputs[k].dtype != results_[k].first || outputs[k].shape != results_[k].second)
+      throw InterpreterError("output buffer " + std::to_string(k) + " does not match the result type");
+  if (device == Device::Cpu && cpuJitEnabled()) {
+    lazily(state_->cpuMutex, state_->cpu, state_->module.get(), entry_).run(inputs, outputs);
+    return;
+  }
+  std::vector<HostTensor> in;
+  for (const TensorRef &r : inputs)
+    in.push_back(HostTensor::fromBytes(r.dtype, r.shape, (const char *)r.data));
+  std::vector<HostTensor> out = run(in, device);
+  for (size_t k = 0; k < out.size(); ++k)
+    out[k].writeBytes(outputs[k].data);
+}
+
+std::vector<std::string> Program::cpuSteps() const {
+  cpu::CpuProgram &p = lazily(state_->cpuMutex, state_->cpu, state_->module.get(), entry_);
+  std::vector<std::string> out = p.jitted();
+  for (const std::string &s : p.interpreted())
+    out.push_back(s.substr(0, s.find(": ")) + ": interpreted (" + s.substr(s.find(": ") + 2) + ")");
+  return out;
+}
+
+CpuJitStats cpuJitStats() {
+  auto [compiled, reused] = cpu::jitCacheCounts();
+  return {compiled, reused};
 }
 
 Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {

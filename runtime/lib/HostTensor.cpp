@@ -51,10 +51,19 @@ HostTensor HostTensor::castTo(DType to) const {
 }
 
 std::vector<char> HostTensor::toBytes() const {
+  std::vector<char> b((size_t)numel() * dtypeSize(dtype));
+  writeBytes(b.data());
+  return b;
+}
+
+void HostTensor::writeBytes(void *dst) const {
   int size = dtypeSize(dtype);
-  std::vector<char> b((size_t)numel() * size);
+  if (dtype == DType::F64 || dtype == DType::I64) {
+    std::memcpy(dst, dtype == DType::F64 ? (const void *)f.data() : (const void *)i.data(), (size_t)numel() * 8);
+    return;
+  }
   for (int64_t k = 0; k < numel(); ++k) {
-    char *p = b.data() + k * size;
+    char *p = (char *)dst + k * size;
     switch (dtype) {
     case DType::F32: { float v = (float)f[k]; std::memcpy(p, &v, 4); break; }
     case DType::F64: std::memcpy(p, &f[k], 8); break;
@@ -72,7 +81,6 @@ std::vector<char> HostTensor::toBytes() const {
     case DType::I64: std::memcpy(p, &i[k], 8); break;
     }
   }
-  return b;
 }
 
 HostTensor HostTensor::fromBytes(DType dt, std::vector<int64_t> shape, const char *data) {

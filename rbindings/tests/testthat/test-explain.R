@@ -3,13 +3,24 @@ test_that("rf_explain returns the traced and fused IR, kernels and library calls
   mlp <- function(x, w, b) pmax(sweep(x %*% w, 2, b, "+"), 0)
   ex <- rf_explain(mlp, x, w, b)
   expect_named(ex, c("traced", "fused", "kernels", "kernel_names", "library_calls",
-                     "gpu_fallbacks", "kernel_count", "bytes_moved", "pipeline"), ignore.order = TRUE)
+                     "gpu_fallbacks", "cpu_steps", "kernel_count", "bytes_moved", "pipeline"),
+               ignore.order = TRUE)
   expect_match(ex$traced, "rfuse.matmul")
   expect_match(ex$fused, "rfuse.kernel = #rfuse<fusion_kind matmul_epilogue>", fixed = TRUE)
   expect_equal(ex$kernel_count, 1)
   expect_equal(unname(names(ex$kernel_names)), "matmul_epilogue")
   expect_match(ex$library_calls, "^matmul")
   expect_type(ex$kernels, "character")
+  # On the CPU backend: BLAS for the product, the bias + ReLU compiled into one pass.
+  expect_match(ex$cpu_steps, "BLAS \\+ compiled epilogue")
+})
+
+test_that("the CPU backend compiles fused reductions and says which steps it interprets", {
+  x <- matrix(rnorm(64 * 32), 64)
+  ex <- rf_explain(function(x) { e <- exp(x); e / rowSums(e) }, x)
+  expect_match(ex$cpu_steps, "compiled reduction")
+  jf <- rf_jit(function(x) { e <- exp(x); e / rowSums(e) }, dtype = "float64")
+  expect_equal(jf(x), exp(x) / rowSums(exp(x)), tolerance = 1e-12)
 })
 
 test_that("rf_explain returns the generated CUDA C++ of each kernel, even without a GPU", {

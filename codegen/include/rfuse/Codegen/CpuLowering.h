@@ -1,22 +1,65 @@
-// CPU lowering: a pointwise kernel function → a func of memrefs holding one linalg.generic whose
-// body is arith/math ops (one per scalar op kind, matching ScalarOps.h), ready for MLIR's path to
-// the LLVM dialect and the ExecutionEngine (runtime/lib/CpuJit.cpp).
+// CPU lowering: an outlined kernel (pointwise, reduction, matmul-epilogue) or a lone host op →
+// functions of memrefs built from linalg / scf / arith / math ops (one per scalar op kind,
+// matching ScalarOps.h), ready for MLIR's path to the LLVM dialect and the ExecutionEngine
+// (runtime/lib/CpuJit.cpp). Every function takes `(index begin, index end, memref inputs...,
+// memref outputs...)` and computes the part [begin, end) of its parallel dimension, so the runtime
+// can split a kernel across threads without locks.
 #ifndef RFUSE_CODEGEN_CPULOWERING_H
 #define RFUSE_CODEGEN_CPULOWERING_H
+
+#include "rfuse/IR/DType.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace rfuse::cpu {
 
-/// Appends to `target` a function `name(memref inputs..., memref outputs...)` (with
-/// llvm.emit_c_interface) computing the pointwise kernel `kernel`. Returns false, with `why`,
-/// for what this lowering does not cover (reductions, matmuls, f16/bf16, float-to-int casts):
-/// those run on the interpreter.
-bool lowerPointwiseKernel(mlir::func::FuncOp kernel, mlir::ModuleOp target, const std::string &name,
-                          std::string &why);
+/// One JIT-compiled loop nest and how to call it.
+struct CpuFunction {
+  std::string name;     ///< symbol in the target module (with llvm.emit_c_interface)
+  int64_t extent = 1;   ///< the parallel range [0, extent) the runtime splits
+  int64_t maxChunk = 0; ///< > 0: the largest [begin, end) one call accepts (stack scratch)
+  int64_t workPerUnit = 1; ///< elements touched per unit of the range (threading threshold)
+  /// The shapes the memref arguments are declared with (inputs, then outputs): buffers are
+  /// contiguous, so the runtime describes the same data with these shapes.
+  std::vector<std::vector<int64_t>> argShapes;
+};
+
+/// A matmul through BLAS (?gemm), row-major C[b, m, n] = A[b, m, k] B[b, k, n].
+struct GemmCall {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false, batchedA = false, batchedB = false;
+  DType dtype = DType::F64;
+  int lhsInput = -1, rhsInput = -1;
+};
+
+/// How the runtime runs one kernel (or lone host op) on the CPU.
+struct CpuKernel {
+  enum class Kind { Pointwise, Reduction, Matmul } kind = Kind::Pointwise;
+  /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Matmul: the
+  /// epilogue over the product (absent when the product is the only output), whose inputs are
+  /// the product then `epilogueInputs` (region input indices) and whose outputs are the region's
+  /// outputs other than the product.
+  std::optional<CpuFunction> function;
+  GemmCall gemm;
+  std::vector<int> epilogueInputs;
+  bool productIsOutput = false; ///< the region's output 0 is the product itself
+};
+
+/// Appends to `target` the functions for kernel function `kernel` (attribute rfuse.kernel),
+/// named `name`... Returns nullopt, with `why`, for what the CPU backend does not compile
+/// (f16/bf16, float-to-int casts, dense constants, index maps over computed values): the runtime
+/// interprets those.
+std::optional<CpuKernel> lowerKernel(mlir::func::FuncOp kernel, mlir::ModuleOp target,
+                                     const std::string &name, std::string &why);
+
+/// The same for one op of a host function that no kernel holds (a pipeline without fusion).
+std::optional<CpuKernel> lowerOperation(mlir::Operation *op, mlir::ModuleOp target,
+                                        const std::string &name, std::string &why);
 
 /// Registers the dialects the lowering and the LLVM path need in `registry`.
 void registerCpuDialects(mlir::DialectRegistry &registry);

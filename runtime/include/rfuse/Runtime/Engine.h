@@ -57,6 +57,16 @@ public:
   /// reference interpreter, until the CPU backend lands).
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs,
                               Device device = defaultDevice()) const;
+  /// The same with the caller's memory (shapes and dtypes those of the entry function's
+  /// arguments and results): the CPU backend reads the inputs and writes the outputs in place;
+  /// other paths copy through HostTensors.
+  void run(const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs,
+           Device device = defaultDevice()) const;
+  /// How each step runs on the CPU backend ("kernel: compiled reduction", "op: interpreted:
+  /// why"); builds (JIT-compiles) the CPU program if no CPU run has yet.
+  std::vector<std::string> cpuSteps() const;
+  /// The entry function's results: dtype and shape of each.
+  const std::vector<std::pair<DType, std::vector<int64_t>>> &resultTypes() const { return results_; }
   /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.
   Timing benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const;
 
@@ -69,12 +79,20 @@ private:
   std::unique_ptr<State> state_;
   CompileInfo info_;
   std::string entry_;
+  std::vector<std::pair<DType, std::vector<int64_t>>> results_;
 };
 
 /// Parses `moduleText`, runs pipeline `pipeline` ("default", "elementwise-only", "no-fusion"),
 /// and returns the compiled program. Throws CompileError.
 std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
                                         const std::string &entry = "main");
+
+/// The CPU backend's process-wide cache of compiled functions (keyed by their lowered IR).
+struct CpuJitStats {
+  size_t compiled = 0; ///< functions JIT-compiled
+  size_t reused = 0;   ///< lookups answered by an earlier compile
+};
+CpuJitStats cpuJitStats();
 
 /// The pipelines compileProgram accepts.
 std::vector<std::string> availablePipelines();

@@ -39,10 +39,21 @@ struct HostTensor {
   /// The values in dtype's own binary format (little-endian; f16/bf16 as their 16 bits, i1 as
   /// one byte): what device buffers, JIT-compiled code and .npy files hold.
   std::vector<char> toBytes() const;
+  /// The same, written to `dst` (numel() * dtypeSize(dtype) bytes).
+  void writeBytes(void *dst) const;
   /// The inverse of toBytes(): `data` holds numel(shape) values of `dtype`.
   static HostTensor fromBytes(DType dtype, std::vector<int64_t> shape, const char *data);
   /// e.g. "tensor<3x4xf32>".
   std::string typeString() const;
+};
+
+/// Tensor memory a caller owns, in dtype's binary format (as HostTensor::toBytes; f64 as
+/// doubles): how a front end hands its own arrays (R's doubles) to a backend that can read and
+/// write them in place.
+struct TensorRef {
+  DType dtype = DType::F64;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
 };
 
 /// Rounds a double to the nearest value of float dtype `t` (identity for f64).

@@ -1,0 +1,68 @@
+# The CPU backend's benchmarks (issue 6): rfuse's JIT next to base R evaluating the same function
+# on the same data in the same process, and rfuse's reference interpreter beside them.
+# Run: Rscript benchmarks/cpu-bench.R   (after scripts/install-r-package.sh)
+suppressPackageStartupMessages(library(rfuse))
+set.seed(1)
+reps <- as.integer(Sys.getenv("RFUSE_BENCH_REPS", "7"))
+
+median_ms <- function(f, reps) {
+  f() # warm: traces, compiles and caches on the first call
+  t <- vapply(seq_len(reps), function(i) system.time(f(), gcFirst = FALSE)[["elapsed"]], 0)
+  1000 * median(t)
+}
+
+with_env <- function(vars, code) {
+  old <- vapply(names(vars), function(n) Sys.getenv(n, unset = NA), "")
+  do.call(Sys.setenv, as.list(vars))
+  on.exit(for (n in names(vars)) if (is.na(old[[n]])) Sys.unsetenv(n) else do.call(Sys.setenv, setNames(list(old[[n]]), n)))
+  code
+}
+
+workloads <- list(
+  chain = list(
+    label = "pmax(x*a+b,0) * (1/(1+exp(-x))) + tanh(b)*0.5, 2^22",
+    f = function(x, a, b) pmax(x * a + b, 0) * (1 / (1 + exp(-x))) + tanh(b) * 0.5,
+    args = function() { n <- 2^22; list(x = rnorm(n), a = rnorm(n), b = rnorm(n)) },
+    target = 3),
+  softmax = list(
+    label = "row softmax e <- exp(x); e / rowSums(e), 4096x512",
+    f = function(x) { e <- exp(x); e / rowSums(e) },
+    args = function() list(x = matrix(rnorm(4096 * 512), 4096)),
+    target = 2),
+  w4 = list(
+    label = "W4 layernorm + GELU + residual, 2048x1024",
+    f = function(x, gamma, beta, eps) {
+      mu <- rowMeans(x)
+      xc <- x - mu
+      v <- rowMeans(xc * xc)
+      y <- sweep(sweep(xc / sqrt(v + eps), 2, gamma, "*"), 2, beta, "+")
+      0.5 * y * (1 + tanh(0.7978845608028654 * (y + 0.044715 * y^3))) + x
+    },
+    args = function() list(x = matrix(rnorm(2048 * 1024), 2048), gamma = rnorm(1024),
+                           beta = rnorm(1024), eps = 1e-5),
+    target = 3))
+
+only <- Sys.getenv("RFUSE_BENCH_ONLY", "")
+cat(sprintf("rfuse CPU benchmarks, %s, R %s, %d cores, median of %d\n", Sys.Date(),
+            getRversion(), parallel::detectCores(), reps))
+cat(sprintf("%-56s %10s %10s %8s %12s %8s\n", "workload (float64)", "base R", "rfuse JIT", "ratio",
+            "interpreter", "target"))
+for (name in names(workloads)) {
+  if (nzchar(only) && !name %in% strsplit(only, ",")[[1]]) next
+  w <- workloads[[name]]
+  a <- w$args()
+  jf <- rf_jit(w$f, dtype = "float64")
+  ref <- do.call(w$f, a)
+  got <- do.call(jf, a)
+  err <- max(abs(got - ref)) / max(abs(ref))
+  if (!(err <= 1e-10)) stop(sprintf("%s: rfuse differs from base R (relative error %g)", name, err))
+  base_ms <- median_ms(function() do.call(w$f, a), reps)
+  jit_ms <- median_ms(function() do.call(jf, a), reps)
+  interp_ms <- with_env(c(RFUSE_CPU_JIT = "0"), {
+    ji <- rf_jit(w$f, dtype = "float64")
+    median_ms(function() do.call(ji, a), max(1, reps %/% 3))
+  })
+  ratio <- base_ms / jit_ms
+  cat(sprintf("%-56s %8.1f ms %8.1f ms %7.2fx %9.1f ms %5.0fx %s\n", w$label, base_ms, jit_ms, ratio,
+              interp_ms, w$target, if (ratio >= w$target) "met" else "NOT met"))
+}

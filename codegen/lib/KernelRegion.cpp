@@ -1,0 +1,112 @@
+#include "KernelRegion.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace rfuse::codegen {
+
+Region regionOf(func::FuncOp fn) {
+  Region r{{}, {}, {}, fn.getLoc()};
+  Block &body = fn.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    r.inputs.push_back(a);
+  for (Operation &op : body.without_terminator())
+    r.ops.push_back(&op);
+  for (Value v : body.getTerminator()->getOperands())
+    r.outputs.push_back(v);
+  return r;
+}
+
+int64_t numElements(ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+SmallVector<int64_t> indexMap(Operation *op) {
+  SmallVector<int64_t> map;
+  if (auto b = dyn_cast<BroadcastInDimOp>(op)) {
+    map.assign(shapeOf(b.getResult()).size(), -1);
+    for (auto [i, d] : llvm::enumerate(b.getDims()))
+      map[d] = i;
+  } else if (auto t = dyn_cast<TransposeOp>(op)) {
+    map.assign(t.getPerm().begin(), t.getPerm().end());
+  }
+  return map;
+}
+
+bool isReduction(Operation *op) { return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op); }
+
+ArrayRef<int64_t> reductionDims(Operation *op) {
+  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
+}
+
+ReductionLayout::ReductionLayout(const Region &r) {
+  Operation *first = *llvm::find_if(r.ops, isReduction);
+  full = SmallVector<int64_t>(shapeOf(first->getOperand(0)));
+  SmallVector<int64_t> dims(reductionDims(first));
+  llvm::sort(dims);
+  int64_t rank = full.size(), nd = dims.size();
+  suffix = llvm::equal(dims, llvm::seq<int64_t>(rank - nd, rank));
+  prefix = llvm::equal(dims, llvm::seq<int64_t>(0, nd));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(dims, d)) {
+      redLen *= full[d];
+      reducedDims.push_back(d);
+    } else {
+      outerLen *= full[d];
+      outerDims.push_back(d);
+    }
+  }
+  fullN = numElements(full);
+  for (int64_t d = 0; d < rank; ++d) {
+    bool reduced = llvm::is_contained(reducedDims, d);
+    if (!reduced)
+      dropShape.push_back(full[d]);
+    keepShape.push_back(reduced ? 1 : full[d]);
+  }
+  for (Value in : r.inputs)
+    space[in] = classify(in);
+  for (Operation *op : r.ops)
+    space[op->getResult(0)] = isReduction(op) ? Space::Row : classify(op->getResult(0));
+}
+
+ReductionLayout::Space ReductionLayout::classify(Value v) const {
+  ArrayRef<int64_t> s = shapeOf(v);
+  if (s == ArrayRef<int64_t>(full))
+    return Space::Full;
+  if (s == ArrayRef<int64_t>(keepShape) || s == ArrayRef<int64_t>(dropShape))
+    return Space::Row;
+  return Space::Other;
+}
+
+bool ReductionLayout::isReexpansion(BroadcastInDimOp b) const {
+  ArrayRef<int64_t> in = shapeOf(b.getInput());
+  if (shapeOf(b.getResult()) != ArrayRef<int64_t>(full))
+    return false;
+  if (in == ArrayRef<int64_t>(keepShape))
+    return llvm::equal(b.getDims(), llvm::seq<int64_t>(0, full.size()));
+  return in == ArrayRef<int64_t>(dropShape) && b.getDims() == ArrayRef<int64_t>(outerDims);
+}
+
+ReductionLayout::Coord ReductionLayout::coord(int64_t d) const {
+  bool reduced = llvm::is_contained(reducedDims, d);
+  const SmallVector<int64_t> &group = reduced ? reducedDims : outerDims;
+  int64_t inner = 1;
+  size_t pos = llvm::find(group, d) - group.begin();
+  for (size_t i = pos + 1; i < group.size(); ++i)
+    inner *= full[group[i]];
+  return {reduced, inner, pos == 0 ? 0 : full[d]};
+}
+
+} // namespace rfuse::codegen

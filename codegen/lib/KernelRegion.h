@@ -1,0 +1,78 @@
+// What the CUDA and the CPU code generators both need to know about an outlined kernel: its
+// region (inputs, ops, outputs), index maps, and how a reduction region's iteration space splits
+// into outer (kept) and reduced dims. One analysis, two emitters.
+#ifndef RFUSE_CODEGEN_KERNELREGION_H
+#define RFUSE_CODEGEN_KERNELREGION_H
+
+#include "rfuse/IR/RfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace rfuse::codegen {
+
+/// A region to emit: its inputs (kernel parameters), ops in order, and outputs.
+struct Region {
+  llvm::SmallVector<mlir::Value> inputs;
+  llvm::SmallVector<mlir::Operation *> ops;
+  llvm::SmallVector<mlir::Value> outputs;
+  mlir::Location loc;
+  /// Position of `v` among the inputs, or -1.
+  int indexOf(mlir::Value v) const {
+    auto it = llvm::find(inputs, v);
+    return it == inputs.end() ? -1 : (int)(it - inputs.begin());
+  }
+};
+
+/// The region of a kernel function: its arguments, body ops and returned values.
+Region regionOf(mlir::func::FuncOp fn);
+
+inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
+}
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+/// Row-major strides.
+llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
+/// The index map of a broadcast or transpose reading an input, as result dim -> input dim (-1
+/// where a broadcast adds the dim).
+llvm::SmallVector<int64_t> indexMap(mlir::Operation *op);
+
+bool isReduction(mlir::Operation *op);
+llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);
+
+/// A reduction region's iteration space, from its first reduction: the full shape F splits into
+/// outer (kept) dims, flattened to `o` in [0, outerLen), and reduced dims, flattened to `j` in
+/// [0, redLen). Values live per element (Full), per outer index (Row: the reduced shape, with or
+/// without the kept 1s) or elsewhere (Other).
+class ReductionLayout {
+public:
+  enum class Space { Full, Row, Other };
+  explicit ReductionLayout(const Region &r);
+
+  llvm::SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
+  int64_t redLen = 1, outerLen = 1, fullN = 1;
+  bool suffix = false; ///< the reduced dims are the trailing ones: o-major, rows contiguous
+  bool prefix = false; ///< the reduced dims are the leading ones: j-major, columns contiguous
+
+  Space spaceOf(mlir::Value v) const { return space.lookup(v); }
+  Space classify(mlir::Value v) const;
+  /// Whether a broadcast re-expands a reduced-shape value over exactly the reduced dims (so
+  /// every element of a row reads the row's value).
+  bool isReexpansion(BroadcastInDimOp b) const;
+
+  /// The coordinate along F's dim d: ((reduced ? j : o) / divisor) % modulo (modulo 0: none,
+  /// for the outermost dim of its group).
+  struct Coord {
+    bool reduced;
+    int64_t divisor, modulo;
+  };
+  Coord coord(int64_t d) const;
+
+private:
+  llvm::DenseMap<mlir::Value, Space> space;
+};
+
+} // namespace rfuse::codegen
+
+#endif
