@@ -1,7 +1,7 @@
 // CPU lowering (see CpuLowering.h and docs/codegen.md): pointwise kernels as one linalg.generic
 // over subviews of [begin, end); reductions as scf loop nests (row-major: a row per outer index;
 // column-major: a column tile per call, partial results in stack scratch); matmuls as a BLAS call
-// plus a pointwise epilogue function.
+// plus a pointwise epilogue function; convolutions as im2col + BLAS likewise.
 #include "rfuse/Codegen/CpuLowering.h"
 
 #include "KernelRegion.h"
@@ -785,6 +785,34 @@ private:
 
 // ---- Matmul: BLAS for the product, a pointwise function for the rest -------------------------
 
+// The ops after a library call (matmul, convolution) as one pointwise function over its result
+// (the function's input 0, then the region inputs it reads).
+bool lowerEpilogue(const Region &r, Operation *library, ModuleOp target, const std::string &name,
+                   CpuKernel &k, std::string &why) {
+  Value product = library->getResult(0);
+  k.productIsOutput = llvm::is_contained(r.outputs, product);
+  if (k.productIsOutput && r.outputs[0] != product)
+    return fail(why, "a library kernel returning its result after other outputs");
+  Region e{{product}, {}, {}, r.loc};
+  for (Operation *op : r.ops) {
+    if (op == library)
+      continue;
+    e.ops.push_back(op);
+    for (Value v : op->getOperands())
+      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
+        e.inputs.push_back(v);
+        k.epilogueInputs.push_back(i);
+      }
+  }
+  for (Value o : r.outputs)
+    if (o != product)
+      e.outputs.push_back(o);
+  if (e.outputs.empty())
+    return true;
+  k.function = PointwiseLowering(e, target).run(name, why);
+  return k.function.has_value();
+}
+
 std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std::string &name,
                                      std::string &why) {
   MatmulOp mm;
@@ -816,28 +844,53 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
   g.n = os[os.size() - 1];
   g.k = g.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
 
-  Value product = mm.getResult();
-  k.productIsOutput = llvm::is_contained(r.outputs, product);
-  if (k.productIsOutput && r.outputs[0] != product)
-    return fail(why, "a matmul kernel returning its product after other outputs"), std::nullopt;
-  Region e{{product}, {}, {}, r.loc};
-  for (Operation *op : r.ops) {
-    if (op == mm.getOperation())
-      continue;
-    e.ops.push_back(op);
-    for (Value v : op->getOperands())
-      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
-        e.inputs.push_back(v);
-        k.epilogueInputs.push_back(i);
-      }
-  }
-  for (Value o : r.outputs)
-    if (o != product)
-      e.outputs.push_back(o);
-  if (e.outputs.empty())
-    return k;
-  k.function = PointwiseLowering(e, target).run(name, why);
-  if (!k.function)
+  if (!lowerEpilogue(r, mm.getOperation(), target, name, k, why))
+    return std::nullopt;
+  return k;
+}
+
+// A convolution through im2col + BLAS, the rest as a pointwise function over its result.
+std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::string &name,
+                                   std::string &why) {
+  Conv2dOp conv;
+  for (Operation *op : r.ops)
+    if (auto c = dyn_cast<Conv2dOp>(op))
+      conv = c;
+  if (!conv)
+    return fail(why, "no convolution in a conv_epilogue kernel"), std::nullopt;
+  CpuKernel k;
+  k.kind = CpuKernel::Kind::Conv;
+  ConvCall &c = k.conv;
+  Type et = elemOf(conv.getResult());
+  if (!et.isF32() && !et.isF64())
+    return fail(why, "a convolution in f16/bf16"), std::nullopt;
+  c.dtype = dtypeOf(conv.getResult());
+  c.inputIndex = r.indexOf(conv.getInput());
+  c.filterIndex = r.indexOf(conv.getFilter());
+  c.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
+  if (c.inputIndex < 0 || c.filterIndex < 0 || (conv.getBias() && c.biasIndex < 0))
+    return fail(why, "a convolution of values computed in the kernel"), std::nullopt;
+  c.nhwc = conv.getLayout() == Layout::NHWC;
+  auto x = codegen::shapeOf(conv.getInput()), w = codegen::shapeOf(conv.getFilter()),
+       y = codegen::shapeOf(conv.getResult());
+  c.n = x[0];
+  c.c = c.nhwc ? x[3] : x[1];
+  c.h = c.nhwc ? x[1] : x[2];
+  c.w = c.nhwc ? x[2] : x[3];
+  c.o = w[0];
+  c.kh = c.nhwc ? w[1] : w[2];
+  c.kw = c.nhwc ? w[2] : w[3];
+  c.oh = c.nhwc ? y[1] : y[2];
+  c.ow = c.nhwc ? y[2] : y[3];
+  auto st = conv.getStrides(), pad = conv.getPadding(), dil = conv.getDilation();
+  c.strideH = st[0];
+  c.strideW = st[1];
+  c.padTop = pad[0];
+  c.padLeft = pad[2];
+  c.dilationH = dil[0];
+  c.dilationW = dil[1];
+  c.groups = conv.getGroups();
+  if (!lowerEpilogue(r, conv.getOperation(), target, name, k, why))
     return std::nullopt;
   return k;
 }
@@ -856,6 +909,8 @@ std::optional<CpuKernel> lowerRegion(const Region &r, FusionKind kind, ModuleOp 
     break;
   case FusionKind::matmul_epilogue:
     return lowerMatmul(r, target, name, why);
+  case FusionKind::conv_epilogue:
+    return lowerConv(r, target, name, why);
   default:
     why = "no CPU code for a " + stringifyFusionKind(kind).str() + " kernel";
     return std::nullopt;
@@ -885,6 +940,8 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     r.outputs.push_back(v);
   if (isa<MatmulOp>(op))
     return lowerRegion(r, FusionKind::matmul_epilogue, target, name, why);
+  if (isa<Conv2dOp>(op))
+    return lowerRegion(r, FusionKind::conv_epilogue, target, name, why);
   if (codegen::isReduction(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);
   if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op))

@@ -280,15 +280,66 @@ DgemmFn blasDgemm() {
   return fn;
 }
 
-// Row-major C[m, n] = op(A) op(B) through column-major BLAS: C^T = op(B)^T op(A)^T.
+// Row-major C[m, n] (leading dim ldc) = op(A) op(B) + beta C through column-major BLAS:
+// C^T = op(B)^T op(A)^T.
+void dgemmRowMajor(bool ta, bool tb, int m, int n, int k, const double *a, int lda, const double *b,
+                   int ldb, double beta, double *c, int ldc) {
+  double one = 1;
+  blasDgemm()(tb ? "T" : "N", ta ? "T" : "N", &n, &m, &k, &one, b, &ldb, a, &lda, &beta, c, &ldc, 1, 1);
+}
+
 void gemm(const GemmCall &g, const double *a, const double *b, double *c) {
   int m = (int)g.m, n = (int)g.n, k = (int)g.k;
-  int lda = g.transposeA ? m : k, ldb = g.transposeB ? k : n, ldc = n;
-  double one = 1, zero = 0;
-  const char *ta = g.transposeA ? "T" : "N", *tb = g.transposeB ? "T" : "N";
   for (int64_t p = 0; p < g.batch; ++p)
-    blasDgemm()(tb, ta, &n, &m, &k, &one, b + (g.batchedB ? p * g.k * g.n : 0), &ldb,
-                a + (g.batchedA ? p * g.m * g.k : 0), &lda, &zero, c + p * g.m * g.n, &ldc, 1, 1);
+    dgemmRowMajor(g.transposeA, g.transposeB, m, n, k, a + (g.batchedA ? p * g.m * g.k : 0),
+                  g.transposeA ? m : k, b + (g.batchedB ? p * g.k * g.n : 0), g.transposeB ? k : n, 0,
+                  c + p * g.m * g.n, n);
+}
+
+// rfuse.conv2d as im2col + dgemm per image and group, then + bias; images split over threads.
+void convolve(const ConvCall &c, const double *x, const double *w, const double *bias, double *y);
+
+void convolve(const ConvCall &c, const double *x, const double *w, const double *bias, double *y) {
+  int64_t G = c.groups, Cg = c.c / G, Og = c.o / G, P = c.oh * c.ow, K = Cg * c.kh * c.kw;
+  auto xAt = [&](int64_t n, int64_t ch, int64_t h, int64_t ww) {
+    return c.nhwc ? ((n * c.h + h) * c.w + ww) * c.c + ch : ((n * c.c + ch) * c.h + h) * c.w + ww;
+  };
+  parallelFor(c.n, 0, P * K * Og, [&](int64_t begin, int64_t end) {
+    std::vector<double> col((size_t)(P * K));
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        // NCHW: col[K][P] with K in (ci, kh, kw) order; NHWC: col[P][K] with K in (kh, kw, ci)
+        // order — each the filter's own layout, so the filter is a plain row-major matrix.
+        for (int64_t oh = 0; oh < c.oh; ++oh)
+          for (int64_t ow = 0; ow < c.ow; ++ow)
+            for (int64_t kh = 0; kh < c.kh; ++kh)
+              for (int64_t kw = 0; kw < c.kw; ++kw) {
+                int64_t h = oh * c.strideH - c.padTop + kh * c.dilationH;
+                int64_t ww = ow * c.strideW - c.padLeft + kw * c.dilationW;
+                bool inside = h >= 0 && h < c.h && ww >= 0 && ww < c.w;
+                int64_t p = oh * c.ow + ow;
+                for (int64_t ci = 0; ci < Cg; ++ci) {
+                  double v = inside ? x[xAt(n, g * Cg + ci, h, ww)] : 0.0;
+                  if (c.nhwc)
+                    col[p * K + (kh * c.kw + kw) * Cg + ci] = v;
+                  else
+                    col[((ci * c.kh + kh) * c.kw + kw) * P + p] = v;
+                }
+              }
+        const double *wg = w + g * Og * K;
+        if (c.nhwc)
+          dgemmRowMajor(false, true, (int)P, (int)Og, (int)K, col.data(), (int)K, wg, (int)K, 0,
+                        y + n * P * c.o + g * Og, (int)c.o);
+        else
+          dgemmRowMajor(false, false, (int)Og, (int)P, (int)K, wg, (int)K, col.data(), (int)P, 0,
+                        y + (n * c.o + g * Og) * P, (int)P);
+      }
+    if (bias)
+      for (int64_t n = begin; n < end; ++n)
+        for (int64_t o = 0; o < c.o; ++o)
+          for (int64_t p = 0; p < P; ++p)
+            y[c.nhwc ? (n * P + p) * c.o + o : (n * c.o + o) * P + p] += bias[o];
+  });
 }
 
 // ---- Values -------------------------------------------------------------------------------------
@@ -387,7 +438,7 @@ struct CpuProgram::Impl {
         label = op.getName().stripDialect().str();
         k = lowerOperation(&op, *staging, "rfuse_cpu_kernel", why);
       }
-      if (k && k->kind == CpuKernel::Kind::Matmul && !blasDgemm()) {
+      if (k && (k->kind == CpuKernel::Kind::Matmul || k->kind == CpuKernel::Kind::Conv) && !blasDgemm()) {
         k.reset();
         why = "no BLAS found (dgemm_)";
       }
@@ -402,11 +453,46 @@ struct CpuProgram::Impl {
         staging->print(os);
         step.compiled = jit.compile(os.str(), k->function->name);
       }
-      const char *how = k->kind == CpuKernel::Kind::Matmul ? (k->function ? "BLAS + compiled epilogue" : "BLAS")
+      const char *how = k->kind == CpuKernel::Kind::Conv ? (k->function ? "im2col + BLAS + compiled epilogue" : "im2col + BLAS")
+                        : k->kind == CpuKernel::Kind::Matmul ? (k->function ? "BLAS + compiled epilogue" : "BLAS")
                         : k->kind == CpuKernel::Kind::Reduction ? "compiled reduction"
                                                                 : "compiled pointwise";
       jitted.push_back(label + ": " + how);
       steps[&op] = std::move(step);
+    }
+  }
+
+  void runConv(Step &s, const std::vector<void *> &ins, const std::vector<Val> &results) {
+    const CpuKernel &k = s.kernel;
+    const ConvCall &c = k.conv;
+    size_t n = (size_t)(c.n * c.o * c.oh * c.ow);
+    std::vector<char> productBytes;
+    void *y = k.productIsOutput ? results[0].data
+                                : (productBytes.resize(n * dtypeSize(c.dtype)), productBytes.data());
+    const void *bias = c.biasIndex >= 0 ? ins[c.biasIndex] : nullptr;
+    if (c.dtype == DType::F64) {
+      convolve(c, (const double *)ins[c.inputIndex], (const double *)ins[c.filterIndex], (const double *)bias,
+               (double *)y);
+    } else { // f32 in f64, as for matmuls
+      auto widen = [](const void *p, size_t count) {
+        const float *f = (const float *)p;
+        return std::vector<double>(f, f + count);
+      };
+      std::vector<double> x = widen(ins[c.inputIndex], (size_t)(c.n * c.c * c.h * c.w)),
+                          w = widen(ins[c.filterIndex], (size_t)(c.o * (c.c / c.groups) * c.kh * c.kw)),
+                          b = bias ? widen(bias, (size_t)c.o) : std::vector<double>(), p(n);
+      convolve(c, x.data(), w.data(), bias ? b.data() : nullptr, p.data());
+      float *yf = (float *)y;
+      for (size_t i = 0; i < n; ++i)
+        yf[i] = (float)p[i];
+    }
+    if (k.function) {
+      std::vector<void *> data = {y};
+      for (int i : k.epilogueInputs)
+        data.push_back(ins[i]);
+      for (size_t i = k.productIsOutput ? 1 : 0; i < results.size(); ++i)
+        data.push_back(results[i].data);
+      invoke(*k.function, *s.compiled, data);
     }
   }
 
@@ -421,6 +507,10 @@ struct CpuProgram::Impl {
       ins.push_back(t.data);
     }
     const CpuKernel &k = s.kernel;
+    if (k.kind == CpuKernel::Kind::Conv) {
+      runConv(s, ins, results);
+      return;
+    }
     if (k.kind != CpuKernel::Kind::Matmul) {
       std::vector<void *> data = ins;
       for (const Val &r : results)

@@ -37,15 +37,25 @@ struct GemmCall {
   int lhsInput = -1, rhsInput = -1;
 };
 
+/// A 2-D convolution through im2col + BLAS (the interpreter's rfuse.conv2d semantics).
+struct ConvCall {
+  DType dtype = DType::F64;
+  bool nhwc = false;
+  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, dilationH = 1, dilationW = 1, groups = 1;
+  int inputIndex = -1, filterIndex = -1, biasIndex = -1;
+};
+
 /// How the runtime runs one kernel (or lone host op) on the CPU.
 struct CpuKernel {
-  enum class Kind { Pointwise, Reduction, Matmul } kind = Kind::Pointwise;
-  /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Matmul: the
-  /// epilogue over the product (absent when the product is the only output), whose inputs are
-  /// the product then `epilogueInputs` (region input indices) and whose outputs are the region's
-  /// outputs other than the product.
+  enum class Kind { Pointwise, Reduction, Matmul, Conv } kind = Kind::Pointwise;
+  /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Matmul / conv:
+  /// the epilogue over the library's result (absent when that is the only output), whose inputs
+  /// are the result then `epilogueInputs` (region input indices) and whose outputs are the
+  /// region's outputs other than the result.
   std::optional<CpuFunction> function;
   GemmCall gemm;
+  ConvCall conv;
   std::vector<int> epilogueInputs;
   bool productIsOutput = false; ///< the region's output 0 is the product itself
 };
