@@ -22,7 +22,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   for f in "$R"/examples/*.mlir; do "$R/bin/rfuse-run" "$f" --random --seed 3 --device cuda --check | grep -E "^(output|check|host)"; done
   echo "== compute-sanitizer memcheck (corpus, fallback, 20 random graphs)"
   RFUSE_GPU_PROPERTY_COUNT=20 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter:Gpu.HostFallbackRunsPooling:Gpu.RandomGraphsMatchInterpreter' \
+    "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter:Gpu.HostFallbackRunsPooling:Gpu.RandomGraphsMatchInterpreter:Gpu.RepeatedRunsReplayTheCapturedGraph' \
     > "$out/memcheck.log" 2>&1
   echo "memcheck exit code: $? (0 = clean, 9 = errors found)"; tail -n 5 "$out/memcheck.log"
 fi

@@ -84,6 +84,12 @@ const DriverApi &driver() {
     RF_BIND(cuEventSynchronize, "cuEventSynchronize");
     RF_BIND(cuEventElapsedTime, "cuEventElapsedTime_v2");
     RF_BIND(cuGetErrorString, "cuGetErrorString");
+    RF_BIND(cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+    RF_BIND(cuStreamEndCapture, "cuStreamEndCapture");
+    RF_BIND(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+    RF_BIND(cuGraphLaunch, "cuGraphLaunch");
+    RF_BIND(cuGraphExecDestroy, "cuGraphExecDestroy");
+    RF_BIND(cuGraphDestroy, "cuGraphDestroy");
     a.loaded = ok;
     return a;
   }();

@@ -167,8 +167,34 @@ struct GpuProgram::Impl {
       cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
       cublasLtMatmulAlgo_t algo{};
       bool ready = false;
+      ~Lt() {
+        const CublasLtApi &api = cublasLt();
+        if (la) api.cublasLtMatrixLayoutDestroy(la);
+        if (lb) api.cublasLtMatrixLayoutDestroy(lb);
+        if (lc) api.cublasLtMatrixLayoutDestroy(lc);
+        if (desc) api.cublasLtMatmulDescDestroy(desc);
+      }
     };
     std::shared_ptr<Lt> lt;
+    struct Dnn {                           // cuDNN descriptors and the chosen algorithm
+      cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+      cudnnFilterDescriptor_t filter = nullptr;
+      cudnnConvolutionDescriptor_t conv = nullptr;
+      cudnnPoolingDescriptor_t pool = nullptr;
+      cudnnConvolutionFwdAlgo_t algo{};
+      bool tf32 = false;
+      ~Dnn() {
+        const CudnnApi &api = cudnn();
+        if (x) api.cudnnDestroyTensorDescriptor(x);
+        if (y) api.cudnnDestroyTensorDescriptor(y);
+        if (bias) api.cudnnDestroyTensorDescriptor(bias);
+        if (filter) api.cudnnDestroyFilterDescriptor(filter);
+        if (conv) api.cudnnDestroyConvolutionDescriptor(conv);
+        if (pool) api.cudnnDestroyPoolingDescriptor(pool);
+      }
+    };
+    std::shared_ptr<Dnn> dnn;
+    bool ltTf32 = false;                   // the TF32 setting `lt` was prepared under
     std::vector<int> in, out;              // slot ids
   };
   std::vector<Step> steps;
@@ -369,9 +395,11 @@ struct GpuProgram::Impl {
     lt.cublasLtMatmulPreferenceCreate(&pref);
     lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                             &dev.workspaceSize, sizeof dev.workspaceSize);
-    cublasLtMatmulHeuristicResult_t heur[8] = {};
+    // Up to 32 candidates: with an epilogue (GELU) the heuristic's first few are often not the
+    // fastest; timing more of them is a one-off cost of the first run.
+    cublasLtMatmulHeuristicResult_t heur[32] = {};
     int found = 0;
-    ok(lt.cublasLtMatmulAlgoGetHeuristic(dev.lt, L.desc, L.la, L.lb, L.lc, L.lc, pref, 8, heur, &found),
+    ok(lt.cublasLtMatmulAlgoGetHeuristic(dev.lt, L.desc, L.la, L.lb, L.lc, L.lc, pref, 32, heur, &found),
        "AlgoGetHeuristic");
     lt.cublasLtMatmulPreferenceDestroy(pref);
     if (!found)
@@ -427,8 +455,10 @@ struct GpuProgram::Impl {
     const void *beta = m.dtype == DType::F64 ? (const void *)(residual ? &one64 : &zero64)
                                              : (const void *)(residual ? &one32 : &zero32);
     CUdeviceptr c = residual ? in(m.residualInput) : product;
-    if (!s.lt)
+    if (!s.lt || s.ltTf32 != allowTf32()) {
+      s.ltTf32 = allowTf32();
       prepareMatmul(s, in(m.lhsInput), in(m.rhsInput), c, product, alpha, beta);
+    }
     Step::Lt &L = *s.lt;
     if (m.biasInput >= 0) {
       CUdeviceptr bias = in(m.biasInput);
@@ -458,7 +488,9 @@ struct GpuProgram::Impl {
     for (size_t o = outputIsProduct ? 1 : 0; o < s.out.size(); ++o)
       args.push_back(ptr(s.out[o]));
     launch(epilogue, s.epilogueFn, args);
-    if (tempBytes)
+    if (tempBytes && fixedBuffers)
+      fixedTemps.push_back({product, tempBytes});
+    else if (tempBytes)
       dev.release(product, tempBytes);
   }
 
@@ -494,6 +526,43 @@ struct GpuProgram::Impl {
     return t;
   }
 
+  // Descriptors and the algorithm are made on a step's first run (and again if TF32 is
+  // switched), then reused: per-run host work is the cuDNN calls themselves.
+  void prepareConv(Step &s) {
+    const ConvSpec &c = *s.conv;
+    const CudnnApi &api = cudnn();
+    auto d = std::make_shared<Step::Dnn>();
+    d->tf32 = allowTf32();
+    d->x = tensorDesc(c.dtype, c.nhwc, c.n, c.c, c.h, c.w);
+    d->y = tensorDesc(c.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
+    if (c.biasIndex >= 0)
+      d->bias = tensorDesc(c.dtype, c.nhwc, 1, c.o, 1, 1);
+    ok(api.cudnnCreateFilterDescriptor(&d->filter), "CreateFilterDescriptor");
+    ok(api.cudnnSetFilter4dDescriptor(d->filter, cudnnType(c.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                      (int)c.o, (int)(c.c / c.groups), (int)c.kh, (int)c.kw),
+       "SetFilter4dDescriptor");
+    ok(api.cudnnCreateConvolutionDescriptor(&d->conv), "CreateConvolutionDescriptor");
+    ok(api.cudnnSetConvolution2dDescriptor(d->conv, (int)c.padH, (int)c.padW, (int)c.strideH, (int)c.strideW,
+                                           (int)c.dilationH, (int)c.dilationW, CUDNN_CROSS_CORRELATION,
+                                           c.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+       "SetConvolution2dDescriptor");
+    ok(api.cudnnSetConvolutionGroupCount(d->conv, (int)c.groups), "SetConvolutionGroupCount");
+    api.cudnnSetConvolutionMathType(d->conv, d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    dev.ensureCublasLt(); // for the shared workspace
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int found = 0;
+    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dnn(), d->x, d->filter, d->conv, d->y, 8, &found, perf),
+       "GetConvolutionForwardAlgorithm_v7");
+    int pick = -1;
+    for (int i = 0; i < found && pick < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
+        pick = i;
+    if (pick < 0)
+      throw CudaError("cuDNN found no convolution algorithm within the workspace");
+    d->algo = perf[pick].algo;
+    s.dnn = d;
+  }
+
   void runConv(Step &s) {
     const ConvSpec &c = *s.conv;
     const CudnnApi &api = cudnn();
@@ -502,50 +571,20 @@ struct GpuProgram::Impl {
     size_t productBytes = (size_t)c.n * c.o * c.oh * c.ow * dtypeSize(c.dtype);
     bool tempProduct = c.epilogue && !c.outputIsProduct;
     CUdeviceptr product = tempProduct ? dev.alloc(productBytes) : out;
-    cudnnTensorDescriptor_t x = tensorDesc(c.dtype, c.nhwc, c.n, c.c, c.h, c.w);
-    cudnnTensorDescriptor_t y = tensorDesc(c.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
-    cudnnFilterDescriptor_t f;
-    ok(api.cudnnCreateFilterDescriptor(&f), "CreateFilterDescriptor");
-    ok(api.cudnnSetFilter4dDescriptor(f, cudnnType(c.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                      (int)c.o, (int)(c.c / c.groups), (int)c.kh, (int)c.kw),
-       "SetFilter4dDescriptor");
-    cudnnConvolutionDescriptor_t conv;
-    ok(api.cudnnCreateConvolutionDescriptor(&conv), "CreateConvolutionDescriptor");
-    ok(api.cudnnSetConvolution2dDescriptor(conv, (int)c.padH, (int)c.padW, (int)c.strideH, (int)c.strideW,
-                                           (int)c.dilationH, (int)c.dilationW, CUDNN_CROSS_CORRELATION,
-                                           c.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-       "SetConvolution2dDescriptor");
-    ok(api.cudnnSetConvolutionGroupCount(conv, (int)c.groups), "SetConvolutionGroupCount");
-    api.cudnnSetConvolutionMathType(conv, allowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-    dev.ensureCublasLt(); // for the shared workspace
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int found = 0;
-    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dnn(), x, f, conv, y, 8, &found, perf),
-       "GetConvolutionForwardAlgorithm_v7");
-    int pick = -1;
-    for (int i = 0; i < found && pick < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
-        pick = i;
-    if (pick < 0)
-      throw CudaError("cuDNN found no convolution algorithm within the workspace");
+    if (!s.dnn || s.dnn->tf32 != allowTf32())
+      prepareConv(s);
+    Step::Dnn &d = *s.dnn;
     double one64 = 1, zero64 = 0;
     float one32 = 1, zero32 = 0;
     bool f64 = c.dtype == DType::F64;
     const void *one = f64 ? (const void *)&one64 : (const void *)&one32;
     const void *zero = f64 ? (const void *)&zero64 : (const void *)&zero32;
-    ok(api.cudnnConvolutionForward(dnn(), one, x, (void *)in(c.inputIndex), f, (void *)in(c.filterIndex),
-                                   conv, perf[pick].algo, (void *)dev.workspace, dev.workspaceSize,
-                                   zero, y, (void *)product),
+    ok(api.cudnnConvolutionForward(dnn(), one, d.x, (void *)in(c.inputIndex), d.filter, (void *)in(c.filterIndex),
+                                   d.conv, d.algo, (void *)dev.workspace, dev.workspaceSize,
+                                   zero, d.y, (void *)product),
        "ConvolutionForward");
-    if (c.biasIndex >= 0) {
-      cudnnTensorDescriptor_t b = tensorDesc(c.dtype, c.nhwc, 1, c.o, 1, 1);
-      ok(api.cudnnAddTensor(dnn(), one, b, (void *)in(c.biasIndex), one, y, (void *)product), "AddTensor");
-      api.cudnnDestroyTensorDescriptor(b);
-    }
-    api.cudnnDestroyConvolutionDescriptor(conv);
-    api.cudnnDestroyFilterDescriptor(f);
-    api.cudnnDestroyTensorDescriptor(x);
-    api.cudnnDestroyTensorDescriptor(y);
+    if (c.biasIndex >= 0)
+      ok(api.cudnnAddTensor(dnn(), one, d.bias, (void *)in(c.biasIndex), one, d.y, (void *)product), "AddTensor");
     if (c.epilogue)
       runEpilogue(s, *c.epilogue, c.epilogueInputs, c.outputIsProduct, product,
                   tempProduct ? productBytes : 0);
@@ -554,27 +593,107 @@ struct GpuProgram::Impl {
   void runPool(Step &s) {
     const PoolSpec &p = *s.pool;
     const CudnnApi &api = cudnn();
-    cudnnTensorDescriptor_t x = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.h, p.w);
-    cudnnTensorDescriptor_t y = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
-    cudnnPoolingDescriptor_t pd;
-    ok(api.cudnnCreatePoolingDescriptor(&pd), "CreatePoolingDescriptor");
-    cudnnPoolingMode_t mode = p.isMax ? CUDNN_POOLING_MAX
-                              : p.countIncludePad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-    // NaN propagates, as rf_max does on the interpreter.
-    ok(api.cudnnSetPooling2dDescriptor(pd, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padH,
-                                       (int)p.padW, (int)p.strideH, (int)p.strideW),
-       "SetPooling2dDescriptor");
+    if (!s.dnn) {
+      auto d = std::make_shared<Step::Dnn>();
+      d->x = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.h, p.w);
+      d->y = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
+      ok(api.cudnnCreatePoolingDescriptor(&d->pool), "CreatePoolingDescriptor");
+      cudnnPoolingMode_t mode = p.isMax ? CUDNN_POOLING_MAX
+                                : p.countIncludePad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                    : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+      // NaN propagates, as rf_max does on the interpreter.
+      ok(api.cudnnSetPooling2dDescriptor(d->pool, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padH,
+                                         (int)p.padW, (int)p.strideH, (int)p.strideW),
+         "SetPooling2dDescriptor");
+      s.dnn = d;
+    }
+    Step::Dnn &d = *s.dnn;
     double one64 = 1, zero64 = 0;
     float one32 = 1, zero32 = 0;
     bool f64 = p.dtype == DType::F64;
-    ok(api.cudnnPoolingForward(dnn(), pd, f64 ? (const void *)&one64 : (const void *)&one32, x,
+    ok(api.cudnnPoolingForward(dnn(), d.pool, f64 ? (const void *)&one64 : (const void *)&one32, d.x,
                                (void *)ptr(s.in[0]), f64 ? (const void *)&zero64 : (const void *)&zero32,
-                               y, (void *)ptr(s.out[0])),
+                               d.y, (void *)ptr(s.out[0])),
        "PoolingForward");
-    api.cudnnDestroyPoolingDescriptor(pd);
-    api.cudnnDestroyTensorDescriptor(x);
-    api.cudnnDestroyTensorDescriptor(y);
+  }
+
+  // ---- CUDA graphs -------------------------------------------------------------------------
+  // From the second run on, a program whose steps are all device work (no host fallback) is
+  // captured once into a CUDA graph and replayed as one launch: no per-step host work, no
+  // launch gaps. Its buffers are then fixed (the graph holds their addresses): every slot keeps
+  // its buffer for the program's life instead of going back to the allocator after each run.
+  // RFUSE_CUDA_GRAPH=0 turns this off.
+  CUgraph graph = nullptr;
+  CUgraphExec graphExec = nullptr;
+  bool graphFailed = false, fixedBuffers = false;
+  int executions = 0;
+  std::vector<std::pair<CUdeviceptr, size_t>> fixedTemps; // temporaries the graph reads/writes
+
+  bool graphable() const {
+    const char *e = std::getenv("RFUSE_CUDA_GRAPH");
+    if (graphFailed || (e && std::string(e) == "0"))
+      return false;
+    for (const Step &s : steps)
+      if (s.kind == Kind::Host && !(slots[s.out[0]].persistent))
+        return false;
+    return true;
+  }
+
+  void dropGraph() {
+    if (graphExec)
+      driver().cuGraphExecDestroy(graphExec);
+    if (graph)
+      driver().cuGraphDestroy(graph);
+    graphExec = nullptr;
+    graph = nullptr;
+    if (fixedBuffers) {
+      for (Slot &sl : slots)
+        if (sl.ptr && !sl.persistent && sl.aliasOf < 0) {
+          dev.release(sl.ptr, sl.bytes);
+          sl.ptr = 0;
+        }
+      for (auto [p, n] : fixedTemps)
+        dev.release(p, n);
+      fixedTemps.clear();
+      fixedBuffers = false;
+    }
+  }
+
+  // Runs the steps: directly, or by capturing (once) and replaying a CUDA graph.
+  void run() {
+    if (!graphable() || executions++ == 0) { // the first run picks algorithms, uploads constants
+      execute();
+      return;
+    }
+    if (!graphExec) {
+      fixedBuffers = true;
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i].aliasOf < 0)
+          ptr((int)i);
+      const DriverApi &api = driver();
+      check(api.cuStreamBeginCapture(dev.stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture",
+            "capturing a CUDA graph");
+      try {
+        execute();
+      } catch (...) {
+        CUgraph g = nullptr;
+        api.cuStreamEndCapture(dev.stream, &g);
+        if (g)
+          api.cuGraphDestroy(g);
+        graphFailed = true;
+        dropGraph();
+        throw;
+      }
+      CUresult ended = api.cuStreamEndCapture(dev.stream, &graph);
+      if (ended != CUDA_SUCCESS || api.cuGraphInstantiateWithFlags(&graphExec, graph, 0) != CUDA_SUCCESS) {
+        llvm::errs() << "rfuse: warning: CUDA graph capture failed; running the steps one by one\n";
+        graphFailed = true;
+        dropGraph();
+        execute();
+        return;
+      }
+    }
+    check(driver().cuGraphLaunch(graphExec, dev.stream), "cuGraphLaunch", "replaying the program's CUDA graph");
   }
 
   void upload(int sl, const HostTensor &t) {
@@ -639,7 +758,7 @@ struct GpuProgram::Impl {
   // Aliases never own a buffer; a root's lastUse covers its aliases' uses (see plan()).
   void freeIfDead(int sl, size_t step) {
     Slot &s = slots[sl];
-    if (s.aliasOf >= 0 || s.persistent || s.lastUse > (int)step || !s.ptr ||
+    if (fixedBuffers || s.aliasOf >= 0 || s.persistent || s.lastUse > (int)step || !s.ptr ||
         llvm::is_contained(argSlots, sl))
       return;
     dev.release(s.ptr, s.bytes);
@@ -647,6 +766,8 @@ struct GpuProgram::Impl {
   }
 
   void releaseAll() {
+    if (fixedBuffers)
+      return;
     for (Slot &s : slots) {
       if (s.ptr && !s.persistent && s.aliasOf < 0)
         dev.release(s.ptr, s.bytes);
@@ -668,14 +789,7 @@ GpuProgram::~GpuProgram() {
   for (auto &s : impl->slots)
     if (s.ptr && s.persistent)
       impl->dev.release(s.ptr, s.bytes);
-  const CublasLtApi &lt = cublasLt();
-  for (auto &step : impl->steps)
-    if (step.lt) {
-      lt.cublasLtMatrixLayoutDestroy(step.lt->la);
-      lt.cublasLtMatrixLayoutDestroy(step.lt->lb);
-      lt.cublasLtMatrixLayoutDestroy(step.lt->lc);
-      lt.cublasLtMatmulDescDestroy(step.lt->desc);
-    }
+  impl->dropGraph();
 }
 
 const std::vector<std::string> &GpuProgram::hostFallbacks() const { return impl->fallbacks; }
@@ -688,7 +802,7 @@ std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
     impl->upload(impl->argSlots[i], inputs[i]);
   std::vector<HostTensor> out;
   try {
-    impl->execute();
+    impl->run();
     for (int sl : impl->resultSlots)
       out.push_back(impl->download(sl));
   } catch (...) {
@@ -708,7 +822,9 @@ GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int itera
   check(api.cuEventCreate(&stop, 0), "cuEventCreate", "benchmark");
   std::vector<double> times;
   auto once = [&] {
-    impl->execute();
+    impl->run();
+    if (impl->fixedBuffers)
+      return;
     // Results stay on the device; keep inputs, return the rest to the allocator.
     for (int sl : impl->resultSlots) {
       auto &slot = impl->slots[sl];

@@ -75,6 +75,35 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
 }
 
+// From the second run on, a program runs as a replayed CUDA graph with fixed buffers: fresh
+// inputs each run must still give the interpreter's answers (and a program with a host fallback
+// keeps running step by step).
+TEST_F(Gpu, RepeatedRunsReplayTheCapturedGraph) {
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
+    auto program = compileProgram(g.moduleText, "default");
+    for (int rep = 0; rep < 4; ++rep) {
+      std::mt19937_64 rng(100 + rep);
+      std::vector<HostTensor> in;
+      for (const HostTensor &t : g.inputs)
+        in.push_back(t.isFloat() ? test::randomTensor(t.dtype, t.shape, rng) : t);
+      std::vector<HostTensor> ref = interpretText(g.moduleText, "main", in);
+      std::vector<HostTensor> got = program->run(in, Device::Cuda);
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (!ref[i].isFloat())
+          continue;
+        double num = 0, den = 0;
+        for (size_t k = 0; k < ref[i].f.size(); ++k) {
+          num += (got[i].f[k] - ref[i].f[k]) * (got[i].f[k] - ref[i].f[k]);
+          den += ref[i].f[k] * ref[i].f[k];
+        }
+        EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(ref[i].dtype))
+            << g.name << " run " << rep << " output " << i;
+      }
+    }
+  }
+}
+
 TEST_F(Gpu, UnfusedPipelinesRunEveryOpOnTheGpu) {
   for (const char *pipeline : {"no-fusion", "elementwise-only"})
     for (const test::CorpusGraph &g : test::canonicalCorpus())
