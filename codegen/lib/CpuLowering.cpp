@@ -105,6 +105,23 @@ private:
       Value arg = nb.create<arith::MulFOp>(l, nb.create<arith::NegFOp>(l, a[0]), fc(0.70710678118654752440));
       return nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.5), a[0]), erfc(nb, l, arg));
     }
+    case ScalarOpKind::GeluErfGrad: {
+      Value x = a[0];
+      Value cdf = nb.create<arith::MulFOp>(l, fc(0.5), erfc(nb, l, nb.create<arith::MulFOp>(l, nb.create<arith::NegFOp>(l, x), fc(0.70710678118654752440))));
+      Value pdf = nb.create<math::ExpOp>(l, nb.create<arith::MulFOp>(l, fc(-0.5), nb.create<arith::MulFOp>(l, x, x)));
+      return nb.create<arith::AddFOp>(l, cdf, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, x, fc(0.39894228040143267794)), pdf));
+    }
+    case ScalarOpKind::GeluTanhGrad: {
+      Value x = a[0];
+      Value x2 = nb.create<arith::MulFOp>(l, x, x);
+      Value u = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, x, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.044715), x2), x)));
+      Value t = nb.create<math::TanhOp>(l, u);
+      Value left = nb.create<arith::MulFOp>(l, fc(0.5), nb.create<arith::AddFOp>(l, fc(1), t));
+      Value sech2 = nb.create<arith::SubFOp>(l, fc(1), nb.create<arith::MulFOp>(l, t, t));
+      Value du = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, fc(1), nb.create<arith::MulFOp>(l, fc(0.134145), x2)));
+      Value right = nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.5), x), sech2), du);
+      return nb.create<arith::AddFOp>(l, left, right);
+    }
     case ScalarOpKind::GeluTanh: {
       Value x3 = nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.044715), a[0]), a[0]), a[0]);
       Value u = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, a[0], x3));

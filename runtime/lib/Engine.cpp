@@ -13,6 +13,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -80,6 +82,17 @@ std::string describeLibraryCall(Operation *op) {
 
 std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
                                         const std::string &entry) {
+  return Program::build(moduleText, pipeline, entry, nullptr);
+}
+
+std::shared_ptr<Program> compileGradientProgram(const std::string &moduleText,
+                                                const std::string &pipeline,
+                                                const GradientRequest &request) {
+  return Program::build(moduleText, pipeline, "main_grad", &request);
+}
+
+std::shared_ptr<Program> Program::build(const std::string &moduleText, const std::string &pipeline,
+                                        const std::string &entry, const GradientRequest *gradient) {
   auto start = std::chrono::steady_clock::now();
   DialectRegistry registry;
   registerRfuseDialects(registry);
@@ -97,6 +110,21 @@ std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std
   ModuleOp module = program->state_->module.get();
   if (!module)
     throw CompileError("the traced module does not parse or verify:\n" + diagnostics);
+  if (gradient) {
+    // Inline, differentiate main into main_grad, then drop main: the pipeline compiles only
+    // the gradient program.
+    PassManager pm(&ctx);
+    pm.addPass(createInlinerPass());
+    pm.addPass(createCanonicalizerPass());
+    AutodiffOptions options;
+    options.wrt = gradient->wrt;
+    options.recomputePointwise = gradient->recomputePointwise;
+    pm.addPass(createAutodiff(options));
+    if (failed(pm.run(module)))
+      throw CompileError("cannot differentiate: " + diagnostics);
+    if (auto main = module.lookupSymbol<func::FuncOp>("main"))
+      main.erase();
+  }
   if (!module.lookupSymbol<func::FuncOp>(entry))
     throw CompileError("the module has no function '" + entry + "'");
   CompileInfo &info = program->info_;

@@ -4,6 +4,7 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
@@ -18,6 +19,12 @@
 #include "rfuse/IR/RfuseEnums.h.inc"
 #define GET_ATTRDEF_CLASSES
 #include "rfuse/IR/RfuseAttrs.h.inc"
+namespace rfuse {
+/// The vector-Jacobian product of `op` (VjpOpInterface's rule; ir/lib/Vjp.cpp).
+mlir::LogicalResult buildVjp(mlir::Operation *op, mlir::OpBuilder &builder,
+                             mlir::ArrayRef<mlir::Value> resultGrads,
+                             llvm::SmallVectorImpl<mlir::Value> &operandGrads);
+} // namespace rfuse
 #include "rfuse/IR/RfuseInterfaces.h.inc"
 #define GET_OP_CLASSES
 #include "rfuse/IR/RfuseOps.h.inc"

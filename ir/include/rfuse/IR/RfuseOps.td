@@ -14,7 +14,7 @@ class Rfuse_Op<string mnemonic, list<Trait> traits = []>
 // Constants
 //===----------------------------------------------------------------------===//
 
-def Rfuse_ConstantOp : Rfuse_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]> {
+def Rfuse_ConstantOp : Rfuse_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "A tensor constant (splat or dense).";
   let description = [{
     Materializes a constant tensor. R scalars that appear in traced code (`x * 2`) become
@@ -38,7 +38,8 @@ def Rfuse_ConstantOp : Rfuse_Op<"constant", [ConstantLike, Pure, InferTypeOpAdap
 //===----------------------------------------------------------------------===//
 
 class Rfuse_UnaryOp<string mnemonic, string kind, Type T, string what>
-    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
+                          Rfuse_VjpOpInterface]> {
   let summary = "Elementwise " # what # ".";
   let description = "Applies " # what # " to every element; the result has the operand's "
     # "type. Scalar semantics: `" # kind # "` in ScalarOps.h.\n\nExample:\n```mlir\n%y = rfuse."
@@ -64,7 +65,8 @@ def Rfuse_ReluOp : Rfuse_UnaryOp<"relu", "Relu", Rfuse_NumericTensor, "max(x, 0)
 def Rfuse_SinOp : Rfuse_UnaryOp<"sin", "Sin", Rfuse_FloatTensor, "the sine">;
 def Rfuse_CosOp : Rfuse_UnaryOp<"cos", "Cos", Rfuse_FloatTensor, "the cosine">;
 
-def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
+                                   Rfuse_VjpOpInterface]> {
   let summary = "Elementwise logical negation of a mask.";
   let description = [{
     Example:
@@ -80,7 +82,8 @@ def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_Pointw
   }];
 }
 
-def Rfuse_GeluOp : Rfuse_Op<"gelu", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+def Rfuse_GeluOp : Rfuse_Op<"gelu", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
+                                     Rfuse_VjpOpInterface]> {
   let summary = "Elementwise GELU, exact (erf) or tanh-approximated.";
   let description = [{
     `approximate = none` computes x * Phi(x) through erf; `approximate = tanh` uses
@@ -103,12 +106,37 @@ def Rfuse_GeluOp : Rfuse_Op<"gelu", [Pure, SameOperandsAndResultType, Rfuse_Poin
   }];
 }
 
+def Rfuse_GeluGradOp : Rfuse_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
+                                              Rfuse_PointwiseOpInterface]> {
+  let summary = "Elementwise derivative of GELU, d gelu(x) / dx.";
+  let description = [{
+    The derivative of `rfuse.gelu` with the same `approximate`: Phi(x) + x phi(x) (erf), or the
+    derivative of the tanh form. Made by `rfuse-autodiff` for GELU's vector-Jacobian product.
+
+    Example:
+    ```mlir
+    %d = rfuse.gelu_grad %x approximate = tanh : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$operand,
+                   DefaultValuedAttr<Rfuse_GeluApproxAttr, "::rfuse::GeluApproximation::none">:$approximate);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$operand (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    ::rfuse::ScalarOpKind getScalarOp() {
+      return getApproximate() == ::rfuse::GeluApproximation::tanh
+                 ? ::rfuse::ScalarOpKind::GeluTanhGrad : ::rfuse::ScalarOpKind::GeluErfGrad;
+    }
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Pointwise binary
 //===----------------------------------------------------------------------===//
 
 class Rfuse_BinaryOp<string mnemonic, string kind, Type T, string what>
-    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface]> {
+    : Rfuse_Op<mnemonic, [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
+                          Rfuse_VjpOpInterface]> {
   let summary = "Elementwise " # what # ".";
   let description = "Computes " # what # " element by element. Operands and result share one "
     # "type: broadcasting is explicit (`rfuse.broadcast_in_dim`). Scalar semantics: `" # kind
@@ -142,7 +170,7 @@ def Rfuse_AndOp : Rfuse_BinaryOp<"and", "And", Rfuse_BoolTensor, "logical and of
 def Rfuse_OrOp : Rfuse_BinaryOp<"or", "Or", Rfuse_BoolTensor, "logical or of masks">;
 
 def Rfuse_CompareOp : Rfuse_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor,
-                                           Rfuse_PointwiseOpInterface]> {
+                                           Rfuse_PointwiseOpInterface, Rfuse_VjpOpInterface]> {
   let summary = "Elementwise comparison producing an i1 mask.";
   let description = [{
     Compares `lhs` and `rhs` element by element with the predicate `eq`, `ne`, `lt`, `le`, `gt`
@@ -161,7 +189,7 @@ def Rfuse_CompareOp : Rfuse_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAd
 }
 
 def Rfuse_SelectOp : Rfuse_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>,
-                                         Rfuse_PointwiseOpInterface]> {
+                                         Rfuse_PointwiseOpInterface, Rfuse_VjpOpInterface]> {
   let summary = "Elementwise choice between two tensors by a mask (R's ifelse).";
   let description = [{
     `result[i] = cond[i] ? on_true[i] : on_false[i]`. All operands have one shape.
@@ -180,7 +208,7 @@ def Rfuse_SelectOp : Rfuse_Op<"select", [Pure, AllTypesMatch<["on_true", "on_fal
   }];
 }
 
-def Rfuse_CastOp : Rfuse_Op<"cast", [Pure]> {
+def Rfuse_CastOp : Rfuse_Op<"cast", [Pure, Rfuse_VjpOpInterface]> {
   let summary = "Elementwise conversion to another element type.";
   let description = [{
     Converts each element: float to float rounds to nearest even; float to integer truncates
@@ -202,7 +230,7 @@ def Rfuse_CastOp : Rfuse_Op<"cast", [Pure]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Rfuse_BroadcastInDimOp : Rfuse_Op<"broadcast_in_dim", [Pure]> {
+def Rfuse_BroadcastInDimOp : Rfuse_Op<"broadcast_in_dim", [Pure, Rfuse_VjpOpInterface]> {
   let summary = "Explicit broadcast: operand dimension i maps to result dimension dims[i].";
   let description = [{
     Each operand dimension `i` becomes result dimension `dims[i]` (strictly increasing); an
@@ -223,7 +251,7 @@ def Rfuse_BroadcastInDimOp : Rfuse_Op<"broadcast_in_dim", [Pure]> {
   let hasFolder = 1;
 }
 
-def Rfuse_TransposeOp : Rfuse_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Rfuse_TransposeOp : Rfuse_Op<"transpose", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "Permutes dimensions: result dimension i is operand dimension perm[i].";
   let description = [{
     Example:
@@ -237,7 +265,7 @@ def Rfuse_TransposeOp : Rfuse_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure]> {
+def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure, Rfuse_VjpOpInterface]> {
   let summary = "Reinterprets a row-major tensor with a new shape of the same element count.";
   let description = [{
     Example:
@@ -257,7 +285,7 @@ def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Rfuse_ReduceOp<string mnemonic, Type T, string what>
-    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "The " # what # " over the given dimensions.";
   let description = "Reduces `input` over the dimensions listed in `dims` (unique, in range) "
     # "to their " # what # ". With `keep_dims` the reduced dimensions stay as size 1. "
@@ -279,7 +307,7 @@ def Rfuse_ReduceMinOp : Rfuse_ReduceOp<"reduce_min", Rfuse_NumericTensor, "minim
 // Contractions, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "Matrix product, optionally batched, with transpose flags.";
   let description = [{
     `lhs` is [B?, M, K] (or [B?, K, M] with `transpose_a`), `rhs` is [B?, K, N] (or

@@ -40,6 +40,18 @@ template <class T> RF_FN T rf_gelu_tanh(T x) {
   T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
   return x / (T(1) + RF_M(exp)(T(-2) * u));
 }
+// Their derivatives (reverse-mode differentiation): Phi(x) + x phi(x), and that of the tanh form,
+// 0.5 (1 + t) + 0.5 x (1 - t^2) u'(x) with t = tanh(u).
+template <class T> RF_FN T rf_gelu_erf_grad(T x) {
+  return T(0.5) * RF_M(erfc)(-x * T(0.70710678118654752440)) +
+         x * T(0.39894228040143267794) * RF_M(exp)(T(-0.5) * x * x);
+}
+template <class T> RF_FN T rf_gelu_tanh_grad(T x) {
+  T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  T t = RF_M(tanh)(u);
+  return T(0.5) * (T(1) + t) +
+         T(0.5) * x * (T(1) - t * t) * T(0.79788456080286535588) * (T(1) + T(0.134145) * x * x);
+}
 template <class T> RF_FN T rf_sin(T x) { return RF_M(sin)(x); }
 template <class T> RF_FN T rf_cos(T x) { return RF_M(cos)(x); }
 

@@ -100,4 +100,30 @@ def OutlineKernels : Pass<"rfuse-outline-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation: @f becomes @f_grad returning the value and gradients";
+  let description = [{
+    Differentiates function `function` (calls inlined first) with respect to the arguments
+    listed in `wrt` (default: every float argument) and adds `@<function>_grad`, which returns
+    the function's result 0 (the value being differentiated, a one-element float tensor) and then
+    the gradient of that value with respect to each chosen argument, in `wrt` order. The forward
+    ops are kept; the backward ops are each op's vector-Jacobian product (VjpOpInterface, rules in
+    ir/lib/Vjp.cpp), accumulated in reverse order. The backward graph is ordinary rfuse IR: the
+    fusion pipeline fuses it like any other. Fails with a diagnostic naming the op for an op
+    without a VJP, a non-float argument in `wrt`, or a result 0 that is not a scalar.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"main\"",
+           "The function to differentiate">,
+    ListOption<"wrt", "wrt", "int64_t", "Argument indices to differentiate by (default: every float argument)">,
+    Option<"recomputePointwise", "recompute-pointwise", "bool", /*default=*/"false",
+           "Recompute, in the backward pass, pointwise forward values computed directly from "
+           "arguments instead of keeping them live (saved activations are the default)">,
+  ];
+  let statistics = [
+    Statistic<"numBackwardOps", "backward-ops", "Ops built for the backward pass">,
+  ];
+}
+
 #endif // RFUSE_PASSES_TD

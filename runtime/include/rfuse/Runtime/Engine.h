@@ -35,6 +35,13 @@ struct CompileInfo {
   double compileSeconds = 0;
 };
 
+/// What to differentiate: result 0 of `main` (a one-element float tensor) with respect to the
+/// arguments `wrt` (empty: every float argument).
+struct GradientRequest {
+  std::vector<int64_t> wrt;
+  bool recomputePointwise = false; ///< rfuse-autodiff's recompute-pointwise option
+};
+
 enum class Device { Cpu, Cuda };
 
 /// Cuda when a usable GPU (driver, device, NVRTC) is found and RFUSE_DEVICE is not "cpu".
@@ -75,6 +82,10 @@ public:
 private:
   friend std::shared_ptr<Program> compileProgram(const std::string &, const std::string &,
                                                  const std::string &);
+  friend std::shared_ptr<Program> compileGradientProgram(const std::string &, const std::string &,
+                                                         const GradientRequest &);
+  static std::shared_ptr<Program> build(const std::string &moduleText, const std::string &pipeline,
+                                        const std::string &entry, const GradientRequest *gradient);
   Program() = default;
   std::unique_ptr<State> state_;
   CompileInfo info_;
@@ -93,6 +104,14 @@ struct CpuJitStats {
   size_t reused = 0;   ///< lookups answered by an earlier compile
 };
 CpuJitStats cpuJitStats();
+
+
+/// Like compileProgram, for the gradient of `main` (rfuse-autodiff after inlining): the program
+/// returns main's result 0, then one gradient per requested argument. Throws CompileError with
+/// the diagnostic (naming the op) when main cannot be differentiated.
+std::shared_ptr<Program> compileGradientProgram(const std::string &moduleText,
+                                                const std::string &pipeline,
+                                                const GradientRequest &request);
 
 /// The pipelines compileProgram accepts.
 std::vector<std::string> availablePipelines();

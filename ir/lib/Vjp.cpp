@@ -1,0 +1,231 @@
+// Vector-Jacobian products of rfuse ops: each op's reverse-mode rule, written once, built from
+// rfuse ops so that the backward graph goes through the same fusion pipeline and backends.
+// Used through VjpOpInterface by rfuse-autodiff (passes/lib/Autodiff.cpp).
+#include "rfuse/IR/RfuseDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace rfuse {
+namespace {
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+bool isFloatTensor(Value v) { return llvm::isa<FloatType>(tensorOf(v).getElementType()); }
+
+// Builds rfuse ops at one place with one location.
+struct Emit {
+  OpBuilder &b;
+  Location loc;
+
+  Value splat(Value like, double c) {
+    auto t = tensorOf(like);
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), c)));
+  }
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x.getType(), x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x.getType(), x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x.getType(), x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x.getType(), x, y); }
+  Value neg(Value x) { return b.create<NegOp>(loc, x.getType(), x); }
+  Value scale(Value x, double c) { return mul(x, splat(x, c)); }
+  Value cmp(CmpPredicate p, Value x, Value y) { return b.create<CompareOp>(loc, p, x, y); }
+  Value select(Value c, Value x, Value y) { return b.create<SelectOp>(loc, x.getType(), c, x, y); }
+  Value zero(Value like) { return splat(like, 0.0); }
+  // g where cond, else 0.
+  Value where(Value cond, Value g) { return select(cond, g, zero(g)); }
+  Value reduceSum(Value x, ArrayRef<int64_t> dims, bool keep) {
+    return b.create<ReduceSumOp>(loc, x, dims, keep);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    auto t = RankedTensorType::get(shape, tensorOf(x).getElementType());
+    return t == x.getType() ? x : b.create<ReshapeOp>(loc, t, x).getResult();
+  }
+  // `x` of a reduced shape expanded back to `shape`, where the reduced dims `dims` were dropped
+  // (keep = false) or kept as 1s.
+  Value expand(Value x, ArrayRef<int64_t> shape, ArrayRef<int64_t> dims, bool keep) {
+    SmallVector<int64_t> keepShape(shape);
+    for (int64_t d : dims)
+      keepShape[d] = 1;
+    Value k = keep ? x : reshape(x, keepShape);
+    auto t = RankedTensorType::get(shape, tensorOf(x).getElementType());
+    if (t == k.getType())
+      return k;
+    SmallVector<int64_t> ident(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i)
+      ident[i] = i;
+    return b.create<BroadcastInDimOp>(loc, t, k, b.getDenseI64ArrayAttr(ident));
+  }
+  // A cotangent of a broadcast's result summed back to the operand's shape.
+  Value unbroadcast(Value g, ArrayRef<int64_t> inShape, ArrayRef<int64_t> dims) {
+    ArrayRef<int64_t> outShape = tensorOf(g).getShape();
+    SmallVector<int64_t> added;
+    for (int64_t d = 0; d < (int64_t)outShape.size(); ++d)
+      if (!llvm::is_contained(dims, d))
+        added.push_back(d);
+    Value r = added.empty() ? g : reduceSum(g, added, false);
+    // dims are strictly increasing: r's dims are the operand's, in order.
+    SmallVector<int64_t> expanded;
+    for (auto [i, d] : llvm::enumerate(dims))
+      if (inShape[i] == 1 && outShape[d] != 1)
+        expanded.push_back(i);
+    if (!expanded.empty())
+      r = reduceSum(r, expanded, true);
+    return reshape(r, inShape);
+  }
+};
+
+LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
+                           SmallVectorImpl<Value> &grads) {
+  Value x = op->getNumOperands() > 0 ? op->getOperand(0) : Value();
+  Value y = op->getResult(0);
+  auto set = [&](unsigned i, Value v) { grads[i] = v; };
+  switch (kind) {
+  case ScalarOpKind::Neg: set(0, e.neg(g)); break;
+  case ScalarOpKind::Abs:
+    set(0, e.select(e.cmp(CmpPredicate::gt, x, e.zero(x)), g,
+                    e.select(e.cmp(CmpPredicate::lt, x, e.zero(x)), e.neg(g), e.zero(g))));
+    break;
+  case ScalarOpKind::Exp: set(0, e.mul(g, y)); break;
+  case ScalarOpKind::Log: set(0, e.div(g, x)); break;
+  case ScalarOpKind::Sqrt: set(0, e.div(e.scale(g, 0.5), y)); break;
+  case ScalarOpKind::Rsqrt: set(0, e.mul(e.scale(g, -0.5), e.mul(y, e.mul(y, y)))); break;
+  case ScalarOpKind::Tanh: set(0, e.mul(g, e.sub(e.splat(y, 1.0), e.mul(y, y)))); break;
+  case ScalarOpKind::Sigmoid: set(0, e.mul(g, e.mul(y, e.sub(e.splat(y, 1.0), y)))); break;
+  case ScalarOpKind::Relu: set(0, e.where(e.cmp(CmpPredicate::gt, x, e.zero(x)), g)); break;
+  case ScalarOpKind::GeluErf:
+  case ScalarOpKind::GeluTanh: {
+    auto approx = kind == ScalarOpKind::GeluTanh ? GeluApproximation::tanh : GeluApproximation::none;
+    set(0, e.mul(g, e.b.create<GeluGradOp>(e.loc, x.getType(), x, approx)));
+    break;
+  }
+  case ScalarOpKind::Sin: set(0, e.mul(g, e.b.create<CosOp>(e.loc, x.getType(), x))); break;
+  case ScalarOpKind::Cos: set(0, e.neg(e.mul(g, e.b.create<SinOp>(e.loc, x.getType(), x)))); break;
+  case ScalarOpKind::Add: set(0, g); set(1, g); break;
+  case ScalarOpKind::Sub: set(0, g); set(1, e.neg(g)); break;
+  case ScalarOpKind::Mul: set(0, e.mul(g, op->getOperand(1))); set(1, e.mul(g, x)); break;
+  case ScalarOpKind::Div: {
+    Value d = op->getOperand(1);
+    set(0, e.div(g, d));
+    set(1, e.neg(e.div(e.mul(g, y), d)));
+    break;
+  }
+  case ScalarOpKind::Pow: {
+    Value p = op->getOperand(1);
+    // d/dx x^p = p x^(p-1) = p y / x (x != 0); d/dp = y log x (x > 0; 0 elsewhere).
+    Value pm1 = e.sub(p, e.splat(p, 1.0));
+    set(0, e.mul(g, e.mul(p, e.b.create<PowOp>(e.loc, x.getType(), x, pm1))));
+    Value logx = e.b.create<LogOp>(e.loc, x.getType(), x);
+    set(1, e.where(e.cmp(CmpPredicate::gt, x, e.zero(x)), e.mul(g, e.mul(y, logx))));
+    break;
+  }
+  case ScalarOpKind::Max:
+  case ScalarOpKind::Min: {
+    // The chosen operand gets the cotangent; ties go to the left one.
+    Value takeLeft = e.cmp(kind == ScalarOpKind::Max ? CmpPredicate::ge : CmpPredicate::le, x,
+                           op->getOperand(1));
+    set(0, e.where(takeLeft, g));
+    set(1, e.select(takeLeft, e.zero(g), g));
+    break;
+  }
+  case ScalarOpKind::Select: {
+    Value c = op->getOperand(0);
+    set(1, e.where(c, g));
+    set(2, e.select(c, e.zero(g), g));
+    break;
+  }
+  case ScalarOpKind::GeluErfGrad:
+  case ScalarOpKind::GeluTanhGrad:
+    return op->emitOpError("has no vector-Jacobian product (second derivatives of GELU)");
+  default: // comparisons and logic: piecewise constant, no cotangent flows through
+    break;
+  }
+  return success();
+}
+
+LogicalResult matmulVjp(MatmulOp mm, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  Value a = mm.getLhs(), b = mm.getRhs();
+  bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+  auto make = [&](Value x, Value y, bool tx, bool ty) {
+    return e.b.create<MatmulOp>(e.loc, x, y, tx, ty).getResult();
+  };
+  // The gradient of each operand in its stored layout (see docs/autodiff.md for the algebra).
+  Value da = !ta ? make(g, b, false, !tb) : (!tb ? make(b, g, false, true) : make(b, g, true, true));
+  Value db = !tb ? (!ta ? make(a, g, true, false) : make(a, g, false, false))
+                 : (!ta ? make(g, a, true, false) : make(g, a, true, true));
+  // A rank-2 operand broadcast over the batch: sum its gradient over the batch.
+  if (tensorOf(a).getRank() == 2 && tensorOf(da).getRank() == 3)
+    da = e.reduceSum(da, {0}, false);
+  if (tensorOf(b).getRank() == 2 && tensorOf(db).getRank() == 3)
+    db = e.reduceSum(db, {0}, false);
+  grads[0] = da;
+  grads[1] = db;
+  return success();
+}
+
+template <class ReduceOpT>
+LogicalResult reduceVjp(ReduceOpT r, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  Value x = r.getInput();
+  ArrayRef<int64_t> shape = tensorOf(x).getShape();
+  Value gb = e.expand(g, shape, r.getDims(), r.getKeepDims());
+  if (isa<ReduceSumOp>(r.getOperation())) {
+    grads[0] = gb;
+  } else if (isa<ReduceMeanOp>(r.getOperation())) {
+    int64_t n = 1;
+    for (int64_t d : r.getDims())
+      n *= shape[d];
+    grads[0] = e.scale(gb, 1.0 / (double)n);
+  } else {
+    // max / min: the cotangent is shared evenly by the elements equal to the extremum.
+    Value yb = e.expand(r.getResult(), shape, r.getDims(), r.getKeepDims());
+    Value hit = e.b.create<CastOp>(e.loc, x.getType(), e.cmp(CmpPredicate::eq, x, yb));
+    Value count = e.expand(e.reduceSum(hit, r.getDims(), true), shape, r.getDims(), true);
+    grads[0] = e.div(e.mul(gb, hit), count);
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> resultGrads,
+                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(op->getNumOperands(), Value());
+  if (resultGrads.empty() || !resultGrads[0])
+    return success();
+  Emit e{builder, op->getLoc()};
+  Value g = resultGrads[0];
+  LogicalResult result = success();
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](ConstantOp) {})
+      .Case([&](CastOp c) {
+        if (isFloatTensor(c.getInput()) && isFloatTensor(c.getResult()))
+          operandGrads[0] = builder.create<CastOp>(e.loc, c.getInput().getType(), g);
+      })
+      .Case([&](BroadcastInDimOp bc) {
+        operandGrads[0] = e.unbroadcast(g, tensorOf(bc.getInput()).getShape(), bc.getDims());
+      })
+      .Case([&](TransposeOp t) {
+        SmallVector<int64_t> inverse(t.getPerm().size());
+        for (auto [i, p] : llvm::enumerate(t.getPerm()))
+          inverse[p] = i;
+        operandGrads[0] = builder.create<TransposeOp>(e.loc, g, inverse);
+      })
+      .Case([&](ReshapeOp r) { operandGrads[0] = e.reshape(g, tensorOf(r.getInput()).getShape()); })
+      .Case([&](ReduceSumOp r) { result = reduceVjp(r, e, g, operandGrads); })
+      .Case([&](ReduceMeanOp r) { result = reduceVjp(r, e, g, operandGrads); })
+      .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })
+      .Case([&](ReduceMinOp r) { result = reduceVjp(r, e, g, operandGrads); })
+      .Case([&](MatmulOp m) { result = matmulVjp(m, e, g, operandGrads); })
+      .Case([&](PointwiseOpInterface pw) { result = pointwiseVjp(op, pw.getScalarOp(), e, g, operandGrads); })
+      .Default([&](Operation *o) {
+        result = o->emitOpError("has no vector-Jacobian product");
+      });
+  // Only float operands carry cotangents.
+  for (auto [v, grad] : llvm::zip(op->getOperands(), operandGrads))
+    if (grad && !isFloatTensor(v))
+      grad = Value();
+  return result;
+}
+
+} // namespace rfuse

@@ -1,0 +1,153 @@
+// rfuse-autodiff: reverse-mode differentiation of a function (see Passes.td, docs/autodiff.md).
+#include "rfuse/Passes/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+namespace rfuse {
+#define GEN_PASS_DEF_AUTODIFF
+#include "rfuse/Passes/Passes.h.inc"
+
+namespace {
+
+bool isFloatTensor(Type t) {
+  auto rt = llvm::dyn_cast<RankedTensorType>(t);
+  return rt && llvm::isa<FloatType>(rt.getElementType());
+}
+
+Value splat(OpBuilder &b, Location loc, Type type, double c) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), c)));
+}
+
+struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(function);
+    if (!fn) {
+      module.emitError() << "rfuse-autodiff: no function @" << function;
+      return signalPassFailure();
+    }
+    if (failed(differentiate(module, fn)))
+      signalPassFailure();
+  }
+
+  LogicalResult differentiate(ModuleOp module, func::FuncOp fn) {
+    if (!fn.getBody().hasOneBlock())
+      return fn.emitError("rfuse-autodiff: the function must have one block");
+    Block &body = fn.getBody().front();
+    for (Operation &op : body)
+      if (isa<func::CallOp>(op))
+        return op.emitError("rfuse-autodiff: inline calls first (--inline)");
+    auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+    if (returnOp.getNumOperands() == 0)
+      return fn.emitError("rfuse-autodiff: the function returns nothing to differentiate");
+    Value loss = returnOp.getOperand(0);
+    auto lossType = llvm::dyn_cast<RankedTensorType>(loss.getType());
+    if (!lossType || !isFloatTensor(lossType) || lossType.getNumElements() != 1)
+      return fn.emitError() << "rfuse-autodiff: the value to differentiate (result 0 of @"
+                            << fn.getName() << ") is " << loss.getType()
+                            << ", not a one-element float tensor (a scalar loss)";
+    SmallVector<unsigned> args;
+    if (wrt.empty()) {
+      for (BlockArgument a : body.getArguments())
+        if (isFloatTensor(a.getType()))
+          args.push_back(a.getArgNumber());
+    } else {
+      for (int64_t i : wrt) {
+        if (i < 0 || i >= (int64_t)body.getNumArguments())
+          return fn.emitError() << "rfuse-autodiff: argument " << i << " is out of range (@"
+                                << fn.getName() << " takes " << body.getNumArguments() << ")";
+        if (!isFloatTensor(body.getArgument(i).getType()))
+          return fn.emitError() << "rfuse-autodiff: argument " << i << " is "
+                                << body.getArgument(i).getType()
+                                << ": only float arguments have gradients";
+        args.push_back((unsigned)i);
+      }
+    }
+
+    // @f_grad: f's arguments; results (value, d value / d arg for each chosen arg).
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(fn);
+    SmallVector<Type> resultTypes = {loss.getType()};
+    for (unsigned i : args)
+      resultTypes.push_back(body.getArgument(i).getType());
+    auto grad = b.create<func::FuncOp>(fn.getLoc(), (fn.getName() + "_grad").str(),
+                                       b.getFunctionType(fn.getArgumentTypes(), resultTypes));
+    Block *entry = grad.addEntryBlock();
+    IRMapping map;
+    map.map(body.getArguments(), entry->getArguments());
+    b.setInsertionPointToEnd(entry);
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(b.clone(op, map));
+    Value gradLoss = map.lookup(loss);
+
+    // Cotangents, accumulated in reverse order.
+    llvm::DenseMap<Value, Value> cot;
+    cot[gradLoss] = splat(b, fn.getLoc(), gradLoss.getType(), 1.0);
+    size_t before = entry->getOperations().size();
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(cot.lookup(r));
+        any |= (bool)resultGrads.back();
+      }
+      if (!any)
+        continue;
+      auto vjp = dyn_cast<VjpOpInterface>(op);
+      if (!vjp)
+        return op->emitOpError("has no vector-Jacobian product: rfuse-autodiff cannot differentiate through it");
+      SmallVector<Value> operandGrads;
+      if (failed(vjp.buildVjp(b, resultGrads, operandGrads)))
+        return failure();
+      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g)
+          continue;
+        Value &acc = cot[v];
+        acc = acc ? b.create<AddOp>(op->getLoc(), g.getType(), acc, g).getResult() : g;
+      }
+    }
+    SmallVector<Value> results = {gradLoss};
+    for (unsigned i : args) {
+      Value g = cot.lookup(entry->getArgument(i));
+      results.push_back(g ? g : splat(b, fn.getLoc(), entry->getArgument(i).getType(), 0.0));
+    }
+    b.create<func::ReturnOp>(fn.getLoc(), results);
+    numBackwardOps += entry->getOperations().size() - before - 1;
+    if (recomputePointwise)
+      recompute(forward);
+    return success();
+  }
+
+  // Backward uses of a pointwise forward value computed from arguments and constants alone get
+  // a fresh copy of its op, so the forward value need not stay live (or be written) for them.
+  void recompute(ArrayRef<Operation *> forward) {
+    llvm::SmallPtrSet<Operation *, 32> isForward(forward.begin(), forward.end());
+    for (Operation *op : forward) {
+      if (!isa<PointwiseOpInterface, CastOp, BroadcastInDimOp>(op) || op->getNumResults() != 1)
+        continue;
+      bool leaf = llvm::all_of(op->getOperands(), [](Value v) {
+        return llvm::isa<BlockArgument>(v) || v.getDefiningOp<ConstantOp>();
+      });
+      if (!leaf)
+        continue;
+      SmallVector<OpOperand *> backwardUses;
+      for (OpOperand &use : op->getResult(0).getUses())
+        if (!isForward.contains(use.getOwner()) && !isa<func::ReturnOp>(use.getOwner()))
+          backwardUses.push_back(&use);
+      for (OpOperand *use : backwardUses) {
+        OpBuilder b(use->getOwner());
+        use->set(b.clone(*op)->getResult(0));
+      }
+    }
+  }
+};
+
+} // namespace
+} // namespace rfuse

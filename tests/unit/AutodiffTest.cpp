@@ -1,0 +1,242 @@
+// rfuse-autodiff against central finite differences in f64: the gradient of every differentiable
+// op (relative error <= 1e-6), through the whole compile path (autodiff, fusion, the CPU backend);
+// random DAGs of differentiable ops; and the errors for what cannot be differentiated.
+#include "RandomGraph.h"
+#include "TestUtil.h"
+
+#include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace rfuse;
+
+namespace {
+
+using Build = std::function<TracedValue(GraphBuilder &, std::vector<TracedValue> &)>;
+
+struct Case {
+  std::string name;
+  std::vector<std::vector<int64_t>> shapes;
+  Build build;
+  double lo = -2.0, hi = 2.0; // input range (away from kinks and poles where it matters)
+};
+
+// loss = sum(op(inputs) * W) for a fixed random W, so every output element matters.
+std::string lossModule(const Case &c, std::mt19937_64 &rng) {
+  GraphBuilder g;
+  std::vector<TracedValue> in;
+  for (const auto &s : c.shapes)
+    in.push_back(g.input(s, DType::F64));
+  TracedValue y = c.build(g, in);
+  std::vector<int64_t> ys = g.shape(y);
+  HostTensor w = test::randomTensor(DType::F64, ys, rng);
+  TracedValue weighted = g.mul(y, g.constant(w.f, ys, DType::F64));
+  std::vector<int64_t> all(ys.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i] = i;
+  g.finish({all.empty() ? weighted : g.reduceSum(weighted, all)});
+  return g.moduleText();
+}
+
+double lossAt(const std::string &text, const std::vector<HostTensor> &in) {
+  return interpretText(text, "main", in)[0].f[0];
+}
+
+void expectGradientsMatchFiniteDifferences(const Case &c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string text = lossModule(c, rng);
+  std::vector<HostTensor> in;
+  for (const auto &s : c.shapes)
+    in.push_back(test::randomTensor(DType::F64, s, rng, c.lo, c.hi));
+  std::shared_ptr<Program> program;
+  try {
+    program = compileGradientProgram(text, "default", {});
+  } catch (const std::exception &e) {
+    FAIL() << c.name << ": " << e.what();
+  }
+  std::vector<HostTensor> got = program->run(in, Device::Cpu);
+  ASSERT_EQ(got.size(), in.size() + 1) << c.name;
+  EXPECT_NEAR(got[0].f[0], lossAt(text, in), 1e-9 * std::max(1.0, std::fabs(got[0].f[0]))) << c.name;
+  for (size_t a = 0; a < in.size(); ++a) {
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < in[a].numel(); ++k) {
+      double h = 1e-6 * std::max(1.0, std::fabs(in[a].f[k]));
+      std::vector<HostTensor> plus = in, minus = in;
+      plus[a].f[k] += h;
+      minus[a].f[k] -= h;
+      double fd = (lossAt(text, plus) - lossAt(text, minus)) / (2 * h);
+      num += (got[a + 1].f[k] - fd) * (got[a + 1].f[k] - fd);
+      den += fd * fd;
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 1e-6) << c.name << ": d/d input " << a;
+  }
+}
+
+using V = std::vector<TracedValue>;
+
+std::vector<Case> everyDifferentiableOp() {
+  std::vector<int64_t> s = {3, 4};
+  auto unary = [&](std::string n, std::function<TracedValue(GraphBuilder &, TracedValue)> f, double lo = -2,
+                   double hi = 2) {
+    return Case{n, {s}, [f](GraphBuilder &g, V &v) { return f(g, v[0]); }, lo, hi};
+  };
+  auto binary = [&](std::string n, std::function<TracedValue(GraphBuilder &, TracedValue, TracedValue)> f,
+                    double lo = -2, double hi = 2) {
+    return Case{n, {s, s}, [f](GraphBuilder &g, V &v) { return f(g, v[0], v[1]); }, lo, hi};
+  };
+  using G = GraphBuilder;
+  using T = TracedValue;
+  return {
+      unary("neg", [](G &g, T x) { return g.neg(x); }),
+      unary("abs", [](G &g, T x) { return g.abs(x); }),
+      unary("exp", [](G &g, T x) { return g.exp(x); }),
+      unary("log", [](G &g, T x) { return g.log(x); }, 0.5, 3),
+      unary("sqrt", [](G &g, T x) { return g.sqrt(x); }, 0.5, 3),
+      unary("rsqrt", [](G &g, T x) { return g.rsqrt(x); }, 0.5, 3),
+      unary("tanh", [](G &g, T x) { return g.tanh(x); }),
+      unary("sigmoid", [](G &g, T x) { return g.sigmoid(x); }),
+      unary("relu", [](G &g, T x) { return g.relu(x); }),
+      unary("gelu_erf", [](G &g, T x) { return g.gelu(x, false); }),
+      unary("gelu_tanh", [](G &g, T x) { return g.gelu(x, true); }),
+      unary("sin", [](G &g, T x) { return g.sin(x); }),
+      unary("cos", [](G &g, T x) { return g.cos(x); }),
+      unary("cast_f32_roundtrip_free", [](G &g, T x) { return g.cast(g.cast(x, DType::F64), DType::F64); }),
+      binary("add", [](G &g, T a, T b) { return g.add(a, b); }),
+      binary("sub", [](G &g, T a, T b) { return g.sub(a, b); }),
+      binary("mul", [](G &g, T a, T b) { return g.mul(a, b); }),
+      binary("div", [](G &g, T a, T b) { return g.div(a, b); }, 0.5, 3),
+      binary("pow", [](G &g, T a, T b) { return g.pow(a, b); }, 0.5, 2),
+      binary("max", [](G &g, T a, T b) { return g.maximum(a, b); }),
+      binary("min", [](G &g, T a, T b) { return g.minimum(a, b); }),
+      binary("select", [](G &g, T a, T b) {
+        return g.select(g.compare(ComparePredicate::Gt, a, b), g.mul(a, a), g.exp(b));
+      }),
+      Case{"broadcast_in_dim", {{4}, {3, 1}},
+           [](G &g, V &v) { return g.mul(g.broadcastInDim(v[0], {2, 3, 4}, {2}), g.broadcastInDim(v[1], {2, 3, 4}, {1, 2})); }},
+      Case{"transpose", {{2, 3, 4}}, [](G &g, V &v) { return g.transpose(g.exp(v[0]), {2, 0, 1}); }},
+      Case{"reshape", {{2, 6}}, [](G &g, V &v) { return g.tanh(g.reshape(v[0], {3, 4})); }},
+      Case{"reduce_sum", {{3, 4, 5}}, [](G &g, V &v) { return g.reduceSum(g.mul(v[0], v[0]), {0, 2}); }},
+      Case{"reduce_sum_keep", {{3, 4}}, [](G &g, V &v) { return g.reduceSum(g.exp(v[0]), {1}, true); }},
+      Case{"reduce_mean", {{3, 4}}, [](G &g, V &v) { return g.reduceMean(g.tanh(v[0]), {0}); }},
+      Case{"reduce_max", {{3, 4}}, [](G &g, V &v) { return g.reduceMax(v[0], {1}); }},
+      Case{"reduce_min", {{3, 4}}, [](G &g, V &v) { return g.reduceMin(v[0], {0}, true); }},
+      Case{"matmul", {{3, 5}, {5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1]); }},
+      Case{"matmul_ta", {{5, 3}, {5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1], true, false); }},
+      Case{"matmul_tb", {{3, 5}, {4, 5}}, [](G &g, V &v) { return g.matmul(v[0], v[1], false, true); }},
+      Case{"matmul_ta_tb", {{5, 3}, {4, 5}}, [](G &g, V &v) { return g.matmul(v[0], v[1], true, true); }},
+      Case{"matmul_batched", {{2, 3, 5}, {2, 5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1]); }},
+      Case{"matmul_broadcast_rhs", {{2, 3, 5}, {5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1]); }},
+      // Composites the R package builds: softmax cross-entropy and a layernorm.
+      Case{"log_softmax", {{4, 6}}, [](G &g, V &v) {
+             TracedValue m = g.reduceMax(v[0], {1}, true);
+             TracedValue z = g.sub(v[0], g.broadcastTo(m, {4, 6}));
+             return g.sub(z, g.broadcastTo(g.log(g.reduceSum(g.exp(z), {1}, true)), {4, 6}));
+           }},
+      Case{"layernorm", {{4, 6}}, [](G &g, V &v) {
+             TracedValue mu = g.broadcastTo(g.reduceMean(v[0], {1}, true), {4, 6});
+             TracedValue xc = g.sub(v[0], mu);
+             TracedValue var = g.reduceMean(g.mul(xc, xc), {1}, true);
+             return g.mul(xc, g.broadcastTo(g.rsqrt(g.add(var, g.scalar(1e-5, DType::F64))), {4, 6}));
+           }},
+  };
+}
+
+TEST(Autodiff, EveryOpMatchesFiniteDifferences) {
+  uint64_t seed = 1;
+  for (const Case &c : everyDifferentiableOp())
+    expectGradientsMatchFiniteDifferences(c, seed++);
+}
+
+// Random chains of differentiable ops over a few inputs, through the same checks.
+TEST(Autodiff, RandomGraphsMatchFiniteDifferences) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 pick(seed);
+    int nOps = 2 + pick() % 6;
+    std::vector<int> kinds;
+    for (int i = 0; i < nOps; ++i)
+      kinds.push_back(pick() % 10);
+    int nIn = 1 + pick() % 3;
+    Case c{"random seed " + std::to_string(seed), std::vector<std::vector<int64_t>>(nIn, {3, 5}),
+           [kinds](GraphBuilder &g, V &v) {
+             std::vector<TracedValue> pool = v;
+             size_t k = 0;
+             for (int kind : kinds) {
+               TracedValue a = pool[(k * 7 + 3) % pool.size()], b = pool[(k * 5 + 1) % pool.size()];
+               ++k;
+               TracedValue r;
+               switch (kind) {
+               case 0: r = g.add(a, b); break;
+               case 1: r = g.mul(a, b); break;
+               case 2: r = g.sub(a, g.tanh(b)); break;
+               case 3: r = g.sigmoid(a); break;
+               case 4: r = g.div(a, g.add(g.exp(b), g.scalar(1.0, DType::F64))); break;
+               case 5: r = g.broadcastTo(g.reduceSum(a, {1}, true), {3, 5}); break;
+               case 6: r = g.gelu(a, false); break;
+               case 7: r = g.matmul(a, b, false, true); r = g.matmul(r, b); break;
+               case 8: r = g.sin(g.mul(a, g.scalar(0.5, DType::F64))); break;
+               default: r = g.broadcastTo(g.reduceMean(g.mul(a, a), {0}, true), {3, 5}); break;
+               }
+               pool.push_back(r);
+             }
+             return pool.back();
+           },
+           -1.5, 1.5};
+    expectGradientsMatchFiniteDifferences(c, 1000 + seed);
+    if (HasFailure())
+      break;
+  }
+}
+
+// The recompute option changes where values are computed, not the gradients.
+TEST(Autodiff, RecomputingPointwiseValuesGivesTheSameGradients) {
+  GraphBuilder g;
+  TracedValue x = g.input({8, 16}, DType::F64), w = g.input({16, 4}, DType::F64);
+  TracedValue h = g.matmul(g.tanh(x), w);
+  g.finish({g.reduceSum(g.mul(h, h), {0, 1})});
+  std::mt19937_64 rng(3);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F64, {8, 16}, rng), test::randomTensor(DType::F64, {16, 4}, rng)};
+  auto saved = compileGradientProgram(g.moduleText(), "default", {})->run(in, Device::Cpu);
+  GradientRequest r;
+  r.recomputePointwise = true;
+  auto recomputed = compileGradientProgram(g.moduleText(), "default", r)->run(in, Device::Cpu);
+  for (size_t i = 0; i < saved.size(); ++i)
+    EXPECT_LE(test::maxRelError(recomputed[i].f, saved[i].f, 1e-9), 1e-12) << "output " << i;
+}
+
+void expectCompileError(const std::string &text, const GradientRequest &r, const std::string &needle) {
+  try {
+    compileGradientProgram(text, "default", r);
+    ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+  } catch (const CompileError &e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autodiff, ExplainsWhatItCannotDifferentiate) {
+  {
+    GraphBuilder g; // not a scalar loss
+    TracedValue x = g.input({3}, DType::F32);
+    g.finish({g.exp(x)});
+    expectCompileError(g.moduleText(), {}, "not a one-element float tensor");
+  }
+  {
+    GraphBuilder g; // an integer argument
+    TracedValue x = g.input({3}, DType::F32), n = g.input({3}, DType::I32);
+    g.finish({g.reduceSum(g.mul(x, g.cast(n, DType::F32)), {0})});
+    GradientRequest r;
+    r.wrt = {1};
+    expectCompileError(g.moduleText(), r, "only float arguments have gradients");
+  }
+  {
+    GraphBuilder g; // an op without a VJP
+    TracedValue x = g.input({1, 1, 4, 4}, DType::F32);
+    g.finish({g.reduceSum(g.maxPool2d(x), {0, 1, 2, 3})});
+    expectCompileError(g.moduleText(), {}, "rfuse.max_pool2d");
+  }
+}
+
+} // namespace
