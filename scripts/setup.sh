@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ python3
           llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
           libgtest-dev libgmock-dev
-          r-base-dev r-cran-rcpp r-cran-testthat r-cran-knitr)
+          r-base-dev r-cran-rcpp r-cran-testthat r-cran-knitr r-cran-cli)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -113,15 +113,51 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
         acc = acc ? b.create<AddOp>(op->getLoc(), g.getType(), acc, g).getResult() : g;
       }
     }
-    SmallVector<Value> results = {gradLoss};
+    SmallVector<Value> grads;
     for (unsigned i : args) {
       Value g = cot.lookup(entry->getArgument(i));
-      results.push_back(g ? g : splat(b, fn.getLoc(), entry->getArgument(i).getType(), 0.0));
+      grads.push_back(g ? g : splat(b, fn.getLoc(), entry->getArgument(i).getType(), 0.0));
+    }
+    SmallVector<Value> results = {gradLoss};
+    if (optimizer == "sgd") {
+      if (failed(appendSgd(grad, b, args, grads, results)))
+        return failure();
+    } else if (optimizer == "none") {
+      results.append(grads.begin(), grads.end());
+    } else {
+      return fn.emitError() << "rfuse-autodiff: unknown optimizer '" << optimizer << "' (none, sgd)";
     }
     b.create<func::ReturnOp>(fn.getLoc(), results);
+    grad.setFunctionType(b.getFunctionType(entry->getArgumentTypes(), TypeRange(ValueRange(results))));
     numBackwardOps += entry->getOperations().size() - before - 1;
     if (recomputePointwise)
       recompute(forward);
+    return success();
+  }
+
+  // SGD as pointwise ops after the backward pass (fused with it by the pipeline): g' = g + wd p;
+  // v' = momentum v + g' (a buffer per argument, a new trailing function argument); p' = p - lr v'.
+  LogicalResult appendSgd(func::FuncOp grad, OpBuilder &b, ArrayRef<unsigned> args,
+                          ArrayRef<Value> grads, SmallVectorImpl<Value> &results) {
+    Location loc = grad.getLoc();
+    Block *entry = &grad.getBody().front();
+    SmallVector<Value> velocities;
+    for (auto [i, g] : llvm::zip(args, grads)) {
+      Value p = entry->getArgument(i);
+      Value step = g;
+      if (weightDecay != 0)
+        step = b.create<AddOp>(loc, g.getType(), g,
+                               b.create<MulOp>(loc, g.getType(), p, splat(b, loc, g.getType(), weightDecay)));
+      if (momentum != 0) {
+        Value v = entry->addArgument(p.getType(), loc);
+        step = b.create<AddOp>(loc, g.getType(),
+                               b.create<MulOp>(loc, g.getType(), v, splat(b, loc, g.getType(), momentum)), step);
+        velocities.push_back(step);
+      }
+      results.push_back(b.create<SubOp>(loc, g.getType(), p,
+                                        b.create<MulOp>(loc, g.getType(), step, splat(b, loc, g.getType(), learningRate))));
+    }
+    results.append(velocities.begin(), velocities.end());
     return success();
   }
 

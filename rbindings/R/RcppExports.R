@@ -85,6 +85,10 @@
     .Call(`_rfuse_rf_compile`, text, pipeline)
 }
 
+.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay) {
+    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay)
+}
+
 .rf_program_info <- function(p) {
     .Call(`_rfuse_rf_program_info`, p)
 }
@@ -103,6 +107,10 @@
 
 .rf_available_pipelines <- function() {
     .Call(`_rfuse_rf_available_pipelines`)
+}
+
+.rf_first_nonfinite <- function(p, args, dtypes) {
+    .Call(`_rfuse_rf_first_nonfinite`, p, args, dtypes)
 }
 
 .rf_run <- function(p, args, dtypes, outDims, device) {

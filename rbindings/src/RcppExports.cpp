@@ -290,6 +290,24 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_compile_grad
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
+    Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type wrt(wrtSEXP);
+    Rcpp::traits::input_parameter< bool >::type recompute(recomputeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type optimizer(optimizerSEXP);
+    Rcpp::traits::input_parameter< double >::type lr(lrSEXP);
+    Rcpp::traits::input_parameter< double >::type momentum(momentumSEXP);
+    Rcpp::traits::input_parameter< double >::type weightDecay(weightDecaySEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_program_info
 List rf_program_info(SEXP p);
 RcppExport SEXP _rfuse_rf_program_info(SEXP pSEXP) {
@@ -344,6 +362,19 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_first_nonfinite
+std::string rf_first_nonfinite(SEXP p, List args, CharacterVector dtypes);
+RcppExport SEXP _rfuse_rf_first_nonfinite(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
+    Rcpp::traits::input_parameter< List >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_first_nonfinite(p, args, dtypes));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_run
 SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device);
 RcppExport SEXP _rfuse_rf_run(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP outDimsSEXP, SEXP deviceSEXP) {
@@ -382,11 +413,13 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 2},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 8},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
     {"_rfuse_rf_call_key", (DL_FUNC) &_rfuse_rf_call_key, 3},
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
+    {"_rfuse_rf_first_nonfinite", (DL_FUNC) &_rfuse_rf_first_nonfinite, 3},
     {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
     {NULL, NULL, 0}
 };

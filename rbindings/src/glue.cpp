@@ -261,6 +261,33 @@ SEXP rf_compile(std::string text, std::string pipeline) {
   });
 }
 
+// The gradient (or, with optimizer "sgd", a training step) of a traced scalar function with
+// respect to its traced arguments `wrt` (0-based). Failures to differentiate are
+// rfuse_autodiff_error conditions naming the op.
+// [[Rcpp::export(.rf_compile_grad)]]
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
+                     std::string optimizer, double lr, double momentum, double weightDecay) {
+  return guarded([&] {
+    rfuse::GradientRequest r;
+    r.wrt.assign(wrt.begin(), wrt.end());
+    r.recomputePointwise = recompute;
+    r.optimizer = optimizer;
+    r.learningRate = lr;
+    r.momentum = momentum;
+    r.weightDecay = weightDecay;
+    std::shared_ptr<rfuse::Program> program;
+    try {
+      program = rfuse::compileGradientProgram(text, pipeline, r);
+    } catch (const rfuse::CompileError &e) {
+      std::string msg = e.what();
+      if (msg.rfind("cannot differentiate", 0) == 0)
+        fail("rfuse_autodiff_error", msg);
+      throw;
+    }
+    return XPtr<std::shared_ptr<rfuse::Program>>(new std::shared_ptr<rfuse::Program>(program), true);
+  });
+}
+
 namespace {
 const rfuse::Program &program(SEXP p) {
   XPtr<std::shared_ptr<rfuse::Program>> ptr(p);
@@ -358,6 +385,30 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
 // Runs a compiled program. The hot path of every rf_jit call, so failures come back as a value
 // (class "rfuse_failure": condition class, message) that R turns into a classed condition,
 // saving a tryCatch per call.
+// Names the op where the first NaN/Inf appears when the program runs on `args` (anomaly
+// detection; the interpreter, op by op).
+// [[Rcpp::export(.rf_first_nonfinite)]]
+std::string rf_first_nonfinite(SEXP p, List args, CharacterVector dtypes) {
+  return guarded([&] {
+    std::vector<rfuse::HostTensor> inputs;
+    for (R_xlen_t k = 0; k < args.size(); ++k) {
+      NumericVector a(args[k]);
+      std::vector<int64_t> shape;
+      SEXP dim = Rf_getAttrib(args[k], R_DimSymbol);
+      if (Rf_isNull(dim)) {
+        shape.push_back(a.size());
+      } else {
+        IntegerVector d(dim);
+        for (R_xlen_t i = d.size() - 1; i >= 0; --i)
+          shape.push_back(d[i]);
+      }
+      inputs.push_back(rfuse::HostTensor::fromDoubles(dtypeOf(as<std::string>(dtypes[k])), shape,
+                                                      std::vector<double>(a.begin(), a.end())));
+    }
+    return program(p).firstNonFinite(inputs);
+  });
+}
+
 // [[Rcpp::export(.rf_run)]]
 SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device) {
   try {

@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 
@@ -119,6 +120,10 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     AutodiffOptions options;
     options.wrt = gradient->wrt;
     options.recomputePointwise = gradient->recomputePointwise;
+    options.optimizer = gradient->optimizer;
+    options.learningRate = gradient->learningRate;
+    options.momentum = gradient->momentum;
+    options.weightDecay = gradient->weightDecay;
     pm.addPass(createAutodiff(options));
     if (failed(pm.run(module)))
       throw CompileError("cannot differentiate: " + diagnostics);
@@ -229,6 +234,55 @@ std::vector<std::string> Program::cpuSteps() const {
   for (const std::string &s : p.interpreted())
     out.push_back(s.substr(0, s.find(": ")) + ": interpreted (" + s.substr(s.find(": ") + 2) + ")");
   return out;
+}
+
+namespace {
+bool allFinite(const std::vector<HostTensor> &ts) {
+  for (const HostTensor &t : ts)
+    for (double v : t.f)
+      if (!std::isfinite(v))
+        return false;
+  return true;
+}
+
+// The first op of `block` (entered with `env` bound) whose results are not finite while its
+// operands are; descends into kernel calls.
+std::string firstNonFiniteIn(Block &block, llvm::DenseMap<Value, HostTensor> &env, ModuleOp module) {
+  for (Operation &op : block.without_terminator()) {
+    std::vector<HostTensor> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(env.lookup(v));
+    std::vector<HostTensor> results = interpretOperation(&op, operands);
+    if (!allFinite(results) && allFinite(operands)) {
+      if (auto call = dyn_cast<func::CallOp>(op))
+        if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee())) {
+          llvm::DenseMap<Value, HostTensor> inner;
+          for (auto [a, t] : llvm::zip(callee.getArguments(), operands))
+            inner[a] = t;
+          std::string where = firstNonFiniteIn(callee.getBody().front(), inner, module);
+          if (!where.empty())
+            return where;
+        }
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << "'" << op.getName() << "' at ";
+      op.getLoc().print(os);
+      return os.str();
+    }
+    for (auto [r, t] : llvm::zip(op.getResults(), results))
+      env[r] = std::move(t);
+  }
+  return "";
+}
+} // namespace
+
+std::string Program::firstNonFinite(const std::vector<HostTensor> &inputs) const {
+  ModuleOp module = state_->module.get();
+  auto fn = module.lookupSymbol<func::FuncOp>(entry_);
+  llvm::DenseMap<Value, HostTensor> env;
+  for (auto [a, t] : llvm::zip(fn.getArguments(), inputs))
+    env[a] = t;
+  return firstNonFiniteIn(fn.getBody().front(), env, module);
 }
 
 CpuJitStats cpuJitStats() {

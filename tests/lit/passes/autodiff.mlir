@@ -65,6 +65,18 @@ func.func @leaf(%x: tensor<3xf32>, %w: tensor<3xf32>) -> tensor<f32> {
   %s = rfuse.reduce_sum %y, dims = [0] : (tensor<3xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
+// A training step: with optimizer=sgd and momentum, a momentum buffer per wrt argument is a new
+// trailing argument; the step returns the loss, the updated argument and the updated buffer.
+// RUN: rfuse-opt %s --rfuse-autodiff='function=leaf wrt=1 optimizer=sgd lr=0.5 momentum=0.25' | FileCheck %s --check-prefix=SGD
+// SGD-LABEL: func.func @leaf_grad
+// SGD-SAME: (%[[X:[a-z0-9]+]]: tensor<3xf32>, %[[W:[a-z0-9]+]]: tensor<3xf32>, %[[V:[a-z0-9]+]]: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>, tensor<3xf32>)
+// SGD: %[[MU:.*]] = rfuse.constant dense<2.500000e-01> : tensor<3xf32>
+// SGD: %[[MV:.*]] = rfuse.mul %[[V]], %[[MU]]
+// SGD: %[[NV:.*]] = rfuse.add %[[MV]], %{{.*}}
+// SGD: %[[LR:.*]] = rfuse.constant dense<5.000000e-01> : tensor<3xf32>
+// SGD: %[[STEP:.*]] = rfuse.mul %[[NV]], %[[LR]]
+// SGD: %[[NW:.*]] = rfuse.sub %[[W]], %[[STEP]]
+// SGD: return %{{.*}}, %[[NW]], %[[NV]]
 // Saved: the backward reads the forward exp. Recomputed: it reads a copy made next to its use.
 // SAVED-LABEL: func.func @leaf_grad
 // SAVED: %[[E:.*]] = rfuse.exp %arg0

@@ -120,6 +120,13 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
     Option<"recomputePointwise", "recompute-pointwise", "bool", /*default=*/"false",
            "Recompute, in the backward pass, pointwise forward values computed directly from "
            "arguments instead of keeping them live (saved activations are the default)">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
+           "sgd: @f_grad becomes a training step returning (value, updated arguments..., "
+           "updated momentum buffers...) instead of gradients; it takes one momentum buffer per "
+           "`wrt` argument after f's own arguments when momentum > 0">,
+    Option<"learningRate", "lr", "double", /*default=*/"0.01", "SGD learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum (PyTorch's, no dampening)">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0", "SGD weight decay (L2, added to the gradient)">,
   ];
   let statistics = [
     Statistic<"numBackwardOps", "backward-ops", "Ops built for the backward pass">,

@@ -40,6 +40,11 @@ struct CompileInfo {
 struct GradientRequest {
   std::vector<int64_t> wrt;
   bool recomputePointwise = false; ///< rfuse-autodiff's recompute-pointwise option
+  /// "sgd": a training step instead (rfuse-autodiff's optimizer options): returns the value, the
+  /// updated `wrt` arguments, then the updated momentum buffers (inputs after main's own when
+  /// momentum > 0).
+  std::string optimizer = "none";
+  double learningRate = 0.01, momentum = 0, weightDecay = 0;
 };
 
 enum class Device { Cpu, Cuda };
@@ -72,6 +77,10 @@ public:
   /// How each step runs on the CPU backend ("kernel: compiled reduction", "op: interpreted:
   /// why"); builds (JIT-compiles) the CPU program if no CPU run has yet.
   std::vector<std::string> cpuSteps() const;
+  /// Runs the entry function op by op on the interpreter (inside kernels too) and names the first
+  /// op producing a NaN or infinity from finite operands, with its source location (the R
+  /// expression, when traced from R); "" when every value is finite.
+  std::string firstNonFinite(const std::vector<HostTensor> &inputs) const;
   /// The entry function's results: dtype and shape of each.
   const std::vector<std::pair<DType, std::vector<int64_t>>> &resultTypes() const { return results_; }
   /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.

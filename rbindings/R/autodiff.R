@@ -1,0 +1,275 @@
+# Reverse-mode differentiation of traced R code (rfuse-autodiff), losses, and SGD training with the
+# whole step (forward, backward, update) compiled into one program.
+
+#' Gradients of an R function
+#'
+#' `rf_value_and_grad()` returns a function that computes `f`'s value and its gradient with
+#' respect to the arguments named in `wrt`; `rf_grad()` returns only the gradient(s). `f` is
+#' plain base-R code (whatever [rf_jit()] traces) returning one number, e.g. a loss. It is traced
+#' once per input signature; rfuse differentiates the traced program (each op's
+#' vector-Jacobian product, in reverse order), fuses forward and backward together and compiles
+#' them, on the GPU or the CPU.
+#'
+#' @param f A function of numeric arrays returning a single number.
+#' @param wrt Names of the arguments to differentiate by (default: every numeric argument).
+#' @param dtype `"float32"` (default) or `"float64"`.
+#' @param pipeline Fusion pipeline, as for [rf_jit()].
+#' @param static Arguments used as R values while tracing, as for [rf_jit()].
+#' @param recompute Recompute cheap pointwise values in the backward pass instead of keeping
+#'   them (the pass option `recompute-pointwise`).
+#' @return A function with `f`'s arguments. `rf_value_and_grad()`'s returns `list(value, grad)`
+#'   where `grad` is a named list of arrays shaped like the arguments; `rf_grad()`'s returns the
+#'   gradient array (one `wrt` name) or the named list.
+#' @details Differentiating with respect to a logical argument, through an operation without a
+#'   vector-Jacobian product (pooling, convolution for now), or a function that does not return a
+#'   single number raises an error of class `rfuse_autodiff_error` naming the cause. With
+#'   `options(rfuse.detect_anomaly = TRUE)` a non-finite gradient raises `rfuse_anomaly_error`.
+#' @examples
+#' f <- function(x, w) sum(tanh(x %*% w)^2)
+#' x <- matrix(rnorm(12), 3); w <- matrix(rnorm(8), 4)
+#' g <- rf_grad(f, wrt = "w", dtype = "float64")
+#' g(x, w)
+#' @export
+rf_value_and_grad <- function(f, wrt = NULL, dtype = c("float32", "float64"), pipeline = "default",
+                              static = character(), recompute = FALSE) {
+  state <- grad_state(f, wrt, match.arg(dtype), pipeline, static, list(optimizer = "none", recompute = recompute))
+  vg <- function(...) {
+    out <- grad_call(state, list(...))
+    list(value = out$value, grad = out$rest)
+  }
+  structure(vg, class = c("rf_grad_function", "function"), rfuse = state)
+}
+
+#' @rdname rf_value_and_grad
+#' @export
+rf_grad <- function(f, wrt = NULL, dtype = c("float32", "float64"), pipeline = "default",
+                    static = character(), recompute = FALSE) {
+  vg <- rf_value_and_grad(f, wrt, match.arg(dtype), pipeline, static, recompute)
+  g <- function(...) {
+    r <- vg(...)
+    if (length(r$grad) == 1) r$grad[[1]] else r$grad
+  }
+  structure(g, class = c("rf_grad_function", "function"), rfuse = attr(vg, "rfuse"))
+}
+
+#' @export
+print.rf_grad_function <- function(x, ...) {
+  st <- attr(x, "rfuse")
+  cat(sprintf("<rfuse gradient function: d f / d (%s), dtype %s>\n",
+              if (is.null(st$wrt)) "every numeric argument" else paste(st$wrt, collapse = ", "),
+              if (st$dtype == "f32") "float32" else "float64"))
+  invisible(x)
+}
+
+grad_state <- function(f, wrt, dtype, pipeline, static, mode) {
+  if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
+  if (!is.null(wrt) && (!is.character(wrt) || !length(wrt)))
+    rf_abort("rfuse_type_error", "`wrt` must name arguments of `f`")
+  if (!pipeline %in% .rf_available_pipelines())
+    rf_abort("rfuse_error", sprintf("unknown pipeline '%s'", format(pipeline)))
+  list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
+       dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline, static = static,
+       wrt = wrt, mode = mode, cache = new.env(parent = emptyenv()))
+}
+
+# Traces f, checks it returns one number, and compiles its gradient (or training step) program.
+grad_entry <- function(state, args) {
+  k <- call_key(state, args)
+  names(args) <- k$names
+  entry <- state$cache[[k$key]]
+  if (!is.null(entry)) return(list(entry = entry, args = args))
+  for (i in seq_along(args))
+    check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
+  tr <- trace_function(state$f, args, state$dtype, k$static)
+  if (!tr$out$single || !is_sym(tr$out$items[[1]]) || tr$out$items[[1]]$len != 1)
+    rf_abort("rfuse_autodiff_error",
+             "`f` must return a single number (a scalar loss) to be differentiated")
+  traced <- k$names[tr$input_index]
+  wrt <- state$wrt %||% traced[tr$input_dtypes != "i1"]
+  for (w in wrt) {
+    i <- match(w, k$names)
+    if (is.na(i))
+      rf_abort("rfuse_autodiff_error", sprintf("`wrt` names '%s', which is not an argument of `f`", w))
+    if (k$static[i] || is.logical(args[[i]]))
+      rf_abort("rfuse_autodiff_error",
+               sprintf("cannot differentiate with respect to '%s': it is %s (only numeric arguments have gradients)",
+                       w, if (k$static[i]) "static" else "logical"))
+  }
+  m <- state$mode
+  program <- rf_guard(.rf_compile_grad(tr$text, state$pipeline, match(wrt, traced) - 1L, isTRUE(m$recompute),
+                                       m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0))
+  entry <- list(program = program, trace = tr, wrt = wrt,
+                rdims = lapply(wrt, function(w) dim(args[[w]])))
+  assign(k$key, entry, envir = state$cache)
+  list(entry = entry, args = args)
+}
+
+# Runs the gradient (or step) program: list(value, rest = named outputs after the value).
+grad_call <- function(state, args, extra = list()) {
+  je <- grad_entry(state, args)
+  e <- je$entry
+  tr <- e$trace
+  inputs <- c(je$args[tr$input_index], extra)
+  dtypes <- c(tr$input_dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
+  n_rest <- length(e$wrt) * (if (state$mode$optimizer == "sgd" && (state$mode$momentum %||% 0) != 0) 2 else 1)
+  rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
+  outs <- .rf_run(e$program, inputs, dtypes, rdims, current_device())
+  if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  rest <- outs[-1]
+  names(rest) <- rep(e$wrt, length.out = n_rest)
+  if (isTRUE(getOption("rfuse.detect_anomaly")))
+    for (i in seq_along(rest))
+      if (any(!is.finite(rest[[i]])))
+        rf_abort("rfuse_anomaly_error",
+                 sprintf("a non-finite value (NaN or Inf) in the gradient with respect to '%s'%s",
+                         names(rest)[i], anomaly_origin(e$program, inputs, dtypes)))
+  list(value = as.vector(outs[[1]]), rest = rest, wrt = e$wrt)
+}
+
+# Where the first non-finite value appears (the op and its R expression), when rfuse can tell.
+anomaly_origin <- function(program, inputs, dtypes) {
+  where <- tryCatch(.rf_first_nonfinite(program, inputs, dtypes), error = function(e) "")
+  if (nzchar(where)) paste0("; it first appears in ", where) else ""
+}
+
+# ---- Losses ----
+# (Package code is not masked when traced: it calls rfuse's traced versions, rf_rowSums and
+# rf_pmax, explicitly; operators and math functions dispatch on symbolic values by themselves.)-----------------------------------------------------------------------------------
+
+#' Losses
+#'
+#' Loss functions for training, usable in traced code ([rf_value_and_grad()], [rf_train()]) and
+#' on plain R values. Inputs are R matrices with one sample per row.
+#'
+#' @param input Predictions: for `nnf_cross_entropy()` unnormalized scores (logits), one row per
+#'   sample and one column per class; for `nnf_binary_cross_entropy_with_logits()` logits.
+#' @param target For `nnf_mse_loss()` values shaped like `input`; for `nnf_cross_entropy()` a
+#'   one-hot (or probability) matrix like `input` (see [rf_one_hot()]), or, outside traced code,
+#'   class labels `1..ncol(input)`; for the binary loss 0/1 targets shaped like `input`.
+#' @param reduction `"mean"` or `"sum"`.
+#' @return A single number.
+#' @details `nnf_cross_entropy()` is log-softmax and negative log-likelihood fused, computed
+#'   stably (each row shifted by its maximum); the binary loss uses
+#'   `max(x, 0) - x t + log(1 + exp(-|x|))`, which never overflows.
+#' @examples
+#' logits <- matrix(rnorm(12), 4)
+#' nnf_cross_entropy(logits, c(1, 3, 2, 3))
+#' nnf_mse_loss(logits, logits + 0.1)
+#' @name losses
+NULL
+
+#' @rdname losses
+#' @export
+nnf_mse_loss <- function(input, target, reduction = c("mean", "sum")) {
+  d <- input - target
+  if (match.arg(reduction) == "mean") mean(d * d) else sum(d * d)
+}
+
+#' @rdname losses
+#' @export
+nnf_cross_entropy <- function(input, target, reduction = c("mean", "sum")) {
+  reduction <- match.arg(reduction)
+  if (!is_sym(target) && is.null(dim(target))) target <- rf_one_hot(target, ncol(input))
+  m <- if (is_sym(input)) margin_reduce(input, "max", TRUE, 1L, sys.call()) else apply(input, 1, max)
+  z <- input - m
+  nll <- log(rf_rowSums(exp(z))) - rf_rowSums(z * target)
+  if (reduction == "mean") mean(nll) else sum(nll)
+}
+
+#' @rdname losses
+#' @export
+nnf_binary_cross_entropy_with_logits <- function(input, target, reduction = c("mean", "sum")) {
+  l <- rf_pmax(input, 0) - input * target + log(1 + exp(-abs(input)))
+  if (match.arg(reduction) == "mean") mean(l) else sum(l)
+}
+
+#' One-hot encoding of class labels
+#'
+#' @param labels Class labels `1..num_classes` (integer or numeric).
+#' @param num_classes Number of classes.
+#' @return A `length(labels)` x `num_classes` 0/1 matrix.
+#' @examples
+#' rf_one_hot(c(2, 1, 3), 3)
+#' @export
+rf_one_hot <- function(labels, num_classes = max(labels)) {
+  if (is_sym(labels))
+    rf_abort("rfuse_unsupported",
+             "class labels inside traced code must come as a one-hot matrix: call rf_one_hot() on them first")
+  if (any(labels < 1 | labels > num_classes | labels != round(labels)))
+    rf_abort("rfuse_type_error", sprintf("labels must be whole numbers in 1..%d", num_classes))
+  outer(labels, seq_len(num_classes), "==") * 1
+}
+
+# ---- Training -------------------------------------------------------------------------------------
+
+#' Train with SGD, one compiled program per step
+#'
+#' Minimizes `loss(params..., data...)` with stochastic gradient descent (momentum, weight decay).
+#' Forward, backward and the parameter update are traced and compiled into one program: on a GPU
+#' it runs as one CUDA graph launch per step.
+#'
+#' @param loss A function of the parameters and the data (by name) returning one number.
+#' @param params Named list of initial parameter arrays.
+#' @param data Named list of data arrays (one sample per row for matrices, per element for
+#'   vectors).
+#' @param steps Number of optimizer steps.
+#' @param batch_size Samples per step (default: all); batches cycle through the data in order.
+#' @param lr,momentum,weight_decay SGD settings (PyTorch's semantics).
+#' @param dtype `"float32"` (default) or `"float64"`.
+#' @param progress Show a progress bar (the cli package).
+#' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step).
+#'   `plot()` draws the loss curve.
+#' @examples
+#' x <- matrix(rnorm(200), 100); y <- x %*% c(2, -1) + 0.5
+#' fit <- rf_train(function(w, b, x, y) nnf_mse_loss(x %*% w + b, y),
+#'                 params = list(w = matrix(0, 2, 1), b = 0), data = list(x = x, y = y),
+#'                 steps = 200, lr = 0.1, progress = FALSE)
+#' fit$params$w
+#' @export
+rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL, lr = 0.01,
+                     momentum = 0, weight_decay = 0, dtype = c("float32", "float64"),
+                     progress = interactive()) {
+  if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
+    rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
+  if (length(data) && (!is.list(data) || is.null(names(data))))
+    rf_abort("rfuse_type_error", "`data` must be a named list")
+  state <- grad_state(loss, names(params), match.arg(dtype), "default", character(),
+                      list(optimizer = "sgd", lr = lr, momentum = momentum, weight_decay = weight_decay))
+  n <- if (length(data)) NROW(data[[1]]) else 1L
+  bs <- batch_size %||% n
+  batches <- max(1L, n %/% bs)
+  velocity <- if (momentum != 0) lapply(params, function(p) p * 0) else list()
+  history <- numeric(steps)
+  bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
+    cli::cli_progress_bar("Training", total = steps) else NULL
+  for (s in seq_len(steps)) {
+    b <- (s - 1L) %% batches
+    rows <- seq.int(b * bs + 1L, b * bs + bs)
+    batch <- lapply(data, function(d) if (is.null(dim(d))) d[rows] else d[rows, , drop = FALSE])
+    out <- grad_call(state, c(params, batch), unname(velocity))
+    np <- length(params)
+    for (i in seq_len(np)) params[[i]] <- restore_shape(out$rest[[i]], params[[i]])
+    if (momentum != 0)
+      for (i in seq_len(np)) velocity[[i]] <- restore_shape(out$rest[[np + i]], params[[i]])
+    history[s] <- out$value
+    if (!is.null(bar)) cli::cli_progress_update(id = bar)
+  }
+  if (!is.null(bar)) cli::cli_progress_done(id = bar)
+  structure(list(params = params, history = history), class = "rf_training")
+}
+
+restore_shape <- function(v, like) {
+  if (is.null(dim(like))) as.vector(v) else array(v, dim(like))
+}
+
+#' @export
+print.rf_training <- function(x, ...) {
+  h <- x$history
+  cat(sprintf("<rfuse training: %d steps, loss %.4g -> %.4g>\n", length(h), h[1], h[length(h)]))
+  invisible(x)
+}
+
+#' @export
+plot.rf_training <- function(x, ...) {
+  graphics::plot(seq_along(x$history), x$history, type = "l", xlab = "step", ylab = "loss", ...)
+}

@@ -1,0 +1,118 @@
+# Reverse-mode differentiation from R: gradients against central differences, losses, errors,
+# and training that learns.
+
+central_diff <- function(f, args, name, h = 1e-6) {
+  x <- args[[name]]
+  g <- x * 0
+  for (i in seq_along(x)) {
+    up <- args; dn <- args
+    up[[name]][i] <- x[i] + h
+    dn[[name]][i] <- x[i] - h
+    g[i] <- (do.call(f, up) - do.call(f, dn)) / (2 * h)
+  }
+  g
+}
+
+expect_grads_match <- function(f, args, wrt = names(args)) {
+  vg <- rf_value_and_grad(f, wrt = wrt, dtype = "float64")
+  r <- do.call(vg, args)
+  expect_equal(r$value, do.call(f, args), tolerance = 1e-10)
+  for (w in wrt) {
+    num <- central_diff(f, args, w)
+    got <- r$grad[[w]]
+    expect_equal(dim(got), dim(args[[w]]))
+    expect_lt(max(abs(got - num)) / max(abs(num), 1e-8), 1e-6)
+  }
+}
+
+test_that("gradients of base R code equal central differences", {
+  set.seed(11)
+  x <- matrix(rnorm(12), 3); w <- matrix(rnorm(8), 4); b <- rnorm(2)
+  expect_grads_match(function(x, w, b) sum(tanh(sweep(x %*% w, 2, b, "+"))^2), list(x = x, w = w, b = b))
+  expect_grads_match(function(x) mean(exp(x) / rowSums(exp(x))^2), list(x = x))
+  expect_grads_match(function(x, y) sum(pmax(x * y, 0.1) + ifelse(x > 0, x^3, -x)), list(x = x + 0.05, y = x * 2 - 0.3))
+  expect_grads_match(function(x) sum(log(1 + x * x)) * mean(colMeans(x)) + sum(rowMeans(x)^2), list(x = x))
+  expect_grads_match(function(a, v) sum(crossprod(a, v)) + max(a), list(a = matrix(rnorm(6), 3), v = rnorm(3)))
+})
+
+test_that("rf_grad returns the gradient array for one argument and a list for several", {
+  f <- function(x, y) sum(x * y)
+  x <- c(1, 2, 3); y <- c(4, 5, 6)
+  expect_equal(rf_grad(f, wrt = "x", dtype = "float64")(x, y), y)
+  g <- rf_grad(f, dtype = "float64")(x, y)
+  expect_named(g, c("x", "y"))
+  expect_equal(g$y, x)
+})
+
+test_that("cross-entropy is log-softmax + NLL, stable, with the textbook gradient", {
+  set.seed(3)
+  z <- matrix(rnorm(20), 5); y <- c(1, 4, 2, 2, 3)
+  t <- rf_one_hot(y, 4)
+  p <- exp(z) / rowSums(exp(z))
+  expect_equal(nnf_cross_entropy(z, y), -mean(log(p[cbind(1:5, y)])))
+  ce <- function(z, t) nnf_cross_entropy(z, t)
+  expect_equal(rf_jit(ce, dtype = "float64")(z, t), nnf_cross_entropy(z, y), tolerance = 1e-12)
+  expect_equal(rf_grad(ce, wrt = "z", dtype = "float64")(z, t), (p - t) / 5, tolerance = 1e-12)
+  big <- z * 1000 # no overflow: each row is shifted by its maximum
+  expect_true(is.finite(rf_jit(ce, dtype = "float64")(big, t)))
+  expect_error(rf_jit(function(z, y) nnf_cross_entropy(z, rf_one_hot(y, 4)))(z, y), class = "rfuse_unsupported")
+})
+
+test_that("mse and binary cross-entropy with logits", {
+  set.seed(4)
+  x <- matrix(rnorm(6), 3); t <- matrix(rbinom(6, 1, 0.5), 3)
+  naive <- mean(-(t * log(1 / (1 + exp(-x))) + (1 - t) * log(1 - 1 / (1 + exp(-x)))))
+  expect_equal(nnf_binary_cross_entropy_with_logits(x, t), naive)
+  bce <- function(x, t) nnf_binary_cross_entropy_with_logits(x, t)
+  expect_equal(rf_jit(bce, dtype = "float64")(x, t), naive, tolerance = 1e-12)
+  expect_true(is.finite(rf_jit(bce, dtype = "float64")(x * 1e4, t)))
+  expect_grads_match(function(x, t) nnf_mse_loss(x, t), list(x = x, t = t))
+})
+
+test_that("what cannot be differentiated is a classed error naming the cause", {
+  expect_error(rf_grad(function(x) exp(x))(c(1, 2)), class = "rfuse_autodiff_error")
+  expect_error(rf_grad(function(x, m) sum(x * m), wrt = "m")(c(1, 2), c(TRUE, FALSE)),
+               "only numeric arguments have gradients", class = "rfuse_autodiff_error")
+  expect_error(rf_grad(function(x) sum(x), wrt = "y")(c(1, 2)), "not an argument", class = "rfuse_autodiff_error")
+  img <- array(rnorm(16), c(1, 1, 4, 4))
+  expect_error(rf_grad(function(x) sum(nnf_max_pool2d(x, 2)))(img), "max_pool2d",
+               class = "rfuse_autodiff_error")
+})
+
+test_that("anomaly detection names the op where a non-finite gradient appears", {
+  old <- options(rfuse.detect_anomaly = TRUE)
+  on.exit(options(old))
+  g <- rf_grad(function(x) sum(sqrt(x)), dtype = "float64")
+  expect_error(g(c(0, 1, 4)), "sqrt|div", class = "rfuse_anomaly_error")
+  expect_equal(g(c(1, 4)), 0.5 / sqrt(c(1, 4)))
+})
+
+test_that("a small MLP learns a separable (non-linear) task to > 90% accuracy on the CPU", {
+  set.seed(7)
+  n <- 400
+  x <- matrix(runif(2 * n, -1, 1), n)
+  y <- ifelse(x[, 1]^2 + x[, 2]^2 < 0.45, 1, 2) # a disc inside a square: not linearly separable
+  t <- rf_one_hot(y, 2)
+  mlp <- function(w1, b1, w2, b2, x) sweep(tanh(sweep(x %*% w1, 2, b1, "+")) %*% w2, 2, b2, "+")
+  loss <- function(w1, b1, w2, b2, x, t) nnf_cross_entropy(mlp(w1, b1, w2, b2, x), t)
+  params <- list(w1 = matrix(rnorm(2 * 16, sd = 1), 2), b1 = rnorm(16, sd = 0.1),
+                 w2 = matrix(rnorm(16 * 2, sd = 0.3), 16), b2 = c(0, 0))
+  fit <- rf_train(loss, params, data = list(x = x, t = t), steps = 300, lr = 0.5, momentum = 0.9,
+                  progress = FALSE)
+  expect_s3_class(fit, "rf_training")
+  expect_lt(fit$history[300], fit$history[1] / 3)
+  p <- with(fit$params, mlp(w1, b1, w2, b2, x))
+  acc <- mean(max.col(p) == y)
+  expect_gt(acc, 0.9)
+  pdf(NULL); on.exit(dev.off(), add = TRUE)
+  expect_silent(plot(fit))
+})
+
+test_that("minibatches and weight decay run one compiled step program", {
+  set.seed(8)
+  x <- matrix(rnorm(300), 100); w_true <- c(1, -2, 0.5); y <- x %*% w_true
+  fit <- rf_train(function(w, x, y) nnf_mse_loss(x %*% w, y), list(w = matrix(0, 3, 1)),
+                  data = list(x = x, y = y), steps = 120, batch_size = 25, lr = 0.1,
+                  weight_decay = 1e-4, dtype = "float64", progress = FALSE)
+  expect_lt(max(abs(fit$params$w - w_true)), 0.01)
+})
