@@ -45,14 +45,15 @@ std::string jsonExtra;
 
 void run(const std::string &name, const std::function<void(GraphBuilder &)> &build,
          const std::vector<std::vector<int64_t>> &shapes, DType dt, double bytes, double flops,
-         int iters = 50) {
+         int iters = 50, const GradientRequest *gradient = nullptr) {
   // RFUSE_BENCH_ONLY=<prefix>: run only the workloads whose name starts with it.
   if (const char *only = std::getenv("RFUSE_BENCH_ONLY"); only && name.rfind(only, 0) != 0)
     return;
   GraphBuilder g;
   build(g);
   auto t0 = Clock::now();
-  auto program = compileProgram(g.moduleText(), "default");
+  auto program = gradient ? compileGradientProgram(g.moduleText(), "default", *gradient)
+                          : compileProgram(g.moduleText(), "default");
   auto inputs = randomInputs(shapes, dt, 7);
   auto t1 = Clock::now();
   Timing t = program->benchmarkCuda(inputs, iters);
@@ -152,6 +153,31 @@ int main() {
     h = g.maxPool2d(g.relu(g.conv2d(h, w2, b2)));
     g.finish({g.add(g.matmul(g.reshape(h, {128, 400}), fw), fb)});
   }, {{128, 1, 28, 28}, {8, 1, 3, 3}, {8}, {16, 8, 3, 3}, {16}, {400, 10}, {10}}, DType::F32, 0, 0, 100);
+
+  // W2: an MLP training step (batch 4096, 1024-4096-4096-1024, GELU, MSE loss, SGD lr 1e-3): the
+  // forward, rfuse-autodiff's backward and the update compiled as one program (a CUDA graph).
+  {
+    GradientRequest sgd;
+    sgd.wrt = {1, 2, 3, 4, 5, 6};
+    sgd.optimizer = "sgd";
+    sgd.learningRate = 1e-3;
+    double f = 2.0 * 4096 * (1024.0 * 4096 + 4096.0 * 4096 + 4096.0 * 1024) * 3;
+    run("W2_mlp_train_step_f32", [&](GraphBuilder &g) {
+      TracedValue x = g.input({4096, 1024}, DType::F32);
+      TracedValue w1 = g.input({1024, 4096}, DType::F32), b1 = g.input({4096}, DType::F32);
+      TracedValue w2 = g.input({4096, 4096}, DType::F32), b2 = g.input({4096}, DType::F32);
+      TracedValue w3 = g.input({4096, 1024}, DType::F32), b3 = g.input({1024}, DType::F32);
+      TracedValue y = g.input({4096, 1024}, DType::F32);
+      auto linear = [&](TracedValue h, TracedValue w, TracedValue b, int64_t n) {
+        return g.add(g.matmul(h, w), g.broadcastTo(b, {4096, n}));
+      };
+      TracedValue h = g.gelu(linear(x, w1, b1, 4096));
+      h = g.gelu(linear(h, w2, b2, 4096));
+      TracedValue d = g.sub(linear(h, w3, b3, 1024), y);
+      g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
+    }, {{4096, 1024}, {1024, 4096}, {4096}, {4096, 4096}, {4096}, {4096, 1024}, {1024}, {4096, 1024}},
+        DType::F32, 0, f, 20, &sgd);
+  }
 
   auto st = cuda::kernelCacheStats();
   st.compiles -= probe.compiles;

@@ -432,8 +432,8 @@ struct CpuProgram::Impl {
           k = lowerKernel(callee, *staging, "rfuse_cpu_kernel", why);
         else
           why = "a call of a non-kernel function";
-      } else if (isa<ConstantOp>(op)) {
-        continue; // materialized by the interpreter, once per run
+      } else if (isa<ConstantOp, ReshapeOp>(op)) {
+        continue; // constants: materialized by the interpreter; reshapes: aliases
       } else {
         label = op.getName().stripDialect().str();
         k = lowerOperation(&op, *staging, "rfuse_cpu_kernel", why);
@@ -622,6 +622,12 @@ void CpuProgram::run(const std::vector<TensorRef> &inputs, const std::vector<Ten
     if (!llvm::isa<BlockArgument>(v) && !destination.count(v))
       destination[v] = ref.data;
   for (Operation &op : fn.getBody().front().without_terminator()) {
+    if (isa<ReshapeOp>(op)) { // the same row-major data under another shape: no copy
+      Val x = valueOf(op.getResult(0));
+      x.data = env.lookup(op.getOperand(0)).data;
+      env[op.getResult(0)] = x;
+      continue;
+    }
     std::vector<Val> operands, results;
     for (Value v : op.getOperands())
       operands.push_back(env.lookup(v));

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 
 using namespace rfuse;
 
@@ -99,6 +100,59 @@ TEST_F(Gpu, RepeatedRunsReplayTheCapturedGraph) {
         }
         EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(ref[i].dtype))
             << g.name << " run " << rep << " output " << i;
+      }
+    }
+  }
+}
+
+// Gradient programs (rfuse-autodiff, fused like any other) give the CPU backend's gradients.
+TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
+  struct G {
+    std::string name;
+    std::vector<std::vector<int64_t>> shapes;
+    std::function<TracedValue(GraphBuilder &, std::vector<TracedValue> &)> build;
+  };
+  std::vector<G> graphs = {
+      {"mlp", {{64, 32}, {32, 48}, {48}, {48, 8}}, [](GraphBuilder &g, std::vector<TracedValue> &v) {
+         TracedValue h = g.gelu(g.add(g.matmul(v[0], v[1]), g.broadcastTo(v[2], {64, 48})));
+         TracedValue o = g.matmul(h, v[3]);
+         return g.reduceMean(g.mul(o, o), {0, 1});
+       }},
+      {"cross_entropy", {{128, 10}, {128, 10}}, [](GraphBuilder &g, std::vector<TracedValue> &v) {
+         TracedValue s = g.sub(v[0], g.broadcastTo(g.reduceMax(v[0], {1}, true), {128, 10}));
+         TracedValue lse = g.log(g.reduceSum(g.exp(s), {1}, true));
+         return g.reduceMean(g.sub(g.broadcastTo(lse, {128, 10}), g.mul(s, v[1])), {0, 1});
+       }},
+      {"layernorm_gelu_tanh", {{32, 256}, {256}}, [](GraphBuilder &g, std::vector<TracedValue> &v) {
+         TracedValue xc = g.sub(v[0], g.broadcastTo(g.reduceMean(v[0], {1}, true), {32, 256}));
+         TracedValue var = g.reduceMean(g.mul(xc, xc), {1}, true);
+         TracedValue y = g.mul(g.mul(xc, g.broadcastTo(g.rsqrt(g.add(var, g.scalar(1e-5, DType::F32))), {32, 256})),
+                               g.broadcastTo(v[1], {32, 256}));
+         return g.reduceSum(g.gelu(y, true), {0, 1});
+       }},
+  };
+  for (G &c : graphs) {
+    GraphBuilder g;
+    std::vector<TracedValue> in;
+    for (auto &s : c.shapes)
+      in.push_back(g.input(s, DType::F32));
+    g.finish({c.build(g, in)});
+    std::mt19937_64 rng(21);
+    std::vector<HostTensor> inputs;
+    for (auto &s : c.shapes)
+      inputs.push_back(test::randomTensor(DType::F32, s, rng));
+    auto program = compileGradientProgram(g.moduleText(), "default", {});
+    auto cpu = program->run(inputs, Device::Cpu);
+    for (int rep = 0; rep < 3; ++rep) { // the second and third runs replay a CUDA graph
+      auto gpu = program->run(inputs, Device::Cuda);
+      ASSERT_EQ(gpu.size(), cpu.size());
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < cpu[i].f.size(); ++k) {
+          num += (gpu[i].f[k] - cpu[i].f[k]) * (gpu[i].f[k] - cpu[i].f[k]);
+          den += cpu[i].f[k] * cpu[i].f[k];
+        }
+        EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 1e-5) << c.name << " output " << i << " run " << rep;
       }
     }
   }
