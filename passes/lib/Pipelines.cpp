@@ -25,6 +25,7 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name) {
     return success();
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (name == "default") {
+    fn.addPass(createSplitReductions());
     fn.addPass(createFuseMatmulEpilogue());
     fn.addPass(createFuseReductions());
   }

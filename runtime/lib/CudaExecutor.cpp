@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -631,7 +632,7 @@ struct GpuProgram::Impl {
 
   bool graphable() const {
     const char *e = std::getenv("RFUSE_CUDA_GRAPH");
-    if (graphFailed || (e && std::string(e) == "0"))
+    if (graphFailed || profiling || (e && std::string(e) == "0"))
       return false;
     for (const Step &s : steps)
       if (s.kind == Kind::Host && !(slots[s.out[0]].persistent))
@@ -710,10 +711,58 @@ struct GpuProgram::Impl {
     return HostTensor::fromBytes(dtypeOf(slots[sl].value), shapeOf(slots[sl].value), b.data());
   }
 
+  // RFUSE_PROFILE_STEPS=1: each step timed with CUDA events (graphs off), a table printed to
+  // stderr after a benchmark — where a program's time goes, without a profiler.
+  bool profiling = [] {
+    const char *e = std::getenv("RFUSE_PROFILE_STEPS");
+    return e && std::string(e) == "1";
+  }();
+  std::vector<double> stepMs;
+  int profiledRuns = 0;
+
+  std::string describe(const Step &s) const {
+    std::string d;
+    llvm::raw_string_ostream os(d);
+    if (s.matmul)
+      os << "matmul " << s.matmul->batch << "x" << s.matmul->m << "x" << s.matmul->n << "x" << s.matmul->k
+         << (s.matmul->transposeA ? " tA" : "") << (s.matmul->transposeB ? " tB" : "")
+         << (s.matmul->epilogue ? " + generated epilogue" : s.matmul->biasInput >= 0 ? " + bias epilogue" : "");
+    else if (s.kernel)
+      os << s.kernel->name << (s.kernel->launch == LaunchKind::GridStride ? " (pointwise)"
+                               : s.kernel->launch == LaunchKind::BlockPerRow ? " (block per row)"
+                                                                             : " (thread per column)");
+    else
+      os << s.op->getName().getStringRef();
+    return os.str();
+  }
+
+  void printProfile() const {
+    if (!profiling || !profiledRuns)
+      return;
+    double total = 0;
+    for (double t : stepMs)
+      total += t;
+    llvm::errs() << "rfuse step profile (mean of " << profiledRuns << " runs, total "
+                 << llvm::format("%.4f", total / profiledRuns) << " ms):\n";
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (stepMs[i] > 0)
+        llvm::errs() << llvm::format("  %2zu %9.4f ms  ", i, stepMs[i] / profiledRuns) << describe(steps[i]) << "\n";
+  }
+
   // Runs every step; inputs already uploaded into their slots.
   void execute() {
+    const DriverApi &api = driver();
+    CUevent e0 = nullptr, e1 = nullptr;
+    if (profiling) {
+      api.cuEventCreate(&e0, 0);
+      api.cuEventCreate(&e1, 0);
+      stepMs.resize(steps.size(), 0.0);
+      ++profiledRuns;
+    }
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &s = steps[i];
+      if (profiling)
+        api.cuEventRecord(e0, dev.stream);
       switch (s.kind) {
       case Kind::Alias:
         slots[s.out[0]].ptr = ptr(slots[s.out[0]].aliasOf);
@@ -747,6 +796,13 @@ struct GpuProgram::Impl {
           upload(s.out[o], results[o]);
         break;
       }
+      }
+      if (profiling) {
+        api.cuEventRecord(e1, dev.stream);
+        api.cuEventSynchronize(e1);
+        float ms = 0;
+        api.cuEventElapsedTime(&ms, e0, e1);
+        stepMs[i] += ms;
       }
       // Buffers whose last reader has been enqueued go back to the allocator (same stream:
       // later kernels that reuse them are ordered after their readers).
@@ -836,6 +892,8 @@ GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int itera
   };
   for (int w = 0; w < 3; ++w)
     once();
+  impl->stepMs.assign(impl->stepMs.size(), 0.0); // the profile leaves out warm-up and tuning
+  impl->profiledRuns = 0;
   for (int it = 0; it < iterations; ++it) {
     api.cuEventRecord(start, impl->dev.stream);
     once();
@@ -846,6 +904,7 @@ GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int itera
     times.push_back(ms);
   }
   impl->releaseAll();
+  impl->printProfile();
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front(), iterations};
 }

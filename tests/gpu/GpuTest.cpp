@@ -189,6 +189,11 @@ TEST_F(Gpu, LargeShapesExerciseGridStrideAndVectorTails) {
   g.finish({g.div(e, g.reduceSum(e, {1}, true))});
   std::mt19937_64 rng(3);
   expectGpuMatchesInterpreter("long rows", g.moduleText(), {test::randomTensor(DType::F32, {64, 20000}, rng)});
+  GraphBuilder s; // reductions rfuse-split-reductions makes two-stage
+  TracedValue a = s.input({512, 64}, DType::F32), c = s.input({8192, 16}, DType::F32);
+  s.finish({s.reduceMean(s.mul(a, a), {0, 1}), s.reduceSum(s.exp(c), {0}, true)});
+  expectGpuMatchesInterpreter("split reductions", s.moduleText(),
+                              {test::randomTensor(DType::F32, {512, 64}, rng), test::randomTensor(DType::F32, {8192, 16}, rng)});
 }
 
 TEST_F(Gpu, HostFallbackRunsPooling) {

@@ -148,3 +148,22 @@ TEST(CpuJit, CompiledFunctionsAreSharedByKey) {
 }
 
 } // namespace
+
+namespace {
+// rfuse-split-reductions (in the default pipeline) turns big few-output reductions into two
+// stages: the values stay the interpreter's.
+TEST(CpuJit, SplitReductionsKeepTheirValues) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    GraphBuilder g;
+    TracedValue x = g.input({512, 64}, dt), y = g.input({8192, 16}, dt);
+    TracedValue d = g.sub(x, g.scalar(0.25, dt));
+    g.finish({g.reduceMean(g.mul(d, d), {0, 1}), g.reduceSum(g.exp(y), {0}, true), g.reduceMax(y, {0})});
+    std::mt19937_64 rng(12);
+    std::vector<HostTensor> in = {test::randomTensor(dt, {512, 64}, rng), test::randomTensor(dt, {8192, 16}, rng)};
+    auto program = compileProgram(g.moduleText(), "default");
+    EXPECT_NE(program->info().fusedText.find("tensor<64x128x16x"), std::string::npos)
+        << "the column sum was split into [64, 128, 16]";
+    expectCpuMatchesInterpreter(dt == DType::F64 ? "split f64" : "split f32", g.moduleText(), in);
+  }
+}
+} // namespace

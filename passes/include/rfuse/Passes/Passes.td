@@ -133,4 +133,29 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
+  let summary = "Split reductions that would leave the GPU idle into two parallel stages";
+  let description = [{
+    A reduction kernel is parallel over its outputs: a reduction to a few outputs runs on a few
+    blocks or threads. Two shapes are rewritten, before fusion:
+    * every dim of a rank >= 2 tensor (a loss: mean((y - t)^2)): the trailing dim is reduced
+      first (a block per row), then the rest;
+    * the leading dims of a tensor with few columns left and many rows (a bias gradient: the sum
+      over a batch of 4096 of a [4096, n] tensor): the rows are split into `k` groups (reshape
+      [R, C] -> [k, R/k, C]), each group reduced in parallel, then the k partial results.
+    Means become sums scaled once at the end; max and min split as they are. Results are the
+    same values up to floating-point reassociation.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let options = [
+    Option<"minReduced", "min-reduced", "int64_t", /*default=*/"4096",
+           "Split only reductions over at least this many elements per output">,
+    Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"16384",
+           "Split leading-dim reductions only when they have at most this many outputs">,
+  ];
+  let statistics = [
+    Statistic<"numSplit", "reductions-split", "Reductions split into two stages">,
+  ];
+}
+
 #endif // RFUSE_PASSES_TD

@@ -1,0 +1,102 @@
+// rfuse-split-reductions: two-stage reductions where one stage would leave the GPU idle (see
+// Passes.td).
+#include "rfuse/Passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+
+namespace rfuse {
+#define GEN_PASS_DEF_SPLITREDUCTIONS
+#include "rfuse/Passes/Passes.h.inc"
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+// A reduction of `kind` (the op's own class) over `dims`.
+Value reduce(OpBuilder &b, Location loc, Operation *like, Value x, ArrayRef<int64_t> dims, bool keep) {
+  if (isa<ReduceMaxOp>(like))
+    return b.create<ReduceMaxOp>(loc, x, dims, keep);
+  if (isa<ReduceMinOp>(like))
+    return b.create<ReduceMinOp>(loc, x, dims, keep);
+  return b.create<ReduceSumOp>(loc, x, dims, keep); // sum, and mean as a sum scaled at the end
+}
+
+struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
+  using SplitReductionsBase::SplitReductionsBase;
+
+  void runOnOperation() override {
+    SmallVector<Operation *> reductions;
+    getOperation().walk([&](Operation *op) {
+      if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op) && !op->getParentOfType<FusionOp>())
+        reductions.push_back(op);
+    });
+    for (Operation *op : reductions)
+      if (split(op))
+        ++numSplit;
+  }
+
+  static ArrayRef<int64_t> dimsOf(Operation *op) {
+    if (auto r = dyn_cast<ReduceSumOp>(op)) return r.getDims();
+    if (auto r = dyn_cast<ReduceMeanOp>(op)) return r.getDims();
+    if (auto r = dyn_cast<ReduceMaxOp>(op)) return r.getDims();
+    return cast<ReduceMinOp>(op).getDims();
+  }
+  bool split(Operation *op) {
+    Value x = op->getOperand(0);
+    auto t = tensorOf(x);
+    if (!t.getElementType().isF32() && !t.getElementType().isF64() && !t.getElementType().isF16() &&
+        !t.getElementType().isBF16())
+      return false;
+    ArrayRef<int64_t> shape = t.getShape();
+    int64_t rank = shape.size();
+    SmallVector<int64_t> dims(dimsOf(op));
+    llvm::sort(dims);
+    int64_t reduced = 1, outputs = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (llvm::is_contained(dims, d) ? reduced : outputs) *= shape[d];
+    if (reduced < minReduced)
+      return false;
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value partial;
+    if ((int64_t)dims.size() == rank && rank >= 2 && shape[rank - 1] >= 32) {
+      // Everything: the trailing dim first (rows in parallel), then the rest.
+      partial = reduce(b, loc, op, x, {rank - 1}, false);
+      SmallVector<int64_t> rest;
+      for (int64_t d = 0; d < rank - 1; ++d)
+        rest.push_back(d);
+      partial = reduce(b, loc, op, partial, rest, false);
+    } else if (outputs <= maxOutputs && llvm::equal(dims, llvm::seq<int64_t>(0, dims.size())) &&
+               (int64_t)dims.size() < rank) {
+      // Leading dims [R..., C...]: [k, R/k, C] reduced over R/k, then over k.
+      int64_t k = 1;
+      while (k < 64 && reduced % (k * 2) == 0 && reduced / (k * 2) >= 64)
+        k *= 2;
+      if (k < 8)
+        return false;
+      SmallVector<int64_t> grouped = {k, reduced / k};
+      for (int64_t d = dims.size(); d < rank; ++d)
+        grouped.push_back(shape[d]);
+      Value r = b.create<ReshapeOp>(loc, RankedTensorType::get(grouped, t.getElementType()), x);
+      partial = reduce(b, loc, op, r, {1}, false);
+      partial = reduce(b, loc, op, partial, {0}, false);
+    } else {
+      return false;
+    }
+    auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+    if (isa<ReduceMeanOp>(op))
+      partial = b.create<MulOp>(loc, partial.getType(), partial,
+                                b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                    tensorOf(partial), b.getFloatAttr(t.getElementType(), 1.0 / (double)reduced))));
+    if (partial.getType() != resultType) // keep_dims: the reduced dims back as 1s
+      partial = b.create<ReshapeOp>(loc, resultType, partial);
+    op->getResult(0).replaceAllUsesWith(partial);
+    op->erase();
+    return true;
+  }
+};
+
+} // namespace
+} // namespace rfuse

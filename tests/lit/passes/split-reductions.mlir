@@ -1,0 +1,37 @@
+// rfuse-split-reductions: a reduction over every dim becomes trailing-dim-first, then the rest;
+// a leading-dim reduction with few outputs becomes [k, R/k, C] reduced in two stages. Means turn
+// into sums scaled once; small reductions are left alone.
+// RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-split-reductions))' | FileCheck %s
+// RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-split-reductions))' | rfuse-opt --mlir-print-op-generic | rfuse-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @loss
+func.func @loss(%x: tensor<4096x1024xf32>) -> tensor<f32> {
+  // CHECK: %[[R:.*]] = rfuse.reduce_sum %arg0, dims = [1] : (tensor<4096x1024xf32>) -> tensor<4096xf32>
+  // CHECK: %[[S:.*]] = rfuse.reduce_sum %[[R]], dims = [0] : (tensor<4096xf32>) -> tensor<f32>
+  // CHECK: %[[C:.*]] = rfuse.constant dense<2.38418579E-7> : tensor<f32>
+  // CHECK: %[[M:.*]] = rfuse.mul %[[S]], %[[C]] : tensor<f32>
+  // CHECK: return %[[M]]
+  %m = rfuse.reduce_mean %x, dims = [0, 1] : (tensor<4096x1024xf32>) -> tensor<f32>
+  return %m : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @bias_grad
+func.func @bias_grad(%g: tensor<4096x512xf32>) -> tensor<1x512xf32> {
+  // CHECK: %[[G:.*]] = rfuse.reshape %arg0 : (tensor<4096x512xf32>) -> tensor<64x64x512xf32>
+  // CHECK: %[[P:.*]] = rfuse.reduce_max %[[G]], dims = [1] : (tensor<64x64x512xf32>) -> tensor<64x512xf32>
+  // CHECK: %[[Q:.*]] = rfuse.reduce_max %[[P]], dims = [0] : (tensor<64x512xf32>) -> tensor<512xf32>
+  // CHECK: %[[K:.*]] = rfuse.reshape %[[Q]] : (tensor<512xf32>) -> tensor<1x512xf32>
+  // CHECK: return %[[K]]
+  %s = rfuse.reduce_max %g, dims = [0] {keep_dims = true} : (tensor<4096x512xf32>) -> tensor<1x512xf32>
+  return %s : tensor<1x512xf32>
+}
+
+// CHECK-LABEL: func.func @small
+func.func @small(%x: tensor<32x32xf32>, %y: tensor<4096x65536xf32>) -> (tensor<f32>, tensor<65536xf32>) {
+  // Too few elements per output, and too many outputs: unchanged.
+  // CHECK: rfuse.reduce_sum %arg0, dims = [0, 1] : (tensor<32x32xf32>) -> tensor<f32>
+  // CHECK: rfuse.reduce_sum %arg1, dims = [0] : (tensor<4096x65536xf32>) -> tensor<65536xf32>
+  %a = rfuse.reduce_sum %x, dims = [0, 1] : (tensor<32x32xf32>) -> tensor<f32>
+  %b = rfuse.reduce_sum %y, dims = [0] : (tensor<4096x65536xf32>) -> tensor<65536xf32>
+  return %a, %b : tensor<f32>, tensor<65536xf32>
+}
