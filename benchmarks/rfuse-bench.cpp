@@ -142,6 +142,15 @@ int main() {
     }, {{4096, 4096}, {4096, 4096}, {4096}}, dt, 0, flops, 30);
   }
 
+  // The layouts of a backward pass: dW = h^T g (transpose_a), dh = g W^T (transpose_b).
+  for (bool ta : {true, false}) {
+    double flops = 2.0 * 4096 * 4096 * 4096;
+    run(ta ? "mm_tA_float32" : "mm_tB_float32", [&](GraphBuilder &g) {
+      TracedValue a = g.input({4096, 4096}, DType::F32), b = g.input({4096, 4096}, DType::F32);
+      g.finish({g.matmul(a, b, ta, !ta)});
+    }, {{4096, 4096}, {4096, 4096}}, DType::F32, 0, flops, 30);
+  }
+
   // W3: the seed CNN forward, batch 128 (NCHW; conv 1->8 k3, relu, maxpool 2, conv 8->16 k3,
   // relu, maxpool 2, flatten, linear 400->10).
   run("W3_cnn2_forward_b128", [&](GraphBuilder &g) {

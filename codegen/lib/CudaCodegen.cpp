@@ -893,6 +893,28 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
       }
     }
   }
+  // C - c * (A B) for a splat constant c (rfuse-autodiff's SGD step on a weight: W - lr dW):
+  // alpha = -c, beta = 1.
+  if (!productIsOutput && r.outputs.size() == 1 && spec.dtype != DType::F64) {
+    SmallVector<Operation *> compute;
+    for (Operation *op : rest)
+      if (!isa<ConstantOp>(op))
+        compute.push_back(op);
+    auto sub = compute.size() == 2 ? dyn_cast<SubOp>(compute[1]) : SubOp();
+    auto mul = compute.size() == 2 ? dyn_cast<MulOp>(compute[0]) : MulOp();
+    if (sub && mul && sub.getResult() == r.outputs[0] && sub.getRhs() == mul.getResult() &&
+        r.indexOf(sub.getLhs()) >= 0 && shapeOf(sub.getLhs()) == os) {
+      Value other = mul.getLhs() == product ? mul.getRhs() : mul.getRhs() == product ? mul.getLhs() : Value();
+      auto c = other ? other.getDefiningOp<ConstantOp>() : ConstantOp();
+      auto splat = c ? llvm::dyn_cast<SplatElementsAttr>(c.getValue()) : SplatElementsAttr();
+      if (splat && llvm::isa<FloatType>(splat.getElementType())) {
+        spec.alpha = -splat.getSplatValue<APFloat>().convertToDouble();
+        spec.residualInput = r.indexOf(sub.getLhs());
+        spec.outputIsProduct = false;
+        return spec;
+      }
+    }
+  }
   if (!buildEpilogue(r, product, rest, name, spec.epilogue, spec.epilogueInputs,
                      spec.outputIsProduct, why))
     return std::nullopt;

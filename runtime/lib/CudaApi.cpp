@@ -138,6 +138,10 @@ const CublasLtApi &cublasLt() {
     RF_BIND(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
     RF_BIND(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
     RF_BIND(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+    RF_BIND(cublasLtMatrixTransformDescCreate, "cublasLtMatrixTransformDescCreate");
+    RF_BIND(cublasLtMatrixTransformDescDestroy, "cublasLtMatrixTransformDescDestroy");
+    RF_BIND(cublasLtMatrixTransformDescSetAttribute, "cublasLtMatrixTransformDescSetAttribute");
+    RF_BIND(cublasLtMatrixTransform, "cublasLtMatrixTransform");
     RF_BIND(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
     RF_BIND(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
     RF_BIND(cublasLtMatmul, "cublasLtMatmul");

@@ -93,6 +93,14 @@ struct CublasLtApi {
                                    const void *, const void *, cublasLtMatrixLayout_t, void *,
                                    cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *,
                                    size_t, cudaStream_t);
+  cublasStatus_t (*cublasLtMatrixTransformDescCreate)(cublasLtMatrixTransformDesc_t *, cudaDataType);
+  cublasStatus_t (*cublasLtMatrixTransformDescDestroy)(cublasLtMatrixTransformDesc_t);
+  cublasStatus_t (*cublasLtMatrixTransformDescSetAttribute)(cublasLtMatrixTransformDesc_t,
+                                                            cublasLtMatrixTransformDescAttributes_t,
+                                                            const void *, size_t);
+  cublasStatus_t (*cublasLtMatrixTransform)(cublasLtHandle_t, cublasLtMatrixTransformDesc_t, const void *,
+                                            const void *, cublasLtMatrixLayout_t, const void *, const void *,
+                                            cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, cudaStream_t);
 };
 
 struct CudnnApi {

@@ -141,7 +141,11 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
     std::vector<HostTensor> inputs;
     for (auto &s : c.shapes)
       inputs.push_back(test::randomTensor(DType::F32, s, rng));
-    auto program = compileGradientProgram(g.moduleText(), "default", {});
+    GradientRequest sgd; // a training step: W - lr dW goes to cuBLASLt as alpha = -lr, beta = 1
+    sgd.optimizer = "sgd";
+    sgd.learningRate = 0.1;
+    for (const GradientRequest &request : {GradientRequest{}, sgd}) {
+    auto program = compileGradientProgram(g.moduleText(), "default", request);
     auto cpu = program->run(inputs, Device::Cpu);
     for (int rep = 0; rep < 3; ++rep) { // the second and third runs replay a CUDA graph
       auto gpu = program->run(inputs, Device::Cuda);
@@ -152,8 +156,10 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
           num += (gpu[i].f[k] - cpu[i].f[k]) * (gpu[i].f[k] - cpu[i].f[k]);
           den += cpu[i].f[k] * cpu[i].f[k];
         }
-        EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 1e-5) << c.name << " output " << i << " run " << rep;
+        EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), 1e-5)
+            << c.name << " (" << request.optimizer << ") output " << i << " run " << rep;
       }
+    }
     }
   }
 }
@@ -189,6 +195,11 @@ TEST_F(Gpu, LargeShapesExerciseGridStrideAndVectorTails) {
   g.finish({g.div(e, g.reduceSum(e, {1}, true))});
   std::mt19937_64 rng(3);
   expectGpuMatchesInterpreter("long rows", g.moduleText(), {test::randomTensor(DType::F32, {64, 20000}, rng)});
+  GraphBuilder t; // A^T B with a large A: A is transposed by cuBLASLt first
+  TracedValue ta = t.input({2048, 2048}, DType::F32), tb = t.input({2048, 16}, DType::F32);
+  t.finish({t.matmul(ta, tb, /*transposeA=*/true, false)});
+  expectGpuMatchesInterpreter("transposed lhs", t.moduleText(),
+                              {test::randomTensor(DType::F32, {2048, 2048}, rng), test::randomTensor(DType::F32, {2048, 16}, rng)});
   GraphBuilder s; // reductions rfuse-split-reductions makes two-stage
   TracedValue a = s.input({512, 64}, DType::F32), c = s.input({8192, 16}, DType::F32);
   s.finish({s.reduceMean(s.mul(a, a), {0, 1}), s.reduceSum(s.exp(c), {0}, true)});

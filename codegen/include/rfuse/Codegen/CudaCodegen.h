@@ -44,6 +44,7 @@ struct MatmulSpec {
   int lhsInput = -1, rhsInput = -1; ///< indices into the region's inputs
   int biasInput = -1;               ///< bias vector [n] (cuBLASLt BIAS epilogue), or -1
   int residualInput = -1;           ///< C added with beta = 1, or -1
+  double alpha = 1;                 ///< the product's scale: C - lr * A B (an SGD step) has -lr
   enum class Activation { None, Relu, GeluTanh } activation = Activation::None;
   /// Pointwise ops cuBLASLt cannot apply: a generated kernel over the product (its input 0 is the
   /// product, then the region inputs listed in `epilogueInputs`).
