@@ -30,6 +30,9 @@ for k, peak in (("float32", gemm32), ("bfloat16", gemm16)):
     if f"mm_plain_{k}" in rf and f"mm_bias_gelu_{k}" in rf:
         print(f"  mm+bias+gelu over plain mm ({k}): "
               f"{rf[f'mm_bias_gelu_{k}']['ms'] / rf[f'mm_plain_{k}']['ms']:.3f}x")
+w2 = tb.get("W2_mlp_step_fp32", {})
+row("W2 MLP train step f32 (tf32)", "W2_mlp_train_step_f32", w2.get("eager_ms"), w2.get("compiled_ms"),
+    2 * 4096 * (1024 * 4096 + 4096 * 4096 + 4096 * 1024) * 3 / gemm32 / 1e9)
 w3 = tb.get("W3_cnn2_forward_b128", {})
 row("W3 CNN-2 forward b128", "W3_cnn2_forward_b128", w3.get("eager_ms"), w3.get("compiled_ms"), None)
 if "W3_cnn2_reduce_overhead_ms" in tb2:

@@ -107,9 +107,12 @@ grad_entry <- function(state, args) {
 # Runs the gradient (or step) program: list(value, rest = named outputs after the value).
 grad_call <- function(state, args, extra = list()) {
   je <- grad_entry(state, args)
-  e <- je$entry
+  run_grad_entry(state, je$entry, je$args, extra)
+}
+
+run_grad_entry <- function(state, e, args, extra = list()) {
   tr <- e$trace
-  inputs <- c(je$args[tr$input_index], extra)
+  inputs <- c(args[tr$input_index], extra)
   dtypes <- c(tr$input_dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
   n_rest <- length(e$wrt) * (if (state$mode$optimizer == "sgd" && (state$mode$momentum %||% 0) != 0) 2 else 1)
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
@@ -242,11 +245,20 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   history <- numeric(steps)
   bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
     cli::cli_progress_bar("Training", total = steps) else NULL
+  entry <- NULL # every step has the same signature: traced and compiled once, then only run
   for (s in seq_len(steps)) {
     b <- (s - 1L) %% batches
-    rows <- seq.int(b * bs + 1L, b * bs + bs)
-    batch <- lapply(data, function(d) if (is.null(dim(d))) d[rows] else d[rows, , drop = FALSE])
-    out <- grad_call(state, c(params, batch), unname(velocity))
+    batch <- if (batches == 1L) data else {
+      rows <- seq.int(b * bs + 1L, b * bs + bs)
+      lapply(data, function(d) if (is.null(dim(d))) d[rows] else d[rows, , drop = FALSE])
+    }
+    args <- c(params, batch)
+    if (is.null(entry)) {
+      je <- grad_entry(state, args)
+      entry <- je$entry
+      args <- je$args
+    }
+    out <- run_grad_entry(state, entry, args, unname(velocity))
     np <- length(params)
     for (i in seq_len(np)) params[[i]] <- restore_shape(out$rest[[i]], params[[i]])
     if (momentum != 0)
