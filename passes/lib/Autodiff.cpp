@@ -122,10 +122,13 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     if (optimizer == "sgd") {
       if (failed(appendSgd(grad, b, args, grads, results)))
         return failure();
+    } else if (optimizer == "adam" || optimizer == "adamw") {
+      appendAdam(grad, b, args, grads, results, optimizer == "adamw");
     } else if (optimizer == "none") {
       results.append(grads.begin(), grads.end());
     } else {
-      return fn.emitError() << "rfuse-autodiff: unknown optimizer '" << optimizer << "' (none, sgd)";
+      return fn.emitError() << "rfuse-autodiff: unknown optimizer '" << optimizer
+                            << "' (none, sgd, adam, adamw)";
     }
     b.create<func::ReturnOp>(fn.getLoc(), results);
     grad.setFunctionType(b.getFunctionType(entry->getArgumentTypes(), TypeRange(ValueRange(results))));
@@ -160,6 +163,52 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     results.append(velocities.begin(), velocities.end());
     return success();
   }
+
+  // Adam (PyTorch's): g' = g + wd p (adam) or p <- p - lr wd p first (adamw, decoupled);
+  // m' = b1 m + (1 - b1) g'; v' = b2 v + (1 - b2) g'^2;
+  // p' = p - lr (m' / (1 - b1^t)) / (sqrt(v' / (1 - b2^t)) + eps).
+  void appendAdam(func::FuncOp grad, OpBuilder &b, ArrayRef<unsigned> args, ArrayRef<Value> grads,
+                  SmallVectorImpl<Value> &results, bool decoupled) {
+    Location loc = grad.getLoc();
+    Block *entry = &grad.getBody().front();
+    SmallVector<Value> ms, vs;
+    for (unsigned i : args)
+      ms.push_back(entry->addArgument(entry->getArgument(i).getType(), loc));
+    for (unsigned i : args)
+      vs.push_back(entry->addArgument(entry->getArgument(i).getType(), loc));
+    SmallVector<Value> newM, newV;
+    for (auto [k, i] : llvm::enumerate(args)) {
+      Value p = entry->getArgument(i), g = grads[k];
+      Type t = p.getType();
+      auto elem = llvm::cast<RankedTensorType>(t).getElementType();
+      auto c = [&](double v) { return splat(b, loc, t, v); };
+      auto mul = [&](Value x, Value y) { return b.create<MulOp>(loc, t, x, y).getResult(); };
+      auto add = [&](Value x, Value y) { return b.create<AddOp>(loc, t, x, y).getResult(); };
+      // The step number t: one tensor<1x...> argument shared by every parameter (R hands over
+      // a length-1 vector), broadcast here.
+      if (k == 0) {
+        stepArg = entry->addArgument(RankedTensorType::get({1}, elem), loc);
+        stepScalar = b.create<ReshapeOp>(loc, RankedTensorType::get({}, elem), stepArg);
+      }
+      Value step = b.create<BroadcastInDimOp>(loc, t, stepScalar, b.getDenseI64ArrayAttr({}));
+      if (weightDecay != 0 && !decoupled)
+        g = add(g, mul(p, c(weightDecay)));
+      if (weightDecay != 0 && decoupled)
+        p = b.create<SubOp>(loc, t, p, mul(p, c(learningRate * weightDecay)));
+      Value m = add(mul(ms[k], c(beta1)), mul(g, c(1 - beta1)));
+      Value v = add(mul(vs[k], c(beta2)), mul(mul(g, g), c(1 - beta2)));
+      Value c1 = b.create<SubOp>(loc, t, c(1), b.create<PowOp>(loc, t, c(beta1), step));
+      Value c2 = b.create<SubOp>(loc, t, c(1), b.create<PowOp>(loc, t, c(beta2), step));
+      Value mhat = b.create<DivOp>(loc, t, m, c1), vhat = b.create<DivOp>(loc, t, v, c2);
+      Value denom = add(b.create<SqrtOp>(loc, t, vhat), c(epsilon));
+      results.push_back(b.create<SubOp>(loc, t, p, mul(c(learningRate), b.create<DivOp>(loc, t, mhat, denom))));
+      newM.push_back(m);
+      newV.push_back(v);
+    }
+    results.append(newM.begin(), newM.end());
+    results.append(newV.begin(), newV.end());
+  }
+  Value stepArg, stepScalar;
 
   // Backward uses of a pointwise forward value computed from arguments and constants alone get
   // a fresh copy of its op, so the forward value need not stay live (or be written) for them.

@@ -97,7 +97,8 @@ grad_entry <- function(state, args) {
   }
   m <- state$mode
   program <- rf_guard(.rf_compile_grad(tr$text, state$pipeline, match(wrt, traced) - 1L, isTRUE(m$recompute),
-                                       m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0))
+                                       m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
+                                       m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -114,7 +115,7 @@ run_grad_entry <- function(state, e, args, extra = list()) {
   tr <- e$trace
   inputs <- c(args[tr$input_index], extra)
   dtypes <- c(tr$input_dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
-  n_rest <- length(e$wrt) * (if (state$mode$optimizer == "sgd" && (state$mode$momentum %||% 0) != 0) 2 else 1)
+  n_rest <- length(e$wrt) * (1 + state_buffers(state$mode))
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
   outs <- .rf_run(e$program, inputs, dtypes, rdims, current_device())
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
@@ -128,6 +129,10 @@ run_grad_entry <- function(state, e, args, extra = list()) {
                          names(rest)[i], anomaly_origin(e$program, inputs, dtypes)))
   list(value = as.vector(outs[[1]]), rest = rest, wrt = e$wrt)
 }
+
+# Optimizer state arrays per parameter: sgd's momentum buffer, adam's two moments.
+state_buffers <- function(mode)
+  switch(mode$optimizer, sgd = if ((mode$momentum %||% 0) != 0) 1L else 0L, adam = , adamw = 2L, 0L)
 
 # Where the first non-finite value appears (the op and its R expression), when rfuse can tell.
 anomaly_origin <- function(program, inputs, dtypes) {
@@ -205,9 +210,10 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 
 # ---- Training -------------------------------------------------------------------------------------
 
-#' Train with SGD, one compiled program per step
+#' Train with SGD or Adam, one compiled program per step
 #'
-#' Minimizes `loss(params..., data...)` with stochastic gradient descent (momentum, weight decay).
+#' Minimizes `loss(params..., data...)` with stochastic gradient descent (momentum, weight decay)
+#' or Adam / AdamW.
 #' Forward, backward and the parameter update are traced and compiled into one program: on a GPU
 #' it runs as one CUDA graph launch per step.
 #'
@@ -217,7 +223,10 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 #'   vectors).
 #' @param steps Number of optimizer steps.
 #' @param batch_size Samples per step (default: all); batches cycle through the data in order.
-#' @param lr,momentum,weight_decay SGD settings (PyTorch's semantics).
+#' @param optimizer `"sgd"`, `"adam"` or `"adamw"` (PyTorch's semantics; AdamW's weight decay is
+#'   decoupled).
+#' @param lr,momentum,weight_decay Learning rate, SGD momentum, weight decay.
+#' @param betas,eps Adam's coefficients.
 #' @param dtype `"float32"` (default) or `"float64"`.
 #' @param progress Show a progress bar (the cli package).
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step).
@@ -229,19 +238,23 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 #'                 steps = 200, lr = 0.1, progress = FALSE)
 #' fit$params$w
 #' @export
-rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL, lr = 0.01,
-                     momentum = 0, weight_decay = 0, dtype = c("float32", "float64"),
-                     progress = interactive()) {
+rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL,
+                     optimizer = c("sgd", "adam", "adamw"), lr = 0.01, momentum = 0,
+                     weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
+                     dtype = c("float32", "float64"), progress = interactive()) {
+  optimizer <- match.arg(optimizer)
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
     rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
   if (length(data) && (!is.list(data) || is.null(names(data))))
     rf_abort("rfuse_type_error", "`data` must be a named list")
-  state <- grad_state(loss, names(params), match.arg(dtype), "default", character(),
-                      list(optimizer = "sgd", lr = lr, momentum = momentum, weight_decay = weight_decay))
+  mode <- list(optimizer = optimizer, lr = lr, momentum = momentum, weight_decay = weight_decay,
+               betas = betas, eps = eps)
+  state <- grad_state(loss, names(params), match.arg(dtype), "default", character(), mode)
   n <- if (length(data)) NROW(data[[1]]) else 1L
   bs <- batch_size %||% n
   batches <- max(1L, n %/% bs)
-  velocity <- if (momentum != 0) lapply(params, function(p) p * 0) else list()
+  nb <- state_buffers(mode)
+  buffers <- rep(list(lapply(params, function(p) p * 0)), nb) # [[buffer kind]][[param]]
   history <- numeric(steps)
   bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
     cli::cli_progress_bar("Training", total = steps) else NULL
@@ -258,11 +271,13 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
       entry <- je$entry
       args <- je$args
     }
-    out <- run_grad_entry(state, entry, args, unname(velocity))
+    extra <- unname(unlist(buffers, recursive = FALSE))
+    if (optimizer != "sgd") extra <- c(extra, list(s)) # Adam's step number
+    out <- run_grad_entry(state, entry, args, extra)
     np <- length(params)
     for (i in seq_len(np)) params[[i]] <- restore_shape(out$rest[[i]], params[[i]])
-    if (momentum != 0)
-      for (i in seq_len(np)) velocity[[i]] <- restore_shape(out$rest[[np + i]], params[[i]])
+    for (k in seq_len(nb))
+      for (i in seq_len(np)) buffers[[k]][[i]] <- restore_shape(out$rest[[k * np + i]], params[[i]])
     history[s] <- out$value
     if (!is.null(bar)) cli::cli_progress_update(id = bar)
   }

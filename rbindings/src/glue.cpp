@@ -266,7 +266,8 @@ SEXP rf_compile(std::string text, std::string pipeline) {
 // rfuse_autodiff_error conditions naming the op.
 // [[Rcpp::export(.rf_compile_grad)]]
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
-                     std::string optimizer, double lr, double momentum, double weightDecay) {
+                     std::string optimizer, double lr, double momentum, double weightDecay,
+                     double beta1, double beta2, double eps) {
   return guarded([&] {
     rfuse::GradientRequest r;
     r.wrt.assign(wrt.begin(), wrt.end());
@@ -275,6 +276,9 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.learningRate = lr;
     r.momentum = momentum;
     r.weightDecay = weightDecay;
+    r.beta1 = beta1;
+    r.beta2 = beta2;
+    r.epsilon = eps;
     std::shared_ptr<rfuse::Program> program;
     try {
       program = rfuse::compileGradientProgram(text, pipeline, r);

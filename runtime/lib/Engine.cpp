@@ -124,6 +124,9 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     options.learningRate = gradient->learningRate;
     options.momentum = gradient->momentum;
     options.weightDecay = gradient->weightDecay;
+    options.beta1 = gradient->beta1;
+    options.beta2 = gradient->beta2;
+    options.epsilon = gradient->epsilon;
     pm.addPass(createAutodiff(options));
     if (failed(pm.run(module)))
       throw CompileError("cannot differentiate: " + diagnostics);

@@ -240,3 +240,77 @@ TEST(Autodiff, ExplainsWhatItCannotDifferentiate) {
 }
 
 } // namespace
+
+namespace {
+// The optimizer options make @main_grad a training step: three steps of SGD (momentum, weight
+// decay), Adam and AdamW equal the same updates computed here from the plain gradient program.
+TEST(Autodiff, OptimizerStepsEqualTheirDefinitions) {
+  GraphBuilder g;
+  TracedValue x = g.input({6, 4}, DType::F64), w = g.input({4, 3}, DType::F64), b = g.input({3}, DType::F64);
+  TracedValue h = g.tanh(g.add(g.matmul(x, w), g.broadcastTo(b, {6, 3})));
+  g.finish({g.reduceMean(g.mul(h, h), {0, 1})});
+  std::mt19937_64 rng(31);
+  HostTensor xv = test::randomTensor(DType::F64, {6, 4}, rng);
+  std::vector<HostTensor> params = {test::randomTensor(DType::F64, {4, 3}, rng), test::randomTensor(DType::F64, {3}, rng)};
+  GradientRequest plain;
+  plain.wrt = {1, 2};
+  auto gradProgram = compileGradientProgram(g.moduleText(), "default", plain);
+  for (std::string opt : {"sgd", "adam", "adamw"}) {
+    GradientRequest r = plain;
+    r.optimizer = opt;
+    r.learningRate = 0.05;
+    r.momentum = opt == "sgd" ? 0.9 : 0;
+    r.weightDecay = 0.01;
+    auto step = compileGradientProgram(g.moduleText(), "default", r);
+    std::vector<HostTensor> p = params, ref = params;
+    size_t n = p.size();
+    std::vector<HostTensor> s1, s2, r1, r2; // optimizer state: momentum / first, second moments
+    for (const HostTensor &t : params) {
+      s1.push_back(HostTensor(DType::F64, t.shape));
+      s2.push_back(HostTensor(DType::F64, t.shape));
+      r1.push_back(HostTensor(DType::F64, t.shape));
+      r2.push_back(HostTensor(DType::F64, t.shape));
+    }
+    for (int t = 1; t <= 3; ++t) {
+      std::vector<HostTensor> in = {xv, p[0], p[1]};
+      if (opt == "sgd") {
+        in.insert(in.end(), s1.begin(), s1.end());
+      } else {
+        in.insert(in.end(), s1.begin(), s1.end());
+        in.insert(in.end(), s2.begin(), s2.end());
+        in.push_back(HostTensor::fromDoubles(DType::F64, {1}, {(double)t}));
+      }
+      auto out = step->run(in, Device::Cpu);
+      ASSERT_EQ(out.size(), 1 + n * (opt == "sgd" ? 2 : 3)) << opt;
+      for (size_t k = 0; k < n; ++k) {
+        p[k] = out[1 + k];
+        s1[k] = out[1 + n + k];
+        if (opt != "sgd")
+          s2[k] = out[1 + 2 * n + k];
+      }
+      // The reference update, from the gradients at the reference parameters.
+      auto grads = gradProgram->run({xv, ref[0], ref[1]}, Device::Cpu);
+      for (size_t k = 0; k < n; ++k)
+        for (int64_t e = 0; e < ref[k].numel(); ++e) {
+          double &pv = ref[k].f[e], gv = grads[1 + k].f[e];
+          if (opt == "sgd") {
+            gv += 0.01 * pv;
+            r1[k].f[e] = 0.9 * r1[k].f[e] + gv;
+            pv -= 0.05 * r1[k].f[e];
+            continue;
+          }
+          if (opt == "adam")
+            gv += 0.01 * pv;
+          else
+            pv -= 0.05 * 0.01 * pv;
+          r1[k].f[e] = 0.9 * r1[k].f[e] + 0.1 * gv;
+          r2[k].f[e] = 0.999 * r2[k].f[e] + 0.001 * gv * gv;
+          double mhat = r1[k].f[e] / (1 - std::pow(0.9, t)), vhat = r2[k].f[e] / (1 - std::pow(0.999, t));
+          pv -= 0.05 * mhat / (std::sqrt(vhat) + 1e-8);
+        }
+      for (size_t k = 0; k < n; ++k)
+        EXPECT_LE(test::maxRelError(p[k].f, ref[k].f, 1e-6), 1e-10) << opt << " step " << t << " param " << k;
+    }
+  }
+}
+} // namespace

@@ -116,3 +116,23 @@ test_that("minibatches and weight decay run one compiled step program", {
                   weight_decay = 1e-4, dtype = "float64", progress = FALSE)
   expect_lt(max(abs(fit$params$w - w_true)), 0.01)
 })
+
+test_that("Adam and AdamW steps follow PyTorch's definitions", {
+  set.seed(9)
+  x <- matrix(rnorm(40), 10); y <- rnorm(10)
+  loss <- function(w, x, y) nnf_mse_loss(x %*% w, y)
+  grad <- rf_grad(loss, wrt = "w", dtype = "float64")
+  for (opt in c("adam", "adamw")) {
+    w0 <- matrix(rnorm(4), 4)
+    fit <- rf_train(loss, list(w = w0), data = list(x = x, y = y), steps = 5, optimizer = opt,
+                    lr = 0.05, weight_decay = 0.1, dtype = "float64", progress = FALSE)
+    w <- w0; m <- w * 0; v <- w * 0
+    for (t in 1:5) {
+      g <- grad(w, x, y)
+      if (opt == "adam") g <- g + 0.1 * w else w <- w - 0.05 * 0.1 * w
+      m <- 0.9 * m + 0.1 * g; v <- 0.999 * v + 0.001 * g^2
+      w <- w - 0.05 * (m / (1 - 0.9^t)) / (sqrt(v / (1 - 0.999^t)) + 1e-8)
+    }
+    expect_equal(fit$params$w, w, tolerance = 1e-10)
+  }
+})

@@ -121,9 +121,13 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
            "Recompute, in the backward pass, pointwise forward values computed directly from "
            "arguments instead of keeping them live (saved activations are the default)">,
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
-           "sgd: @f_grad becomes a training step returning (value, updated arguments..., "
-           "updated momentum buffers...) instead of gradients; it takes one momentum buffer per "
-           "`wrt` argument after f's own arguments when momentum > 0">,
+           "sgd, adam or adamw: @f_grad becomes a training step returning (value, updated "
+           "arguments..., updated state...) instead of gradients. sgd with momentum takes one "
+           "buffer per `wrt` argument after f's own arguments; adam/adamw take the first-moment "
+           "buffers, the second-moment buffers, then the step number t (a tensor<1x...>, from 1)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam's beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's beta2">,
+    Option<"epsilon", "eps", "double", /*default=*/"1e-8", "Adam's epsilon">,
     Option<"learningRate", "lr", "double", /*default=*/"0.01", "SGD learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum (PyTorch's, no dampening)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0", "SGD weight decay (L2, added to the gradient)">,

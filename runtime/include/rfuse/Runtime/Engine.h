@@ -40,11 +40,13 @@ struct CompileInfo {
 struct GradientRequest {
   std::vector<int64_t> wrt;
   bool recomputePointwise = false; ///< rfuse-autodiff's recompute-pointwise option
-  /// "sgd": a training step instead (rfuse-autodiff's optimizer options): returns the value, the
-  /// updated `wrt` arguments, then the updated momentum buffers (inputs after main's own when
-  /// momentum > 0).
-  std::string optimizer = "none";
+  /// "sgd", "adam", "adamw": a training step instead (rfuse-autodiff's optimizer options):
+  /// returns the value, the updated `wrt` arguments, then the updated optimizer state (inputs
+  /// after main's own: sgd's momentum buffers when momentum > 0; adam's first moments, second
+  /// moments and the step number).
+  std::string optimizer = "none"; ///< none, sgd, adam, adamw
   double learningRate = 0.01, momentum = 0, weightDecay = 0;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; ///< adam / adamw
 };
 
 enum class Device { Cpu, Cuda };
