@@ -851,15 +851,15 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
   if (elemOf(mm.getLhs()) != et || elemOf(mm.getRhs()) != et)
     return fail(why, "a matmul of mixed dtypes"), std::nullopt;
   g.dtype = dtypeOf(mm.getResult());
-  auto ls = codegen::shapeOf(mm.getLhs()), rs = codegen::shapeOf(mm.getRhs()), os = codegen::shapeOf(mm.getResult());
-  g.transposeA = mm.getTransposeA();
-  g.transposeB = mm.getTransposeB();
-  g.batchedA = ls.size() == 3;
-  g.batchedB = rs.size() == 3;
-  g.batch = os.size() == 3 ? os[0] : 1;
-  g.m = os[os.size() - 2];
-  g.n = os[os.size() - 1];
-  g.k = g.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
+  codegen::MatmulGeometry mg = codegen::matmulGeometry(mm);
+  g.transposeA = mg.transposeA;
+  g.transposeB = mg.transposeB;
+  g.batchedA = mg.batchedA;
+  g.batchedB = mg.batchedB;
+  g.batch = mg.batch;
+  g.m = mg.m;
+  g.n = mg.n;
+  g.k = mg.k;
 
   if (!lowerEpilogue(r, mm.getOperation(), target, name, k, why))
     return std::nullopt;
@@ -887,26 +887,24 @@ std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::
   c.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
   if (c.inputIndex < 0 || c.filterIndex < 0 || (conv.getBias() && c.biasIndex < 0))
     return fail(why, "a convolution of values computed in the kernel"), std::nullopt;
-  c.nhwc = conv.getLayout() == Layout::NHWC;
-  auto x = codegen::shapeOf(conv.getInput()), w = codegen::shapeOf(conv.getFilter()),
-       y = codegen::shapeOf(conv.getResult());
-  c.n = x[0];
-  c.c = c.nhwc ? x[3] : x[1];
-  c.h = c.nhwc ? x[1] : x[2];
-  c.w = c.nhwc ? x[2] : x[3];
-  c.o = w[0];
-  c.kh = c.nhwc ? w[1] : w[2];
-  c.kw = c.nhwc ? w[2] : w[3];
-  c.oh = c.nhwc ? y[1] : y[2];
-  c.ow = c.nhwc ? y[2] : y[3];
-  auto st = conv.getStrides(), pad = conv.getPadding(), dil = conv.getDilation();
-  c.strideH = st[0];
-  c.strideW = st[1];
-  c.padTop = pad[0];
-  c.padLeft = pad[2];
-  c.dilationH = dil[0];
-  c.dilationW = dil[1];
-  c.groups = conv.getGroups();
+  codegen::ConvGeometry cg = codegen::convGeometry(conv);
+  c.nhwc = cg.nhwc;
+  c.n = cg.n;
+  c.c = cg.c;
+  c.h = cg.h;
+  c.w = cg.w;
+  c.o = cg.o;
+  c.kh = cg.kh;
+  c.kw = cg.kw;
+  c.oh = cg.oh;
+  c.ow = cg.ow;
+  c.strideH = cg.strideH;
+  c.strideW = cg.strideW;
+  c.padTop = cg.padTop;
+  c.padLeft = cg.padLeft;
+  c.dilationH = cg.dilationH;
+  c.dilationW = cg.dilationW;
+  c.groups = cg.groups;
   if (!lowerEpilogue(r, conv.getOperation(), target, name, k, why))
     return std::nullopt;
   return k;
@@ -949,12 +947,7 @@ std::optional<CpuKernel> lowerKernel(func::FuncOp kernel, ModuleOp target, const
 
 std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const std::string &name,
                                         std::string &why) {
-  Region r{{}, {op}, {}, op->getLoc()};
-  for (Value v : op->getOperands())
-    if (!llvm::is_contained(r.inputs, v))
-      r.inputs.push_back(v);
-  for (Value v : op->getResults())
-    r.outputs.push_back(v);
+  Region r = codegen::regionOfOperation(op);
   if (isa<MatmulOp>(op))
     return lowerRegion(r, FusionKind::matmul_epilogue, target, name, why);
   if (isa<Conv2dOp>(op))

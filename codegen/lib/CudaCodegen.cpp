@@ -842,15 +842,16 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
     why = "integer matmul";
     return std::nullopt;
   }
-  auto ls = shapeOf(mm.getLhs()), rs = shapeOf(mm.getRhs()), os = shapeOf(mm.getResult());
-  spec.transposeA = mm.getTransposeA();
-  spec.transposeB = mm.getTransposeB();
-  spec.batchedA = ls.size() == 3;
-  spec.batchedB = rs.size() == 3;
-  spec.batch = os.size() == 3 ? os[0] : 1;
-  spec.m = os[os.size() - 2];
-  spec.n = os[os.size() - 1];
-  spec.k = spec.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
+  auto os = shapeOf(mm.getResult());
+  MatmulGeometry mg = matmulGeometry(mm);
+  spec.transposeA = mg.transposeA;
+  spec.transposeB = mg.transposeB;
+  spec.batchedA = mg.batchedA;
+  spec.batchedB = mg.batchedB;
+  spec.batch = mg.batch;
+  spec.m = mg.m;
+  spec.n = mg.n;
+  spec.k = mg.k;
 
   Value product = mm.getResult();
   SmallVector<Operation *> rest;
@@ -933,29 +934,28 @@ std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::
   }
   ConvSpec spec;
   spec.dtype = dtypeOf(conv.getResult());
-  auto pad = conv.getPadding();
-  if (pad[0] != pad[1] || pad[2] != pad[3]) {
+  ConvGeometry cg = convGeometry(conv);
+  if (cg.padTop != cg.padBottom || cg.padLeft != cg.padRight) {
     why = "asymmetric padding (cuDNN pads symmetrically)";
     return std::nullopt;
   }
-  spec.nhwc = conv.getLayout() == Layout::NHWC;
-  auto in = shapeOf(conv.getInput()), f = shapeOf(conv.getFilter()), out = shapeOf(conv.getResult());
-  spec.n = in[0];
-  spec.c = spec.nhwc ? in[3] : in[1];
-  spec.h = spec.nhwc ? in[1] : in[2];
-  spec.w = spec.nhwc ? in[2] : in[3];
-  spec.o = f[0];
-  spec.kh = spec.nhwc ? f[1] : f[2];
-  spec.kw = spec.nhwc ? f[2] : f[3];
-  spec.oh = spec.nhwc ? out[1] : out[2];
-  spec.ow = spec.nhwc ? out[2] : out[3];
-  spec.padH = pad[0];
-  spec.padW = pad[2];
-  spec.strideH = conv.getStrides()[0];
-  spec.strideW = conv.getStrides()[1];
-  spec.dilationH = conv.getDilation()[0];
-  spec.dilationW = conv.getDilation()[1];
-  spec.groups = conv.getGroups();
+  spec.nhwc = cg.nhwc;
+  spec.n = cg.n;
+  spec.c = cg.c;
+  spec.h = cg.h;
+  spec.w = cg.w;
+  spec.o = cg.o;
+  spec.kh = cg.kh;
+  spec.kw = cg.kw;
+  spec.oh = cg.oh;
+  spec.ow = cg.ow;
+  spec.padH = cg.padTop;
+  spec.padW = cg.padLeft;
+  spec.strideH = cg.strideH;
+  spec.strideW = cg.strideW;
+  spec.dilationH = cg.dilationH;
+  spec.dilationW = cg.dilationW;
+  spec.groups = cg.groups;
   spec.inputIndex = r.indexOf(conv.getInput());
   spec.filterIndex = r.indexOf(conv.getFilter());
   spec.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
@@ -1054,12 +1054,7 @@ KernelPlan planKernel(func::FuncOp fn) {
 KernelPlan planOperation(Operation *op, const std::string &name) {
   KernelPlan plan;
   plan.function = name;
-  Region r{{}, {op}, {}, op->getLoc()};
-  for (Value v : op->getOperands())
-    if (!llvm::is_contained(r.inputs, v))
-      r.inputs.push_back(v);
-  for (Value v : op->getResults())
-    r.outputs.push_back(v);
+  Region r = regionOfOperation(op);
   std::string why;
   if (isa<MatmulOp>(op)) {
     plan.kind = "matmul_epilogue";

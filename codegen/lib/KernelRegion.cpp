@@ -18,6 +18,16 @@ Region regionOf(func::FuncOp fn) {
   return r;
 }
 
+Region regionOfOperation(Operation *op) {
+  Region r{{}, {op}, {}, op->getLoc()};
+  for (Value v : op->getOperands())
+    if (!llvm::is_contained(r.inputs, v))
+      r.inputs.push_back(v);
+  for (Value v : op->getResults())
+    r.outputs.push_back(v);
+  return r;
+}
+
 int64_t numElements(ArrayRef<int64_t> s) {
   int64_t n = 1;
   for (int64_t d : s)
@@ -49,6 +59,46 @@ bool isReduction(Operation *op) { return isa<ReduceSumOp, ReduceMeanOp, ReduceMa
 ArrayRef<int64_t> reductionDims(Operation *op) {
   return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
+}
+
+MatmulGeometry matmulGeometry(MatmulOp mm) {
+  auto ls = shapeOf(mm.getLhs()), rs = shapeOf(mm.getRhs()), os = shapeOf(mm.getResult());
+  MatmulGeometry g;
+  g.transposeA = mm.getTransposeA();
+  g.transposeB = mm.getTransposeB();
+  g.batchedA = ls.size() == 3;
+  g.batchedB = rs.size() == 3;
+  g.batch = os.size() == 3 ? os[0] : 1;
+  g.m = os[os.size() - 2];
+  g.n = os[os.size() - 1];
+  g.k = g.transposeA ? ls[ls.size() - 2] : ls[ls.size() - 1];
+  return g;
+}
+
+ConvGeometry convGeometry(Conv2dOp conv) {
+  ConvGeometry g;
+  g.nhwc = conv.getLayout() == Layout::NHWC;
+  auto x = shapeOf(conv.getInput()), f = shapeOf(conv.getFilter()), y = shapeOf(conv.getResult());
+  g.n = x[0];
+  g.c = g.nhwc ? x[3] : x[1];
+  g.h = g.nhwc ? x[1] : x[2];
+  g.w = g.nhwc ? x[2] : x[3];
+  g.o = f[0];
+  g.kh = g.nhwc ? f[1] : f[2];
+  g.kw = g.nhwc ? f[2] : f[3];
+  g.oh = g.nhwc ? y[1] : y[2];
+  g.ow = g.nhwc ? y[2] : y[3];
+  auto st = conv.getStrides(), pad = conv.getPadding(), dil = conv.getDilation();
+  g.strideH = st[0];
+  g.strideW = st[1];
+  g.padTop = pad[0];
+  g.padBottom = pad[1];
+  g.padLeft = pad[2];
+  g.padRight = pad[3];
+  g.dilationH = dil[0];
+  g.dilationW = dil[1];
+  g.groups = conv.getGroups();
+  return g;
 }
 
 ReductionLayout::ReductionLayout(const Region &r) {

@@ -27,6 +27,8 @@ struct Region {
 
 /// The region of a kernel function: its arguments, body ops and returned values.
 Region regionOf(mlir::func::FuncOp fn);
+/// A one-op region for an op no kernel holds: its distinct operands, the op, its results.
+Region regionOfOperation(mlir::Operation *op);
 
 inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
@@ -40,6 +42,22 @@ llvm::SmallVector<int64_t> indexMap(mlir::Operation *op);
 
 bool isReduction(mlir::Operation *op);
 llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);
+
+/// A matmul's sizes: row-major C[batch, m, n] = op(A)[batch?, m, k] op(B)[batch?, k, n].
+struct MatmulGeometry {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false, batchedA = false, batchedB = false;
+};
+MatmulGeometry matmulGeometry(MatmulOp mm);
+
+/// A conv2d's sizes in N, C, H, W terms whatever its layout (filter O x C/groups x KH x KW).
+struct ConvGeometry {
+  bool nhwc = false;
+  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padBottom = 0, padLeft = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1, groups = 1;
+};
+ConvGeometry convGeometry(Conv2dOp conv);
 
 /// A reduction region's iteration space, from its first reduction: the full shape F splits into
 /// outer (kept) dims, flattened to `o` in [0, outerLen), and reduced dims, flattened to `j` in

@@ -368,6 +368,18 @@ struct Arena {
   }
 };
 
+// f32 values as doubles: BLAS steps compute f32 in f64 (as the interpreter accumulates in long
+// double), then round once.
+std::vector<double> widen(const void *p, size_t count) {
+  const float *f = (const float *)p;
+  return std::vector<double>(f, f + count);
+}
+void narrow(const std::vector<double> &from, void *to) {
+  float *t = (float *)to;
+  for (size_t i = 0; i < from.size(); ++i)
+    t[i] = (float)from[i];
+}
+
 // MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
 std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
   std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
@@ -474,26 +486,27 @@ struct CpuProgram::Impl {
       convolve(c, (const double *)ins[c.inputIndex], (const double *)ins[c.filterIndex], (const double *)bias,
                (double *)y);
     } else { // f32 in f64, as for matmuls
-      auto widen = [](const void *p, size_t count) {
-        const float *f = (const float *)p;
-        return std::vector<double>(f, f + count);
-      };
       std::vector<double> x = widen(ins[c.inputIndex], (size_t)(c.n * c.c * c.h * c.w)),
                           w = widen(ins[c.filterIndex], (size_t)(c.o * (c.c / c.groups) * c.kh * c.kw)),
                           b = bias ? widen(bias, (size_t)c.o) : std::vector<double>(), p(n);
       convolve(c, x.data(), w.data(), bias ? b.data() : nullptr, p.data());
-      float *yf = (float *)y;
-      for (size_t i = 0; i < n; ++i)
-        yf[i] = (float)p[i];
+      narrow(p, y);
     }
-    if (k.function) {
-      std::vector<void *> data = {y};
-      for (int i : k.epilogueInputs)
-        data.push_back(ins[i]);
-      for (size_t i = k.productIsOutput ? 1 : 0; i < results.size(); ++i)
-        data.push_back(results[i].data);
-      invoke(*k.function, *s.compiled, data);
-    }
+    runEpilogue(s, y, ins, results);
+  }
+
+  // The compiled function after a library call (BLAS matmul, convolution): reads the library's
+  // result and the step's inputs, writes the outputs other than the result itself.
+  void runEpilogue(Step &s, void *product, const std::vector<void *> &ins, const std::vector<Val> &results) {
+    const CpuKernel &k = s.kernel;
+    if (!k.function)
+      return;
+    std::vector<void *> data = {product};
+    for (int i : k.epilogueInputs)
+      data.push_back(ins[i]);
+    for (size_t i = k.productIsOutput ? 1 : 0; i < results.size(); ++i)
+      data.push_back(results[i].data);
+    invoke(*k.function, *s.compiled, data);
   }
 
   void runStep(Operation *op, Step &s, const std::vector<Val> &operands, const std::vector<Val> &results) {
@@ -528,25 +541,12 @@ struct CpuProgram::Impl {
     } else {
       // f32 products accumulate in f64 (dgemm of the widened operands), as the interpreter's
       // do: the result is then the f32 rounding of a nearly exact product, whatever k is.
-      auto widen = [](const void *p, size_t count) {
-        const float *f = (const float *)p;
-        return std::vector<double>(f, f + count);
-      };
       std::vector<double> a = widen(ins[g.lhsInput], (size_t)((g.batchedA ? g.batch : 1) * g.m * g.k)),
                           b = widen(ins[g.rhsInput], (size_t)((g.batchedB ? g.batch : 1) * g.k * g.n)), p(n);
       gemm(g, a.data(), b.data(), p.data());
-      float *cf = (float *)c;
-      for (size_t i = 0; i < n; ++i)
-        cf[i] = (float)p[i];
+      narrow(p, c);
     }
-    if (k.function) {
-      std::vector<void *> data = {c};
-      for (int i : k.epilogueInputs)
-        data.push_back(ins[i]);
-      for (size_t i = k.productIsOutput ? 1 : 0; i < results.size(); ++i)
-        data.push_back(results[i].data);
-      invoke(*k.function, *s.compiled, data);
-    }
+    runEpilogue(s, c, ins, results);
   }
 };
 
