@@ -35,6 +35,8 @@ setClass("rf_tensor", representation(env = "environment"))
 #' @param x A numeric (or integer) vector, matrix or array.
 #' @param dtype `"float32"` (default) or `"float64"`.
 #' @param device `"cuda"` or `"cpu"`; defaults to [rf_default_device()].
+#' @param requires_grad Record operations on this tensor for `loss$backward()` (see
+#'   [rf_tensor-autograd]).
 #' @return An `rf_tensor`.
 #' @examples
 #' a <- rf_tensor(matrix(1:6, 2))
@@ -43,7 +45,8 @@ setClass("rf_tensor", representation(env = "environment"))
 #' as.array(b)                # traced, fused into one kernel, run
 #' options(old)
 #' @export
-rf_tensor <- function(x, dtype = c("float32", "float64"), device = rf_default_device()) {
+rf_tensor <- function(x, dtype = c("float32", "float64"), device = rf_default_device(),
+                      requires_grad = FALSE) {
   dtype <- match.arg(dtype)
   device <- as.vector(device)
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.array(x))
@@ -55,7 +58,9 @@ rf_tensor <- function(x, dtype = c("float32", "float64"), device = rf_default_de
     rf_abort("rfuse_runtime_error", paste("no CUDA device:", .rf_device_description()))
   v <- x
   storage.mode(v) <- "double"
-  make_tensor(value = v, dtype = dtype, device = device)
+  t <- make_tensor(value = v, dtype = dtype, device = device)
+  t@env$requires_grad <- isTRUE(requires_grad)
+  t
 }
 
 make_tensor <- function(value = NULL, node = NULL, dtype, device) {
@@ -75,6 +80,8 @@ record <- function(name, fn, args) {
   dtype <- if (any(vapply(tensors, function(t) t@env$dtype == "float64", logical(1)))) "float64" else "float32"
   device <- if (any(vapply(tensors, function(t) t@env$device == "cpu", logical(1)))) "cpu" else tensors[[1]]@env$device
   t <- make_tensor(node = list(name = name, fn = fn, args = args), dtype = dtype, device = device)
+  # A tensor on the way from a requires_grad leaf keeps its recorded operation for backward().
+  t@env$requires_grad <- any(vapply(tensors, function(x) isTRUE(x@env$requires_grad), logical(1)))
   if (!isTRUE(getOption("gpu.kernel.fusion", FALSE))) materialize(t)
   t
 }
@@ -118,7 +125,7 @@ materialize <- function(t) {
   old <- if (t@env$device == "cpu") options(rfuse.device = "cpu") else NULL
   on.exit(if (!is.null(old)) options(old))
   t@env$value <- do.call(jf, leaves)
-  t@env$node <- NULL
+  if (!isTRUE(t@env$requires_grad)) t@env$node <- NULL
   invisible(t)
 }
 
@@ -167,4 +174,101 @@ setMethod("show", "rf_tensor", function(object) {
   cat(sprintf("<rf_tensor %s on %s, %s>\n", object@env$dtype, object@env$device,
               if (is.null(dim(v))) sprintf("length %d", length(v)) else paste(dim(v), collapse = "x")))
   print(v)
+})
+
+# ---- Autograd, torch style: requires_grad leaves, loss$backward(), $grad, $zero_grad() ----------
+# The recorded graph under the loss is the same one materialize() traces; backward() traces it as
+# a function of its leaves and differentiates it with rfuse-autodiff (rf_value_and_grad), so both
+# API styles share one machinery. Gradients accumulate into the leaves' $grad, as in torch.
+
+.rf_backward <- new.env(parent = emptyenv()) # gradient evaluators by graph structure
+
+# The pending graph under `t` as steps over leaves (see materialize()).
+flatten_graph <- function(t) {
+  leaves <- list(); leaf_tensors <- list(); steps <- list(); seen <- new.env(parent = emptyenv())
+  visit <- function(x) {
+    if (is_tensor(x) && !is.null(x@env$node)) {
+      key <- format(x@env)
+      if (!is.null(seen[[key]])) return(c(1L, seen[[key]]))
+      refs <- lapply(x@env$node$args, visit)
+      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs)
+      assign(key, length(steps), envir = seen)
+      return(c(1L, length(steps)))
+    }
+    leaves[[length(leaves) + 1]] <<- if (is_tensor(x)) materialize(x)@env$value else x
+    leaf_tensors[length(leaves)] <<- list(if (is_tensor(x)) x else NULL)
+    c(0L, length(leaves))
+  }
+  visit(t)
+  list(leaves = leaves, tensors = leaf_tensors, steps = steps)
+}
+
+backward_tensor <- function(t) {
+  if (is.null(t@env$node))
+    rf_abort("rfuse_autodiff_error", "backward() needs a value computed from tensors with requires_grad = TRUE")
+  g <- flatten_graph(t)
+  wants <- which(vapply(seq_along(g$leaves), function(i)
+    i <= length(g$tensors) && !is.null(g$tensors[[i]]) && isTRUE(g$tensors[[i]]@env$requires_grad),
+    logical(1)))
+  if (!length(wants))
+    rf_abort("rfuse_autodiff_error", "no tensor in the graph has requires_grad = TRUE")
+  key <- paste(t@env$dtype, paste(wants, collapse = ","), vapply(g$steps, function(s)
+    paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")"), ""),
+    collapse = ";")
+  vg <- .rf_backward[[key]]
+  if (is.null(vg)) {
+    fns <- lapply(g$steps, `[[`, "fn")
+    refs <- lapply(g$steps, `[[`, "refs")
+    # Called with the leaves as named arguments l1, l2, ... (wrt names them).
+    evaluator <- function(...) {
+      L <- list(...)
+      V <- vector("list", length(fns))
+      for (i in seq_along(fns))
+        V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r) if (r[1] == 0L) L[[r[2]]] else V[[r[2]]]))
+      V[[length(fns)]]
+    }
+    vg <- rf_value_and_grad(evaluator, wrt = paste0("l", wants), dtype = t@env$dtype)
+    assign(key, vg, envir = .rf_backward)
+  }
+  old <- if (t@env$device == "cpu") options(rfuse.device = "cpu") else NULL
+  on.exit(if (!is.null(old)) options(old))
+  r <- do.call(vg, stats::setNames(g$leaves, paste0("l", seq_along(g$leaves))))
+  t@env$value <- r$value
+  for (i in wants) {
+    leaf <- g$tensors[[i]]
+    gi <- r$grad[[paste0("l", i)]]
+    if (!is.null(dim(leaf@env$value))) dim(gi) <- dim(leaf@env$value) else gi <- as.vector(gi)
+    leaf@env$grad <- if (is.null(leaf@env$grad)) gi else leaf@env$grad + gi
+  }
+  invisible(NULL)
+}
+
+#' Autograd on rf tensors, torch style
+#'
+#' Tensors made with `rf_tensor(x, requires_grad = TRUE)` record the operations applied to them
+#' (whatever `options(gpu.kernel.fusion)` says). `loss$backward()` differentiates the recorded
+#' computation of a one-number `loss` with rfuse-autodiff and adds the gradient into each such
+#' tensor's `$grad` (an R array); `$zero_grad()` clears it; `$requires_grad` tells.
+#'
+#' @param x An `rf_tensor`.
+#' @param name `backward`, `grad`, `zero_grad` or `requires_grad`.
+#' @return For `$backward` and `$zero_grad`, a function to call; for `$grad` the accumulated
+#'   gradient (or `NULL`); for `$requires_grad` a logical.
+#' @examples
+#' w <- rf_tensor(matrix(c(0.5, -1), 2), dtype = "float64", requires_grad = TRUE)
+#' x <- matrix(rnorm(6), 3)
+#' loss <- sum(tanh(x %*% w)^2)
+#' loss$backward()
+#' w$grad
+#' @name rf_tensor-autograd
+#' @aliases $,rf_tensor-method
+NULL
+
+setMethod("$", "rf_tensor", function(x, name) {
+  switch(name,
+    backward = function() backward_tensor(x),
+    grad = x@env$grad,
+    zero_grad = function() { x@env$grad <- NULL; invisible(x) },
+    requires_grad = isTRUE(x@env$requires_grad),
+    rf_abort("rfuse_error", sprintf("rf_tensor has no field '%s' (backward, grad, zero_grad, requires_grad)", name)))
 })

@@ -136,3 +136,30 @@ test_that("Adam and AdamW steps follow PyTorch's definitions", {
     expect_equal(fit$params$w, w, tolerance = 1e-10)
   }
 })
+
+test_that("torch-style autograd on rf tensors: requires_grad, backward(), $grad, $zero_grad()", {
+  set.seed(12)
+  x <- matrix(rnorm(12), 3)
+  w0 <- matrix(rnorm(8), 4)
+  f <- function(x, w) sum(tanh(x %*% w)^2)
+  ref <- rf_grad(f, wrt = "w", dtype = "float64")(x, w0)
+  for (lazy in c(FALSE, TRUE)) {
+    old <- options(gpu.kernel.fusion = lazy)
+    w <- rf_tensor(w0, dtype = "float64", requires_grad = TRUE)
+    expect_true(w$requires_grad)
+    loss <- sum(tanh(x %*% w)^2)
+    expect_null(w$grad)
+    loss$backward()
+    expect_equal(w$grad, ref, tolerance = 1e-12)
+    expect_equal(as.vector(loss), f(x, w0), tolerance = 1e-12)
+    loss2 <- sum(tanh(x %*% w)^2) # gradients accumulate, as in torch
+    loss2$backward()
+    expect_equal(w$grad, 2 * ref, tolerance = 1e-12)
+    w$zero_grad()
+    expect_null(w$grad)
+    options(old)
+  }
+  plain <- rf_tensor(w0, dtype = "float64")
+  expect_error((sum(plain * 2))$backward(), class = "rfuse_autodiff_error")
+  expect_error(w$nonsense, "no field")
+})
