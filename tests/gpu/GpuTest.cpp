@@ -123,6 +123,12 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
          TracedValue lse = g.log(g.reduceSum(g.exp(s), {1}, true));
          return g.reduceMean(g.sub(g.broadcastTo(lse, {128, 10}), g.mul(s, v[1])), {0, 1});
        }},
+      {"cnn", {{4, 1, 12, 12}, {3, 1, 3, 3}, {3}, {4, 3, 3, 3}}, [](GraphBuilder &g, std::vector<TracedValue> &v) {
+         TracedValue h = g.maxPool2d(g.relu(g.conv2d(v[0], v[1], v[2]))); // 10x10 -> 5x5
+         h = g.maxPool2d(g.conv2d(h, v[3], TracedValue{}));                // 3x3 -> 1x1, an uncovered edge
+         TracedValue o = g.reshape(h, {4, 4});
+         return g.reduceSum(g.mul(o, o), {0, 1});
+       }},
       {"layernorm_gelu_tanh", {{32, 256}, {256}}, [](GraphBuilder &g, std::vector<TracedValue> &v) {
          TracedValue xc = g.sub(v[0], g.broadcastTo(g.reduceMean(v[0], {1}, true), {32, 256}));
          TracedValue var = g.reduceMean(g.mul(xc, xc), {1}, true);

@@ -130,6 +130,20 @@ std::vector<Case> everyDifferentiableOp() {
       Case{"matmul_ta_tb", {{5, 3}, {4, 5}}, [](G &g, V &v) { return g.matmul(v[0], v[1], true, true); }},
       Case{"matmul_batched", {{2, 3, 5}, {2, 5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1]); }},
       Case{"matmul_broadcast_rhs", {{2, 3, 5}, {5, 4}}, [](G &g, V &v) { return g.matmul(v[0], v[1]); }},
+      Case{"conv2d", {{2, 3, 6, 7}, {4, 3, 3, 2}, {4}}, [](G &g, V &v) { return g.conv2d(v[0], v[1], v[2]); }},
+      Case{"conv2d_padded_dilated", {{2, 2, 7, 7}, {3, 2, 3, 3}}, [](G &g, V &v) {
+             Conv2dParams p;
+             p.padding = {1, 1, 2, 2};
+             p.dilation = {2, 1};
+             return g.conv2d(v[0], v[1], TracedValue{}, p);
+           }},
+      Case{"max_pool2d", {{2, 3, 6, 4}}, [](G &g, V &v) { return g.maxPool2d(g.sin(v[0])); }},
+      Case{"max_pool2d_uncovered_edge", {{2, 2, 7, 5}}, [](G &g, V &v) { return g.maxPool2d(g.exp(v[0])); }},
+      Case{"avg_pool2d", {{2, 3, 6, 4}}, [](G &g, V &v) {
+             Pool2dParams p;
+             p.kernel = p.strides = {3, 2};
+             return g.avgPool2d(v[0], p);
+           }},
       // Composites the R package builds: softmax cross-entropy and a layernorm.
       Case{"log_softmax", {{4, 6}}, [](G &g, V &v) {
              TracedValue m = g.reduceMax(v[0], {1}, true);
@@ -232,10 +246,21 @@ TEST(Autodiff, ExplainsWhatItCannotDifferentiate) {
     expectCompileError(g.moduleText(), r, "only float arguments have gradients");
   }
   {
-    GraphBuilder g; // an op without a VJP
-    TracedValue x = g.input({1, 1, 4, 4}, DType::F32);
-    g.finish({g.reduceSum(g.maxPool2d(x), {0, 1, 2, 3})});
+    GraphBuilder g; // an op whose VJP does not cover this form: overlapping pooling windows
+    TracedValue x = g.input({1, 1, 5, 5}, DType::F32);
+    Pool2dParams p;
+    p.kernel = {3, 3};
+    p.strides = {1, 1};
+    g.finish({g.reduceSum(g.maxPool2d(x, p), {0, 1, 2, 3})});
     expectCompileError(g.moduleText(), {}, "rfuse.max_pool2d");
+  }
+  {
+    GraphBuilder g; // a strided convolution
+    TracedValue x = g.input({1, 1, 6, 6}, DType::F32), w = g.input({2, 1, 3, 3}, DType::F32);
+    Conv2dParams p;
+    p.strides = {2, 2};
+    g.finish({g.reduceSum(g.conv2d(x, w, TracedValue{}, p), {0, 1, 2, 3})});
+    expectCompileError(g.moduleText(), {}, "stride 1");
   }
 }
 

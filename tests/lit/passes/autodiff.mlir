@@ -93,11 +93,12 @@ func.func @vector(%x: tensor<3xf32>) -> tensor<3xf32> {
 }
 // NOTSCALAR: the value to differentiate (result 0 of @vector) is 'tensor<3xf32>', not a one-element float tensor
 
-func.func @pooled(%x: tensor<1x1x4x4xf32>) -> tensor<f32> {
-  %p = rfuse.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32>
-  %s = rfuse.reduce_sum %p, dims = [0, 1, 2, 3] : (tensor<1x1x2x2xf32>) -> tensor<f32>
+// Overlapping windows: the pooling VJP covers windows that tile the input only.
+func.func @pooled(%x: tensor<1x1x5x5xf32>) -> tensor<f32> {
+  %p = rfuse.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  %s = rfuse.reduce_sum %p, dims = [0, 1, 2, 3] : (tensor<1x1x3x3xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
-// NOVJP: 'rfuse.max_pool2d' op has no vector-Jacobian product
+// NOVJP: 'rfuse.max_pool2d' op has no vector-Jacobian product here: only NCHW windows that tile the input
 
 // RANGE: rfuse-autodiff: argument 2 is out of range (@main takes 2)

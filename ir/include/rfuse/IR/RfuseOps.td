@@ -326,7 +326,7 @@ def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "2-D convolution (cross-correlation) with stride, padding, dilation, groups.";
   let description = [{
     NCHW: input [N, C, H, W], filter [O, C/groups, KH, KW], result [N, O, OH, OW].
@@ -350,7 +350,7 @@ def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Rfuse_Pool2dOp<string mnemonic, string what, dag extraArgs>
-    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Rfuse_Op<mnemonic, [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "2-D " # what # " pooling.";
   let description = "Pools windows of size `kernel` ([KH, KW]) moved by `strides`, after "
     # "`padding` ([top, bottom, left, right]), per channel; layout NCHW or NHWC. "
