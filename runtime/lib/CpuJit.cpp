@@ -114,17 +114,22 @@ struct HostJit {
     if (!haveMvec || triple.getArch() != llvm::Triple::x86_64)
       return;
     tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+    tlii.addVectorizableFunctions(extraVectorMath());
+  }
+
+  // Built once (compiles hold the JIT's mutex): VecDesc keeps StringRefs into vectorMathNames.
+  const std::vector<llvm::VecDesc> &extraVectorMath() {
     static const char *extra[] = {"tanh", "erfc", "expm1", "log1p", "atan", "sinh", "cosh"};
-    static std::deque<std::string> names; // VecDesc keeps StringRefs
-    std::vector<llvm::VecDesc> descs;
+    if (!vectorMath.empty())
+      return vectorMath;
     for (const char *f : extra) {
       auto add = [&](std::string scalar, std::string vec, unsigned vf) {
-        names.push_back(scalar);
-        llvm::StringRef s = names.back();
-        names.push_back(vec);
-        llvm::StringRef v = names.back();
-        names.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
-        descs.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, names.back());
+        vectorMathNames.push_back(scalar);
+        llvm::StringRef s = vectorMathNames.back();
+        vectorMathNames.push_back(vec);
+        llvm::StringRef v = vectorMathNames.back();
+        vectorMathNames.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
+        vectorMath.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, vectorMathNames.back());
       };
       add(f, std::string("_ZGVbN2v_") + f, 2);
       add(std::string(f) + "f", std::string("_ZGVbN4v_") + f + "f", 4);
@@ -133,8 +138,12 @@ struct HostJit {
         add(std::string(f) + "f", std::string("_ZGVdN8v_") + f + "f", 8);
       }
     }
-    tlii.addVectorizableFunctions(descs);
+    return vectorMath;
   }
+  std::deque<std::string> vectorMathNames;
+  std::vector<llvm::VecDesc> vectorMath;
+
+
 
   llvm::Error optimize(llvm::Module *m) {
     llvm::LoopAnalysisManager lam;
