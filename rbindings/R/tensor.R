@@ -88,12 +88,13 @@ record <- function(name, fn, args) {
 
 .rf_lazy <- new.env(parent = emptyenv()) # jitted evaluators by graph structure
 
-# Flattens the pending graph under `t` into steps over leaves, traces and runs it.
-materialize <- function(t) {
-  if (!is.null(t@env$value)) return(invisible(t))
-  leaves <- list(); steps <- list(); seen <- new.env(parent = emptyenv())
+# The graph under `t` as steps over leaves: `pending = TRUE` stops at tensors that already have
+# values (what materialize() must still compute); FALSE goes back to the tensors without a
+# recorded operation (what backward() differentiates).
+flatten_graph <- function(t, pending = TRUE) {
+  leaves <- list(); leaf_tensors <- list(); steps <- list(); seen <- new.env(parent = emptyenv())
   visit <- function(x) {
-    if (is_tensor(x) && is.null(x@env$value)) {
+    if (is_tensor(x) && !is.null(x@env$node) && !(pending && !is.null(x@env$value))) {
       key <- format(x@env)
       if (!is.null(seen[[key]])) return(c(1L, seen[[key]]))
       refs <- lapply(x@env$node$args, visit)
@@ -101,25 +102,42 @@ materialize <- function(t) {
       assign(key, length(steps), envir = seen)
       return(c(1L, length(steps)))
     }
-    leaves[[length(leaves) + 1]] <<- if (is_tensor(x)) x@env$value else x
+    leaves[[length(leaves) + 1]] <<- if (is_tensor(x)) materialize(x)@env$value else x
+    leaf_tensors[length(leaves)] <<- list(if (is_tensor(x)) x else NULL)
     c(0L, length(leaves))
   }
   visit(t)
-  key <- paste(t@env$dtype, vapply(steps, function(s)
+  list(leaves = leaves, tensors = leaf_tensors, steps = steps)
+}
+
+# A cache key of a flattened graph's structure.
+graph_key <- function(steps, prefix)
+  paste(prefix, vapply(steps, function(s)
     paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")"), ""),
     collapse = ";")
+
+# A function of the leaves (positional or named l1, l2, ...) computing the graph's last step.
+graph_evaluator <- function(steps) {
+  fns <- lapply(steps, `[[`, "fn")
+  refs <- lapply(steps, `[[`, "refs")
+  function(...) {
+    L <- list(...)
+    V <- vector("list", length(fns))
+    for (i in seq_along(fns))
+      V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r) if (r[1] == 0L) L[[r[2]]] else V[[r[2]]]))
+    V[[length(fns)]]
+  }
+}
+
+# Flattens the pending graph under `t` into steps over leaves, traces and runs it.
+materialize <- function(t) {
+  if (!is.null(t@env$value)) return(invisible(t))
+  g <- flatten_graph(t, pending = TRUE)
+  leaves <- g$leaves
+  key <- graph_key(g$steps, t@env$dtype)
   jf <- .rf_lazy[[key]]
   if (is.null(jf)) {
-    fns <- lapply(steps, `[[`, "fn")
-    refs <- lapply(steps, `[[`, "refs")
-    evaluator <- function(...) {
-      L <- list(...)
-      V <- vector("list", length(fns))
-      for (i in seq_along(fns))
-        V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r) if (r[1] == 0L) L[[r[2]]] else V[[r[2]]]))
-      V[[length(fns)]]
-    }
-    jf <- rf_jit(evaluator, dtype = t@env$dtype)
+    jf <- rf_jit(graph_evaluator(g$steps), dtype = t@env$dtype)
     assign(key, jf, envir = .rf_lazy)
   }
   old <- if (t@env$device == "cpu") options(rfuse.device = "cpu") else NULL
@@ -183,50 +201,20 @@ setMethod("show", "rf_tensor", function(object) {
 
 .rf_backward <- new.env(parent = emptyenv()) # gradient evaluators by graph structure
 
-# The pending graph under `t` as steps over leaves (see materialize()).
-flatten_graph <- function(t) {
-  leaves <- list(); leaf_tensors <- list(); steps <- list(); seen <- new.env(parent = emptyenv())
-  visit <- function(x) {
-    if (is_tensor(x) && !is.null(x@env$node)) {
-      key <- format(x@env)
-      if (!is.null(seen[[key]])) return(c(1L, seen[[key]]))
-      refs <- lapply(x@env$node$args, visit)
-      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs)
-      assign(key, length(steps), envir = seen)
-      return(c(1L, length(steps)))
-    }
-    leaves[[length(leaves) + 1]] <<- if (is_tensor(x)) materialize(x)@env$value else x
-    leaf_tensors[length(leaves)] <<- list(if (is_tensor(x)) x else NULL)
-    c(0L, length(leaves))
-  }
-  visit(t)
-  list(leaves = leaves, tensors = leaf_tensors, steps = steps)
-}
-
 backward_tensor <- function(t) {
   if (is.null(t@env$node))
     rf_abort("rfuse_autodiff_error", "backward() needs a value computed from tensors with requires_grad = TRUE")
-  g <- flatten_graph(t)
+  g <- flatten_graph(t, pending = FALSE)
   wants <- which(vapply(seq_along(g$leaves), function(i)
     i <= length(g$tensors) && !is.null(g$tensors[[i]]) && isTRUE(g$tensors[[i]]@env$requires_grad),
     logical(1)))
   if (!length(wants))
     rf_abort("rfuse_autodiff_error", "no tensor in the graph has requires_grad = TRUE")
-  key <- paste(t@env$dtype, paste(wants, collapse = ","), vapply(g$steps, function(s)
-    paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")"), ""),
-    collapse = ";")
+  key <- graph_key(g$steps, paste(t@env$dtype, paste(wants, collapse = ",")))
   vg <- .rf_backward[[key]]
   if (is.null(vg)) {
-    fns <- lapply(g$steps, `[[`, "fn")
-    refs <- lapply(g$steps, `[[`, "refs")
     # Called with the leaves as named arguments l1, l2, ... (wrt names them).
-    evaluator <- function(...) {
-      L <- list(...)
-      V <- vector("list", length(fns))
-      for (i in seq_along(fns))
-        V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r) if (r[1] == 0L) L[[r[2]]] else V[[r[2]]]))
-      V[[length(fns)]]
-    }
+    evaluator <- graph_evaluator(g$steps)
     vg <- rf_value_and_grad(evaluator, wrt = paste0("l", wants), dtype = t@env$dtype)
     assign(key, vg, envir = .rf_backward)
   }
