@@ -201,6 +201,15 @@ TEST_F(Gpu, LargeShapesExerciseGridStrideAndVectorTails) {
   g.finish({g.div(e, g.reduceSum(e, {1}, true))});
   std::mt19937_64 rng(3);
   expectGpuMatchesInterpreter("long rows", g.moduleText(), {test::randomTensor(DType::F32, {64, 20000}, rng)});
+  GraphBuilder w4; // W4's row kernel: 16 elements per thread, 128-bit chunks, launch bounds
+  TracedValue xr = w4.input({64, 4096}, DType::F32), gm = w4.input({4096}, DType::F32);
+  TracedValue xc = w4.sub(xr, w4.broadcastTo(w4.reduceMean(xr, {1}, true), {64, 4096}));
+  TracedValue vr = w4.reduceMean(w4.mul(xc, xc), {1}, true);
+  TracedValue yn = w4.mul(w4.mul(xc, w4.broadcastTo(w4.rsqrt(w4.add(vr, w4.scalar(1e-5, DType::F32))), {64, 4096})),
+                          w4.broadcastTo(gm, {64, 4096}));
+  w4.finish({w4.add(w4.gelu(yn), xr)});
+  expectGpuMatchesInterpreter("W4 rows", w4.moduleText(),
+                              {test::randomTensor(DType::F32, {64, 4096}, rng), test::randomTensor(DType::F32, {4096}, rng)});
   GraphBuilder t; // A^T B with a large A: A is transposed by cuBLASLt first
   TracedValue ta = t.input({2048, 2048}, DType::F32), tb = t.input({2048, 16}, DType::F32);
   t.finish({t.matmul(ta, tb, /*transposeA=*/true, false)});
