@@ -810,20 +810,7 @@ bool lowerEpilogue(const Region &r, Operation *library, ModuleOp target, const s
   k.productIsOutput = llvm::is_contained(r.outputs, product);
   if (k.productIsOutput && r.outputs[0] != product)
     return fail(why, "a library kernel returning its result after other outputs");
-  Region e{{product}, {}, {}, r.loc};
-  for (Operation *op : r.ops) {
-    if (op == library)
-      continue;
-    e.ops.push_back(op);
-    for (Value v : op->getOperands())
-      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
-        e.inputs.push_back(v);
-        k.epilogueInputs.push_back(i);
-      }
-  }
-  for (Value o : r.outputs)
-    if (o != product)
-      e.outputs.push_back(o);
+  Region e = codegen::epilogueRegion(r, library, k.epilogueInputs);
   if (e.outputs.empty())
     return true;
   k.function = PointwiseLowering(e, target).run(name, why);
@@ -832,10 +819,7 @@ bool lowerEpilogue(const Region &r, Operation *library, ModuleOp target, const s
 
 std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std::string &name,
                                      std::string &why) {
-  MatmulOp mm;
-  for (Operation *op : r.ops)
-    if (auto m = dyn_cast<MatmulOp>(op))
-      mm = m;
+  auto mm = codegen::findOp<MatmulOp>(r);
   if (!mm)
     return fail(why, "no matmul in a matmul_epilogue kernel"), std::nullopt;
   CpuKernel k;
@@ -869,10 +853,7 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
 // A convolution through im2col + BLAS, the rest as a pointwise function over its result.
 std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::string &name,
                                    std::string &why) {
-  Conv2dOp conv;
-  for (Operation *op : r.ops)
-    if (auto c = dyn_cast<Conv2dOp>(op))
-      conv = c;
+  auto conv = codegen::findOp<Conv2dOp>(r);
   if (!conv)
     return fail(why, "no convolution in a conv_epilogue kernel"), std::nullopt;
   CpuKernel k;

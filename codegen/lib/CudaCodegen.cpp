@@ -815,11 +815,12 @@ std::string sanitize(StringRef name) {
 
 // The ops after a library call (matmul, convolution) as one generated pointwise kernel over the
 // library's result `product` (the kernel's input 0, then the region inputs it reads).
-bool buildEpilogue(const Region &r, Value product, ArrayRef<Operation *> rest, const std::string &name,
+bool buildEpilogue(const Region &r, Operation *library, const std::string &name,
                    std::optional<KernelSpec> &epilogue, std::vector<int> &epilogueInputs,
                    bool &outputIsProduct, std::string &why) {
+  Value product = library->getResult(0);
   bool productIsOutput = llvm::is_contained(r.outputs, product);
-  if (rest.empty()) {
+  if (r.ops.size() == 1) {
     if (r.outputs.size() != 1 || r.outputs[0] != product) {
       why = "a library kernel whose outputs are not its result";
       return false;
@@ -831,17 +832,7 @@ bool buildEpilogue(const Region &r, Value product, ArrayRef<Operation *> rest, c
     why = "a library kernel that returns its result after other outputs";
     return false;
   }
-  Region e{{product}, {}, {}, r.loc};
-  for (Operation *op : rest)
-    for (Value v : op->getOperands())
-      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
-        e.inputs.push_back(v);
-        epilogueInputs.push_back(i);
-      }
-  e.ops.assign(rest.begin(), rest.end());
-  for (Value o : r.outputs)
-    if (o != product)
-      e.outputs.push_back(o);
+  Region e = epilogueRegion(r, library, epilogueInputs);
   epilogue = PointwiseEmitter(e, name + "_epilogue").emit(why);
   outputIsProduct = productIsOutput;
   return epilogue.has_value();
@@ -849,10 +840,7 @@ bool buildEpilogue(const Region &r, Value product, ArrayRef<Operation *> rest, c
 
 // cuBLASLt for the contraction, its epilogue where cuBLASLt has one, a generated kernel otherwise.
 std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, std::string &why) {
-  MatmulOp mm;
-  for (Operation *op : r.ops)
-    if (auto m = dyn_cast<MatmulOp>(op))
-      mm = m;
+  auto mm = findOp<MatmulOp>(r);
   if (!mm) {
     why = "no matmul in a matmul_epilogue kernel";
     return std::nullopt;
@@ -885,7 +873,6 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
   // cuBLASLt epilogues: + bias[n] (broadcast over rows), then relu or gelu(tanh); or + C.
   if (!productIsOutput && r.outputs.size() == 1 && !rest.empty()) {
     Operation *last = r.outputs[0].getDefiningOp();
-    SmallVector<Operation *> chain(rest);
     auto act = MatmulSpec::Activation::None;
     if (auto relu = dyn_cast_or_null<ReluOp>(last)) {
       act = MatmulSpec::Activation::Relu;
@@ -939,7 +926,7 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
       }
     }
   }
-  if (!buildEpilogue(r, product, rest, name, spec.epilogue, spec.epilogueInputs,
+  if (!buildEpilogue(r, mm.getOperation(), name, spec.epilogue, spec.epilogueInputs,
                      spec.outputIsProduct, why))
     return std::nullopt;
   return spec;
@@ -947,10 +934,7 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
 
 // Plans cuDNN for a conv_epilogue region's convolution and a generated kernel for the rest.
 std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::string &why) {
-  Conv2dOp conv;
-  for (Operation *op : r.ops)
-    if (auto c = dyn_cast<Conv2dOp>(op))
-      conv = c;
+  auto conv = findOp<Conv2dOp>(r);
   if (!conv) {
     why = "no conv2d in a conv_epilogue kernel";
     return std::nullopt;
@@ -986,11 +970,7 @@ std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::
     why = "a convolution whose operands are computed in the region";
     return std::nullopt;
   }
-  SmallVector<Operation *> rest;
-  for (Operation *op : r.ops)
-    if (op != conv.getOperation())
-      rest.push_back(op);
-  if (!buildEpilogue(r, conv.getResult(), rest, name, spec.epilogue, spec.epilogueInputs,
+  if (!buildEpilogue(r, conv.getOperation(), name, spec.epilogue, spec.epilogueInputs,
                      spec.outputIsProduct, why))
     return std::nullopt;
   return spec;

@@ -28,6 +28,25 @@ Region regionOfOperation(Operation *op) {
   return r;
 }
 
+Region epilogueRegion(const Region &r, Operation *library, std::vector<int> &inputPositions) {
+  Value product = library->getResult(0);
+  Region e{{product}, {}, {}, r.loc};
+  for (Operation *op : r.ops) {
+    if (op == library)
+      continue;
+    e.ops.push_back(op);
+    for (Value v : op->getOperands())
+      if (int i = r.indexOf(v); i >= 0 && !llvm::is_contained(e.inputs, v)) {
+        e.inputs.push_back(v);
+        inputPositions.push_back(i);
+      }
+  }
+  for (Value o : r.outputs)
+    if (o != product)
+      e.outputs.push_back(o);
+  return e;
+}
+
 int64_t numElements(ArrayRef<int64_t> s) {
   int64_t n = 1;
   for (int64_t d : s)

@@ -10,6 +10,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <vector>
+
 namespace rfuse::codegen {
 
 /// A region to emit: its inputs (kernel parameters), ops in order, and outputs.
@@ -29,6 +31,20 @@ struct Region {
 Region regionOf(mlir::func::FuncOp fn);
 /// A one-op region for an op no kernel holds: its distinct operands, the op, its results.
 Region regionOfOperation(mlir::Operation *op);
+
+/// The (last) op of type OpT in a region, or null.
+template <class OpT> OpT findOp(const Region &r) {
+  OpT found;
+  for (mlir::Operation *op : r.ops)
+    if (auto o = llvm::dyn_cast<OpT>(op))
+      found = o;
+  return found;
+}
+
+/// The ops of `r` after a library call (a matmul, a convolution) as a region of their own over
+/// its result: inputs are the result, then the inputs of `r` those ops read (their positions in
+/// `r` appended to `inputPositions`); outputs are r's outputs other than the result.
+Region epilogueRegion(const Region &r, mlir::Operation *library, std::vector<int> &inputPositions);
 
 inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
