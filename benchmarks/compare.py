@@ -6,6 +6,7 @@ import json, os, sys
 d = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", ".")
 load = lambda n: json.load(open(os.path.join(d, n))) if os.path.exists(os.path.join(d, n)) else {}
 rf, tb, tb2 = load("rfuse_bench.json"), load("torch_baselines.json"), load("torch_baselines2.json")
+tbx = load("torch_extra.json")
 copy = tb.get("copy_GBps", 4192.0)
 gemm32, gemm16 = tb.get("gemm_torch.float32_TFLOPs", 412.0), tb.get("gemm_torch.bfloat16_TFLOPs", 783.0)
 
@@ -35,6 +36,12 @@ row("W2 MLP train step f32 (tf32)", "W2_mlp_train_step_f32", w2.get("eager_ms"),
     2 * 4096 * (1024 * 4096 + 4096 * 4096 + 4096 * 1024) * 3 / gemm32 / 1e9)
 w3 = tb.get("W3_cnn2_forward_b128", {})
 row("W3 CNN-2 forward b128", "W3_cnn2_forward_b128", w3.get("eager_ms"), w3.get("compiled_ms"), None)
+w5 = tbx.get("W5_resnet18_step_f32", {})
+row("W5 ResNet-18 train step f32", "W5_resnet18_train_step_f32", w5.get("eager_ms"), w5.get("compiled_ms"),
+    2 * 37.0e6 * 256 * 3 / gemm32 / 1e9)
+w5b = tb.get("W5_resnet18_step_bf16", {})
+if w5b:
+    print(f"  PyTorch bf16 autocast: eager {w5b.get('eager_ms', 0):.4f}, torch.compile {w5b.get('compiled_ms', 0):.4f}")
 if "W3_cnn2_reduce_overhead_ms" in tb2:
     print(f"  torch.compile mode=reduce-overhead (CUDA graphs): {tb2['W3_cnn2_reduce_overhead_ms']:.4f} ms")
 if "W1_cold_compile_s" in rf:

@@ -2,6 +2,7 @@
 // rfuse (GraphBuilder -> default pipeline -> NVRTC / cuBLASLt), timed with CUDA events (median).
 // Writes $OUT/rfuse_bench.json; benchmarks/compare.py prints it next to PyTorch's numbers.
 #include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Frontend/Models.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
@@ -186,6 +187,28 @@ int main() {
       g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
     }, {{4096, 1024}, {1024, 4096}, {4096}, {4096, 4096}, {4096}, {4096, 1024}, {1024}, {4096, 1024}},
         DType::F32, 0, f, 20, &sgd);
+  }
+
+  // W5: a ResNet-18 training step (32x32 images, batch 256, NHWC like the baseline's
+  // channels_last, f32 with TF32 convolutions and matmuls, SGD with momentum 0.9): forward,
+  // backward (cuDNN's backward-data / backward-filter calls) and the update as one program.
+  {
+    ResNetConfig rc;
+    GraphBuilder probe;
+    ModelGraph m = buildResNetLoss(probe, rc);
+    GradientRequest sgd;
+    std::vector<std::vector<int64_t>> shapes = m.inputShapes;
+    for (size_t p = 0; p < m.parameterCount(); ++p) {
+      sgd.wrt.push_back(p);
+      shapes.push_back(m.inputShapes[p]); // momentum buffers
+    }
+    sgd.optimizer = "sgd";
+    sgd.learningRate = 0.1;
+    sgd.momentum = 0.9;
+    // ResNet-18 at 32x32: ~37.0 M multiply-adds per image forward; backward twice that.
+    double f = 2.0 * 37.0e6 * rc.batch * 3;
+    run("W5_resnet18_train_step_f32", [&](GraphBuilder &g) { buildResNetLoss(g, rc); }, shapes, DType::F32, 0, f,
+        20, &sgd);
   }
 
   auto st = cuda::kernelCacheStats();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU box from the repository root, with .bundle carried:
-#   bash scripts/gpu-run.sh [tests|bench|all]
+#   bash scripts/gpu-run.sh [tests|bench|all|quick]
 # tests: the GPU test suite, then the corpus under compute-sanitizer memcheck.
 # bench: rfuse-bench twice (the second process must compile nothing: disk cache), PyTorch's
 #        baselines, and the side-by-side table (benchmarks/compare.py).
+# quick: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads) and benchmarks/torch_extra.py.
 set -uo pipefail
 what="${1:-all}"
 out="${OUT:-/tmp/rfuse-out}"
@@ -35,6 +36,11 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== PyTorch baselines"
   (cd "$R" && OUT="$out" timeout 420 python3 torch_baselines.py > "$out/torch1.log" 2>&1; tail -n 3 "$out/torch1.log")
   (cd "$R" && OUT="$out" timeout 200 python3 torch_baselines2.py > "$out/torch2.log" 2>&1; tail -n 3 "$out/torch2.log")
+  (cd "$R" && OUT="$out" timeout 300 python3 torch_extra.py > "$out/torch3.log" 2>&1; tail -n 3 "$out/torch3.log")
   echo "== side by side"
   python3 "$R/compare.py" "$out" | tee "$out/compare.txt"
+fi
+if [ "$what" = quick ]; then
+  OUT="$out" "$R/bin/rfuse-bench" | tee "$out/bench.log"
+  (cd "$R" && OUT="$out" timeout 300 python3 torch_extra.py 2>&1 | tail -n 3)
 fi

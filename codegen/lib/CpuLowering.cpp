@@ -3,6 +3,7 @@
 // column-major: a column tile per call, partial results in stack scratch); matmuls as a BLAS call
 // plus a pointwise epilogue function; convolutions as im2col + BLAS likewise.
 #include "rfuse/Codegen/CpuLowering.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "KernelRegion.h"
 
@@ -16,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
 
@@ -850,43 +852,44 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
   return k;
 }
 
-// A convolution through im2col + BLAS, the rest as a pointwise function over its result.
+// A convolution (or a gradient of one) through im2col + BLAS, the rest as a pointwise function
+// over its result.
 std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::string &name,
                                    std::string &why) {
-  auto conv = codegen::findOp<Conv2dOp>(r);
-  if (!conv)
+  auto it = llvm::find_if(r.ops, isConvolutionOp);
+  if (it == r.ops.end())
     return fail(why, "no convolution in a conv_epilogue kernel"), std::nullopt;
+  Operation *conv = *it;
   CpuKernel k;
   k.kind = CpuKernel::Kind::Conv;
   ConvCall &c = k.conv;
-  Type et = elemOf(conv.getResult());
+  Type et = elemOf(conv->getResult(0));
   if (!et.isF32() && !et.isF64())
     return fail(why, "a convolution in f16/bf16"), std::nullopt;
-  c.dtype = dtypeOf(conv.getResult());
-  c.inputIndex = r.indexOf(conv.getInput());
-  c.filterIndex = r.indexOf(conv.getFilter());
-  c.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
-  if (c.inputIndex < 0 || c.filterIndex < 0 || (conv.getBias() && c.biasIndex < 0))
+  c.dtype = dtypeOf(conv->getResult(0));
+  c.geometry = convGeometry(conv);
+  auto index = [&](Value v) { return v ? r.indexOf(v) : -1; };
+  bool computed = false;
+  llvm::TypeSwitch<Operation *>(conv)
+      .Case([&](Conv2dOp op) {
+        c.inputIndex = index(op.getInput());
+        c.filterIndex = index(op.getFilter());
+        c.biasIndex = index(op.getBias());
+        computed = c.inputIndex < 0 || c.filterIndex < 0 || (op.getBias() && c.biasIndex < 0);
+      })
+      .Case([&](Conv2dBackwardInputOp op) {
+        c.gradOutputIndex = index(op.getGradOutput());
+        c.filterIndex = index(op.getFilter());
+        computed = c.gradOutputIndex < 0 || c.filterIndex < 0;
+      })
+      .Case([&](Conv2dBackwardFilterOp op) {
+        c.inputIndex = index(op.getInput());
+        c.gradOutputIndex = index(op.getGradOutput());
+        computed = c.inputIndex < 0 || c.gradOutputIndex < 0;
+      });
+  if (computed)
     return fail(why, "a convolution of values computed in the kernel"), std::nullopt;
-  codegen::ConvGeometry cg = codegen::convGeometry(conv);
-  c.nhwc = cg.nhwc;
-  c.n = cg.n;
-  c.c = cg.c;
-  c.h = cg.h;
-  c.w = cg.w;
-  c.o = cg.o;
-  c.kh = cg.kh;
-  c.kw = cg.kw;
-  c.oh = cg.oh;
-  c.ow = cg.ow;
-  c.strideH = cg.strideH;
-  c.strideW = cg.strideW;
-  c.padTop = cg.padTop;
-  c.padLeft = cg.padLeft;
-  c.dilationH = cg.dilationH;
-  c.dilationW = cg.dilationW;
-  c.groups = cg.groups;
-  if (!lowerEpilogue(r, conv.getOperation(), target, name, k, why))
+  if (!lowerEpilogue(r, conv, target, name, k, why))
     return std::nullopt;
   return k;
 }
@@ -931,7 +934,7 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
   Region r = codegen::regionOfOperation(op);
   if (isa<MatmulOp>(op))
     return lowerRegion(r, FusionKind::matmul_epilogue, target, name, why);
-  if (isa<Conv2dOp>(op))
+  if (isConvolutionOp(op))
     return lowerRegion(r, FusionKind::conv_epilogue, target, name, why);
   if (codegen::isReduction(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);

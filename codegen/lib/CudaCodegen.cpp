@@ -932,78 +932,59 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
   return spec;
 }
 
-// Plans cuDNN for a conv_epilogue region's convolution and a generated kernel for the rest.
+// Plans cuDNN for a conv_epilogue region's convolution (or a lone convolution gradient) and a
+// generated kernel for the rest.
 std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::string &why) {
-  auto conv = findOp<Conv2dOp>(r);
-  if (!conv) {
-    why = "no conv2d in a conv_epilogue kernel";
+  auto it = llvm::find_if(r.ops, isConvolutionOp);
+  if (it == r.ops.end()) {
+    why = "no convolution in a conv_epilogue kernel";
     return std::nullopt;
   }
+  Operation *conv = *it;
   ConvSpec spec;
-  spec.dtype = dtypeOf(conv.getResult());
-  ConvGeometry cg = convGeometry(conv);
+  spec.dtype = dtypeOf(conv->getResult(0));
+  spec.geometry = convGeometry(conv);
+  const ConvGeometry &cg = spec.geometry;
   if (cg.padTop != cg.padBottom || cg.padLeft != cg.padRight) {
     why = "asymmetric padding (cuDNN pads symmetrically)";
     return std::nullopt;
   }
-  spec.nhwc = cg.nhwc;
-  spec.n = cg.n;
-  spec.c = cg.c;
-  spec.h = cg.h;
-  spec.w = cg.w;
-  spec.o = cg.o;
-  spec.kh = cg.kh;
-  spec.kw = cg.kw;
-  spec.oh = cg.oh;
-  spec.ow = cg.ow;
-  spec.padH = cg.padTop;
-  spec.padW = cg.padLeft;
-  spec.strideH = cg.strideH;
-  spec.strideW = cg.strideW;
-  spec.dilationH = cg.dilationH;
-  spec.dilationW = cg.dilationW;
-  spec.groups = cg.groups;
-  spec.inputIndex = r.indexOf(conv.getInput());
-  spec.filterIndex = r.indexOf(conv.getFilter());
-  spec.biasIndex = conv.getBias() ? r.indexOf(conv.getBias()) : -1;
-  if (spec.inputIndex < 0 || spec.filterIndex < 0 || (conv.getBias() && spec.biasIndex < 0)) {
+  auto index = [&](Value v) { return v ? r.indexOf(v) : -1; };
+  bool computedOperand = false;
+  llvm::TypeSwitch<Operation *>(conv)
+      .Case([&](Conv2dOp c) {
+        spec.inputIndex = index(c.getInput());
+        spec.filterIndex = index(c.getFilter());
+        spec.biasIndex = index(c.getBias());
+        computedOperand = spec.inputIndex < 0 || spec.filterIndex < 0 || (c.getBias() && spec.biasIndex < 0);
+      })
+      .Case([&](Conv2dBackwardInputOp c) {
+        spec.gradOutputIndex = index(c.getGradOutput());
+        spec.filterIndex = index(c.getFilter());
+        computedOperand = spec.gradOutputIndex < 0 || spec.filterIndex < 0;
+      })
+      .Case([&](Conv2dBackwardFilterOp c) {
+        spec.inputIndex = index(c.getInput());
+        spec.gradOutputIndex = index(c.getGradOutput());
+        computedOperand = spec.inputIndex < 0 || spec.gradOutputIndex < 0;
+      });
+  if (computedOperand) {
     why = "a convolution whose operands are computed in the region";
     return std::nullopt;
   }
-  if (!buildEpilogue(r, conv.getOperation(), name, spec.epilogue, spec.epilogueInputs,
-                     spec.outputIsProduct, why))
+  if (!buildEpilogue(r, conv, name, spec.epilogue, spec.epilogueInputs, spec.outputIsProduct, why))
     return std::nullopt;
   return spec;
 }
 
 std::optional<PoolSpec> planPool(Operation *op, std::string &why) {
   PoolSpec p;
-  ArrayRef<int64_t> k, st, pad;
-  Layout layout;
-  if (auto m = dyn_cast<MaxPool2dOp>(op)) {
-    k = m.getKernel(); st = m.getStrides(); pad = m.getPadding(); layout = m.getLayout();
-  } else {
-    auto a = cast<AvgPool2dOp>(op);
-    k = a.getKernel(); st = a.getStrides(); pad = a.getPadding(); layout = a.getLayout();
-    p.isMax = false;
-    p.countIncludePad = a.getCountIncludePad();
-  }
-  if (pad[0] != pad[1] || pad[2] != pad[3]) {
+  p.geometry = poolGeometry(op);
+  if (p.geometry.padTop != p.geometry.padBottom || p.geometry.padLeft != p.geometry.padRight) {
     why = "asymmetric padding (cuDNN pads symmetrically)";
     return std::nullopt;
   }
   p.dtype = dtypeOf(op->getResult(0));
-  p.nhwc = layout == Layout::NHWC;
-  auto in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
-  p.n = in[0];
-  p.c = p.nhwc ? in[3] : in[1];
-  p.h = p.nhwc ? in[1] : in[2];
-  p.w = p.nhwc ? in[2] : in[3];
-  p.oh = p.nhwc ? out[1] : out[2];
-  p.ow = p.nhwc ? out[2] : out[3];
-  p.kh = k[0]; p.kw = k[1];
-  p.padH = pad[0]; p.padW = pad[2];
-  p.strideH = st[0]; p.strideW = st[1];
   return p;
 }
 
@@ -1068,10 +1049,10 @@ KernelPlan planOperation(Operation *op, const std::string &name) {
   } else if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op)) {
     plan.kind = "pointwise";
     plan.kernel = emitPointwise(r, name, why);
-  } else if (isa<MaxPool2dOp, AvgPool2dOp>(op)) {
+  } else if (isPoolingOp(op)) {
     plan.kind = "pool";
     plan.pool = planPool(op, why);
-  } else if (isa<Conv2dOp>(op)) {
+  } else if (isConvolutionOp(op)) {
     plan.kind = "conv_epilogue";
     plan.conv = planConv(r, name, why);
   } else {

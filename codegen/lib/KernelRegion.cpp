@@ -94,32 +94,6 @@ MatmulGeometry matmulGeometry(MatmulOp mm) {
   return g;
 }
 
-ConvGeometry convGeometry(Conv2dOp conv) {
-  ConvGeometry g;
-  g.nhwc = conv.getLayout() == Layout::NHWC;
-  auto x = shapeOf(conv.getInput()), f = shapeOf(conv.getFilter()), y = shapeOf(conv.getResult());
-  g.n = x[0];
-  g.c = g.nhwc ? x[3] : x[1];
-  g.h = g.nhwc ? x[1] : x[2];
-  g.w = g.nhwc ? x[2] : x[3];
-  g.o = f[0];
-  g.kh = g.nhwc ? f[1] : f[2];
-  g.kw = g.nhwc ? f[2] : f[3];
-  g.oh = g.nhwc ? y[1] : y[2];
-  g.ow = g.nhwc ? y[2] : y[3];
-  auto st = conv.getStrides(), pad = conv.getPadding(), dil = conv.getDilation();
-  g.strideH = st[0];
-  g.strideW = st[1];
-  g.padTop = pad[0];
-  g.padBottom = pad[1];
-  g.padLeft = pad[2];
-  g.padRight = pad[3];
-  g.dilationH = dil[0];
-  g.dilationW = dil[1];
-  g.groups = conv.getGroups();
-  return g;
-}
-
 ReductionLayout::ReductionLayout(const Region &r) {
   Operation *first = *llvm::find_if(r.ops, isReduction);
   full = SmallVector<int64_t>(shapeOf(first->getOperand(0)));

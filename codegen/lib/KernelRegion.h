@@ -66,14 +66,6 @@ struct MatmulGeometry {
 };
 MatmulGeometry matmulGeometry(MatmulOp mm);
 
-/// A conv2d's sizes in N, C, H, W terms whatever its layout (filter O x C/groups x KH x KW).
-struct ConvGeometry {
-  bool nhwc = false;
-  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
-  int64_t strideH = 1, strideW = 1, padTop = 0, padBottom = 0, padLeft = 0, padRight = 0;
-  int64_t dilationH = 1, dilationW = 1, groups = 1;
-};
-ConvGeometry convGeometry(Conv2dOp conv);
 
 /// A reduction region's iteration space, from its first reduction: the full shape F splits into
 /// outer (kept) dims, flattened to `o` in [0, outerLen), and reduced dims, flattened to `j` in

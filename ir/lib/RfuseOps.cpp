@@ -1,6 +1,7 @@
 // Verifiers, type inference and folders of the rfuse ops. Shape rules live in ShapeFunctions.cpp.
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ShapeFunctions.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -318,6 +319,58 @@ RFUSE_POOL_INFER(AvgPool2dOp, "avg_pool2d")
 #undef RFUSE_POOL_INFER
 
 //===----------------------------------------------------------------------===//
+// Gradients of convolution and pooling
+//===----------------------------------------------------------------------===//
+
+namespace {
+// The forward op's output shape, from the forward input and filter, must be grad_output's.
+template <class OpT>
+LogicalResult verifyConvBackward(OpT op, Value input, Value filter, Value gradOutput) {
+  Type elem = tensorType(gradOutput).getElementType();
+  for (Value v : {input, filter})
+    if (tensorType(v).getElementType() != elem)
+      return op.emitOpError("mixes element types ") << tensorType(v).getElementType() << " and " << elem;
+  Shape out;
+  std::string err;
+  if (!inferConv2dShape(tensorType(input).getShape(), tensorType(filter).getShape(), std::nullopt,
+                        op.getStrides(), op.getPadding(), op.getDilation(), op.getGroups(),
+                        op.getLayout() == Layout::NHWC, out, err))
+    return op.emitOpError("describes no valid forward convolution: ") << err;
+  if (ArrayRef<int64_t>(out) != tensorType(gradOutput).getShape())
+    return op.emitOpError("grad_output has shape ") << tensorType(gradOutput) << " but the forward convolution's output has "
+                                                    << RankedTensorType::get(out, elem);
+  return success();
+}
+
+template <class OpT>
+LogicalResult verifyPoolBackward(OpT op, Value input, Value gradOutput) {
+  Shape out;
+  std::string err;
+  if (tensorType(input).getElementType() != tensorType(gradOutput).getElementType())
+    return op.emitOpError("mixes element types");
+  if (!inferPool2dShape(tensorType(input).getShape(), op.getKernel(), op.getStrides(), op.getPadding(),
+                        op.getLayout() == Layout::NHWC, out, err))
+    return op.emitOpError("describes no valid forward pooling: ") << err;
+  if (ArrayRef<int64_t>(out) != tensorType(gradOutput).getShape())
+    return op.emitOpError("grad_output's shape differs from the forward pooling's output");
+  return success();
+}
+} // namespace
+
+LogicalResult Conv2dBackwardInputOp::verify() {
+  return verifyConvBackward(*this, getResult(), getFilter(), getGradOutput());
+}
+LogicalResult Conv2dBackwardFilterOp::verify() {
+  return verifyConvBackward(*this, getInput(), getResult(), getGradOutput());
+}
+LogicalResult MaxPool2dBackwardOp::verify() {
+  if (getInput().getType() != getResult().getType() || getOutput().getType() != getGradOutput().getType())
+    return emitOpError("result must have the input's type, output the grad_output's");
+  return verifyPoolBackward(*this, getInput(), getGradOutput());
+}
+LogicalResult AvgPool2dBackwardOp::verify() { return verifyPoolBackward(*this, getResult(), getGradOutput()); }
+
+//===----------------------------------------------------------------------===//
 // FusionOp
 //===----------------------------------------------------------------------===//
 
@@ -337,8 +390,8 @@ LogicalResult FusionOp::verifyRegions() {
   body.walk([&](Operation *op) {
     reductions += isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
     matmuls += isa<MatmulOp>(op);
-    convs += isa<Conv2dOp>(op);
-    pools += isa<MaxPool2dOp, AvgPool2dOp>(op);
+    convs += isConvolutionOp(op);
+    pools += isPoolingOp(op);
   });
   StringRef kind = stringifyFusionKind(getKind());
   if (pools)

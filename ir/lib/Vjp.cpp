@@ -186,108 +186,31 @@ LogicalResult reduceVjp(ReduceOpT r, Emit &e, Value g, SmallVectorImpl<Value> &g
   return success();
 }
 
-// An [n, n] anti-identity: multiplying by it reverses a dim (exactly: one product of 1 per
-// element). rfuse has no reverse op; the filter flip of a convolution's input gradient uses this.
-Value antiIdentity(Emit &e, int64_t n, Type elem) {
-  std::vector<Attribute> v((size_t)(n * n), e.b.getFloatAttr(elem, 0.0));
-  for (int64_t i = 0; i < n; ++i)
-    v[(size_t)(i * n + (n - 1 - i))] = e.b.getFloatAttr(elem, 1.0);
-  auto t = RankedTensorType::get({n, n}, elem);
-  return e.b.create<ConstantOp>(e.loc, DenseElementsAttr::get(t, v));
-}
-
-Value conv(Emit &e, Value x, Value w, ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
-           ArrayRef<int64_t> dilation) {
-  return e.b.create<Conv2dOp>(e.loc, x, w, Value(), e.b.getDenseI64ArrayAttr(strides),
-                              e.b.getDenseI64ArrayAttr(padding), e.b.getDenseI64ArrayAttr(dilation),
-                              e.b.getI64IntegerAttr(1), LayoutAttr::get(e.b.getContext(), Layout::NCHW));
-}
-
-// conv2d (NCHW, groups 1, stride 1), both gradients as convolutions:
-//   dW[o,c] = x[.,c] (*) g[.,o]: a convolution of x^T [C,N,H,W] with g^T [O,N,OH,OW] as the filter,
-//     dilated by the forward stride (1), with the forward padding -> [C,O,KH,KW], transposed;
-//   dX = g (*) flip(W)^T: padding d (K - 1) - p on each side, dilation d.
+// conv2d: cuDNN's / im2col's backward calls, as ops of their own (any layout, stride, padding,
+// dilation and groups); the bias gets the output gradient summed over all but channels.
 LogicalResult convVjp(Conv2dOp c, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
-  auto st = c.getStrides(), pad = c.getPadding(), dil = c.getDilation();
-  if (c.getLayout() != Layout::NCHW || c.getGroups() != 1 || st[0] != 1 || st[1] != 1)
-    return c.emitOpError("has no vector-Jacobian product here: only NCHW, groups = 1, stride 1");
-  Value x = c.getInput(), w = c.getFilter();
-  auto ws = tensorOf(w).getShape();
-  int64_t kh = ws[2], kw = ws[3];
-  int64_t ph = dil[0] * (kh - 1) - pad[0], pw = dil[1] * (kw - 1) - pad[2];
-  if (pad[0] != pad[1] || pad[2] != pad[3] || ph < 0 || pw < 0)
-    return c.emitOpError("has no vector-Jacobian product here: asymmetric or over-wide padding");
-  Value xt = e.b.create<TransposeOp>(e.loc, x, ArrayRef<int64_t>{1, 0, 2, 3});
-  Value gt = e.b.create<TransposeOp>(e.loc, g, ArrayRef<int64_t>{1, 0, 2, 3});
-  Value dwT = conv(e, xt, gt, {dil[0], dil[1]}, pad, {1, 1}); // [C, O, KH', KW']
-  if (tensorOf(dwT).getShape()[2] != kh || tensorOf(dwT).getShape()[3] != kw)
-    return c.emitOpError("has no vector-Jacobian product here: the filter gradient's shape does not come out exact");
-  grads[1] = e.b.create<TransposeOp>(e.loc, dwT, ArrayRef<int64_t>{1, 0, 2, 3});
-  // flip(W) over KH and KW: [O*C, KH, KW] between two anti-identity matmuls.
-  Type elem = tensorOf(w).getElementType();
-  Value w3 = e.reshape(w, {ws[0] * ws[1], kh, kw});
-  Value flipped = e.b.create<MatmulOp>(e.loc, antiIdentity(e, kh, elem), w3, false, false);
-  flipped = e.b.create<MatmulOp>(e.loc, flipped, antiIdentity(e, kw, elem), false, false);
-  Value wf = e.b.create<TransposeOp>(e.loc, e.reshape(flipped, ws), ArrayRef<int64_t>{1, 0, 2, 3});
-  grads[0] = conv(e, g, wf, {1, 1}, {ph, ph, pw, pw}, {dil[0], dil[1]});
+  grads[0] = e.b.create<Conv2dBackwardInputOp>(e.loc, c.getInput().getType(), g, c.getFilter(), c.getStridesAttr(),
+                                               c.getPaddingAttr(), c.getDilationAttr(), c.getGroupsAttr(),
+                                               c.getLayoutAttr());
+  grads[1] = e.b.create<Conv2dBackwardFilterOp>(e.loc, c.getFilter().getType(), c.getInput(), g, c.getStridesAttr(),
+                                                c.getPaddingAttr(), c.getDilationAttr(), c.getGroupsAttr(),
+                                                c.getLayoutAttr());
   if (c.getBias())
-    grads[2] = e.reduceSum(g, {0, 2, 3}, false);
+    grads[2] = e.reduceSum(g, c.getLayout() == Layout::NHWC ? SmallVector<int64_t>{0, 1, 2} : SmallVector<int64_t>{0, 2, 3},
+                           false);
   return success();
 }
 
-// A [rows, cols] matrix with ones on the diagonal: multiplying by it keeps the leading rows or
-// columns of an operand (or puts them back, zero elsewhere) — exact, and rfuse has no slice or
-// pad op.
-Value selection(Emit &e, int64_t rows, int64_t cols, Type elem) {
-  std::vector<Attribute> v((size_t)(rows * cols), e.b.getFloatAttr(elem, 0.0));
-  for (int64_t i = 0; i < std::min(rows, cols); ++i)
-    v[(size_t)(i * cols + i)] = e.b.getFloatAttr(elem, 1.0);
-  return e.b.create<ConstantOp>(e.loc, DenseElementsAttr::get(RankedTensorType::get({rows, cols}, elem), v));
+LogicalResult poolVjp(MaxPool2dOp p, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  grads[0] = e.b.create<MaxPool2dBackwardOp>(e.loc, p.getInput().getType(), p.getInput(), p.getResult(), g,
+                                             p.getKernelAttr(), p.getStridesAttr(), p.getPaddingAttr(),
+                                             p.getLayoutAttr());
+  return success();
 }
 
-// [N, C, H, W] -> [N, C, h, w] keeping the leading (or, growing, zero-filling) rows and columns.
-Value resizeSpatial(Emit &e, Value x, int64_t h, int64_t w) {
-  auto s = tensorOf(x).getShape();
-  if (s[2] == h && s[3] == w)
-    return x;
-  Type elem = tensorOf(x).getElementType();
-  Value b = e.reshape(x, {s[0] * s[1], s[2], s[3]});
-  b = e.b.create<MatmulOp>(e.loc, selection(e, h, s[2], elem), b, false, false);
-  b = e.b.create<MatmulOp>(e.loc, b, selection(e, s[3], w, elem), false, false);
-  return e.reshape(b, {s[0], s[1], h, w});
-}
-
-// Pooling with non-overlapping windows (kernel = stride, no padding): each window is a
-// [.., KH, .., KW] block of x's covered part reshaped to [N, C, OH, KH, OW, KW]; rows and
-// columns past the last window get no gradient.
-template <class PoolOpT>
-LogicalResult poolVjp(PoolOpT p, Emit &e, Value g, SmallVectorImpl<Value> &grads, bool isMax) {
-  auto k = p.getKernel(), st = p.getStrides(), pad = p.getPadding();
-  Value input = p.getInput();
-  auto full = tensorOf(input).getShape();
-  if (p.getLayout() != Layout::NCHW || k[0] != st[0] || k[1] != st[1] ||
-      llvm::any_of(pad, [](int64_t v) { return v != 0; }))
-    return p.emitOpError("has no vector-Jacobian product here: only NCHW windows that tile the input");
-  int64_t oh = full[2] / k[0], ow = full[3] / k[1];
-  Value x = resizeSpatial(e, input, oh * k[0], ow * k[1]);
-  auto xs = tensorOf(x).getShape();
-  SmallVector<int64_t> blocks = {xs[0], xs[1], oh, k[0], ow, k[1]};
-  Type elem = tensorOf(x).getElementType();
-  auto bt = RankedTensorType::get(blocks, elem);
-  auto spread = [&](Value v) { // [N, C, OH, OW] over each window
-    return e.b.create<BroadcastInDimOp>(e.loc, bt, v, e.b.getDenseI64ArrayAttr({0, 1, 2, 4})).getResult();
-  };
-  Value gb = spread(g);
-  Value gx;
-  if (!isMax) {
-    gx = e.reshape(e.scale(gb, 1.0 / (double)(k[0] * k[1])), xs);
-  } else { // max: shared evenly by the window's elements equal to its maximum
-    Value xb = e.reshape(x, blocks);
-    Value hit = e.b.create<CastOp>(e.loc, bt, e.cmp(CmpPredicate::eq, xb, spread(p.getResult())));
-    Value count = e.reduceSum(hit, {3, 5}, false);
-    gx = e.reshape(e.div(e.mul(gb, hit), spread(count)), xs);
-  }
-  grads[0] = resizeSpatial(e, gx, full[2], full[3]);
+LogicalResult poolVjp(AvgPool2dOp p, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  grads[0] = e.b.create<AvgPool2dBackwardOp>(e.loc, p.getInput().getType(), g, p.getKernelAttr(), p.getStridesAttr(),
+                                             p.getPaddingAttr(), p.getLayoutAttr(), p.getCountIncludePadAttr());
   return success();
 }
 
@@ -323,8 +246,8 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
       .Case([&](ReduceMinOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](MatmulOp m) { result = matmulVjp(m, e, g, operandGrads); })
       .Case([&](Conv2dOp c) { result = convVjp(c, e, g, operandGrads); })
-      .Case([&](MaxPool2dOp p) { result = poolVjp(p, e, g, operandGrads, true); })
-      .Case([&](AvgPool2dOp p) { result = poolVjp(p, e, g, operandGrads, false); })
+      .Case([&](MaxPool2dOp p) { result = poolVjp(p, e, g, operandGrads); })
+      .Case([&](AvgPool2dOp p) { result = poolVjp(p, e, g, operandGrads); })
       .Case([&](PointwiseOpInterface pw) { result = pointwiseVjp(op, pw.getScalarOp(), e, g, operandGrads); })
       .Default([&](Operation *o) {
         result = o->emitOpError("has no vector-Jacobian product");

@@ -1,4 +1,5 @@
 #include "FusionGrouping.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/IR/Builders.h"
@@ -22,7 +23,8 @@ namespace {
 bool isReduction(Operation *op) {
   return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
 }
-bool isAnchor(Operation *op) { return isa<MatmulOp, Conv2dOp>(op); }
+// Library calls that take a generated epilogue: matmuls, convolutions and their gradients.
+bool isAnchor(Operation *op) { return isa<MatmulOp>(op) || isConvolutionOp(op); }
 
 // Splat constants are cloned into every region that uses them instead of being passed in.
 bool isSplatConstant(Value v) {
@@ -285,7 +287,7 @@ private:
   }
 
   FusionKind kindOf(ArrayRef<Operation *> members) {
-    if (llvm::any_of(members, [](Operation *op) { return isa<Conv2dOp>(op); }))
+    if (llvm::any_of(members, isConvolutionOp))
       return FusionKind::conv_epilogue;
     if (llvm::any_of(members, [](Operation *op) { return isa<MatmulOp>(op); }))
       return FusionKind::matmul_epilogue;

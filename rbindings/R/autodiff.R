@@ -21,7 +21,7 @@
 #'   where `grad` is a named list of arrays shaped like the arguments; `rf_grad()`'s returns the
 #'   gradient array (one `wrt` name) or the named list.
 #' @details Differentiating with respect to a logical argument, through an operation without a
-#'   vector-Jacobian product (pooling, convolution for now), or a function that does not return a
+#'   vector-Jacobian product, or a function that does not return a
 #'   single number raises an error of class `rfuse_autodiff_error` naming the cause. With
 #'   `options(rfuse.detect_anomaly = TRUE)` a non-finite gradient raises `rfuse_anomaly_error`.
 #' @examples

@@ -305,36 +305,41 @@ void gemm(const GemmCall &g, const double *a, const double *b, double *c) {
                   c + p * g.m * g.n, n);
 }
 
-// rfuse.conv2d as im2col + dgemm per image and group, then + bias; images split over threads.
-void convolve(const ConvCall &c, const double *x, const double *w, const double *bias, double *y);
+// The convolution ops as im2col / col2im + dgemm per image and group. The column matrix of image
+// n and group g is, NCHW: col[K][P] with K in (ci, kh, kw) order; NHWC: col[P][K] with K in
+// (kh, kw, ci) order — each the filter's own layout, so the filter is a plain row-major [Og, K]
+// matrix. `scatter` adds col back into x (col2im) instead of gathering from it.
+template <bool scatter>
+void columns(const ConvGeometry &c, int64_t n, int64_t g, const double *xIn, double *xOut, double *col) {
+  int64_t Cg = c.c / c.groups, P = c.oh * c.ow, K = Cg * c.kh * c.kw;
+  for (int64_t oh = 0; oh < c.oh; ++oh)
+    for (int64_t ow = 0; ow < c.ow; ++ow)
+      for (int64_t kh = 0; kh < c.kh; ++kh)
+        for (int64_t kw = 0; kw < c.kw; ++kw) {
+          int64_t h = oh * c.strideH - c.padTop + kh * c.dilationH;
+          int64_t ww = ow * c.strideW - c.padLeft + kw * c.dilationW;
+          bool inside = h >= 0 && h < c.h && ww >= 0 && ww < c.w;
+          int64_t p = oh * c.ow + ow;
+          for (int64_t ci = 0; ci < Cg; ++ci) {
+            double &v = c.nhwc ? col[p * K + (kh * c.kw + kw) * Cg + ci] : col[((ci * c.kh + kh) * c.kw + kw) * P + p];
+            if (scatter) {
+              if (inside)
+                xOut[c.inputAt(n, g * Cg + ci, h, ww)] += v;
+            } else {
+              v = inside ? xIn[c.inputAt(n, g * Cg + ci, h, ww)] : 0.0;
+            }
+          }
+        }
+}
 
-void convolve(const ConvCall &c, const double *x, const double *w, const double *bias, double *y) {
-  int64_t G = c.groups, Cg = c.c / G, Og = c.o / G, P = c.oh * c.ow, K = Cg * c.kh * c.kw;
-  auto xAt = [&](int64_t n, int64_t ch, int64_t h, int64_t ww) {
-    return c.nhwc ? ((n * c.h + h) * c.w + ww) * c.c + ch : ((n * c.c + ch) * c.h + h) * c.w + ww;
-  };
+// rfuse.conv2d: y = W col (+ bias); images split over threads.
+void convolveForward(const ConvGeometry &c, const double *x, const double *w, const double *bias, double *y) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
   parallelFor(c.n, 0, P * K * Og, [&](int64_t begin, int64_t end) {
     std::vector<double> col((size_t)(P * K));
     for (int64_t n = begin; n < end; ++n)
       for (int64_t g = 0; g < G; ++g) {
-        // NCHW: col[K][P] with K in (ci, kh, kw) order; NHWC: col[P][K] with K in (kh, kw, ci)
-        // order — each the filter's own layout, so the filter is a plain row-major matrix.
-        for (int64_t oh = 0; oh < c.oh; ++oh)
-          for (int64_t ow = 0; ow < c.ow; ++ow)
-            for (int64_t kh = 0; kh < c.kh; ++kh)
-              for (int64_t kw = 0; kw < c.kw; ++kw) {
-                int64_t h = oh * c.strideH - c.padTop + kh * c.dilationH;
-                int64_t ww = ow * c.strideW - c.padLeft + kw * c.dilationW;
-                bool inside = h >= 0 && h < c.h && ww >= 0 && ww < c.w;
-                int64_t p = oh * c.ow + ow;
-                for (int64_t ci = 0; ci < Cg; ++ci) {
-                  double v = inside ? x[xAt(n, g * Cg + ci, h, ww)] : 0.0;
-                  if (c.nhwc)
-                    col[p * K + (kh * c.kw + kw) * Cg + ci] = v;
-                  else
-                    col[((ci * c.kh + kh) * c.kw + kw) * P + p] = v;
-                }
-              }
+        columns<false>(c, n, g, x, nullptr, col.data());
         const double *wg = w + g * Og * K;
         if (c.nhwc)
           dgemmRowMajor(false, true, (int)P, (int)Og, (int)K, col.data(), (int)K, wg, (int)K, 0,
@@ -349,6 +354,45 @@ void convolve(const ConvCall &c, const double *x, const double *w, const double 
           for (int64_t p = 0; p < P; ++p)
             y[c.nhwc ? (n * P + p) * c.o + o : (n * c.o + o) * P + p] += bias[o];
   });
+}
+
+// rfuse.conv2d_backward_input: col = W^T dy, scattered back (col2im); images split over threads.
+void convolveBackwardInput(const ConvGeometry &c, const double *dy, const double *w, double *dx) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
+  parallelFor(c.n, 0, P * K * Og, [&](int64_t begin, int64_t end) {
+    std::vector<double> col((size_t)(P * K));
+    std::fill(dx + begin * c.c * c.h * c.w, dx + end * c.c * c.h * c.w, 0.0);
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        const double *wg = w + g * Og * K;
+        if (c.nhwc)
+          dgemmRowMajor(false, false, (int)P, (int)K, (int)Og, dy + n * P * c.o + g * Og, (int)c.o, wg, (int)K, 0,
+                        col.data(), (int)K);
+        else
+          dgemmRowMajor(true, false, (int)K, (int)P, (int)Og, wg, (int)K, dy + (n * c.o + g * Og) * P, (int)P, 0,
+                        col.data(), (int)P);
+        columns<true>(c, n, g, nullptr, dx, col.data());
+      }
+  });
+}
+
+// rfuse.conv2d_backward_filter: dW += dy col^T over the images, in image order (one thread:
+// the sum's order does not depend on the thread count).
+void convolveBackwardFilter(const ConvGeometry &c, const double *x, const double *dy, double *dw) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
+  std::vector<double> col((size_t)(P * K));
+  std::fill(dw, dw + c.o * K, 0.0);
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      columns<false>(c, n, g, x, nullptr, col.data());
+      double *dwg = dw + g * Og * K;
+      if (c.nhwc)
+        dgemmRowMajor(true, false, (int)Og, (int)K, (int)P, dy + n * P * c.o + g * Og, (int)c.o, col.data(), (int)K,
+                      1, dwg, (int)K);
+      else
+        dgemmRowMajor(false, true, (int)Og, (int)K, (int)P, dy + (n * c.o + g * Og) * P, (int)P, col.data(), (int)P,
+                      1, dwg, (int)K);
+    }
 }
 
 // ---- Values -------------------------------------------------------------------------------------
@@ -485,22 +529,43 @@ struct CpuProgram::Impl {
 
   void runConv(Step &s, const std::vector<void *> &ins, const std::vector<Val> &results) {
     const CpuKernel &k = s.kernel;
-    const ConvCall &c = k.conv;
-    size_t n = (size_t)(c.n * c.o * c.oh * c.ow);
+    const ConvCall &call = k.conv;
+    const ConvGeometry &c = call.geometry;
+    size_t inputSize = (size_t)(c.n * c.c * c.h * c.w), filterSize = (size_t)(c.o * (c.c / c.groups) * c.kh * c.kw),
+           outputSize = (size_t)(c.n * c.o * c.oh * c.ow);
+    size_t n = c.direction == ConvDirection::Forward         ? outputSize
+               : c.direction == ConvDirection::BackwardInput ? inputSize
+                                                             : filterSize;
     std::vector<char> productBytes;
     void *y = k.productIsOutput ? results[0].data
-                                : (productBytes.resize(n * dtypeSize(c.dtype)), productBytes.data());
-    const void *bias = c.biasIndex >= 0 ? ins[c.biasIndex] : nullptr;
-    if (c.dtype == DType::F64) {
-      convolve(c, (const double *)ins[c.inputIndex], (const double *)ins[c.filterIndex], (const double *)bias,
-               (double *)y);
-    } else { // f32 in f64, as for matmuls
-      std::vector<double> x = widen(ins[c.inputIndex], (size_t)(c.n * c.c * c.h * c.w)),
-                          w = widen(ins[c.filterIndex], (size_t)(c.o * (c.c / c.groups) * c.kh * c.kw)),
-                          b = bias ? widen(bias, (size_t)c.o) : std::vector<double>(), p(n);
-      convolve(c, x.data(), w.data(), bias ? b.data() : nullptr, p.data());
-      narrow(p, y);
+                                : (productBytes.resize(n * dtypeSize(call.dtype)), productBytes.data());
+    // f32 runs in f64, as matmuls do.
+    bool f64 = call.dtype == DType::F64;
+    std::vector<std::vector<double>> wide;
+    auto operand = [&](int index, size_t count) -> const double * {
+      if (index < 0)
+        return nullptr;
+      if (f64)
+        return (const double *)ins[index];
+      wide.push_back(widen(ins[index], count));
+      return wide.back().data();
+    };
+    std::vector<double> p(f64 ? 0 : n);
+    double *result = f64 ? (double *)y : p.data();
+    switch (c.direction) {
+    case ConvDirection::Forward:
+      convolveForward(c, operand(call.inputIndex, inputSize), operand(call.filterIndex, filterSize),
+                      operand(call.biasIndex, (size_t)c.o), result);
+      break;
+    case ConvDirection::BackwardInput:
+      convolveBackwardInput(c, operand(call.gradOutputIndex, outputSize), operand(call.filterIndex, filterSize), result);
+      break;
+    case ConvDirection::BackwardFilter:
+      convolveBackwardFilter(c, operand(call.inputIndex, inputSize), operand(call.gradOutputIndex, outputSize), result);
+      break;
     }
+    if (!f64)
+      narrow(p, y);
     runEpilogue(s, y, ins, results);
   }
 

@@ -176,6 +176,11 @@ const CudnnApi &cudnn() {
     RF_BIND(cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
     RF_BIND(cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7");
     RF_BIND(cudnnConvolutionForward, "cudnnConvolutionForward");
+    RF_BIND(cudnnGetConvolutionBackwardDataAlgorithm_v7, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    RF_BIND(cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
+    RF_BIND(cudnnGetConvolutionBackwardFilterAlgorithm_v7, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    RF_BIND(cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
+    RF_BIND(cudnnPoolingBackward, "cudnnPoolingBackward");
     RF_BIND(cudnnAddTensor, "cudnnAddTensor");
     RF_BIND(cudnnCreatePoolingDescriptor, "cudnnCreatePoolingDescriptor");
     RF_BIND(cudnnSetPooling2dDescriptor, "cudnnSetPooling2dDescriptor");

@@ -133,6 +133,24 @@ struct CudnnApi {
                                            cudnnConvolutionDescriptor_t, cudnnConvolutionFwdAlgo_t,
                                            void *, size_t, const void *, cudnnTensorDescriptor_t,
                                            void *);
+  cudnnStatus_t (*cudnnGetConvolutionBackwardDataAlgorithm_v7)(
+      cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
+      cudnnTensorDescriptor_t, int, int *, cudnnConvolutionBwdDataAlgoPerf_t *);
+  cudnnStatus_t (*cudnnConvolutionBackwardData)(cudnnHandle_t, const void *, cudnnFilterDescriptor_t,
+                                                const void *, cudnnTensorDescriptor_t, const void *,
+                                                cudnnConvolutionDescriptor_t, cudnnConvolutionBwdDataAlgo_t,
+                                                void *, size_t, const void *, cudnnTensorDescriptor_t, void *);
+  cudnnStatus_t (*cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
+      cudnnHandle_t, cudnnTensorDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
+      cudnnFilterDescriptor_t, int, int *, cudnnConvolutionBwdFilterAlgoPerf_t *);
+  cudnnStatus_t (*cudnnConvolutionBackwardFilter)(cudnnHandle_t, const void *, cudnnTensorDescriptor_t,
+                                                  const void *, cudnnTensorDescriptor_t, const void *,
+                                                  cudnnConvolutionDescriptor_t, cudnnConvolutionBwdFilterAlgo_t,
+                                                  void *, size_t, const void *, cudnnFilterDescriptor_t, void *);
+  cudnnStatus_t (*cudnnPoolingBackward)(cudnnHandle_t, cudnnPoolingDescriptor_t, const void *,
+                                        cudnnTensorDescriptor_t, const void *, cudnnTensorDescriptor_t,
+                                        const void *, cudnnTensorDescriptor_t, const void *, const void *,
+                                        cudnnTensorDescriptor_t, void *);
   cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void *, cudnnTensorDescriptor_t,
                                   const void *, const void *, cudnnTensorDescriptor_t, void *);
   cudnnStatus_t (*cudnnCreatePoolingDescriptor)(cudnnPoolingDescriptor_t *);

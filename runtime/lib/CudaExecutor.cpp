@@ -183,6 +183,8 @@ struct GpuProgram::Impl {
       cudnnConvolutionDescriptor_t conv = nullptr;
       cudnnPoolingDescriptor_t pool = nullptr;
       cudnnConvolutionFwdAlgo_t algo{};
+      cudnnConvolutionBwdDataAlgo_t dataAlgo{};
+      cudnnConvolutionBwdFilterAlgo_t filterAlgo{};
       bool tf32 = false;
       ~Dnn() {
         const CudnnApi &api = cudnn();
@@ -578,92 +580,146 @@ struct GpuProgram::Impl {
   // Descriptors and the algorithm are made on a step's first run (and again if TF32 is
   // switched), then reused: per-run host work is the cuDNN calls themselves.
   void prepareConv(Step &s) {
-    const ConvSpec &c = *s.conv;
+    const ConvSpec &spec = *s.conv;
+    const ConvGeometry &c = spec.geometry;
     const CudnnApi &api = cudnn();
     auto d = std::make_shared<Step::Dnn>();
     d->tf32 = allowTf32();
-    d->x = tensorDesc(c.dtype, c.nhwc, c.n, c.c, c.h, c.w);
-    d->y = tensorDesc(c.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
-    if (c.biasIndex >= 0)
-      d->bias = tensorDesc(c.dtype, c.nhwc, 1, c.o, 1, 1);
+    d->x = tensorDesc(spec.dtype, c.nhwc, c.n, c.c, c.h, c.w);
+    d->y = tensorDesc(spec.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
+    if (spec.biasIndex >= 0)
+      d->bias = tensorDesc(spec.dtype, c.nhwc, 1, c.o, 1, 1);
     ok(api.cudnnCreateFilterDescriptor(&d->filter), "CreateFilterDescriptor");
-    ok(api.cudnnSetFilter4dDescriptor(d->filter, cudnnType(c.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+    ok(api.cudnnSetFilter4dDescriptor(d->filter, cudnnType(spec.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                       (int)c.o, (int)(c.c / c.groups), (int)c.kh, (int)c.kw),
        "SetFilter4dDescriptor");
     ok(api.cudnnCreateConvolutionDescriptor(&d->conv), "CreateConvolutionDescriptor");
-    ok(api.cudnnSetConvolution2dDescriptor(d->conv, (int)c.padH, (int)c.padW, (int)c.strideH, (int)c.strideW,
+    ok(api.cudnnSetConvolution2dDescriptor(d->conv, (int)c.padTop, (int)c.padLeft, (int)c.strideH, (int)c.strideW,
                                            (int)c.dilationH, (int)c.dilationW, CUDNN_CROSS_CORRELATION,
-                                           c.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+                                           spec.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
        "SetConvolution2dDescriptor");
     ok(api.cudnnSetConvolutionGroupCount(d->conv, (int)c.groups), "SetConvolutionGroupCount");
     api.cudnnSetConvolutionMathType(d->conv, d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
     dev.ensureCublasLt(); // for the shared workspace
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int found = 0;
-    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dnn(), d->x, d->filter, d->conv, d->y, 8, &found, perf),
-       "GetConvolutionForwardAlgorithm_v7");
-    int pick = -1;
-    for (int i = 0; i < found && pick < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
-        pick = i;
-    if (pick < 0)
+    // The heuristics' first algorithm that succeeds within the shared workspace.
+    auto pick = [&](auto *perf, int found) -> int {
+      for (int i = 0; i < found; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
+          return i;
       throw CudaError("cuDNN found no convolution algorithm within the workspace");
-    d->algo = perf[pick].algo;
+    };
+    int found = 0;
+    switch (c.direction) {
+    case ConvDirection::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[8];
+      ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dnn(), d->x, d->filter, d->conv, d->y, 8, &found, perf),
+         "GetConvolutionForwardAlgorithm_v7");
+      d->algo = perf[pick(perf, found)].algo;
+      break;
+    }
+    case ConvDirection::BackwardInput: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+      ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn(), d->filter, d->y, d->conv, d->x, 8, &found, perf),
+         "GetConvolutionBackwardDataAlgorithm_v7");
+      d->dataAlgo = perf[pick(perf, found)].algo;
+      break;
+    }
+    case ConvDirection::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+      ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn(), d->x, d->y, d->conv, d->filter, 8, &found, perf),
+         "GetConvolutionBackwardFilterAlgorithm_v7");
+      d->filterAlgo = perf[pick(perf, found)].algo;
+      break;
+    }
+    }
     s.dnn = d;
   }
 
+  // alpha = 1 and beta = 0 in the dtype cuDNN scales by.
+  struct Scale {
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    bool f64;
+    explicit Scale(DType d) : f64(d == DType::F64) {}
+    const void *one() const { return f64 ? (const void *)&one64 : (const void *)&one32; }
+    const void *zero() const { return f64 ? (const void *)&zero64 : (const void *)&zero32; }
+  };
+
   void runConv(Step &s) {
-    const ConvSpec &c = *s.conv;
+    const ConvSpec &spec = *s.conv;
+    const ConvGeometry &c = spec.geometry;
     const CudnnApi &api = cudnn();
-    auto in = [&](int i) { return ptr(s.in[i]); };
+    auto in = [&](int i) { return (void *)ptr(s.in[i]); };
     CUdeviceptr out = ptr(s.out[0]);
-    size_t productBytes = (size_t)c.n * c.o * c.oh * c.ow * dtypeSize(c.dtype);
-    bool tempProduct = c.epilogue && !c.outputIsProduct;
+    size_t productBytes = (size_t)c.n * c.o * c.oh * c.ow * dtypeSize(spec.dtype);
+    if (c.direction == ConvDirection::BackwardInput)
+      productBytes = (size_t)c.n * c.c * c.h * c.w * dtypeSize(spec.dtype);
+    else if (c.direction == ConvDirection::BackwardFilter)
+      productBytes = (size_t)c.o * (c.c / c.groups) * c.kh * c.kw * dtypeSize(spec.dtype);
+    bool tempProduct = spec.epilogue && !spec.outputIsProduct;
     CUdeviceptr product = tempProduct ? dev.alloc(productBytes) : out;
     if (!s.dnn || s.dnn->tf32 != allowTf32())
       prepareConv(s);
     Step::Dnn &d = *s.dnn;
-    double one64 = 1, zero64 = 0;
-    float one32 = 1, zero32 = 0;
-    bool f64 = c.dtype == DType::F64;
-    const void *one = f64 ? (const void *)&one64 : (const void *)&one32;
-    const void *zero = f64 ? (const void *)&zero64 : (const void *)&zero32;
-    ok(api.cudnnConvolutionForward(dnn(), one, d.x, (void *)in(c.inputIndex), d.filter, (void *)in(c.filterIndex),
-                                   d.conv, d.algo, (void *)dev.workspace, dev.workspaceSize,
-                                   zero, d.y, (void *)product),
-       "ConvolutionForward");
-    if (c.biasIndex >= 0)
-      ok(api.cudnnAddTensor(dnn(), one, d.bias, (void *)in(c.biasIndex), one, d.y, (void *)product), "AddTensor");
-    if (c.epilogue)
-      runEpilogue(s, *c.epilogue, c.epilogueInputs, c.outputIsProduct, product,
+    Scale k(spec.dtype);
+    void *ws = (void *)dev.workspace;
+    switch (c.direction) {
+    case ConvDirection::Forward:
+      ok(api.cudnnConvolutionForward(dnn(), k.one(), d.x, in(spec.inputIndex), d.filter, in(spec.filterIndex), d.conv,
+                                     d.algo, ws, dev.workspaceSize, k.zero(), d.y, (void *)product),
+         "ConvolutionForward");
+      if (spec.biasIndex >= 0)
+        ok(api.cudnnAddTensor(dnn(), k.one(), d.bias, in(spec.biasIndex), k.one(), d.y, (void *)product), "AddTensor");
+      break;
+    case ConvDirection::BackwardInput:
+      ok(api.cudnnConvolutionBackwardData(dnn(), k.one(), d.filter, in(spec.filterIndex), d.y, in(spec.gradOutputIndex),
+                                          d.conv, d.dataAlgo, ws, dev.workspaceSize, k.zero(), d.x, (void *)product),
+         "ConvolutionBackwardData");
+      break;
+    case ConvDirection::BackwardFilter:
+      ok(api.cudnnConvolutionBackwardFilter(dnn(), k.one(), d.x, in(spec.inputIndex), d.y, in(spec.gradOutputIndex),
+                                            d.conv, d.filterAlgo, ws, dev.workspaceSize, k.zero(), d.filter,
+                                            (void *)product),
+         "ConvolutionBackwardFilter");
+      break;
+    }
+    if (spec.epilogue)
+      runEpilogue(s, *spec.epilogue, spec.epilogueInputs, spec.outputIsProduct, product,
                   tempProduct ? productBytes : 0);
   }
 
   void runPool(Step &s) {
-    const PoolSpec &p = *s.pool;
+    const PoolSpec &spec = *s.pool;
+    const PoolGeometry &p = spec.geometry;
     const CudnnApi &api = cudnn();
     if (!s.dnn) {
       auto d = std::make_shared<Step::Dnn>();
-      d->x = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.h, p.w);
-      d->y = tensorDesc(p.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
+      d->x = tensorDesc(spec.dtype, p.nhwc, p.n, p.c, p.h, p.w);
+      d->y = tensorDesc(spec.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
       ok(api.cudnnCreatePoolingDescriptor(&d->pool), "CreatePoolingDescriptor");
-      cudnnPoolingMode_t mode = p.isMax ? CUDNN_POOLING_MAX
+      // The deterministic max mode routes a window's gradient to one maximum, as the
+      // interpreter's first-maximum rule does when the maximum is unique.
+      cudnnPoolingMode_t mode = p.isMax ? (p.backward ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX)
                                 : p.countIncludePad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
       // NaN propagates, as rf_max does on the interpreter.
-      ok(api.cudnnSetPooling2dDescriptor(d->pool, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padH,
-                                         (int)p.padW, (int)p.strideH, (int)p.strideW),
+      ok(api.cudnnSetPooling2dDescriptor(d->pool, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padTop,
+                                         (int)p.padLeft, (int)p.strideH, (int)p.strideW),
          "SetPooling2dDescriptor");
       s.dnn = d;
     }
     Step::Dnn &d = *s.dnn;
-    double one64 = 1, zero64 = 0;
-    float one32 = 1, zero32 = 0;
-    bool f64 = p.dtype == DType::F64;
-    ok(api.cudnnPoolingForward(dnn(), d.pool, f64 ? (const void *)&one64 : (const void *)&one32, d.x,
-                               (void *)ptr(s.in[0]), f64 ? (const void *)&zero64 : (const void *)&zero32,
-                               d.y, (void *)ptr(s.out[0])),
-       "PoolingForward");
+    Scale k(spec.dtype);
+    auto in = [&](int i) { return (void *)ptr(s.in[i]); };
+    void *out = (void *)ptr(s.out[0]);
+    if (!p.backward)
+      ok(api.cudnnPoolingForward(dnn(), d.pool, k.one(), d.x, in(0), k.zero(), d.y, out), "PoolingForward");
+    else if (p.isMax) // operands: input, output, grad_output
+      ok(api.cudnnPoolingBackward(dnn(), d.pool, k.one(), d.y, in(1), d.y, in(2), d.x, in(0), k.zero(), d.x, out),
+         "PoolingBackward");
+    else // average pooling reads neither x nor y
+      ok(api.cudnnPoolingBackward(dnn(), d.pool, k.one(), d.y, in(0), d.y, in(0), d.x, out, k.zero(), d.x, out),
+         "PoolingBackward");
   }
 
   // ---- CUDA graphs -------------------------------------------------------------------------

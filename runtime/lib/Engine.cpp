@@ -6,6 +6,7 @@
 
 #include "rfuse/Codegen/CudaCodegen.h"
 
+#include "rfuse/IR/Geometry.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Passes/Passes.h"
 
@@ -70,12 +71,7 @@ std::string describeLibraryCall(Operation *op) {
     os << ") -> ";
     llvm::interleaveComma(o->getResultTypes(), os);
   };
-  if (isa<MatmulOp>(op))
-    os << "matmul ";
-  else if (isa<Conv2dOp>(op))
-    os << "conv2d ";
-  else
-    os << op->getName().stripDialect() << " ";
+  os << op->getName().stripDialect() << " ";
   types(op);
   return os.str();
 }
@@ -163,7 +159,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     }
   });
   module.walk([&](Operation *op) {
-    if (isa<MatmulOp, Conv2dOp, MaxPool2dOp, AvgPool2dOp>(op))
+    if (isa<MatmulOp>(op) || isConvolutionOp(op) || isPoolingOp(op))
       info.libraryCalls.push_back(describeLibraryCall(op));
   });
   for (const std::string &k : info.kernels) {

@@ -4,6 +4,7 @@
 // scalar semantics in ScalarOps.h.
 #include "rfuse/Runtime/Interpreter.h"
 
+#include "rfuse/IR/Geometry.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOps.h"
 
@@ -206,11 +207,10 @@ private:
         .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'M')}; })
         .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'm')}; })
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
-        .Case([&](Conv2dOp c) { return std::vector<HostTensor>{conv2d(c, in)}; })
-        .Case([&](MaxPool2dOp p) { return std::vector<HostTensor>{pool(p, in[0], true, false)}; })
-        .Case([&](AvgPool2dOp p) {
-          return std::vector<HostTensor>{pool(p, in[0], false, p.getCountIncludePad())};
-        })
+        .Case<Conv2dOp, Conv2dBackwardInputOp, Conv2dBackwardFilterOp>(
+            [&](Operation *c) { return std::vector<HostTensor>{convolution(c, in)}; })
+        .Case<MaxPool2dOp, AvgPool2dOp, MaxPool2dBackwardOp, AvgPool2dBackwardOp>(
+            [&](Operation *p) { return std::vector<HostTensor>{pooling(p, in)}; })
         .Case([&](FusionOp f) {
           llvm::DenseMap<Value, HostTensor> inner;
           for (auto [arg, t] : llvm::zip(f.getBody().getArguments(), in))
@@ -399,81 +399,65 @@ private:
     return out;
   }
 
-  HostTensor conv2d(Conv2dOp c, const std::vector<HostTensor> &in) {
-    const HostTensor &x = in[0], &w = in[1];
-    const HostTensor *bias = c.getBias() ? &in[2] : nullptr;
-    HostTensor out = alloc(c.getResult());
-    bool nhwc = c.getLayout() == Layout::NHWC;
-    auto st = c.getStrides(), pad = c.getPadding(), dil = c.getDilation();
-    int64_t G = c.getGroups();
-    int64_t N = x.shape[0], C = nhwc ? x.shape[3] : x.shape[1], H = nhwc ? x.shape[1] : x.shape[2],
-            W = nhwc ? x.shape[2] : x.shape[3];
-    int64_t O = w.shape[0], Cg = nhwc ? w.shape[3] : w.shape[1], KH = nhwc ? w.shape[1] : w.shape[2],
-            KW = nhwc ? w.shape[2] : w.shape[3];
-    int64_t OH = nhwc ? out.shape[1] : out.shape[2], OW = nhwc ? out.shape[2] : out.shape[3];
-    int64_t Og = O / G;
-    auto xAt = [&](int64_t n, int64_t ch, int64_t h, int64_t ww) {
-      return nhwc ? ((n * H + h) * W + ww) * C + ch : ((n * C + ch) * H + h) * W + ww;
-    };
-    auto wAt = [&](int64_t o, int64_t ci, int64_t kh, int64_t kw) {
-      return nhwc ? ((o * KH + kh) * KW + kw) * Cg + ci : ((o * Cg + ci) * KH + kh) * KW + kw;
-    };
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            long double acc = bias ? bias->f[o] : 0.0;
-            int64_t g = o / Og;
-            for (int64_t ci = 0; ci < Cg; ++ci)
-              for (int64_t kh = 0; kh < KH; ++kh) {
-                int64_t h = oh * st[0] - pad[0] + kh * dil[0];
-                if (h < 0 || h >= H)
-                  continue;
-                for (int64_t kw = 0; kw < KW; ++kw) {
-                  int64_t ww = ow * st[1] - pad[2] + kw * dil[1];
-                  if (ww < 0 || ww >= W)
-                    continue;
-                  acc += (long double)x.f[xAt(n, g * Cg + ci, h, ww)] * w.f[wAt(o, ci, kh, kw)];
-                }
-              }
-            int64_t idx = nhwc ? ((n * OH + oh) * OW + ow) * O + o : ((n * O + o) * OH + oh) * OW + ow;
-            out.set(idx, (double)acc);
-          }
+  // The three convolution ops accumulate over the same taps (Geometry.h) into different
+  // tensors: the output, the input's gradient or the filter's.
+  HostTensor convolution(Operation *op, const std::vector<HostTensor> &in) {
+    ConvGeometry g = convGeometry(op);
+    HostTensor out = alloc(op->getResult(0));
+    std::vector<long double> acc(out.numel(), 0.0L);
+    switch (g.direction) {
+    case ConvDirection::Forward: {
+      const HostTensor &x = in[0], &w = in[1];
+      g.forEachTap([&](int64_t xi, int64_t wi, int64_t yi) { acc[yi] += (long double)x.f[xi] * w.f[wi]; });
+      if (in.size() > 2) // bias [O]
+        for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
+          acc[i] += in[2].f[g.nhwc ? i % g.o : (i / (g.oh * g.ow)) % g.o];
+      break;
+    }
+    case ConvDirection::BackwardInput: {
+      const HostTensor &dy = in[0], &w = in[1];
+      g.forEachTap([&](int64_t xi, int64_t wi, int64_t yi) { acc[xi] += (long double)dy.f[yi] * w.f[wi]; });
+      break;
+    }
+    case ConvDirection::BackwardFilter: {
+      const HostTensor &x = in[0], &dy = in[1];
+      g.forEachTap([&](int64_t xi, int64_t wi, int64_t yi) { acc[wi] += (long double)x.f[xi] * dy.f[yi]; });
+      break;
+    }
+    }
+    for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
+      out.set(i, (double)acc[i]);
     return out;
   }
 
-  template <class PoolOpT>
-  HostTensor pool(PoolOpT p, const HostTensor &x, bool isMax, bool countIncludePad) {
-    HostTensor out = alloc(p.getResult());
-    bool nhwc = p.getLayout() == Layout::NHWC;
-    auto k = p.getKernel(), st = p.getStrides(), pad = p.getPadding();
-    int64_t N = x.shape[0], C = nhwc ? x.shape[3] : x.shape[1], H = nhwc ? x.shape[1] : x.shape[2],
-            W = nhwc ? x.shape[2] : x.shape[3];
-    int64_t OH = nhwc ? out.shape[1] : out.shape[2], OW = nhwc ? out.shape[2] : out.shape[3];
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            long double acc = isMax ? -std::numeric_limits<long double>::infinity() : 0.0L;
-            int64_t count = 0;
-            for (int64_t kh = 0; kh < k[0]; ++kh) {
-              int64_t h = oh * st[0] - pad[0] + kh;
-              if (h < 0 || h >= H)
-                continue;
-              for (int64_t kw = 0; kw < k[1]; ++kw) {
-                int64_t w = ow * st[1] - pad[2] + kw;
-                if (w < 0 || w >= W)
-                  continue;
-                long double v = x.f[nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w];
-                acc = isMax ? scalar::rf_max(acc, v) : acc + v;
-                ++count;
-              }
-            }
-            if (!isMax)
-              acc /= countIncludePad ? k[0] * k[1] : count;
-            int64_t idx = nhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow;
-            out.set(idx, (double)acc);
+  // Pooling and its gradients. A max window's gradient goes to its first maximum (PyTorch's
+  // rule); an average window's is spread over the window (kernel size, or only the elements
+  // inside the input without count_include_pad).
+  HostTensor pooling(Operation *op, const std::vector<HostTensor> &in) {
+    PoolGeometry g = poolGeometry(op);
+    HostTensor out = alloc(op->getResult(0));
+    std::vector<long double> acc(out.numel(), 0.0L);
+    const HostTensor &x = in[0];
+    g.forEachWindow([&](int64_t yi, const std::vector<int64_t> &taps) {
+      long double divisor = g.countIncludePad ? (long double)(g.kh * g.kw) : (long double)taps.size();
+      if (!g.backward) {
+        long double v = g.isMax ? -std::numeric_limits<long double>::infinity() : 0.0L;
+        for (int64_t t : taps)
+          v = g.isMax ? scalar::rf_max(v, (long double)x.f[t]) : v + x.f[t];
+        acc[yi] = g.isMax ? v : v / divisor;
+      } else if (g.isMax) { // operands: input, output, grad_output
+        for (int64_t t : taps)
+          if (x.f[t] == in[1].f[yi] || std::isnan(in[1].f[yi])) {
+            acc[t] += in[2].f[yi];
+            break;
           }
+      } else { // operand: grad_output
+        for (int64_t t : taps)
+          acc[t] += (long double)in[0].f[yi] / divisor;
+      }
+    });
+    for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
+      out.set(i, (double)acc[i]);
     return out;
   }
 };

@@ -5,6 +5,7 @@
 #include "../unit/TestUtil.h"
 
 #include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Frontend/Models.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
@@ -166,6 +167,45 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
             << c.name << " (" << request.optimizer << ") output " << i << " run " << rep;
       }
     }
+    }
+  }
+}
+
+// A small ResNet's SGD-momentum training step (strided and 1x1 convolutions, batch norm, the
+// stem's overlapping max pool, residual adds) runs entirely on the GPU — cuDNN's backward-data,
+// backward-filter and pooling-backward calls included — and equals the CPU backend's.
+TEST_F(Gpu, ResNetTrainingStepOnTheGpuEqualsTheCpus) {
+  for (ImageLayout layout : {ImageLayout::NCHW, ImageLayout::NHWC}) {
+    ResNetConfig c;
+    c.batch = 8;
+    c.imageSize = 16;
+    c.classes = 4;
+    c.widths = {8, 16};
+    c.blocks = {1, 1};
+    c.layout = layout;
+    GraphBuilder g;
+    ModelGraph m = buildResNetLoss(g, c);
+    std::mt19937_64 rng(8);
+    std::vector<HostTensor> inputs;
+    for (const auto &s : m.inputShapes)
+      inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
+    GradientRequest sgd;
+    for (size_t p = 0; p < m.parameterCount(); ++p) {
+      sgd.wrt.push_back(p);
+      inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
+    }
+    sgd.optimizer = "sgd";
+    sgd.learningRate = 0.1;
+    sgd.momentum = 0.9;
+    auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+    std::string name = layout == ImageLayout::NCHW ? "NCHW" : "NHWC";
+    EXPECT_TRUE(program->info().gpuFallbacks.empty()) << name << ": " << program->info().gpuFallbacks[0];
+    auto cpu = program->run(inputs, Device::Cpu);
+    for (int rep = 0; rep < 2; ++rep) {
+      auto gpu = program->run(inputs, Device::Cuda);
+      ASSERT_EQ(gpu.size(), cpu.size());
+      for (size_t i = 0; i < cpu.size(); ++i)
+        EXPECT_LE(test::maxRelError(gpu[i].f, cpu[i].f, 1e-3), 1e-4) << name << " output " << i << " run " << rep;
     }
   }
 }

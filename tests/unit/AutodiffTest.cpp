@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 
 #include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Frontend/Models.h"
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 
@@ -137,7 +138,37 @@ std::vector<Case> everyDifferentiableOp() {
              p.dilation = {2, 1};
              return g.conv2d(v[0], v[1], TracedValue{}, p);
            }},
+      Case{"conv2d_strided_padded", {{2, 3, 7, 8}, {4, 3, 3, 3}}, [](G &g, V &v) { // a ResNet downsampling conv
+             Conv2dParams p;
+             p.strides = {2, 2};
+             p.padding = {1, 1, 1, 1};
+             return g.conv2d(v[0], v[1], TracedValue{}, p);
+           }},
+      Case{"conv2d_grouped_nhwc", {{2, 5, 6, 4}, {6, 3, 3, 2}, {6}}, [](G &g, V &v) {
+             Conv2dParams p;
+             p.strides = {1, 2};
+             p.padding = {0, 1, 1, 0};
+             p.groups = 2;
+             p.layout = ImageLayout::NHWC;
+             return g.conv2d(v[0], v[1], v[2], p);
+           }},
       Case{"max_pool2d", {{2, 3, 6, 4}}, [](G &g, V &v) { return g.maxPool2d(g.sin(v[0])); }},
+      Case{"max_pool2d_overlapping_padded", {{2, 2, 7, 6}}, [](G &g, V &v) { // the ResNet stem's pool
+             Pool2dParams p;
+             p.kernel = {3, 3};
+             p.strides = {2, 2};
+             p.padding = {1, 1, 1, 1};
+             return g.maxPool2d(g.sin(v[0]), p);
+           }},
+      Case{"avg_pool2d_padded_nhwc", {{2, 5, 6, 3}}, [](G &g, V &v) {
+             Pool2dParams p;
+             p.kernel = {3, 2};
+             p.strides = {2, 1};
+             p.padding = {1, 1, 0, 1};
+             p.layout = ImageLayout::NHWC;
+             p.countIncludePad = false;
+             return g.avgPool2d(v[0], p);
+           }},
       Case{"max_pool2d_uncovered_edge", {{2, 2, 7, 5}}, [](G &g, V &v) { return g.maxPool2d(g.exp(v[0])); }},
       Case{"avg_pool2d", {{2, 3, 6, 4}}, [](G &g, V &v) {
              Pool2dParams p;
@@ -245,23 +276,15 @@ TEST(Autodiff, ExplainsWhatItCannotDifferentiate) {
     r.wrt = {1};
     expectCompileError(g.moduleText(), r, "only float arguments have gradients");
   }
-  {
-    GraphBuilder g; // an op whose VJP does not cover this form: overlapping pooling windows
-    TracedValue x = g.input({1, 1, 5, 5}, DType::F32);
-    Pool2dParams p;
-    p.kernel = {3, 3};
-    p.strides = {1, 1};
-    g.finish({g.reduceSum(g.maxPool2d(x, p), {0, 1, 2, 3})});
-    expectCompileError(g.moduleText(), {}, "rfuse.max_pool2d");
-  }
-  {
-    GraphBuilder g; // a strided convolution
-    TracedValue x = g.input({1, 1, 6, 6}, DType::F32), w = g.input({2, 1, 3, 3}, DType::F32);
-    Conv2dParams p;
-    p.strides = {2, 2};
-    g.finish({g.reduceSum(g.conv2d(x, w, TracedValue{}, p), {0, 1, 2, 3})});
-    expectCompileError(g.moduleText(), {}, "stride 1");
-  }
+  // An op without a vector-Jacobian product (a convolution's gradient: rfuse has no second
+  // derivatives of the library ops).
+  expectCompileError(R"(
+func.func @main(%g: tensor<1x2x2x2xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<f32> {
+  %d = rfuse.conv2d_backward_input %g, %w {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x2x2x2xf32>, tensor<2x1x3x3xf32>) -> tensor<1x1x6x6xf32>
+  %s = rfuse.reduce_sum %d, dims = [0, 1, 2, 3] : (tensor<1x1x6x6xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+})",
+                     {}, "'rfuse.conv2d_backward_input' op has no vector-Jacobian product");
 }
 
 } // namespace
@@ -336,6 +359,54 @@ TEST(Autodiff, OptimizerStepsEqualTheirDefinitions) {
       for (size_t k = 0; k < n; ++k)
         EXPECT_LE(test::maxRelError(p[k].f, ref[k].f, 1e-6), 1e-10) << opt << " step " << t << " param " << k;
     }
+  }
+}
+} // namespace
+
+namespace {
+// A whole (small) ResNet: strided and 1x1 convolutions, batch norm in training mode, the stem's
+// overlapping max pool, residual adds, global average pooling and cross-entropy. Its gradient
+// program (run by the CPU backend) equals central differences of the compiled loss on sampled
+// elements of every parameter, in both layouts.
+TEST(Autodiff, SmallResNetGradientsMatchFiniteDifferences) {
+  for (ImageLayout layout : {ImageLayout::NCHW, ImageLayout::NHWC}) {
+    ResNetConfig c;
+    c.batch = 4;
+    c.imageSize = 12;
+    c.classes = 3;
+    c.widths = {4, 6};
+    c.blocks = {1, 1};
+    c.dtype = DType::F64;
+    c.layout = layout;
+    GraphBuilder g;
+    ModelGraph m = buildResNetLoss(g, c);
+    std::string text = g.moduleText();
+    std::mt19937_64 rng(layout == ImageLayout::NCHW ? 5 : 6);
+    std::vector<HostTensor> in;
+    for (const auto &s : m.inputShapes)
+      in.push_back(test::randomTensor(DType::F64, s, rng, -1.0, 1.0));
+    HostTensor &labels = in.back();
+    for (int64_t i = 0; i < c.batch; ++i)
+      for (int64_t k = 0; k < c.classes; ++k)
+        labels.f[i * c.classes + k] = (i % c.classes) == k;
+    GradientRequest r;
+    for (size_t p = 0; p < m.parameterCount(); ++p)
+      r.wrt.push_back(p);
+    auto grad = compileGradientProgram(text, "default", r)->run(in, Device::Cpu);
+    auto loss = compileProgram(text, "default");
+    ASSERT_EQ(grad.size(), m.parameterCount() + 1);
+    std::uniform_int_distribution<int64_t> pick(0, 1 << 30);
+    for (size_t p = 0; p < m.parameterCount(); ++p)
+      for (int sample = 0; sample < 4; ++sample) {
+        int64_t k = pick(rng) % in[p].numel();
+        double h = 1e-5;
+        std::vector<HostTensor> plus = in, minus = in;
+        plus[p].f[k] += h;
+        minus[p].f[k] -= h;
+        double fd = (loss->run(plus, Device::Cpu)[0].f[0] - loss->run(minus, Device::Cpu)[0].f[0]) / (2 * h);
+        EXPECT_NEAR(grad[p + 1].f[k], fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+            << m.parameterNames[p] << "[" << k << "], " << (layout == ImageLayout::NCHW ? "NCHW" : "NHWC");
+      }
   }
 }
 } // namespace

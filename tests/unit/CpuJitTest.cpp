@@ -167,3 +167,37 @@ TEST(CpuJit, SplitReductionsKeepTheirValues) {
   }
 }
 } // namespace
+
+namespace {
+// The gradient ops of convolutions run as im2col / col2im + BLAS (with a compiled epilogue: the
+// ops anchor fusion regions like matmuls) and equal the interpreter's direct loops.
+TEST(CpuJit, ConvolutionGradientsMatchInterpreter) {
+  const char *nchw = R"(
+func.func @main(%x: tensor<2x3x9x8xf64>, %w: tensor<4x3x3x3xf64>, %g: tensor<2x4x5x4xf64>) -> (tensor<2x3x9x8xf64>, tensor<4x3x3x3xf64>) {
+  %dx = rfuse.conv2d_backward_input %g, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<2x4x5x4xf64>, tensor<4x3x3x3xf64>) -> tensor<2x3x9x8xf64>
+  %m = rfuse.mul %dx, %x : tensor<2x3x9x8xf64>
+  %dw = rfuse.conv2d_backward_filter %x, %g {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<2x3x9x8xf64>, tensor<2x4x5x4xf64>) -> tensor<4x3x3x3xf64>
+  %u = rfuse.sub %w, %dw : tensor<4x3x3x3xf64>
+  return %m, %u : tensor<2x3x9x8xf64>, tensor<4x3x3x3xf64>
+})";
+  const char *nhwcGrouped = R"(
+func.func @main(%x: tensor<2x7x6x4xf32>, %w: tensor<6x3x2x2xf32>, %g: tensor<2x4x3x6xf32>) -> (tensor<2x7x6x4xf32>, tensor<6x3x2x2xf32>) {
+  %dx = rfuse.conv2d_backward_input %g, %w {strides = array<i64: 1, 2>, padding = array<i64: 0, 1, 1, 0>, dilation = array<i64: 2, 1>, groups = 2 : i64, layout = #rfuse.layout<NHWC>} : (tensor<2x4x3x6xf32>, tensor<6x3x2x2xf32>) -> tensor<2x7x6x4xf32>
+  %dw = rfuse.conv2d_backward_filter %x, %g {strides = array<i64: 1, 2>, padding = array<i64: 0, 1, 1, 0>, dilation = array<i64: 2, 1>, groups = 2 : i64, layout = #rfuse.layout<NHWC>} : (tensor<2x7x6x4xf32>, tensor<2x4x3x6xf32>) -> tensor<6x3x2x2xf32>
+  return %dx, %dw : tensor<2x7x6x4xf32>, tensor<6x3x2x2xf32>
+})";
+  std::mt19937_64 rng(31);
+  expectCpuMatchesInterpreter("nchw strided", nchw,
+                              {test::randomTensor(DType::F64, {2, 3, 9, 8}, rng), test::randomTensor(DType::F64, {4, 3, 3, 3}, rng),
+                               test::randomTensor(DType::F64, {2, 4, 5, 4}, rng)});
+  expectCpuMatchesInterpreter("nhwc grouped", nhwcGrouped,
+                              {test::randomTensor(DType::F32, {2, 7, 6, 4}, rng), test::randomTensor(DType::F32, {6, 3, 2, 2}, rng),
+                               test::randomTensor(DType::F32, {2, 4, 3, 6}, rng)});
+  auto program = compileProgram(nchw, "default");
+  std::string steps;
+  for (const std::string &s : program->cpuSteps())
+    steps += s + "\n";
+  EXPECT_EQ(steps.find("interpret"), std::string::npos) << steps;
+  EXPECT_NE(program->info().fusedText.find("conv_epilogue"), std::string::npos) << "the update fuses into the gradient call";
+}
+} // namespace

@@ -73,8 +73,12 @@ int main(int argc, char **argv) {
       }
     }
     if (plan.conv) {
-      manifest << fn.getName().str() << " cudnn-conv2d " << plan.conv->n << "x" << plan.conv->c << "x"
-               << plan.conv->h << "x" << plan.conv->w << " -> " << plan.conv->o << " channels\n";
+      const rfuse::ConvGeometry &g = plan.conv->geometry;
+      const char *call = g.direction == rfuse::ConvDirection::Forward         ? "cudnn-conv2d"
+                         : g.direction == rfuse::ConvDirection::BackwardInput ? "cudnn-conv2d-backward-input"
+                                                                              : "cudnn-conv2d-backward-filter";
+      manifest << fn.getName().str() << " " << call << " " << g.n << "x" << g.c << "x" << g.h << "x" << g.w
+               << " -> " << g.o << " channels\n";
       if (plan.conv->epilogue) {
         names.push_back(plan.conv->epilogue->name);
         sources.push_back(plan.conv->epilogue->source);

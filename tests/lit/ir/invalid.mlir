@@ -1432,3 +1432,37 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'rfuse.yield' op expects parent op 'rfuse.fusion'}}
   rfuse.yield %x : tensor<4xf32>
 }
+
+// -----
+
+// A convolution gradient's operands must describe a forward convolution: here the forward
+// output of a 6x6 input, 3x3 filter and stride 2 is 2x2, not 3x3.
+func.func @f(%g: tensor<1x2x3x3xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<1x1x6x6xf32> {
+  // expected-error @+1 {{'rfuse.conv2d_backward_input' op grad_output has shape 'tensor<1x2x3x3xf32>' but the forward convolution's output has 'tensor<1x2x2x2xf32>'}}
+  %d = rfuse.conv2d_backward_input %g, %w {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<1x1x6x6xf32>
+  return %d : tensor<1x1x6x6xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<1x3x6x6xf32>, %g: tensor<1x2x4x4xf32>) -> tensor<2x2x3x3xf32> {
+  // expected-error @+1 {{'rfuse.conv2d_backward_filter' op describes no valid forward convolution}}
+  %d = rfuse.conv2d_backward_filter %x, %g {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x3x6x6xf32>, tensor<1x2x4x4xf32>) -> tensor<2x2x3x3xf32>
+  return %d : tensor<2x2x3x3xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x4x4xf32>, %y: tensor<1x1x2x2xf32>, %g: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf64> {
+  // expected-error @+1 {{'rfuse.max_pool2d_backward' op result must have the input's type}}
+  %d = rfuse.max_pool2d_backward %x, %y, %g {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf64>
+  return %d : tensor<1x1x4x4xf64>
+}
+
+// -----
+
+func.func @f(%g: tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+1 {{'rfuse.avg_pool2d_backward' op grad_output's shape differs from the forward pooling's output}}
+  %d = rfuse.avg_pool2d_backward %g {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32>
+  return %d : tensor<1x1x4x4xf32>
+}

@@ -11,7 +11,8 @@
 // RUN: rfuse-opt %s --rfuse-autodiff | rfuse-opt --mlir-print-op-generic | rfuse-opt | FileCheck %s
 // Errors name what cannot be differentiated.
 // RUN: not rfuse-opt %s --rfuse-autodiff='function=vector' 2>&1 | FileCheck %s --check-prefix=NOTSCALAR
-// RUN: not rfuse-opt %s --rfuse-autodiff='function=pooled' 2>&1 | FileCheck %s --check-prefix=NOVJP
+// RUN: not rfuse-opt %s --rfuse-autodiff='function=second_order' 2>&1 | FileCheck %s --check-prefix=NOVJP
+// RUN: rfuse-opt %s --rfuse-autodiff='function=conv' | FileCheck %s --check-prefix=CONV
 // RUN: not rfuse-opt %s --rfuse-autodiff='function=main wrt=2' 2>&1 | FileCheck %s --check-prefix=RANGE
 
 // loss = sum(tanh(x * w) + x), differentiated by x and w.
@@ -93,12 +94,29 @@ func.func @vector(%x: tensor<3xf32>) -> tensor<3xf32> {
 }
 // NOTSCALAR: the value to differentiate (result 0 of @vector) is 'tensor<3xf32>', not a one-element float tensor
 
-// Overlapping windows: the pooling VJP covers windows that tile the input only.
-func.func @pooled(%x: tensor<1x1x5x5xf32>) -> tensor<f32> {
-  %p = rfuse.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
-  %s = rfuse.reduce_sum %p, dims = [0, 1, 2, 3] : (tensor<1x1x3x3xf32>) -> tensor<f32>
+// A convolution's gradient has no gradient of its own (no second derivatives of library ops).
+func.func @second_order(%g: tensor<1x2x2x2xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<f32> {
+  %d = rfuse.conv2d_backward_input %g, %w {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<1x2x2x2xf32>, tensor<2x1x3x3xf32>) -> tensor<1x1x6x6xf32>
+  %s = rfuse.reduce_sum %d, dims = [0, 1, 2, 3] : (tensor<1x1x6x6xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
-// NOVJP: 'rfuse.max_pool2d' op has no vector-Jacobian product here: only NCHW windows that tile the input
+// NOVJP: 'rfuse.conv2d_backward_input' op has no vector-Jacobian product
 
 // RANGE: rfuse-autodiff: argument 2 is out of range (@main takes 2)
+
+// A strided convolution and a pool differentiate into their gradient ops (cuDNN's backward calls
+// on the GPU), each with the forward op's attributes.
+func.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<f32> {
+  %y = rfuse.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+  %p = rfuse.max_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  %s = rfuse.reduce_sum %p, dims = [0, 1, 2, 3] : (tensor<2x4x2x2xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+// CONV-LABEL: func.func @conv_grad
+// CONV-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3x8x8xf32>, %[[W:[a-z0-9]+]]: tensor<4x3x3x3xf32>)
+// CONV: %[[Y:.*]] = rfuse.conv2d %[[X]], %[[W]]
+// CONV: %[[P:.*]] = rfuse.max_pool2d %[[Y]]
+// CONV: %[[GY:.*]] = rfuse.max_pool2d_backward %[[Y]], %[[P]], %{{.*}} {{.*}} -> tensor<2x4x4x4xf32>
+// CONV: %[[GX:.*]] = rfuse.conv2d_backward_input %[[GY]], %[[W]] {{.*}}strides = array<i64: 2, 2>{{.*}} -> tensor<2x3x8x8xf32>
+// CONV: %[[GW:.*]] = rfuse.conv2d_backward_filter %[[X]], %[[GY]] {{.*}} -> tensor<4x3x3x3xf32>
+// CONV: return %{{.*}}, %[[GX]], %[[GW]]

@@ -8,6 +8,7 @@
 #define RFUSE_CODEGEN_CPULOWERING_H
 
 #include "rfuse/IR/DType.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -37,13 +38,13 @@ struct GemmCall {
   int lhsInput = -1, rhsInput = -1;
 };
 
-/// A 2-D convolution through im2col + BLAS (the interpreter's rfuse.conv2d semantics).
+/// A 2-D convolution or one of its gradients through im2col / col2im + BLAS (the interpreter's
+/// semantics).
 struct ConvCall {
   DType dtype = DType::F64;
-  bool nhwc = false;
-  int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
-  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, dilationH = 1, dilationW = 1, groups = 1;
-  int inputIndex = -1, filterIndex = -1, biasIndex = -1;
+  ConvGeometry geometry; ///< its direction says which quantity the call computes
+  /// Region input indices of the operands (-1: not an operand in this direction).
+  int inputIndex = -1, filterIndex = -1, gradOutputIndex = -1, biasIndex = -1;
 };
 
 /// How the runtime runs one kernel (or lone host op) on the CPU.

@@ -5,6 +5,7 @@
 #define RFUSE_CODEGEN_CUDACODEGEN_H
 
 #include "rfuse/IR/DType.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -54,27 +55,23 @@ struct MatmulSpec {
   bool outputIsProduct = true;
 };
 
-/// A convolution executed by cuDNN (bias added by cuDNN), then a generated kernel for the rest
-/// of the region when there is more.
+/// A convolution or one of its gradients executed by cuDNN (bias added by cuDNN), then a
+/// generated kernel for the rest of the region when there is more.
 struct ConvSpec {
   DType dtype = DType::F32;
-  bool nhwc = false;
-  int64_t n = 0, c = 0, h = 0, w = 0;   ///< input
-  int64_t o = 0, kh = 0, kw = 0;        ///< filter (o x c/groups x kh x kw)
-  int64_t oh = 0, ow = 0;               ///< output
-  int64_t padH = 0, padW = 0, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1, groups = 1;
-  int inputIndex = -1, filterIndex = -1, biasIndex = -1;
+  ConvGeometry geometry; ///< its direction says which of the three quantities the call computes
+  /// Region input indices of the operands (-1: not an operand in this direction).
+  int inputIndex = -1, filterIndex = -1, gradOutputIndex = -1, biasIndex = -1;
   std::optional<KernelSpec> epilogue;   ///< over the convolution's output (its input 0)
   std::vector<int> epilogueInputs;
   bool outputIsProduct = true;
 };
 
-/// Max or average pooling executed by cuDNN.
+/// Max or average pooling, or its gradient, executed by cuDNN. The operands are the op's, in
+/// order (backward max: input, output, grad_output; backward avg: grad_output).
 struct PoolSpec {
   DType dtype = DType::F32;
-  bool nhwc = false, isMax = true, countIncludePad = true;
-  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
-  int64_t kh = 0, kw = 0, padH = 0, padW = 0, strideH = 1, strideW = 1;
+  PoolGeometry geometry;
 };
 
 /// The code for one outlined kernel function (attribute rfuse.kernel).

@@ -370,6 +370,52 @@ def Rfuse_AvgPool2dOp : Rfuse_Pool2dOp<"avg_pool2d", "average",
     (ins DefaultValuedAttr<BoolAttr, "true">:$count_include_pad)>;
 
 //===----------------------------------------------------------------------===//
+// Gradients of the library ops (what their vector-Jacobian products emit)
+//===----------------------------------------------------------------------===//
+
+class Rfuse_ConvBackwardOp<string mnemonic, string what, dag operands>
+    : Rfuse_Op<mnemonic, [Pure]> {
+  let summary = "Gradient of rfuse.conv2d with respect to its " # what # ".";
+  let description = "The attributes are the forward convolution's; the result has the type of "
+    # "the forward " # what # ", which (with the other operand) fixes the forward geometry. "
+    # "cuDNN's backward-" # what # " call on the GPU, im2col and BLAS on the CPU.\n\nExample:\n"
+    # "```mlir\n%d = rfuse." # mnemonic # " %a, %b {strides = array<i64: 2, 2>, "
+    # "padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, "
+    # "layout = #rfuse.layout<NCHW>} : (...) -> ...\n```";
+  let arguments = !con(operands, (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                                      DenseI64ArrayAttr:$dilation, I64Attr:$groups,
+                                      Rfuse_LayoutAttr:$layout));
+  let results = (outs Rfuse_FloatTensor:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_Conv2dBackwardInputOp : Rfuse_ConvBackwardOp<"conv2d_backward_input", "input",
+    (ins Rfuse_FloatTensor:$grad_output, Rfuse_FloatTensor:$filter)>;
+def Rfuse_Conv2dBackwardFilterOp : Rfuse_ConvBackwardOp<"conv2d_backward_filter", "filter",
+    (ins Rfuse_FloatTensor:$input, Rfuse_FloatTensor:$grad_output)>;
+
+class Rfuse_PoolBackwardOp<string mnemonic, string what, dag operands, dag extraArgs>
+    : Rfuse_Op<mnemonic, [Pure]> {
+  let summary = "Gradient of rfuse." # what # "_pool2d with respect to its input.";
+  let description = "The attributes are the forward pooling's; the result has the forward "
+    # "input's type. Max pooling sends each window's gradient to the window's first maximum "
+    # "(PyTorch's rule), taken from the forward input and output.";
+  let arguments = !con(operands, (ins DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                                      DenseI64ArrayAttr:$padding, Rfuse_LayoutAttr:$layout),
+                       extraArgs);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Rfuse_MaxPool2dBackwardOp : Rfuse_PoolBackwardOp<"max_pool2d_backward", "max",
+    (ins Rfuse_FloatTensor:$input, Rfuse_FloatTensor:$output, Rfuse_FloatTensor:$grad_output), (ins)>;
+def Rfuse_AvgPool2dBackwardOp : Rfuse_PoolBackwardOp<"avg_pool2d_backward", "avg",
+    (ins Rfuse_FloatTensor:$grad_output),
+    (ins DefaultValuedAttr<BoolAttr, "true">:$count_include_pad)>;
+
+//===----------------------------------------------------------------------===//
 // Fusion regions
 //===----------------------------------------------------------------------===//
 
