@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU box from the repository root, with .bundle carried:
-#   bash scripts/gpu-run.sh [tests|bench|all|quick]
+#   bash scripts/gpu-run.sh [tests|bench|all|quick|rfuse]
 # tests: the GPU test suite, then the corpus under compute-sanitizer memcheck.
 # bench: rfuse-bench twice (the second process must compile nothing: disk cache), PyTorch's
 #        baselines, and the side-by-side table (benchmarks/compare.py).
-# quick: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads) and benchmarks/torch_extra.py.
+# rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
+#        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
 what="${1:-all}"
 out="${OUT:-/tmp/rfuse-out}"
@@ -40,7 +41,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== side by side"
   python3 "$R/compare.py" "$out" | tee "$out/compare.txt"
 fi
+if [ "$what" = quick ] || [ "$what" = rfuse ]; then
+  OUT="$out" "$R/bin/rfuse-bench" | tee -a "$out/bench.log"
+fi
 if [ "$what" = quick ]; then
-  OUT="$out" "$R/bin/rfuse-bench" | tee "$out/bench.log"
   (cd "$R" && OUT="$out" timeout 300 python3 torch_extra.py 2>&1 | tail -n 3)
 fi

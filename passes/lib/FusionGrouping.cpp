@@ -199,7 +199,11 @@ private:
           return false; // no prologue: the library reads the contraction's operands
       ArrayRef<int64_t> out = shapeOf(anchor->getResult(0));
       // Epilogue ops continue the contraction's result: each depends on the anchor. Index maps
-      // (bias broadcasts) only read inputs and feed such ops.
+      // (bias broadcasts) only read inputs. A convolution's epilogue may also compute values
+      // that only feed it (an optimizer's momentum * buffer, added to a filter gradient): it is
+      // a generated kernel anyway. A matmul's may not: left outside, such a value is an input
+      // that cuBLASLt adds for free (beta = 1), inside it would force a generated epilogue.
+      bool sideValues = isConvolutionOp(anchor);
       llvm::SmallPtrSet<Operation *, 16> dependent = {anchor};
       for (Operation *op : ops) // program order: operands before users
         if (set.contains(op) && op != anchor &&
@@ -214,7 +218,8 @@ private:
         if (isIndexMap) {
           if (inside(op->getOperand(0)))
             return false;
-        } else if (!dependent.contains(op)) {
+        } else if (!dependent.contains(op) &&
+                   !(sideValues && llvm::all_of(op->getUsers(), [&](Operation *u) { return set.contains(u); }))) {
           return false;
         }
       }

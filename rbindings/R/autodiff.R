@@ -113,8 +113,9 @@ grad_call <- function(state, args, extra = list()) {
 
 run_grad_entry <- function(state, e, args, extra = list()) {
   tr <- e$trace
-  inputs <- c(args[tr$input_index], extra)
-  dtypes <- c(tr$input_dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
+  ci <- call_inputs(tr, args)
+  inputs <- c(ci$values, extra)
+  dtypes <- c(ci$dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
   n_rest <- length(e$wrt) * (1 + state_buffers(state$mode))
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
   outs <- .rf_run(e$program, inputs, dtypes, rdims, current_device())
@@ -263,7 +264,7 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
     b <- (s - 1L) %% batches
     batch <- if (batches == 1L) data else {
       rows <- seq.int(b * bs + 1L, b * bs + bs)
-      lapply(data, function(d) if (is.null(dim(d))) d[rows] else d[rows, , drop = FALSE])
+      lapply(data, take_rows, rows)
     }
     args <- c(params, batch)
     if (is.null(entry)) {
@@ -283,6 +284,90 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   }
   if (!is.null(bar)) cli::cli_progress_done(id = bar)
   structure(list(params = params, history = history), class = "rf_training")
+}
+
+# Rows (the first index) of a vector, matrix or array.
+take_rows <- function(d, rows) {
+  if (is.null(dim(d))) return(d[rows])
+  do.call(`[`, c(list(d, rows), rep(list(TRUE), length(dim(d)) - 1L), list(drop = FALSE)))
+}
+
+#' Train a module
+#'
+#' Fits an [nn_module()] to inputs `x` and targets `y`: the model's forward pass, the loss, the
+#' backward pass and the optimizer update are traced and compiled into one program per step (see
+#' [rf_train()], which does the work). The trained parameters are written back into the model.
+#' Batch-norm layers normalize by each batch's statistics while training; since a compiled step
+#' does not hand them back, their running statistics are recomputed afterwards by one eager pass
+#' over the data in training mode (like `torch.optim.swa_utils.update_bn`).
+#'
+#' @param model An [nn_module()] (in training mode unless you called `$eval()`).
+#' @param x Inputs, one sample per row (first index).
+#' @param y Targets: class labels 1..K (or a factor) for [nnf_cross_entropy()], which become a
+#'   one-hot matrix; otherwise an array passed to `loss` as it is.
+#' @param loss A function of the model's output and the targets returning one number.
+#' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `optimizer`, `lr`, `momentum`,
+#'   `weight_decay`, `betas`, `eps`, `dtype`, `progress`.
+#' @return The [rf_train()] result (`history`, and `params` by name); the model is updated in
+#'   place.
+#' @examples
+#' set.seed(1)
+#' x <- matrix(rnorm(200), 100); y <- ifelse(x[, 1] > x[, 2], 1, 2)
+#' net <- nn_sequential(nn_linear(2, 8), nn_relu(), nn_linear(8, 2))
+#' fit <- rf_fit(net, x, y, steps = 100, lr = 0.5, progress = FALSE)
+#' mean(max.col(net(x)) == y)
+#' @export
+rf_fit <- function(model, x, y, loss = nnf_cross_entropy, ...) {
+  if (!inherits(model, "nn_module"))
+    rf_abort("rfuse_type_error", "`model` must be an nn_module")
+  if (identical(loss, nnf_cross_entropy) && is.null(dim(y)))
+    y <- if (is.factor(y)) rf_one_hot(as.integer(y), nlevels(y)) else rf_one_hot(y)
+  if (NROW(x) != NROW(y))
+    rf_abort("rfuse_shape_error", sprintf("`x` has %d samples but `y` has %d", NROW(x), NROW(y)))
+  params <- model$parameters
+  paths <- names(params)
+  self <- attr(model, "self")
+  # loss(model(.input), .target) as a function of the parameters (named by path) and the data.
+  f <- function(...) {
+    a <- list(...)
+    saved <- model$parameters
+    on.exit(for (p in paths) set_parameter(self, p, saved[[p]]))
+    for (p in paths) set_parameter(self, p, a[[p]])
+    loss(do.call(model, list(a$.input)), a$.target)
+  }
+  fit <- rf_train(f, lapply(params, unclass), data = list(.input = x, .target = y), ...)
+  for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(fit$params[[p]], params[[p]])))
+  recompute_batch_norm(model, x, list(...)$batch_size)
+  fit
+}
+
+# Batch-norm modules of a model (and its submodules).
+batch_norms <- function(self) {
+  out <- list()
+  for (nm in ls(self)) {
+    v <- get(nm, envir = self)
+    if (inherits(v, "nn_batch_norm2d")) out <- c(out, list(attr(v, "self")))
+    else if (inherits(v, "nn_module")) out <- c(out, batch_norms(attr(v, "self")))
+  }
+  out
+}
+
+# Running statistics as the cumulative average over the data's batches, from an eager pass.
+recompute_batch_norm <- function(model, x, batch_size = NULL) {
+  bns <- batch_norms(attr(model, "self"))
+  if (!length(bns) || !isTRUE(attr(model, "self")$training)) return(invisible())
+  saved <- lapply(bns, function(b) b$momentum)
+  on.exit(for (i in seq_along(bns)) bns[[i]]$momentum <- saved[[i]])
+  for (b in bns) {
+    b$running_mean[] <- 0
+    b$running_var[] <- 1
+    b$num_batches_tracked <- 0
+    b$momentum <- NULL
+  }
+  n <- NROW(x)
+  bs <- batch_size %||% n
+  for (start in seq(1, n - bs + 1, by = bs)) model(take_rows(x, seq.int(start, start + bs - 1)))
+  invisible()
 }
 
 restore_shape <- function(v, like) {

@@ -137,8 +137,8 @@ jit_entry <- function(state, args) {
 jit_call <- function(state, args) {
   je <- jit_entry(state, args)
   tr <- je$entry$trace
-  outs <- .rf_run(je$entry$program, je$args[tr$input_index], tr$input_dtypes, tr$out$rdims,
-                  current_device())
+  inputs <- call_inputs(tr, je$args)
+  outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, current_device())
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   items <- tr$out$items
   k <- 0
@@ -219,8 +219,8 @@ rf_cache_clear <- function() {
 #' loaded on first use, so machines without them work unchanged), else `"cpu"`.
 #' `options(rfuse.device = "cpu")` forces the CPU. On the GPU, fused kernels are generated CUDA
 #' C++ compiled with NVRTC, matrix products run through cuBLASLt and convolutions through cuDNN;
-#' on the CPU programs run on rfuse's reference interpreter (the CPU code generator is future
-#' work).
+#' on the CPU fused regions are compiled through MLIR and LLVM (products and convolutions through
+#' the BLAS R uses), and what the CPU backend does not compile runs on the reference interpreter.
 #'
 #' @return `"cpu"` or `"cuda"`; its attribute `"description"` names the GPU (or why there is none).
 #' @examples

@@ -127,6 +127,84 @@ nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
 nnf_avg_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
   pool2d("avg", x, kernel_size, stride, padding, sys.call())
 
+# Per-channel mean of an array of dim c(N, C, H, W) (rfuse's view: [W, H, C, N]).
+channel_mean <- function(x, call = NULL) {
+  if (!is_sym(x)) return(colMeans(aperm(x, c(1, 3, 4, 2)), dims = 3))
+  s <- to_dtype(as_sym(x, call), trace_float(), call)
+  if (length(s$rdim) != 4)
+    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)",
+                           paste(s$rdim %||% s$len, collapse = ", ")), call)
+  new_sym(emit(.rf_b_reduce, "mean", s$id, c(0L, 1L, 3L), FALSE, call = call), NULL, s$rdim[2], s$dtype)
+}
+
+#' @rdname nnf
+#' @param running_mean,running_var Per-channel statistics used in evaluation mode.
+#' @param training Batch norm: normalize by the batch's statistics (`TRUE`) or the running ones.
+#' @export
+nnf_batch_norm2d <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
+                             training = FALSE, eps = 1e-5) {
+  call <- sys.call()
+  if (training) {
+    xc <- rf_sweep(x, 2, channel_mean(x, call), "-")
+    v <- channel_mean(xc * xc, call)
+  } else {
+    if (is.null(running_mean) || is.null(running_var))
+      rf_abort("rfuse_type_error", "batch norm in evaluation mode needs `running_mean` and `running_var`", call)
+    xc <- rf_sweep(x, 2, running_mean, "-")
+    v <- running_var
+  }
+  y <- rf_sweep(xc, 2, 1 / sqrt(v + eps), "*")
+  if (!is.null(weight)) y <- rf_sweep(y, 2, weight, "*")
+  if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
+  y
+}
+
+#' @rdname nnf
+#' @param output_size Adaptive pooling's output height and width (scalar or length 2); each must
+#'   divide the input's.
+#' @export
+nnf_adaptive_avg_pool2d <- function(x, output_size) {
+  call <- sys.call()
+  os <- pair(output_size)
+  d <- if (is_sym(x)) x$rdim else dim(x)
+  if (length(d) != 4)
+    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(d, collapse = ", ")), call)
+  if (all(os == 1)) { # global average pooling: a reduction (fuses with what follows)
+    if (!is_sym(x)) return(array(rowMeans(x, dims = 2), c(d[1:2], 1, 1)))
+    s <- to_dtype(as_sym(x, call), trace_float(), call)
+    id <- emit(.rf_b_reduce, "mean", s$id, c(0L, 1L), TRUE, call = call)
+    return(new_sym(id, c(d[1:2], 1L, 1L), d[1] * d[2], s$dtype))
+  }
+  if (any(d[3:4] %% os != 0))
+    rf_unsupported("nnf_adaptive_avg_pool2d", call,
+                   sprintf("output size %s does not divide the input's %dx%d", paste(os, collapse = "x"), d[3], d[4]))
+  nnf_avg_pool2d(x, d[3:4] %/% os)
+}
+
+#' @rdname nnf
+#' @param p Dropout: the probability of zeroing an element.
+#' @details `nnf_dropout()` in training mode zeroes each element with probability `p` and scales
+#'   the rest by 1 / (1 - p). Masks come from R's random number generator (`set.seed()` makes
+#'   them reproducible): a traced program takes each mask as an extra input, drawn afresh at
+#'   every call, so compiled training steps see a new mask per step.
+#' @export
+nnf_dropout <- function(x, p = 0.5, training = TRUE) {
+  call <- sys.call()
+  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
+    rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
+  if (!isTRUE(training) || p == 0) return(x)
+  if (!is_sym(x)) return(x * dropout_mask(length(x), p))
+  if (isTRUE(.rf_state$in_helper))
+    rf_unsupported("nnf_dropout", call,
+                   "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
+  s <- to_dtype(as_sym(x, call), trace_float(), call)
+  id <- rf_guard(.rf_b_input(current_builder(), sym_tshape(s), s$dtype, "dropout mask"), call)
+  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = s$len, rdim = s$rdim, dtype = s$dtype)))
+  s * new_sym(id, s$rdim, s$len, s$dtype)
+}
+
+dropout_mask <- function(n, p) (stats::runif(n) >= p) / (1 - p)
+
 #' @rdname nnf
 #' @export
 nnf_flatten <- function(x) {
@@ -264,7 +342,13 @@ init_uniform <- function(dims, fan_in) {
 #'   \item `nn_max_pool2d(kernel_size, stride = kernel_size, padding = 0)`, likewise
 #'     `nn_avg_pool2d` (padding counted, as torch's default).
 #'   \item `nn_layer_norm(normalized_shape, eps = 1e-5)` over the last dim of a matrix.
-#'   \item `nn_dropout(p = 0.5)`: the identity after `$eval()`.
+#'   \item `nn_batch_norm2d(num_features, eps = 1e-5, momentum = 0.1)`: batch statistics in
+#'     training mode, running ones after `$eval()`; eager (plain-R) training calls update the
+#'     running statistics, [rf_fit()] recomputes them after compiled training.
+#'   \item `nn_adaptive_avg_pool2d(output_size)`; output size 1 is global average pooling.
+#'   \item `nn_basic_block(in_channels, out_channels, stride = 1)`: ResNet's residual block;
+#'     `nn_resnet(blocks, widths, num_classes = 10, in_channels = 3)` and `nn_resnet18()`.
+#'   \item `nn_dropout(p = 0.5)`: [nnf_dropout()] in training mode, the identity after `$eval()`.
 #'   \item `nn_relu()`, `nn_gelu()`, `nn_sigmoid()`, `nn_tanh()`, `nn_flatten()`.
 #'   \item `nn_sequential(...)`: modules applied in order.
 #' }
@@ -336,11 +420,7 @@ nn_flatten <- nn_module("nn_flatten", forward = function(x) nnf_flatten(x))
 #' @export
 nn_dropout <- nn_module("nn_dropout",
   initialize = function(p = 0.5) { self$p <- p },
-  forward = function(x) {
-    if (self$training && self$p > 0)
-      rf_unsupported("nn_dropout", sys.call(), "dropout in training mode is not supported yet; call $eval() for inference")
-    x
-  })
+  forward = function(x) nnf_dropout(x, self$p, self$training))
 #' @rdname nn_layers
 #' @export
 nn_layer_norm <- nn_module("nn_layer_norm",
@@ -350,6 +430,41 @@ nn_layer_norm <- nn_module("nn_layer_norm",
     self$eps <- eps
   },
   forward = function(x) nnf_layer_norm(x, self$weight, self$bias, self$eps))
+#' @rdname nn_layers
+#' @export
+nn_batch_norm2d <- nn_module("nn_batch_norm2d",
+  initialize = function(num_features, eps = 1e-5, momentum = 0.1) {
+    self$weight <- nn_parameter(rep(1, num_features))
+    self$bias <- nn_parameter(rep(0, num_features))
+    self$running_mean <- rep(0, num_features)
+    self$running_var <- rep(1, num_features)
+    self$num_batches_tracked <- 0
+    self$eps <- eps
+    self$momentum <- momentum
+  },
+  forward = function(x) {
+    if (self$training && !inherits(x, "rf_sym")) update_running_stats(self, x)
+    nnf_batch_norm2d(x, self$running_mean, self$running_var, self$weight, self$bias, self$training, self$eps)
+  })
+
+# A batch's statistics into the running ones, as torch does (unbiased variance; momentum NULL:
+# the cumulative average). Only plain-R (eager) calls update them; see rf_fit().
+update_running_stats <- function(self, x) {
+  m <- channel_mean(x)
+  v <- channel_mean(sweep(x, 2, m)^2)
+  n <- length(x) / dim(x)[2]
+  self$num_batches_tracked <- self$num_batches_tracked + 1
+  mom <- self$momentum %||% (1 / self$num_batches_tracked)
+  self$running_mean <- (1 - mom) * self$running_mean + mom * m
+  self$running_var <- (1 - mom) * self$running_var + mom * v * n / max(n - 1, 1)
+}
+
+#' @rdname nn_layers
+#' @export
+nn_adaptive_avg_pool2d <- nn_module("nn_adaptive_avg_pool2d",
+  initialize = function(output_size) { self$output_size <- output_size },
+  forward = function(x) nnf_adaptive_avg_pool2d(x, self$output_size))
+
 #' @rdname nn_layers
 #' @export
 nn_sequential <- nn_module("nn_sequential",

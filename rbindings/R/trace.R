@@ -110,7 +110,10 @@ trace_helper <- function(name, fun, args, call) {
     rf_guard(.rf_b_begin_function(b, fname), call)
     inner <- lapply(args, function(a)
       new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype))
+    outer <- .rf_state$in_helper
+    .rf_state$in_helper <- TRUE
     out <- collect_outputs(do.call(masked, inner))
+    .rf_state$in_helper <- outer
     if (!all(vapply(out$items, is_sym, logical(1))))
       rf_unsupported(name, call, "a traced helper must return symbolic values only")
     fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
@@ -137,6 +140,8 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$dtype <- dtype
   .rf_state$helpers <- new.env(parent = emptyenv())
   .rf_state$nhelpers <- 0L
+  .rf_state$in_helper <- FALSE
+  .rf_state$random <- list() # inputs drawn from R's RNG at each call (dropout masks)
   sym_args <- args
   input_index <- integer()
   input_dtypes <- character()
@@ -153,5 +158,17 @@ trace_function <- function(f, args, dtype, static_args) {
   out <- collect_outputs(res)
   fin <- rf_guard(.rf_b_finish(b, out$ids))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
-       input_dtypes = input_dtypes, out = out)
+       input_dtypes = input_dtypes, out = out, random = .rf_state$random)
+}
+
+# The traced function's inputs for one call: its arguments, then fresh random inputs (they
+# follow the arguments in the traced function's signature).
+call_inputs <- function(tr, args) {
+  masks <- lapply(tr$random, function(r) {
+    m <- dropout_mask(r$len, r$p)
+    if (length(r$rdim) > 1) dim(m) <- r$rdim
+    m
+  })
+  list(values = c(args[tr$input_index], masks),
+       dtypes = c(tr$input_dtypes, vapply(tr$random, function(r) r$dtype, "")))
 }

@@ -831,6 +831,15 @@ struct GpuProgram::Impl {
       os << "matmul " << s.matmul->batch << "x" << s.matmul->m << "x" << s.matmul->n << "x" << s.matmul->k
          << (s.matmul->transposeA ? " tA" : "") << (s.matmul->transposeB ? " tB" : "")
          << (s.matmul->epilogue ? " + generated epilogue" : s.matmul->biasInput >= 0 ? " + bias epilogue" : "");
+    else if (s.conv) {
+      const ConvGeometry &g = s.conv->geometry;
+      os << (g.direction == ConvDirection::Forward         ? "cudnn conv forward "
+             : g.direction == ConvDirection::BackwardInput ? "cudnn conv backward-input "
+                                                           : "cudnn conv backward-filter ")
+         << g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << " k" << g.kh << " s" << g.strideH
+         << (s.conv->epilogue ? " + generated epilogue" : "");
+    } else if (s.pool)
+      os << (s.pool->geometry.backward ? "cudnn pool backward" : "cudnn pool forward");
     else if (s.kernel)
       os << s.kernel->name << (s.kernel->launch == LaunchKind::GridStride ? " (pointwise)"
                                : s.kernel->launch == LaunchKind::BlockPerRow ? " (block per row)"

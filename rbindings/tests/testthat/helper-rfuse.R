@@ -24,3 +24,28 @@ expect_matches_base <- function(f, ..., dtypes = c("float64", "float32")) {
     expect_lt(rel_err(got, ref), tol[[dt]])
   }
 }
+
+# Gradients (rf_value_and_grad, float64) against central differences of f.
+central_diff <- function(f, args, name, h = 1e-6) {
+  x <- args[[name]]
+  g <- x * 0
+  for (i in seq_along(x)) {
+    up <- args; dn <- args
+    up[[name]][i] <- x[i] + h
+    dn[[name]][i] <- x[i] - h
+    g[i] <- (do.call(f, up) - do.call(f, dn)) / (2 * h)
+  }
+  g
+}
+
+expect_grads_match <- function(f, args, wrt = names(args)) {
+  vg <- rf_value_and_grad(f, wrt = wrt, dtype = "float64")
+  r <- do.call(vg, args)
+  expect_equal(r$value, do.call(f, args), tolerance = 1e-10)
+  for (w in wrt) {
+    num <- central_diff(f, args, w)
+    got <- r$grad[[w]]
+    expect_equal(dim(got), dim(args[[w]]))
+    expect_lt(max(abs(got - num)) / max(abs(num), 1e-8), 1e-6)
+  }
+}

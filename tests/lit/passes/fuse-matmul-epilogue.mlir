@@ -237,3 +237,26 @@ func.func @no_contraction(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   %s = rfuse.reduce_sum %e, dims = [1] : (tensor<4x8xf32>) -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// A convolution's epilogue also takes values that only feed it: an SGD-momentum update of a
+// filter gradient (momentum * buffer) fuses whole, where a matmul's would stay outside.
+// CHECK-LABEL: func.func @filter_gradient_momentum
+// CHECK: rfuse.fusion conv_epilogue
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: rfuse.conv2d_backward_filter
+// CHECK: rfuse.mul
+// CHECK: rfuse.add
+// CHECK: rfuse.sub
+// CHECK: rfuse.yield
+// CHECK-NOT: rfuse.mul
+// CHECK: return
+func.func @filter_gradient_momentum(%x: tensor<2x3x9x8xf32>, %w: tensor<4x3x3x3xf32>, %g: tensor<2x4x5x4xf32>, %b: tensor<4x3x3x3xf32>) -> (tensor<4x3x3x3xf32>, tensor<4x3x3x3xf32>) {
+  %dw = rfuse.conv2d_backward_filter %x, %g {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>} : (tensor<2x3x9x8xf32>, tensor<2x4x5x4xf32>) -> tensor<4x3x3x3xf32>
+  %c = rfuse.constant dense<0.9> : tensor<4x3x3x3xf32>
+  %m = rfuse.mul %b, %c : tensor<4x3x3x3xf32>
+  %b2 = rfuse.add %m, %dw : tensor<4x3x3x3xf32>
+  %l = rfuse.constant dense<0.1> : tensor<4x3x3x3xf32>
+  %s = rfuse.mul %b2, %l : tensor<4x3x3x3xf32>
+  %w2 = rfuse.sub %w, %s : tensor<4x3x3x3xf32>
+  return %w2, %b2 : tensor<4x3x3x3xf32>, tensor<4x3x3x3xf32>
+}

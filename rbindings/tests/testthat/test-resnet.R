@@ -1,0 +1,113 @@
+# Batch norm, adaptive pooling, residual networks and rf_fit(): traced values equal base R's,
+# gradients equal central differences, running statistics follow torch's rule, and a small
+# ResNet learns.
+
+test_that("nnf_batch_norm2d and nnf_adaptive_avg_pool2d traced equal base R", {
+  set.seed(2)
+  x <- array(rnorm(3 * 4 * 5 * 6), c(3, 4, 5, 6))
+  g <- rnorm(4); b <- rnorm(4); rm <- rnorm(4); rv <- runif(4, 0.5, 2)
+  ref_train <- x
+  for (ch in 1:4) {
+    v <- x[, ch, , ]
+    ref_train[, ch, , ] <- (v - mean(v)) / sqrt(mean((v - mean(v))^2) + 1e-5) * g[ch] + b[ch]
+  }
+  f <- function(x, g, b, rm, rv, training) nnf_batch_norm2d(x, rm, rv, g, b, training = training)
+  jf <- rf_jit(f, dtype = "float64")
+  expect_equal(f(x, g, b, rm, rv, TRUE), ref_train, tolerance = 1e-12)
+  expect_equal(jf(x, g, b, rm, rv, TRUE), ref_train, tolerance = 1e-12)
+  ref_eval <- sweep(sweep(sweep(sweep(x, 2, rm), 2, sqrt(rv + 1e-5), "/"), 2, g, "*"), 2, b, "+")
+  expect_equal(jf(x, g, b, rm, rv, FALSE), ref_eval, tolerance = 1e-12)
+
+  gp <- rf_jit(function(x) nnf_adaptive_avg_pool2d(x, 1), dtype = "float64")
+  expect_equal(gp(x), array(apply(x, c(1, 2), mean), c(3, 4, 1, 1)), tolerance = 1e-12)
+  expect_equal(rf_jit(function(x) nnf_adaptive_avg_pool2d(x, c(5, 2)), dtype = "float64")(x),
+               nnf_avg_pool2d(x, c(1, 3)), tolerance = 1e-12)
+  expect_error(rf_jit(function(x) nnf_adaptive_avg_pool2d(x, 4))(x), class = "rfuse_unsupported")
+})
+
+test_that("gradients through batch norm, strided convolutions, overlapping pools and residuals equal central differences", {
+  set.seed(4)
+  x <- array(rnorm(2 * 2 * 7 * 7), c(2, 2, 7, 7))
+  w1 <- array(rnorm(3 * 2 * 3 * 3, sd = 0.5), c(3, 2, 3, 3))
+  w2 <- array(rnorm(3 * 3 * 3 * 3, sd = 0.5), c(3, 3, 3, 3))
+  gam <- runif(3, 0.5, 1.5); bet <- rnorm(3)
+  f <- function(x, w1, w2, gam, bet) {
+    h <- nnf_conv2d(x, w1, stride = 2, padding = 1)                    # 4x4
+    h <- nnf_relu(nnf_batch_norm2d(h, weight = gam, bias = bet, training = TRUE))
+    h <- nnf_conv2d(h, w2, padding = 1) + h                             # a residual add
+    h <- nnf_max_pool2d(h, 3, 2, 1)                                     # overlapping windows
+    sum(nnf_adaptive_avg_pool2d(h, 1)^2)
+  }
+  expect_grads_match(f, list(x = x, w1 = w1, w2 = w2, gam = gam, bet = bet))
+})
+
+test_that("eager training-mode batch norm updates the running statistics as torch does", {
+  set.seed(5)
+  bn <- nn_batch_norm2d(3)
+  x <- array(rnorm(4 * 3 * 2 * 2, mean = 2), c(4, 3, 2, 2))
+  bn(x)
+  st <- attr(bn, "self")
+  m <- apply(x, 2, mean); v <- apply(x, 2, var) # var(): unbiased, as torch's running_var
+  expect_equal(st$running_mean, 0.9 * 0 + 0.1 * m)
+  expect_equal(st$running_var, 0.9 * 1 + 0.1 * v)
+  bn$eval()
+  expect_equal(bn(x), nnf_batch_norm2d(x, st$running_mean, st$running_var, rep(1, 3), rep(0, 3)))
+})
+
+test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU", {
+  set.seed(3)
+  n <- 64
+  y <- rep(1:4, length.out = n)
+  imgs <- array(rnorm(n * 12 * 12, sd = 0.3), c(n, 1, 12, 12))
+  for (i in seq_len(n)) { # a bright block in the quadrant of the class
+    r <- if (y[i] %in% c(1, 2)) 1:5 else 8:12
+    c <- if (y[i] %in% c(1, 3)) 1:5 else 8:12
+    imgs[i, 1, r, c] <- imgs[i, 1, r, c] + 1
+  }
+  net <- nn_resnet(blocks = c(1, 1), widths = c(4, 8), num_classes = 4, in_channels = 1)
+  expect_true(any(grepl("downsample", names(net$parameters))))
+  before <- net$parameters
+  fit <- rf_fit(net, imgs, y, steps = 30, optimizer = "adam", lr = 0.01, progress = FALSE)
+  expect_lt(fit$history[30], fit$history[1] / 4)
+  expect_false(isTRUE(all.equal(before$conv1.weight, net$parameters$conv1.weight)))
+  expect_s3_class(net$parameters$conv1.weight, "rf_parameter")
+  net$eval() # running statistics were recomputed from the data
+  expect_gt(mean(max.col(net(imgs)) == y), 0.9)
+  expect_gt(mean(max.col(rf_jit(net)(imgs)) == y), 0.9)
+})
+
+test_that("nn_resnet18 has torchvision's parameter count and rf_fit checks its input", {
+  net <- nn_resnet18(num_classes = 10)
+  expect_equal(sum(vapply(net$parameters, length, integer(1))), 11181642)
+  expect_equal(length(net$parameters), 62)
+  expect_error(rf_fit(function(x) x, 1, 1), class = "rfuse_type_error")
+  small <- nn_sequential(nn_linear(2, 2))
+  expect_error(rf_fit(small, matrix(0, 3, 2), 1:2), class = "rfuse_shape_error")
+})
+
+test_that("dropout draws a fresh, seeded mask per call, in traced code and its gradients", {
+  x <- matrix(rnorm(400) + 3, 20)
+  jf <- rf_jit(function(x) nnf_dropout(x, 0.3), dtype = "float64")
+  set.seed(9); a <- jf(x)
+  set.seed(9); mask <- (runif(length(x)) >= 0.3) / 0.7
+  expect_equal(a, x * mask)
+  expect_equal(dim(a), dim(x))
+  b <- jf(x)
+  expect_false(isTRUE(all.equal(a, b)))                 # a new mask each call, same program
+  expect_equal(rf_cache_info()$programs > 0, TRUE)
+  expect_gt(mean(b == 0), 0.2); expect_lt(mean(b == 0), 0.4)
+  set.seed(9); expect_equal(nnf_dropout(x, 0.3), x * mask) # plain R: the same draws
+  expect_identical(nnf_dropout(x, 0.3, training = FALSE), x)
+
+  w <- matrix(rnorm(400), 20)
+  g <- rf_grad(function(x, w) sum(nnf_dropout(x, 0.5) * w), wrt = "w", dtype = "float64")
+  set.seed(10); gw <- g(x, w)
+  set.seed(10); m2 <- (runif(length(x)) >= 0.5) / 0.5
+  expect_equal(gw, x * m2)
+
+  drop <- nn_dropout(0.5)
+  drop$eval(); expect_identical(drop(x), x)
+  expect_error(nnf_dropout(x, 1), class = "rfuse_type_error")
+  helper <- function(v) nnf_dropout(v, 0.5)
+  expect_error(rf_jit(function(x) helper(x) + 1)(x), class = "rfuse_unsupported")
+})
