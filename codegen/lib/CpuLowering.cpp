@@ -71,9 +71,21 @@ public:
 private:
 
   Value erfc(OpBuilder &nb, Location l, Value x) {
-    // libm's erfc (MLIR 19's math dialect has erf but no erfc): the same function the
-    // interpreter's rf_gelu_erf calls.
     Type t = x.getType();
+    if (t.isF32()) { // ScalarOps.h's rf_erfc<float>, op for op (and it vectorizes)
+      auto fc = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(t, v)).getResult(); };
+      Value z = nb.create<math::AbsFOp>(l, x);
+      Value tt = nb.create<arith::DivFOp>(l, fc(1), nb.create<arith::AddFOp>(l, fc(1), nb.create<arith::MulFOp>(l, fc(0.5), z)));
+      Value p = nb.create<arith::SubFOp>(l, nb.create<arith::MulFOp>(l, tt, fc(0.17087277)), fc(0.82215223));
+      for (double c : {1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223})
+        p = nb.create<arith::AddFOp>(l, nb.create<arith::MulFOp>(l, p, tt), fc(c));
+      Value e = nb.create<math::ExpOp>(l, nb.create<math::FmaOp>(l, nb.create<arith::NegFOp>(l, z), z, p));
+      Value r = nb.create<arith::MulFOp>(l, tt, e);
+      Value nonNegative = nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, x, fc(0));
+      return nb.create<arith::SelectOp>(l, nonNegative, r, nb.create<arith::SubFOp>(l, fc(2), r));
+    }
+    // libm's erfc (MLIR 19's math dialect has erf but no erfc): the same function the
+    // interpreter's rf_gelu_erf calls in f64.
     std::string sym = t.isF32() ? "erfcf" : "erfc";
     if (!target.lookupSymbol(sym)) {
       OpBuilder mb(target.getBodyRegion());

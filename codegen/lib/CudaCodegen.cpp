@@ -455,14 +455,12 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
            << chunks << "; ++k)\n    xinv" << i << "[k] = reinterpret_cast<const float4*>(in" << i
            << ")[threadIdx.x + k * " << blockSize << "];\n";
       }
-      if (prefetch())
-        os << firstRowLoads();
       os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
     }
     else
       os << "  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < "
          << outerLen << "LL; row += (long long)gridDim.x * blockDim.x) {\n";
-    os << body << (prefetch() ? rotateRows() : "") << "  }\n}\n";
+    os << body << "  }\n}\n";
     k.source = os.str();
     return k;
   }
@@ -539,6 +537,8 @@ private:
 
 
   bool useCache() const { return chunks > 0; }
+  // The register chunks cover the row exactly: no element needs a bounds check.
+  bool exactChunks() const { return chunks * blockSize * vec == redLen; }
 
   // __launch_bounds__(block, minBlocks) on row kernels: the compiler keeps registers low enough
   // for that many resident blocks per SM.
@@ -556,8 +556,8 @@ private:
       return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
              "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
              "; ++lane) {\n      const long long j = ((long long)threadIdx.x + (long long)k * " +
-             std::to_string(blockSize) + "LL) * " + std::to_string(vec) + "LL + lane;\n      if (j < " +
-             std::to_string(redLen) + "LL) {\n";
+             std::to_string(blockSize) + "LL) * " + std::to_string(vec) + "LL + lane;\n      " +
+             (exactChunks() ? std::string("{\n") : "if (j < " + std::to_string(redLen) + "LL) {\n");
     if (rowMode)
       return "    for (long long j = threadIdx.x; j < " + std::to_string(redLen) +
              "LL; j += blockDim.x) {\n";
@@ -565,53 +565,13 @@ private:
   }
   std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
 
-  // With 128-bit register chunks, each block loads its next row (row + gridDim.x) while it
-  // reduces and writes the current one: the loads stay in flight through the block
-  // reductions, which otherwise leave the memory system idle. RFUSE_ROW_PREFETCH=0 turns it off.
-  bool prefetch() const {
-    const char *e = std::getenv("RFUSE_ROW_PREFETCH");
-    return rowMode && useCache() && vec == 4 && !(e && std::string(e) == "0");
-  }
-  // "  T name[chunks];" and its loads from row `rowExpr`, if that row exists.
-  std::string chunkLoad(Value in, const std::string &name, const std::string &rowExpr, bool declare,
-                        const std::string &ind) const {
-    int i = llvm::find(r.inputs, in) - r.inputs.begin();
-    std::string vt = dtypeOf(in) == DType::F32 ? "float4" : "int4", c = std::to_string(chunks);
-    std::string out = declare ? ind + vt + " " + name + "[" + c + "];\n" : "";
-    return out + ind + "if (" + rowExpr + " < " + std::to_string(outerLen) + "LL) {\n" + ind + "  #pragma unroll\n" + ind +
-           "  for (int k = 0; k < " + c + "; ++k)\n" + ind + "    " + name + "[k] = reinterpret_cast<const " + vt +
-           "*>(in" + std::to_string(i) + " + (" + rowExpr + ") * " + std::to_string(redLen) +
-           "LL)[threadIdx.x + k * " + std::to_string(blockSize) + "];\n" + ind + "}\n";
-  }
-  // Before the row loop (prefetching): the block's first row.
-  std::string firstRowLoads() const {
-    std::string out;
-    for (Value in : cached)
-      out += chunkLoad(in, "xin" + std::to_string(llvm::find(r.inputs, in) - r.inputs.begin()), "(long long)blockIdx.x",
-                       true, "  ");
-    return out;
-  }
-  // At the end of the row loop (prefetching): the next row becomes the current one.
-  std::string rotateRows() const {
-    std::string out;
-    for (Value in : cached) {
-      std::string i = std::to_string(llvm::find(r.inputs, in) - r.inputs.begin());
-      out += "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) xin" + i +
-             "[k] = xnext" + i + "[k];\n";
-    }
-    return out;
-  }
-
-  // Loads this row's elements of the cached inputs into registers (prefetching: starts the next
-  // row's loads; this row's are already there).
+  // Loads this row's elements of the cached inputs into registers.
   std::string rowPrologue() const {
     std::string out;
     for (Value in : cached) {
       int i = llvm::find(r.inputs, in) - r.inputs.begin();
       std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
-      if (prefetch()) {
-        out += chunkLoad(in, "xnext" + std::to_string(i), "row + gridDim.x", true, "    ");
-      } else if (vec == 4) {
+      if (vec == 4) {
         std::string vt = std::string(dtypeOf(in) == DType::F32 ? "float4" : "int4");
         out += "    " + vt + " " + nm + "[" + std::to_string(chunks) + "];\n    #pragma unroll\n" +
                "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k)\n      " + nm +

@@ -10,10 +10,12 @@
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define RF_FN __device__ __forceinline__
 #define RF_M(f) ::f
+#define RF_RCPF(x) __fdividef(1.0f, (x)) // MUFU.RCP: 2 ulp, no Newton steps
 #else
 #include <cmath>
 #define RF_FN inline
 #define RF_M(f) std::f
+#define RF_RCPF(x) (1.0f / (x))
 #endif
 
 namespace rfuse {
@@ -29,10 +31,33 @@ template <class T> RF_FN T rf_tanh(T x) { return RF_M(tanh)(x); }
 template <class T> RF_FN T rf_sigmoid(T x) { return T(1) / (T(1) + RF_M(exp)(-x)); }
 // relu(NaN) is NaN, as in PyTorch.
 template <class T> RF_FN T rf_relu(T x) { return x < T(0) ? T(0) : x; }
+// erfc. In f32 a rational approximation in t = 1 / (1 + |z|/2) (Numerical Recipes' erfcc:
+// relative error 1.2e-7 before rounding): about half the instructions of CUDA's erfcf, and GELU
+// through it is as accurate as through libm's erfcf (in f32 both are limited by the rounding of
+// x / sqrt 2: relative error <= 1.3e-6 for |x| <= 3, 3.9e-6 for |x| <= 6 — with t off by the
+// device reciprocal's 2 ulp — against 0.85e-6 and 2.8e-6). W4 (layernorm + GELU) is
+// instruction-bound on an H200, so this matters there: 0.100 -> 0.093 ms.
+template <class T> RF_FN T rf_erfc(T x) { return RF_M(erfc)(x); }
+template <> RF_FN float rf_erfc<float>(float x) {
+  float z = x < 0.0f ? -x : x;
+  float t = RF_RCPF(1.0f + 0.5f * z);
+  float p = t * 0.17087277f - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  float r = t * RF_M(exp)(RF_M(fma)(-z, z, p));
+  return x >= 0.0f ? r : 2.0f - r; // NaN: 2 - NaN
+}
+
 // gelu(x) = x * Phi(x) = 0.5 x erfc(-x / sqrt 2). erfc, not 1 + erf: for negative x the latter
 // cancels catastrophically (at x = -4 it loses 4 of float's 7 digits).
 template <class T> RF_FN T rf_gelu_erf(T x) {
-  return T(0.5) * x * RF_M(erfc)(-x * T(0.70710678118654752440));
+  return T(0.5) * x * rf_erfc<T>(-x * T(0.70710678118654752440));
 }
 // gelu, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
 // the identical x / (1 + exp(-2u)), which does not cancel for negative x.
@@ -43,7 +68,7 @@ template <class T> RF_FN T rf_gelu_tanh(T x) {
 // Their derivatives (reverse-mode differentiation): Phi(x) + x phi(x), and that of the tanh form,
 // 0.5 (1 + t) + 0.5 x (1 - t^2) u'(x) with t = tanh(u).
 template <class T> RF_FN T rf_gelu_erf_grad(T x) {
-  return T(0.5) * RF_M(erfc)(-x * T(0.70710678118654752440)) +
+  return T(0.5) * rf_erfc<T>(-x * T(0.70710678118654752440)) +
          x * T(0.39894228040143267794) * RF_M(exp)(T(-0.5) * x * x);
 }
 template <class T> RF_FN T rf_gelu_tanh_grad(T x) {
@@ -95,4 +120,5 @@ RF_FN bool rf_to_bool(double v) { return v != 0.0; }
 
 #undef RF_FN
 #undef RF_M
+#undef RF_RCPF
 #endif // RFUSE_IR_SCALAROPS_H
