@@ -70,9 +70,13 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       partial = reduce(b, loc, op, partial, rest, false);
     } else if (outputs <= maxOutputs && llvm::equal(dims, llvm::seq<int64_t>(0, dims.size())) &&
                (int64_t)dims.size() < rank) {
-      // Leading dims [R..., C...]: [k, R/k, C] reduced over R/k, then over k.
+      // Leading dims [R..., C...]: [k, R/k, C] reduced over R/k — k * C partial results, about
+      // `parallelOutputs` of them, each from at least 32 rows — then the partials transposed to
+      // [C, k] and reduced over k: a row reduction, a block per output. (Reducing [k, C] over k
+      // instead would run C threads through k rows each: with a batch norm's 64 channels that
+      // second stage alone took longer than reading the whole tensor.)
       int64_t k = 1;
-      while (k < 64 && reduced % (k * 2) == 0 && reduced / (k * 2) >= 64)
+      while (reduced % (k * 2) == 0 && reduced / (k * 2) >= 32 && outputs * k * 2 <= parallelOutputs)
         k *= 2;
       if (k < 8)
         return false;
@@ -80,8 +84,14 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       for (int64_t d = dims.size(); d < rank; ++d)
         grouped.push_back(shape[d]);
       Value r = b.create<ReshapeOp>(loc, RankedTensorType::get(grouped, t.getElementType()), x);
-      partial = reduce(b, loc, op, r, {1}, false);
-      partial = reduce(b, loc, op, partial, {0}, false);
+      partial = reduce(b, loc, op, r, {1}, false); // [k, C...]
+      int64_t kept = rank - (int64_t)dims.size();
+      SmallVector<int64_t> perm;
+      for (int64_t d = 1; d <= kept; ++d)
+        perm.push_back(d);
+      perm.push_back(0);
+      partial = b.create<TransposeOp>(loc, partial, perm); // [C..., k]
+      partial = reduce(b, loc, op, partial, {kept}, false);
     } else {
       return false;
     }

@@ -17,13 +17,27 @@ func.func @loss(%x: tensor<4096x1024xf32>) -> tensor<f32> {
 
 // CHECK-LABEL: func.func @bias_grad
 func.func @bias_grad(%g: tensor<4096x512xf32>) -> tensor<1x512xf32> {
-  // CHECK: %[[G:.*]] = rfuse.reshape %arg0 : (tensor<4096x512xf32>) -> tensor<64x64x512xf32>
-  // CHECK: %[[P:.*]] = rfuse.reduce_max %[[G]], dims = [1] : (tensor<64x64x512xf32>) -> tensor<64x512xf32>
-  // CHECK: %[[Q:.*]] = rfuse.reduce_max %[[P]], dims = [0] : (tensor<64x512xf32>) -> tensor<512xf32>
+  // 128 x 512 partials (as many as 262144 allows with >= 32 rows each), transposed, reduced by row.
+  // CHECK: %[[G:.*]] = rfuse.reshape %arg0 : (tensor<4096x512xf32>) -> tensor<128x32x512xf32>
+  // CHECK: %[[P:.*]] = rfuse.reduce_max %[[G]], dims = [1] : (tensor<128x32x512xf32>) -> tensor<128x512xf32>
+  // CHECK: %[[T:.*]] = rfuse.transpose %[[P]], perm = [1, 0] : (tensor<128x512xf32>) -> tensor<512x128xf32>
+  // CHECK: %[[Q:.*]] = rfuse.reduce_max %[[T]], dims = [1] : (tensor<512x128xf32>) -> tensor<512xf32>
   // CHECK: %[[K:.*]] = rfuse.reshape %[[Q]] : (tensor<512xf32>) -> tensor<1x512xf32>
   // CHECK: return %[[K]]
   %s = rfuse.reduce_max %g, dims = [0] {keep_dims = true} : (tensor<4096x512xf32>) -> tensor<1x512xf32>
   return %s : tensor<1x512xf32>
+}
+
+// A batch norm's statistics in NHWC: 65536 rows, 64 channels -> 2048 groups of 32 rows.
+// CHECK-LABEL: func.func @batch_norm_mean
+func.func @batch_norm_mean(%x: tensor<256x16x16x64xf32>) -> tensor<1x1x1x64xf32> {
+  // CHECK: %[[G:.*]] = rfuse.reshape %arg0 : (tensor<256x16x16x64xf32>) -> tensor<2048x32x64xf32>
+  // CHECK: %[[P:.*]] = rfuse.reduce_sum %[[G]], dims = [1] : (tensor<2048x32x64xf32>) -> tensor<2048x64xf32>
+  // CHECK: %[[T:.*]] = rfuse.transpose %[[P]], perm = [1, 0] : (tensor<2048x64xf32>) -> tensor<64x2048xf32>
+  // CHECK: %[[S:.*]] = rfuse.reduce_sum %[[T]], dims = [1] : (tensor<64x2048xf32>) -> tensor<64xf32>
+  // CHECK: rfuse.mul %[[S]]
+  %m = rfuse.reduce_mean %x, dims = [0, 1, 2] {keep_dims = true} : (tensor<256x16x16x64xf32>) -> tensor<1x1x1x64xf32>
+  return %m : tensor<1x1x1x64xf32>
 }
 
 // CHECK-LABEL: func.func @small

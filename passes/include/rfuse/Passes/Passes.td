@@ -145,8 +145,10 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
     * every dim of a rank >= 2 tensor (a loss: mean((y - t)^2)): the trailing dim is reduced
       first (a block per row), then the rest;
     * the leading dims of a tensor with few columns left and many rows (a bias gradient: the sum
-      over a batch of 4096 of a [4096, n] tensor): the rows are split into `k` groups (reshape
-      [R, C] -> [k, R/k, C]), each group reduced in parallel, then the k partial results.
+      over a batch of 4096 of a [4096, n] tensor; a batch norm's statistics over N, H, W): the
+      rows are split into `k` groups (reshape [R, C] -> [k, R/k, C]) reduced in parallel, about
+      `parallel-outputs` partial results in all; the partials, transposed to [C, k], are then
+      reduced a row (a block) per output.
     Means become sums scaled once at the end; max and min split as they are. Results are the
     same values up to floating-point reassociation.
   }];
@@ -156,6 +158,9 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
            "Split only reductions over at least this many elements per output">,
     Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"16384",
            "Split leading-dim reductions only when they have at most this many outputs">,
+    Option<"parallelOutputs", "parallel-outputs", "int64_t", /*default=*/"262144",
+           "The first stage of a leading-dim split aims at this many partial results (an H200 "
+           "holds 132 x 2048 resident threads)">,
   ];
   let statistics = [
     Statistic<"numSplit", "reductions-split", "Reductions split into two stages">,
