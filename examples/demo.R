@@ -114,8 +114,24 @@ fit <- rf_train(net_loss, list(w1 = matrix(rnorm(32), 2), b1 = rnorm(16, sd = 0.
                 data = list(x = xs, t = rf_one_hot(ys, 2)), steps = 300, lr = 0.5, momentum = 0.9,
                 progress = FALSE)
 pred <- with(fit$params, max.col(sweep(tanh(sweep(xs %*% w1, 2, b1, "+")) %*% w2, 2, b2, "+")))
-cat(sprintf("== rf_train: a 2-16-2 MLP on a disc-in-a-square task, loss %.3f -> %.3f, accuracy %.1f%%\n\n",
+cat(sprintf("== rf_train: a 2-16-2 MLP on a disc-in-a-square task, loss %.3f -> %.3f, accuracy %.1f%%\n",
             fit$history[1], fit$history[300], 100 * mean(pred == ys)))
+
+# 7. A small ResNet (strided convolutions, batch norm, residual blocks) trained with rf_fit():
+# which quadrant of a 12x12 image holds a bright block.
+set.seed(3)
+n7 <- 64; y7 <- rep(1:4, length.out = n7)
+img <- array(rnorm(n7 * 144, sd = 0.3), c(n7, 1, 12, 12))
+for (i in seq_len(n7)) {
+  r <- if (y7[i] <= 2) 1:5 else 8:12; cc <- if (y7[i] %% 2 == 1) 1:5 else 8:12
+  img[i, 1, r, cc] <- img[i, 1, r, cc] + 1
+}
+resnet <- nn_resnet(blocks = c(1, 1), widths = c(4, 8), num_classes = 4, in_channels = 1)
+fit7 <- rf_fit(resnet, img, y7, steps = 30, optimizer = "adam", lr = 0.01, progress = FALSE)
+resnet$eval()
+cat(sprintf("== rf_fit: a ResNet (%d parameters), loss %.3f -> %.3f, accuracy %.1f%%\n\n",
+            sum(vapply(resnet$parameters, length, integer(1))), fit7$history[1], fit7$history[30],
+            100 * mean(max.col(resnet(img)) == y7)))
 
 info <- rf_cache_info()
 cat(sprintf("cache: %d programs, %d compiles, %d hits\n", info$programs, info$compiles, info$hits))

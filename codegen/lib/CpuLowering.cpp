@@ -948,6 +948,16 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     return lowerRegion(r, FusionKind::matmul_epilogue, target, name, why);
   if (isConvolutionOp(op))
     return lowerRegion(r, FusionKind::conv_epilogue, target, name, why);
+  if (isPoolingOp(op)) {
+    Type et = elemOf(op->getResult(0));
+    if (!et.isF32() && !et.isF64())
+      return fail(why, "pooling in f16/bf16"), std::nullopt;
+    CpuKernel k;
+    k.kind = CpuKernel::Kind::Pool;
+    k.pool.dtype = dtypeOf(op->getResult(0));
+    k.pool.geometry = poolGeometry(op);
+    return k;
+  }
   if (codegen::isReduction(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);
   if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op))

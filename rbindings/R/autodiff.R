@@ -385,3 +385,106 @@ print.rf_training <- function(x, ...) {
 plot.rf_training <- function(x, ...) {
   graphics::plot(seq_along(x$history), x$history, type = "l", xlab = "step", ylab = "loss", ...)
 }
+
+# ---- Optimizers over rf_tensors (torch style) ------------------------------------------------------
+
+#' Optimizers for rf_tensor parameters, torch style
+#'
+#' `optim_sgd()`, `optim_adam()` and `optim_adamw()` take `rf_tensor`s made with
+#' `requires_grad = TRUE`. After `loss$backward()`, `opt$step()` updates every parameter from its
+#' `$grad` in one compiled program (the update rfuse-autodiff's `optimizer` option generates, so
+#' the arithmetic is the same as [rf_train()]'s: PyTorch's), keeping momentum or Adam's moments
+#' between steps; `opt$zero_grad()` clears the gradients.
+#'
+#' @param params An `rf_tensor` or a list of them.
+#' @param lr Learning rate.
+#' @param momentum,weight_decay SGD momentum; weight decay (AdamW: decoupled).
+#' @param betas,eps Adam's coefficients.
+#' @return An optimizer: an environment with `step()` and `zero_grad()`.
+#' @examples
+#' w <- rf_tensor(matrix(0, 2, 1), dtype = "float64", requires_grad = TRUE)
+#' x <- matrix(rnorm(20), 10); y <- x %*% c(1, -2)
+#' opt <- optim_sgd(w, lr = 0.1, momentum = 0.9)
+#' for (i in 1:50) {
+#'   opt$zero_grad()
+#'   loss <- mean((x %*% w - y)^2)
+#'   loss$backward()
+#'   opt$step()
+#' }
+#' as.array(w)
+#' @export
+optim_sgd <- function(params, lr, momentum = 0, weight_decay = 0)
+  new_optimizer(params, list(optimizer = "sgd", lr = lr, momentum = momentum, weight_decay = weight_decay),
+                "optim_sgd")
+
+#' @rdname optim_sgd
+#' @export
+optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, weight_decay = 0)
+  new_optimizer(params, list(optimizer = "adam", lr = lr, betas = betas, eps = eps, weight_decay = weight_decay),
+                "optim_adam")
+
+#' @rdname optim_sgd
+#' @export
+optim_adamw <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, weight_decay = 0.01)
+  new_optimizer(params, list(optimizer = "adamw", lr = lr, betas = betas, eps = eps, weight_decay = weight_decay),
+                "optim_adamw")
+
+new_optimizer <- function(params, mode, class) {
+  if (is_tensor(params)) params <- list(params)
+  if (!is.list(params) || !length(params) ||
+      !all(vapply(params, function(p) is_tensor(p) && isTRUE(p@env$requires_grad), logical(1))))
+    rf_abort("rfuse_type_error", "an optimizer takes rf_tensors made with requires_grad = TRUE")
+  if (!is.numeric(mode$lr) || length(mode$lr) != 1 || mode$lr < 0)
+    rf_abort("rfuse_type_error", "`lr` must be a non-negative number")
+  n <- length(params)
+  dtypes <- unique(vapply(params, function(p) p@env$dtype, ""))
+  if (length(dtypes) != 1)
+    rf_abort("rfuse_type_error", "an optimizer's parameters must share one dtype")
+  # d/dp sum(p * g) = g exactly: the gradient program of this function with the optimizer
+  # option is the update itself, for every parameter at once.
+  update <- function(...) {
+    a <- list(...)
+    s <- 0
+    for (i in seq_len(n)) s <- s + sum(a[[i]] * a[[n + i]])
+    s
+  }
+  state <- grad_state(update, paste0("p", seq_len(n)), dtypes, "default", character(), mode)
+  self <- new.env(parent = emptyenv())
+  self$params <- params
+  self$steps <- 0L
+  self$buffers <- NULL
+  self$step <- function() {
+    values <- lapply(params, function(p) p@env$value)
+    grads <- lapply(seq_len(n), function(i) {
+      g <- params[[i]]@env$grad
+      if (is.null(g))
+        rf_abort("rfuse_autodiff_error", sprintf("parameter %d has no gradient: call loss$backward() before step()", i))
+      g
+    })
+    nb <- state_buffers(mode)
+    if (is.null(self$buffers)) self$buffers <- rep(list(lapply(values, function(v) v * 0)), nb)
+    self$steps <- self$steps + 1L
+    extra <- unname(unlist(self$buffers, recursive = FALSE))
+    if (mode$optimizer != "sgd") extra <- c(extra, list(self$steps))
+    old <- if (params[[1]]@env$device == "cpu") options(rfuse.device = "cpu") else NULL
+    on.exit(if (!is.null(old)) options(old))
+    out <- grad_call(state, stats::setNames(c(values, grads), c(paste0("p", seq_len(n)), paste0("g", seq_len(n)))),
+                     extra)
+    for (i in seq_len(n)) params[[i]]@env$value <- restore_shape(out$rest[[i]], values[[i]])
+    for (k in seq_len(nb))
+      for (i in seq_len(n)) self$buffers[[k]][[i]] <- restore_shape(out$rest[[k * n + i]], values[[i]])
+    invisible(NULL)
+  }
+  self$zero_grad <- function() {
+    for (p in params) p@env$grad <- NULL
+    invisible(NULL)
+  }
+  class(self) <- c(class, "rf_optimizer")
+  self
+}
+
+#' @export
+print.rf_optimizer <- function(x, ...) {
+  cat(sprintf("<%s: %d parameter tensor(s), %d step(s)>\n", class(x)[1], length(x$params), x$steps))
+  invisible(x)
+}

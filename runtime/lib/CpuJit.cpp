@@ -518,7 +518,8 @@ struct CpuProgram::Impl {
         staging->print(os);
         step.compiled = jit.compile(os.str(), k->function->name);
       }
-      const char *how = k->kind == CpuKernel::Kind::Conv ? (k->function ? "im2col + BLAS + compiled epilogue" : "im2col + BLAS")
+      const char *how = k->kind == CpuKernel::Kind::Pool ? "pooling loops (f64)"
+                        : k->kind == CpuKernel::Kind::Conv ? (k->function ? "im2col + BLAS + compiled epilogue" : "im2col + BLAS")
                         : k->kind == CpuKernel::Kind::Matmul ? (k->function ? "BLAS + compiled epilogue" : "BLAS")
                         : k->kind == CpuKernel::Kind::Reduction ? "compiled reduction"
                                                                 : "compiled pointwise";
@@ -583,7 +584,24 @@ struct CpuProgram::Impl {
     invoke(*k.function, *s.compiled, data);
   }
 
+  // Pooling and its gradients: the interpreter's loops (PoolGeometry::run), accumulated in f64.
+  void runPool(const PoolCall &p, const std::vector<Val> &operands, const Val &result) {
+    std::vector<double> acc((size_t)result.numel());
+    bool f64 = p.dtype == DType::F64;
+    p.geometry.run([&](int k, int64_t i) -> double {
+      return f64 ? ((const double *)operands[k].data)[i] : (double)((const float *)operands[k].data)[i];
+    }, acc);
+    if (f64)
+      std::copy(acc.begin(), acc.end(), (double *)result.data);
+    else
+      narrow(acc, result.data);
+  }
+
   void runStep(Operation *op, Step &s, const std::vector<Val> &operands, const std::vector<Val> &results) {
+    if (s.kernel.kind == CpuKernel::Kind::Pool) { // operands by position: they may repeat
+      runPool(s.kernel.pool, operands, results[0]);
+      return;
+    }
     // A lone host op's function takes its distinct operands (a kernel call's, all of them).
     std::vector<void *> ins;
     llvm::SmallVector<Value> seen;

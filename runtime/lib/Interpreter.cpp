@@ -430,32 +430,11 @@ private:
     return out;
   }
 
-  // Pooling and its gradients. A max window's gradient goes to its first maximum (PyTorch's
-  // rule); an average window's is spread over the window (kernel size, or only the elements
-  // inside the input without count_include_pad).
+  // Pooling and its gradients (PoolGeometry::run, shared with the CPU backend).
   HostTensor pooling(Operation *op, const std::vector<HostTensor> &in) {
-    PoolGeometry g = poolGeometry(op);
     HostTensor out = alloc(op->getResult(0));
-    std::vector<long double> acc(out.numel(), 0.0L);
-    const HostTensor &x = in[0];
-    g.forEachWindow([&](int64_t yi, const std::vector<int64_t> &taps) {
-      long double divisor = g.countIncludePad ? (long double)(g.kh * g.kw) : (long double)taps.size();
-      if (!g.backward) {
-        long double v = g.isMax ? -std::numeric_limits<long double>::infinity() : 0.0L;
-        for (int64_t t : taps)
-          v = g.isMax ? scalar::rf_max(v, (long double)x.f[t]) : v + x.f[t];
-        acc[yi] = g.isMax ? v : v / divisor;
-      } else if (g.isMax) { // operands: input, output, grad_output
-        for (int64_t t : taps)
-          if (x.f[t] == in[1].f[yi] || std::isnan(in[1].f[yi])) {
-            acc[t] += in[2].f[yi];
-            break;
-          }
-      } else { // operand: grad_output
-        for (int64_t t : taps)
-          acc[t] += (long double)in[0].f[yi] / divisor;
-      }
-    });
+    std::vector<long double> acc(out.numel());
+    poolGeometry(op).run([&](int k, int64_t i) { return in[k].f[i]; }, acc);
     for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
       out.set(i, (double)acc[i]);
     return out;

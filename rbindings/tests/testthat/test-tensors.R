@@ -48,3 +48,55 @@ test_that("tensor errors are classed", {
     expect_error(rf_tensor(1:3, device = "cuda"), "no CUDA device", class = "rfuse_runtime_error")
   expect_error(floor(rf_tensor(c(1.5, 2))), class = "rfuse_unsupported")
 })
+
+test_that("optim_sgd / optim_adam / optim_adamw step rf_tensors as torch does", {
+  set.seed(8)
+  x <- matrix(rnorm(40), 10); y <- x %*% c(1, -2, 0.5, 3)
+  w0 <- matrix(rnorm(4), 4); b0 <- 0.3
+  grads <- function(w, b) { # of mean((x w + b - y)^2), in base R
+    r <- x %*% w + b - y
+    list(w = 2 * crossprod(x, r) / 10, b = 2 * mean(r))
+  }
+  # Reference SGD with momentum and weight decay, PyTorch's definition.
+  w <- w0; b <- b0; vw <- 0 * w; vb <- 0
+  for (s in 1:3) {
+    g <- grads(w, b)
+    vw <- 0.9 * vw + g$w + 0.01 * w; vb <- 0.9 * vb + g$b + 0.01 * b
+    w <- w - 0.05 * vw; b <- b - 0.05 * vb
+  }
+  train <- function(opt, tw, tb, steps) { # the torch loop
+    for (s in seq_len(steps)) {
+      opt$zero_grad()
+      loss <- mean((x %*% tw + tb - y)^2)
+      loss$backward()
+      opt$step()
+    }
+  }
+  tw <- rf_tensor(w0, dtype = "float64", requires_grad = TRUE)
+  tb <- rf_tensor(b0, dtype = "float64", requires_grad = TRUE)
+  opt <- optim_sgd(list(tw, tb), lr = 0.05, momentum = 0.9, weight_decay = 0.01)
+  train(opt, tw, tb, 3)
+  expect_equal(as.array(tw), w, tolerance = 1e-10)
+  expect_equal(as.vector(as.array(tb)), b, tolerance = 1e-10)
+  expect_output(print(opt), "optim_sgd: 2 parameter tensor\\(s\\), 3 step")
+
+  # Adam and AdamW against their definitions.
+  for (decoupled in c(FALSE, TRUE)) {
+    w <- w0; m <- 0 * w; v <- 0 * w
+    for (s in 1:4) {
+      g <- grads(w, b0)$w
+      if (!decoupled) g <- g + 0.1 * w
+      m <- 0.9 * m + 0.1 * g; v <- 0.999 * v + 0.001 * g^2
+      step <- 0.01 * (m / (1 - 0.9^s)) / (sqrt(v / (1 - 0.999^s)) + 1e-8)
+      w <- if (decoupled) w * (1 - 0.01 * 0.1) - step else w - step
+    }
+    tw <- rf_tensor(w0, dtype = "float64", requires_grad = TRUE)
+    opt <- if (decoupled) optim_adamw(tw, lr = 0.01, weight_decay = 0.1) else optim_adam(tw, lr = 0.01, weight_decay = 0.1)
+    train(opt, tw, b0, 4)
+    expect_equal(as.array(tw), w, tolerance = 1e-10)
+  }
+
+  expect_error(optim_sgd(list(rf_tensor(1)), lr = 0.1), class = "rfuse_type_error")
+  tw <- rf_tensor(w0, requires_grad = TRUE)
+  expect_error(optim_sgd(tw, lr = 0.1)$step(), "backward", class = "rfuse_autodiff_error")
+})

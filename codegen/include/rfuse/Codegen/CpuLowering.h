@@ -47,9 +47,15 @@ struct ConvCall {
   int inputIndex = -1, filterIndex = -1, gradOutputIndex = -1, biasIndex = -1;
 };
 
+/// Pooling or its gradient, run by PoolGeometry::run (the interpreter's loops) in f64.
+struct PoolCall {
+  DType dtype = DType::F64;
+  PoolGeometry geometry;
+};
+
 /// How the runtime runs one kernel (or lone host op) on the CPU.
 struct CpuKernel {
-  enum class Kind { Pointwise, Reduction, Matmul, Conv } kind = Kind::Pointwise;
+  enum class Kind { Pointwise, Reduction, Matmul, Conv, Pool } kind = Kind::Pointwise;
   /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Matmul / conv:
   /// the epilogue over the library's result (absent when that is the only output), whose inputs
   /// are the result then `epilogueInputs` (region input indices) and whose outputs are the
@@ -57,6 +63,7 @@ struct CpuKernel {
   std::optional<CpuFunction> function;
   GemmCall gemm;
   ConvCall conv;
+  PoolCall pool; ///< Kind::Pool (a lone op; its operands in order)
   std::vector<int> epilogueInputs;
   bool productIsOutput = false; ///< the region's output 0 is the product itself
 };

@@ -9,9 +9,14 @@
 #ifndef RFUSE_IR_GEOMETRY_H
 #define RFUSE_IR_GEOMETRY_H
 
+#include "rfuse/IR/ScalarOps.h"
+
 #include "mlir/IR/Operation.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace rfuse {
@@ -98,6 +103,34 @@ struct PoolGeometry {
                   taps.push_back(inputAt(b, ch, iy, ix));
             f(outputAt(b, ch, y, x), (const std::vector<int64_t> &)taps);
           }
+  }
+
+  /// The op's result, accumulated in Acc: `operand(k, offset)` reads element `offset` of operand
+  /// k (forward: input; max backward: input, output, grad_output; avg backward: grad_output).
+  /// Max propagates NaN; a max window's gradient goes to its first maximum (PyTorch's rule); an
+  /// average window's is spread over the window (the kernel size, or the elements inside the
+  /// input without count_include_pad). The interpreter and the CPU backend both run this.
+  template <class Acc, class Operand> void run(Operand operand, std::vector<Acc> &result) const {
+    std::fill(result.begin(), result.end(), Acc(0));
+    forEachWindow([&](int64_t yi, const std::vector<int64_t> &taps) {
+      Acc divisor = countIncludePad ? Acc(kh * kw) : Acc(taps.size());
+      if (!backward) {
+        Acc v = isMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
+        for (int64_t t : taps)
+          v = isMax ? scalar::rf_max(v, (Acc)operand(0, t)) : v + (Acc)operand(0, t);
+        result[yi] = isMax ? v : v / divisor;
+      } else if (isMax) {
+        double y = operand(1, yi);
+        for (int64_t t : taps)
+          if (operand(0, t) == y || std::isnan(y)) {
+            result[t] += (Acc)operand(2, yi);
+            break;
+          }
+      } else {
+        for (int64_t t : taps)
+          result[t] += (Acc)operand(0, yi) / divisor;
+      }
+    });
   }
 };
 
