@@ -76,10 +76,11 @@ private:
       auto fc = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(t, v)).getResult(); };
       Value z = nb.create<math::AbsFOp>(l, x);
       Value tt = nb.create<arith::DivFOp>(l, fc(1), nb.create<arith::AddFOp>(l, fc(1), nb.create<arith::MulFOp>(l, fc(0.5), z)));
-      Value p = nb.create<arith::SubFOp>(l, nb.create<arith::MulFOp>(l, tt, fc(0.17087277)), fc(0.82215223));
-      for (double c : {1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223})
+      Value p = nb.create<arith::SubFOp>(l, nb.create<arith::MulFOp>(l, tt, fc(0.246517301)), fc(1.18611491));
+      for (double c : {2.14747453, -1.63775313, 0.402321577, -0.268756866, 0.139630049, 0.539700627, 1.44272923, -1.82574821})
         p = nb.create<arith::AddFOp>(l, nb.create<arith::MulFOp>(l, p, tt), fc(c));
-      Value e = nb.create<math::ExpOp>(l, nb.create<math::FmaOp>(l, nb.create<arith::NegFOp>(l, z), z, p));
+      Value zl = nb.create<arith::MulFOp>(l, z, fc(1.44269504));
+      Value e = nb.create<math::Exp2Op>(l, nb.create<math::FmaOp>(l, nb.create<arith::NegFOp>(l, z), zl, p));
       Value r = nb.create<arith::MulFOp>(l, tt, e);
       Value nonNegative = nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, x, fc(0));
       return nb.create<arith::SelectOp>(l, nonNegative, r, nb.create<arith::SubFOp>(l, fc(2), r));

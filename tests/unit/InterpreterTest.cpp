@@ -72,9 +72,12 @@ TEST_P(UnaryOpTest, MatchesFloat64Reference) {
   std::vector<double> ref;
   for (double v : x.f)
     ref.push_back(c.ref(v));
-  // f32: correctly rounded functions are within an ulp or two of the float64 value.
+  // f32: correctly rounded functions are within an ulp or two of the float64 value; GELU's
+  // bound (ScalarOps.h, rf_erfc<float>) is 1.5e-6 on [-3, 3], 4.6e-6 on [-6, 6] (libm's erfcf:
+  // 0.85e-6 and 2.8e-6: the rounding of x / sqrt 2 dominates).
   double err = maxRelError(y.f, ref, 1e-6);
-  EXPECT_LT(err, dt == DType::F64 ? 1e-14 : 1e-6) << c.op << " " << elem << ": " << err;
+  double f32Bound = std::string(c.op) == "gelu" ? 3e-6 : 1e-6;
+  EXPECT_LT(err, dt == DType::F64 ? 1e-14 : f32Bound) << c.op << " " << elem << ": " << err;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllUnary, UnaryOpTest,
