@@ -306,8 +306,9 @@ struct GpuProgram::Impl {
                                         op.getName().stripDialect().str()),
               op.getName().getStringRef().str());
         // A one-op kernel takes each distinct operand once (mul(x, x) has one input); the host
-        // interpreter takes the op's operands as they are.
-        if (s.kind != Kind::Host) {
+        // interpreter and cuDNN's pooling calls (runPool reads operands by position) take the
+        // op's operands as they are.
+        if (s.kind != Kind::Host && s.kind != Kind::Pool) {
           std::vector<int> distinct;
           for (int sl : s.in)
             if (!llvm::is_contained(distinct, sl))
