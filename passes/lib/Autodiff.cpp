@@ -130,6 +130,10 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       return fn.emitError() << "rfuse-autodiff: unknown optimizer '" << optimizer
                             << "' (none, sgd, adam, adamw)";
     }
+    // f's other results ride along after everything else, not differentiated (auxiliary values:
+    // a batch norm's batch statistics for its running averages).
+    for (Value aux : returnOp.getOperands().drop_front())
+      results.push_back(map.lookupOrDefault(aux));
     b.create<func::ReturnOp>(fn.getLoc(), results);
     grad.setFunctionType(b.getFunctionType(entry->getArgumentTypes(), TypeRange(ValueRange(results))));
     numBackwardOps += entry->getOperations().size() - before - 1;

@@ -120,6 +120,7 @@ run_grad_entry <- function(state, e, args, extra = list()) {
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
   outs <- .rf_run(e$program, inputs, dtypes, rdims, current_device())
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  outs <- apply_aux(tr, outs, 1 + n_rest)
   rest <- outs[-1]
   names(rest) <- rep(e$wrt, length.out = n_rest)
   if (isTRUE(getOption("rfuse.detect_anomaly")))
@@ -297,9 +298,8 @@ take_rows <- function(d, rows) {
 #' Fits an [nn_module()] to inputs `x` and targets `y`: the model's forward pass, the loss, the
 #' backward pass and the optimizer update are traced and compiled into one program per step (see
 #' [rf_train()], which does the work). The trained parameters are written back into the model.
-#' Batch-norm layers normalize by each batch's statistics while training; since a compiled step
-#' does not hand them back, their running statistics are recomputed afterwards by one eager pass
-#' over the data in training mode (like `torch.optim.swa_utils.update_bn`).
+#' Batch-norm layers normalize by each batch's statistics while training, and every step updates
+#' their running statistics as torch does (the step program returns the batch statistics too).
 #'
 #' @param model An [nn_module()] (in training mode unless you called `$eval()`).
 #' @param x Inputs, one sample per row (first index).
@@ -337,37 +337,7 @@ rf_fit <- function(model, x, y, loss = nnf_cross_entropy, ...) {
   }
   fit <- rf_train(f, lapply(params, unclass), data = list(.input = x, .target = y), ...)
   for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(fit$params[[p]], params[[p]])))
-  recompute_batch_norm(model, x, list(...)$batch_size)
   fit
-}
-
-# Batch-norm modules of a model (and its submodules).
-batch_norms <- function(self) {
-  out <- list()
-  for (nm in ls(self)) {
-    v <- get(nm, envir = self)
-    if (inherits(v, "nn_batch_norm2d")) out <- c(out, list(attr(v, "self")))
-    else if (inherits(v, "nn_module")) out <- c(out, batch_norms(attr(v, "self")))
-  }
-  out
-}
-
-# Running statistics as the cumulative average over the data's batches, from an eager pass.
-recompute_batch_norm <- function(model, x, batch_size = NULL) {
-  bns <- batch_norms(attr(model, "self"))
-  if (!length(bns) || !isTRUE(attr(model, "self")$training)) return(invisible())
-  saved <- lapply(bns, function(b) b$momentum)
-  on.exit(for (i in seq_along(bns)) bns[[i]]$momentum <- saved[[i]])
-  for (b in bns) {
-    b$running_mean[] <- 0
-    b$running_var[] <- 1
-    b$num_batches_tracked <- 0
-    b$momentum <- NULL
-  }
-  n <- NROW(x)
-  bs <- batch_size %||% n
-  for (start in seq(1, n - bs + 1, by = bs)) model(take_rows(x, seq.int(start, start + bs - 1)))
-  invisible()
 }
 
 restore_shape <- function(v, like) {

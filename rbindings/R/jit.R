@@ -140,6 +140,7 @@ jit_call <- function(state, args) {
   inputs <- call_inputs(tr, je$args)
   outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, current_device())
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  outs <- apply_aux(tr, outs, length(tr$out$ids))
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }

@@ -343,8 +343,8 @@ init_uniform <- function(dims, fan_in) {
 #'     `nn_avg_pool2d` (padding counted, as torch's default).
 #'   \item `nn_layer_norm(normalized_shape, eps = 1e-5)` over the last dim of a matrix.
 #'   \item `nn_batch_norm2d(num_features, eps = 1e-5, momentum = 0.1)`: batch statistics in
-#'     training mode, running ones after `$eval()`; eager (plain-R) training calls update the
-#'     running statistics, [rf_fit()] recomputes them after compiled training.
+#'     training mode, running ones after `$eval()`; every training-mode call — eager, jitted, or
+#'     a compiled [rf_fit()] step — updates the running statistics as torch does.
 #'   \item `nn_adaptive_avg_pool2d(output_size)`; output size 1 is global average pooling.
 #'   \item `nn_basic_block(in_channels, out_channels, stride = 1)`: ResNet's residual block;
 #'     `nn_resnet(blocks, widths, num_classes = 10, in_channels = 3)` and `nn_resnet18()`.
@@ -443,20 +443,30 @@ nn_batch_norm2d <- nn_module("nn_batch_norm2d",
     self$momentum <- momentum
   },
   forward = function(x) {
-    if (self$training && !inherits(x, "rf_sym")) update_running_stats(self, x)
+    if (self$training) track_batch_stats(self, x)
     nnf_batch_norm2d(x, self$running_mean, self$running_var, self$weight, self$bias, self$training, self$eps)
   })
 
-# A batch's statistics into the running ones, as torch does (unbiased variance; momentum NULL:
-# the cumulative average). Only plain-R (eager) calls update them; see rf_fit().
-update_running_stats <- function(self, x) {
+# Training-mode batch norm updates its running statistics from the batch's, as torch does. On
+# plain arrays at once; in traced code the batch statistics become extra outputs of the program
+# (the same reductions nnf_batch_norm2d computes: CSE merges them), applied after every call.
+track_batch_stats <- function(self, x) {
   m <- channel_mean(x)
-  v <- channel_mean(sweep(x, 2, m)^2)
-  n <- length(x) / dim(x)[2]
+  xc <- rf_sweep(x, 2, m, "-")
+  v <- channel_mean(xc * xc)
+  n <- (if (is_sym(x)) x$len else length(x)) / (if (is_sym(x)) x$rdim[2] else dim(x)[2])
+  if (!is_sym(x)) return(update_running_stats(self, m, v, n))
+  if (isTRUE(.rf_state$in_helper)) return(invisible()) # a helper's values cannot leave it
+  .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(m$id, v$id),
+                                              update = function(vals) update_running_stats(self, vals[[1]], vals[[2]], n))))
+}
+
+# Running mean and (unbiased) variance; momentum NULL: the cumulative average.
+update_running_stats <- function(self, m, v, n) {
   self$num_batches_tracked <- self$num_batches_tracked + 1
   mom <- self$momentum %||% (1 / self$num_batches_tracked)
-  self$running_mean <- (1 - mom) * self$running_mean + mom * m
-  self$running_var <- (1 - mom) * self$running_var + mom * v * n / max(n - 1, 1)
+  self$running_mean <- (1 - mom) * self$running_mean + mom * as.vector(m)
+  self$running_var <- (1 - mom) * self$running_var + mom * as.vector(v) * n / max(n - 1, 1)
 }
 
 #' @rdname nn_layers

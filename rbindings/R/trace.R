@@ -142,6 +142,7 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$nhelpers <- 0L
   .rf_state$in_helper <- FALSE
   .rf_state$random <- list() # inputs drawn from R's RNG at each call (dropout masks)
+  .rf_state$aux <- list()    # extra outputs applied to R state after each call (batch statistics)
   sym_args <- args
   input_index <- integer()
   input_dtypes <- character()
@@ -156,9 +157,22 @@ trace_function <- function(f, args, dtype, static_args) {
   }
   res <- do.call(mask_function(f), sym_args)
   out <- collect_outputs(res)
-  fin <- rf_guard(.rf_b_finish(b, out$ids))
+  aux <- .rf_state$aux
+  aux_ids <- as.integer(unlist(lapply(aux, function(a) a$ids)))
+  fin <- rf_guard(.rf_b_finish(b, c(out$ids, aux_ids)))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
-       input_dtypes = input_dtypes, out = out, random = .rf_state$random)
+       input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux)
+}
+
+# Hands a call's auxiliary outputs (after the `n_main` others) to the state updates recorded
+# while tracing, and returns the other outputs.
+apply_aux <- function(tr, outs, n_main) {
+  k <- n_main
+  for (a in tr$aux) {
+    a$update(outs[k + seq_along(a$ids)])
+    k <- k + length(a$ids)
+  }
+  outs[seq_len(n_main)]
 }
 
 # The traced function's inputs for one call: its arguments, then fresh random inputs (they

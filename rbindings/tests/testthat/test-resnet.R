@@ -52,6 +52,18 @@ test_that("eager training-mode batch norm updates the running statistics as torc
   expect_equal(st$running_var, 0.9 * 1 + 0.1 * v)
   bn$eval()
   expect_equal(bn(x), nnf_batch_norm2d(x, st$running_mean, st$running_var, rep(1, 3), rep(0, 3)))
+
+  # Jitted training-mode calls update them the same way: the batch statistics are extra
+  # outputs of the program, applied after each call.
+  bn2 <- nn_batch_norm2d(3)
+  jbn <- rf_jit(bn2, dtype = "float64")
+  for (i in 1:2) jbn(x * i)
+  st2 <- attr(bn2, "self")
+  ref <- nn_batch_norm2d(3)
+  for (i in 1:2) ref(x * i)
+  expect_equal(st2$running_mean, attr(ref, "self")$running_mean, tolerance = 1e-12)
+  expect_equal(st2$running_var, attr(ref, "self")$running_var, tolerance = 1e-12)
+  expect_equal(st2$num_batches_tracked, 2)
 })
 
 test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU", {
@@ -71,7 +83,9 @@ test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU
   expect_lt(fit$history[30], fit$history[1] / 4)
   expect_false(isTRUE(all.equal(before$conv1.weight, net$parameters$conv1.weight)))
   expect_s3_class(net$parameters$conv1.weight, "rf_parameter")
-  net$eval() # running statistics were recomputed from the data
+  # Every compiled step updated the running statistics (torch's momentum 0.1).
+  expect_equal(attr(net$bn1, "self")$num_batches_tracked, 30)
+  net$eval()
   expect_gt(mean(max.col(net(imgs)) == y), 0.9)
   expect_gt(mean(max.col(rf_jit(net)(imgs)) == y), 0.9)
 })

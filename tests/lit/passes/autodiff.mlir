@@ -120,3 +120,17 @@ func.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<f32>
 // CONV: %[[GX:.*]] = rfuse.conv2d_backward_input %[[GY]], %[[W]] {{.*}}strides = array<i64: 2, 2>{{.*}} -> tensor<2x3x8x8xf32>
 // CONV: %[[GW:.*]] = rfuse.conv2d_backward_filter %[[X]], %[[GY]] {{.*}} -> tensor<4x3x3x3xf32>
 // CONV: return %{{.*}}, %[[GX]], %[[GW]]
+
+// Results after the first are auxiliary: returned last, after the updated state, and not
+// differentiated (a batch norm's batch mean for its running average).
+// RUN: rfuse-opt %s --rfuse-autodiff='function=with_aux optimizer=sgd lr=0.5' | FileCheck %s --check-prefix=AUX
+func.func @with_aux(%x: tensor<4x3xf32>, %w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  %m = rfuse.reduce_mean %x, dims = [0] : (tensor<4x3xf32>) -> tensor<3xf32>
+  %p = rfuse.mul %m, %w : tensor<3xf32>
+  %s = rfuse.reduce_sum %p, dims = [0] : (tensor<3xf32>) -> tensor<f32>
+  return %s, %m : tensor<f32>, tensor<3xf32>
+}
+// AUX-LABEL: func.func @with_aux_grad
+// AUX-SAME: -> (tensor<f32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>)
+// AUX: %[[M:.*]] = rfuse.reduce_mean %arg0
+// AUX: return %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] : tensor<f32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>

@@ -109,8 +109,10 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
     the gradient of that value with respect to each chosen argument, in `wrt` order. The forward
     ops are kept; the backward ops are each op's vector-Jacobian product (VjpOpInterface, rules in
     ir/lib/Vjp.cpp), accumulated in reverse order. The backward graph is ordinary rfuse IR: the
-    fusion pipeline fuses it like any other. Fails with a diagnostic naming the op for an op
-    without a VJP, a non-float argument in `wrt`, or a result 0 that is not a scalar.
+    fusion pipeline fuses it like any other. The function's other results, if any, are
+    auxiliary values (a batch norm's batch statistics): `@<function>_grad` returns them last,
+    undifferentiated. Fails with a diagnostic naming the op for an op without a VJP, a non-float
+    argument in `wrt`, or a result 0 that is not a scalar.
   }];
   let dependentDialects = ["::rfuse::RfuseDialect", "::mlir::func::FuncDialect"];
   let options = [
