@@ -17,7 +17,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
 
@@ -869,10 +868,10 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
 // over its result.
 std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::string &name,
                                    std::string &why) {
-  auto it = llvm::find_if(r.ops, isConvolutionOp);
-  if (it == r.ops.end())
-    return fail(why, "no convolution in a conv_epilogue kernel"), std::nullopt;
-  Operation *conv = *it;
+  auto found = codegen::findConvolution(r, why);
+  if (!found)
+    return std::nullopt;
+  auto [conv, operands] = *found;
   CpuKernel k;
   k.kind = CpuKernel::Kind::Conv;
   ConvCall &c = k.conv;
@@ -881,27 +880,10 @@ std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::
     return fail(why, "a convolution in f16/bf16"), std::nullopt;
   c.dtype = dtypeOf(conv->getResult(0));
   c.geometry = convGeometry(conv);
-  auto index = [&](Value v) { return v ? r.indexOf(v) : -1; };
-  bool computed = false;
-  llvm::TypeSwitch<Operation *>(conv)
-      .Case([&](Conv2dOp op) {
-        c.inputIndex = index(op.getInput());
-        c.filterIndex = index(op.getFilter());
-        c.biasIndex = index(op.getBias());
-        computed = c.inputIndex < 0 || c.filterIndex < 0 || (op.getBias() && c.biasIndex < 0);
-      })
-      .Case([&](Conv2dBackwardInputOp op) {
-        c.gradOutputIndex = index(op.getGradOutput());
-        c.filterIndex = index(op.getFilter());
-        computed = c.gradOutputIndex < 0 || c.filterIndex < 0;
-      })
-      .Case([&](Conv2dBackwardFilterOp op) {
-        c.inputIndex = index(op.getInput());
-        c.gradOutputIndex = index(op.getGradOutput());
-        computed = c.inputIndex < 0 || c.gradOutputIndex < 0;
-      });
-  if (computed)
-    return fail(why, "a convolution of values computed in the kernel"), std::nullopt;
+  c.inputIndex = operands.input;
+  c.filterIndex = operands.filter;
+  c.gradOutputIndex = operands.gradOutput;
+  c.biasIndex = operands.bias;
   if (!lowerEpilogue(r, conv, target, name, k, why))
     return std::nullopt;
   return k;

@@ -939,12 +939,10 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
 // Plans cuDNN for a conv_epilogue region's convolution (or a lone convolution gradient) and a
 // generated kernel for the rest.
 std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::string &why) {
-  auto it = llvm::find_if(r.ops, isConvolutionOp);
-  if (it == r.ops.end()) {
-    why = "no convolution in a conv_epilogue kernel";
+  auto found = findConvolution(r, why);
+  if (!found)
     return std::nullopt;
-  }
-  Operation *conv = *it;
+  auto [conv, operands] = *found;
   ConvSpec spec;
   spec.dtype = dtypeOf(conv->getResult(0));
   spec.geometry = convGeometry(conv);
@@ -953,29 +951,10 @@ std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::
     why = "asymmetric padding (cuDNN pads symmetrically)";
     return std::nullopt;
   }
-  auto index = [&](Value v) { return v ? r.indexOf(v) : -1; };
-  bool computedOperand = false;
-  llvm::TypeSwitch<Operation *>(conv)
-      .Case([&](Conv2dOp c) {
-        spec.inputIndex = index(c.getInput());
-        spec.filterIndex = index(c.getFilter());
-        spec.biasIndex = index(c.getBias());
-        computedOperand = spec.inputIndex < 0 || spec.filterIndex < 0 || (c.getBias() && spec.biasIndex < 0);
-      })
-      .Case([&](Conv2dBackwardInputOp c) {
-        spec.gradOutputIndex = index(c.getGradOutput());
-        spec.filterIndex = index(c.getFilter());
-        computedOperand = spec.gradOutputIndex < 0 || spec.filterIndex < 0;
-      })
-      .Case([&](Conv2dBackwardFilterOp c) {
-        spec.inputIndex = index(c.getInput());
-        spec.gradOutputIndex = index(c.getGradOutput());
-        computedOperand = spec.inputIndex < 0 || spec.gradOutputIndex < 0;
-      });
-  if (computedOperand) {
-    why = "a convolution whose operands are computed in the region";
-    return std::nullopt;
-  }
+  spec.inputIndex = operands.input;
+  spec.filterIndex = operands.filter;
+  spec.gradOutputIndex = operands.gradOutput;
+  spec.biasIndex = operands.bias;
   if (!buildEpilogue(r, conv, name, spec.epilogue, spec.epilogueInputs, spec.outputIsProduct, why))
     return std::nullopt;
   return spec;

@@ -1,5 +1,7 @@
 #include "KernelRegion.h"
 
+#include "rfuse/IR/Geometry.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -150,6 +152,39 @@ ReductionLayout::Coord ReductionLayout::coord(int64_t d) const {
   for (size_t i = pos + 1; i < group.size(); ++i)
     inner *= full[group[i]];
   return {reduced, inner, pos == 0 ? 0 : full[d]};
+}
+
+std::optional<std::pair<Operation *, ConvOperands>> findConvolution(const Region &r, std::string &why) {
+  auto it = llvm::find_if(r.ops, isConvolutionOp);
+  if (it == r.ops.end()) {
+    why = "no convolution in a conv_epilogue kernel";
+    return std::nullopt;
+  }
+  ConvOperands o;
+  auto index = [&](Value v) { return v ? r.indexOf(v) : -1; };
+  bool computed = false;
+  llvm::TypeSwitch<Operation *>(*it)
+      .Case([&](Conv2dOp c) {
+        o.input = index(c.getInput());
+        o.filter = index(c.getFilter());
+        o.bias = index(c.getBias());
+        computed = o.input < 0 || o.filter < 0 || (c.getBias() && o.bias < 0);
+      })
+      .Case([&](Conv2dBackwardInputOp c) {
+        o.gradOutput = index(c.getGradOutput());
+        o.filter = index(c.getFilter());
+        computed = o.gradOutput < 0 || o.filter < 0;
+      })
+      .Case([&](Conv2dBackwardFilterOp c) {
+        o.input = index(c.getInput());
+        o.gradOutput = index(c.getGradOutput());
+        computed = o.input < 0 || o.gradOutput < 0;
+      });
+  if (computed) {
+    why = "a convolution whose operands are computed in the region";
+    return std::nullopt;
+  }
+  return std::make_pair(*it, o);
 }
 
 } // namespace rfuse::codegen

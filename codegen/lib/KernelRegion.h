@@ -10,6 +10,9 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace rfuse::codegen {
@@ -40,6 +43,15 @@ template <class OpT> OpT findOp(const Region &r) {
       found = o;
   return found;
 }
+
+/// Region input indices of a convolution's (or convolution gradient's) operands: -1 where the
+/// op has no such operand in its direction.
+struct ConvOperands {
+  int input = -1, filter = -1, gradOutput = -1, bias = -1;
+};
+/// The convolution op of a region and its operands' input indices; nullopt (with `why`) when
+/// there is none or an operand is computed inside the region (the library reads its operands).
+std::optional<std::pair<mlir::Operation *, ConvOperands>> findConvolution(const Region &r, std::string &why);
 
 /// The ops of `r` after a library call (a matmul, a convolution) as a region of their own over
 /// its result: inputs are the result, then the inputs of `r` those ops read (their positions in

@@ -10,21 +10,30 @@ namespace rfuse {
 namespace {
 ArrayRef<int64_t> shapeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getShape(); }
 
+// A 4-D shape as (N, C, H, W) whatever its layout; a filter reads as (O, C/groups, KH, KW).
+struct Dims {
+  int64_t n, c, h, w;
+};
+Dims dimsOf(Value v, bool nhwc) {
+  auto s = shapeOf(v);
+  return nhwc ? Dims{s[0], s[3], s[1], s[2]} : Dims{s[0], s[1], s[2], s[3]};
+}
+
 template <class OpT>
 ConvGeometry fill(OpT op, ConvDirection d, Value input, Value filter, Value output) {
   ConvGeometry g;
   g.direction = d;
   g.nhwc = op.getLayout() == Layout::NHWC;
-  auto x = shapeOf(input), f = shapeOf(filter), y = shapeOf(output);
-  g.n = x[0];
-  g.c = g.nhwc ? x[3] : x[1];
-  g.h = g.nhwc ? x[1] : x[2];
-  g.w = g.nhwc ? x[2] : x[3];
-  g.o = f[0];
-  g.kh = g.nhwc ? f[1] : f[2];
-  g.kw = g.nhwc ? f[2] : f[3];
-  g.oh = g.nhwc ? y[1] : y[2];
-  g.ow = g.nhwc ? y[2] : y[3];
+  Dims x = dimsOf(input, g.nhwc), f = dimsOf(filter, g.nhwc), y = dimsOf(output, g.nhwc);
+  g.n = x.n;
+  g.c = x.c;
+  g.h = x.h;
+  g.w = x.w;
+  g.o = f.n;
+  g.kh = f.h;
+  g.kw = f.w;
+  g.oh = y.h;
+  g.ow = y.w;
   auto st = op.getStrides(), pad = op.getPadding(), dil = op.getDilation();
   g.strideH = st[0];
   g.strideW = st[1];
@@ -41,13 +50,13 @@ ConvGeometry fill(OpT op, ConvDirection d, Value input, Value filter, Value outp
 template <class OpT> PoolGeometry fillPool(OpT op, Value input, Value output) {
   PoolGeometry p;
   p.nhwc = op.getLayout() == Layout::NHWC;
-  auto in = shapeOf(input), out = shapeOf(output);
-  p.n = in[0];
-  p.c = p.nhwc ? in[3] : in[1];
-  p.h = p.nhwc ? in[1] : in[2];
-  p.w = p.nhwc ? in[2] : in[3];
-  p.oh = p.nhwc ? out[1] : out[2];
-  p.ow = p.nhwc ? out[2] : out[3];
+  Dims in = dimsOf(input, p.nhwc), out = dimsOf(output, p.nhwc);
+  p.n = in.n;
+  p.c = in.c;
+  p.h = in.h;
+  p.w = in.w;
+  p.oh = out.h;
+  p.ow = out.w;
   auto k = op.getKernel(), st = op.getStrides(), pad = op.getPadding();
   p.kh = k[0];
   p.kw = k[1];
