@@ -24,13 +24,11 @@ using namespace mlir;
 
 namespace rfuse::cpu {
 
+using codegen::ConvCall;
+using codegen::LibraryCall;
+using codegen::MatmulCall;
 using codegen::Region;
 using codegen::ReductionLayout;
-
-void registerCpuDialects(DialectRegistry &registry) {
-  registry.insert<linalg::LinalgDialect, memref::MemRefDialect, arith::ArithDialect,
-                  math::MathDialect, func::FuncDialect, scf::SCFDialect>();
-}
 
 namespace {
 
@@ -821,10 +819,11 @@ private:
 bool lowerEpilogue(const Region &r, Operation *library, ModuleOp target, const std::string &name,
                    CpuKernel &k, std::string &why) {
   Value product = library->getResult(0);
-  k.productIsOutput = llvm::is_contained(r.outputs, product);
-  if (k.productIsOutput && r.outputs[0] != product)
+  LibraryCall &call = *k.library;
+  call.productIsOutput = llvm::is_contained(r.outputs, product);
+  if (call.productIsOutput && r.outputs[0] != product)
     return fail(why, "a library kernel returning its result after other outputs");
-  Region e = codegen::epilogueRegion(r, library, k.epilogueInputs);
+  Region e = codegen::epilogueRegion(r, library, call.epilogueInputs);
   if (e.outputs.empty())
     return true;
   k.function = PointwiseLowering(e, target).run(name, why);
@@ -837,8 +836,10 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
   if (!mm)
     return fail(why, "no matmul in a matmul_epilogue kernel"), std::nullopt;
   CpuKernel k;
-  k.kind = CpuKernel::Kind::Matmul;
-  GemmCall &g = k.gemm;
+  k.kind = CpuKernel::Kind::Library;
+  k.library = LibraryCall{};
+  k.library->kind = LibraryCall::Kind::Matmul;
+  MatmulCall &g = k.library->matmul;
   g.lhsInput = r.indexOf(mm.getLhs());
   g.rhsInput = r.indexOf(mm.getRhs());
   if (g.lhsInput < 0 || g.rhsInput < 0)
@@ -873,8 +874,10 @@ std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::
     return std::nullopt;
   auto [conv, operands] = *found;
   CpuKernel k;
-  k.kind = CpuKernel::Kind::Conv;
-  ConvCall &c = k.conv;
+  k.kind = CpuKernel::Kind::Library;
+  k.library = LibraryCall{};
+  k.library->kind = LibraryCall::Kind::Conv;
+  ConvCall &c = k.library->conv;
   Type et = elemOf(conv->getResult(0));
   if (!et.isF32() && !et.isF64())
     return fail(why, "a convolution in f16/bf16"), std::nullopt;
@@ -936,9 +939,11 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     if (!et.isF32() && !et.isF64())
       return fail(why, "pooling in f16/bf16"), std::nullopt;
     CpuKernel k;
-    k.kind = CpuKernel::Kind::Pool;
-    k.pool.dtype = dtypeOf(op->getResult(0));
-    k.pool.geometry = poolGeometry(op);
+    k.kind = CpuKernel::Kind::Library;
+    k.library = LibraryCall{};
+    k.library->kind = LibraryCall::Kind::Pool;
+    k.library->pool.dtype = dtypeOf(op->getResult(0));
+    k.library->pool.geometry = poolGeometry(op);
     return k;
   }
   if (codegen::isReduction(op))

@@ -355,7 +355,8 @@ private:
 
 class ReductionEmitter {
 public:
-  ReductionEmitter(const Region &r, std::string name) : r(r), name(std::move(name)), L(r) {}
+  ReductionEmitter(const Region &r, std::string name, const CodegenOptions &options)
+      : r(r), name(std::move(name)), L(r), options(options) {}
 
   std::optional<KernelSpec> emit(std::string &why) {
     full = L.full;
@@ -379,12 +380,12 @@ public:
       // Elements per thread: blocks of up to 1024 threads, short rows still spread over a warp
       // or more. Rows whose 4-byte inputs load as 128-bit register chunks take 16 per thread
       // with __launch_bounds__(block, 3) (W4 on an H200: 0.1245 -> 0.0997 ms; 16 without the
-      // bound is 0.234, the bound with 8 is 0.126); others 8. RFUSE_ROW_ELEMENTS_PER_THREAD and
-      // RFUSE_ROW_MIN_BLOCKS override, for experiments.
-      const char *eptEnv = std::getenv("RFUSE_ROW_ELEMENTS_PER_THREAD");
+      // bound is 0.234, the bound with 8 is 0.126); others 8. CodegenOptions'
+      // rowElementsPerThread and rowMinBlocks override, for experiments.
+      bool forced = options.rowElementsPerThread > 0;
       for (int perThread : {16, 8}) {
-        if (eptEnv)
-          perThread = std::max(1, std::atoi(eptEnv));
+        if (forced)
+          perThread = options.rowElementsPerThread;
         int bs = 32;
         while (bs < 1024 && bs * perThread < redLen)
           bs *= 2;
@@ -408,11 +409,11 @@ public:
                 invariant.push_back(op);
         }
         minBlocks = perThread == 16 && vec == 4 && !cached.empty() ? 3 : 0;
-        if (eptEnv || minBlocks)
+        if (forced || minBlocks)
           break;
       }
-      if (const char *e = std::getenv("RFUSE_ROW_MIN_BLOCKS"))
-        minBlocks = std::max(0, std::atoi(e));
+      if (options.rowMinBlocks >= 0)
+        minBlocks = options.rowMinBlocks;
     } else {
       k.launch = LaunchKind::ThreadPerColumn;
       k.rows = redLen;
@@ -470,6 +471,7 @@ private:
   const Region &r;
   std::string name;
   ReductionLayout L;
+  const CodegenOptions &options;
   SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
   bool rowMode = true;
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
@@ -817,9 +819,9 @@ std::string sanitize(StringRef name) {
 
 // The ops after a library call (matmul, convolution) as one generated pointwise kernel over the
 // library's result `product` (the kernel's input 0, then the region inputs it reads).
-bool buildEpilogue(const Region &r, Operation *library, const std::string &name,
-                   std::optional<KernelSpec> &epilogue, std::vector<int> &epilogueInputs,
-                   bool &outputIsProduct, std::string &why) {
+bool buildEpilogue(const Region &r, Operation *library, const std::string &name, KernelPlan &plan,
+                   std::string &why) {
+  LibraryCall &call = *plan.library;
   Value product = library->getResult(0);
   bool productIsOutput = llvm::is_contained(r.outputs, product);
   if (r.ops.size() == 1) {
@@ -827,33 +829,36 @@ bool buildEpilogue(const Region &r, Operation *library, const std::string &name,
       why = "a library kernel whose outputs are not its result";
       return false;
     }
-    outputIsProduct = true;
+    call.productIsOutput = true;
     return true;
   }
   if (productIsOutput && r.outputs[0] != product) {
     why = "a library kernel that returns its result after other outputs";
     return false;
   }
-  Region e = epilogueRegion(r, library, epilogueInputs);
-  epilogue = PointwiseEmitter(e, name + "_epilogue").emit(why);
-  outputIsProduct = productIsOutput;
-  return epilogue.has_value();
+  Region e = epilogueRegion(r, library, call.epilogueInputs);
+  plan.kernel = PointwiseEmitter(e, name + "_epilogue").emit(why);
+  call.productIsOutput = productIsOutput;
+  return plan.kernel.has_value();
 }
 
 // cuBLASLt for the contraction, its epilogue where cuBLASLt has one, a generated kernel otherwise.
-std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, std::string &why) {
+bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &options, KernelPlan &plan,
+                std::string &why) {
   auto mm = findOp<MatmulOp>(r);
   if (!mm) {
     why = "no matmul in a matmul_epilogue kernel";
-    return std::nullopt;
+    return false;
   }
-  MatmulSpec spec;
+  plan.library = LibraryCall{};
+  plan.library->kind = LibraryCall::Kind::Matmul;
+  MatmulCall &spec = plan.library->matmul;
   spec.lhsInput = r.indexOf(mm.getLhs());
   spec.rhsInput = r.indexOf(mm.getRhs());
   spec.dtype = dtypeOf(mm.getResult());
   if (spec.dtype == DType::I32 || spec.dtype == DType::I64) {
     why = "integer matmul";
-    return std::nullopt;
+    return false;
   }
   auto os = shapeOf(mm.getResult());
   MatmulGeometry mg = matmulGeometry(mm);
@@ -865,6 +870,13 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
   spec.m = mg.m;
   spec.n = mg.n;
   spec.k = mg.k;
+  // A large f32 A^T B: cuBLASLt's kernels for that layout run at ~65% of its best (4096^3: 0.53
+  // vs 0.34 ms on an H200), so A is transposed first and the product runs as A' B.
+  if (options.transposeLargeLhs && spec.transposeA && !spec.transposeB && spec.dtype == DType::F32 &&
+      spec.batch == 1 && !spec.batchedA && spec.m * spec.k >= ((int64_t)1 << 22)) {
+    spec.transposeLhsFirst = true;
+    spec.transposeA = false;
+  }
 
   Value product = mm.getResult();
   SmallVector<Operation *> rest;
@@ -873,38 +885,36 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
       rest.push_back(op);
   bool productIsOutput = llvm::is_contained(r.outputs, product);
   // cuBLASLt epilogues: + bias[n] (broadcast over rows), then relu or gelu(tanh); or + C.
-  // RFUSE_LT_EPILOGUES=0 generates them instead (for experiments).
-  const char *ltEpilogues = std::getenv("RFUSE_LT_EPILOGUES");
-  if (!productIsOutput && r.outputs.size() == 1 && !rest.empty() && !(ltEpilogues && std::string(ltEpilogues) == "0")) {
+  if (!productIsOutput && r.outputs.size() == 1 && !rest.empty() && options.cublasLtEpilogues) {
     Operation *last = r.outputs[0].getDefiningOp();
-    auto act = MatmulSpec::Activation::None;
+    auto act = Activation::None;
     if (auto relu = dyn_cast_or_null<ReluOp>(last)) {
-      act = MatmulSpec::Activation::Relu;
+      act = Activation::Relu;
       last = relu.getOperand().getDefiningOp();
     } else if (auto gelu = dyn_cast_or_null<GeluOp>(last);
                gelu && gelu.getApproximate() == GeluApproximation::tanh && spec.dtype != DType::F64) {
       // cuBLASLt's GELU agrees with rf_gelu_tanh to f32 rounding, not to f64's: f64 takes the
       // generated epilogue.
-      act = MatmulSpec::Activation::GeluTanh;
+      act = Activation::GeluTanh;
       last = gelu.getOperand().getDefiningOp();
     }
     if (auto add = dyn_cast_or_null<AddOp>(last)) {
       Value other = add.getLhs() == product ? add.getRhs() : add.getRhs() == product ? add.getLhs() : Value();
       auto bcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
-      unsigned expectOps = 2 + (act != MatmulSpec::Activation::None);
+      unsigned expectOps = 2 + (act != Activation::None);
       if (bcast && rest.size() == expectOps && r.indexOf(bcast.getInput()) >= 0 &&
           shapeOf(bcast.getInput()).size() == 1 && bcast.getDims().size() == 1 &&
           bcast.getDims()[0] == (int64_t)os.size() - 1) {
         spec.biasInput = r.indexOf(bcast.getInput());
         spec.activation = act;
-        spec.outputIsProduct = false;
-        return spec;
+        plan.library->productIsOutput = false;
+        return true;
       }
-      if (other && act == MatmulSpec::Activation::None && rest.size() == 1 && r.indexOf(other) >= 0 &&
+      if (other && act == Activation::None && rest.size() == 1 && r.indexOf(other) >= 0 &&
           shapeOf(other) == os) {
         spec.residualInput = r.indexOf(other);
-        spec.outputIsProduct = false;
-        return spec;
+        plan.library->productIsOutput = false;
+        return true;
       }
     }
   }
@@ -925,65 +935,80 @@ std::optional<MatmulSpec> planMatmul(const Region &r, const std::string &name, s
       if (splat && llvm::isa<FloatType>(splat.getElementType())) {
         spec.alpha = -splat.getSplatValue<APFloat>().convertToDouble();
         spec.residualInput = r.indexOf(sub.getLhs());
-        spec.outputIsProduct = false;
-        return spec;
+        plan.library->productIsOutput = false;
+        return true;
       }
     }
   }
-  if (!buildEpilogue(r, mm.getOperation(), name, spec.epilogue, spec.epilogueInputs,
-                     spec.outputIsProduct, why))
-    return std::nullopt;
-  return spec;
+  return buildEpilogue(r, mm.getOperation(), name, plan, why);
 }
 
 // Plans cuDNN for a conv_epilogue region's convolution (or a lone convolution gradient) and a
 // generated kernel for the rest.
-std::optional<ConvSpec> planConv(const Region &r, const std::string &name, std::string &why) {
+bool planConv(const Region &r, const std::string &name, KernelPlan &plan, std::string &why) {
   auto found = findConvolution(r, why);
   if (!found)
-    return std::nullopt;
+    return false;
   auto [conv, operands] = *found;
-  ConvSpec spec;
+  plan.library = LibraryCall{};
+  plan.library->kind = LibraryCall::Kind::Conv;
+  ConvCall &spec = plan.library->conv;
   spec.dtype = dtypeOf(conv->getResult(0));
   spec.geometry = convGeometry(conv);
   const ConvGeometry &cg = spec.geometry;
   if (cg.padTop != cg.padBottom || cg.padLeft != cg.padRight) {
     why = "asymmetric padding (cuDNN pads symmetrically)";
-    return std::nullopt;
+    return false;
   }
   spec.inputIndex = operands.input;
   spec.filterIndex = operands.filter;
   spec.gradOutputIndex = operands.gradOutput;
   spec.biasIndex = operands.bias;
-  if (!buildEpilogue(r, conv, name, spec.epilogue, spec.epilogueInputs, spec.outputIsProduct, why))
-    return std::nullopt;
-  return spec;
+  return buildEpilogue(r, conv, name, plan, why);
 }
 
-std::optional<PoolSpec> planPool(Operation *op, std::string &why) {
-  PoolSpec p;
+bool planPool(Operation *op, KernelPlan &plan, std::string &why) {
+  PoolCall p;
   p.geometry = poolGeometry(op);
   if (p.geometry.padTop != p.geometry.padBottom || p.geometry.padLeft != p.geometry.padRight) {
     why = "asymmetric padding (cuDNN pads symmetrically)";
-    return std::nullopt;
+    return false;
   }
   p.dtype = dtypeOf(op->getResult(0));
-  return p;
+  plan.library = LibraryCall{};
+  plan.library->kind = LibraryCall::Kind::Pool;
+  plan.library->pool = p;
+  return true;
+}
+
+// The launch grid for the target: grid-stride kernels one wave of 32 blocks per SM at most, row
+// kernels a block per row (or one resident wave), column kernels a thread per output.
+void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &options) {
+  auto cap = [](int64_t g) { return (unsigned)std::max<int64_t>(1, std::min<int64_t>(g, 2147483647)); };
+  int64_t block = k.blockSize, sms = std::max(1, target.multiprocessors);
+  switch (k.launch) {
+  case LaunchKind::GridStride:
+    k.grid = cap(std::min<int64_t>((k.elements / k.vectorWidth + block - 1) / block, sms * 32));
+    break;
+  case LaunchKind::BlockPerRow:
+    k.grid = cap(options.rowGridWave ? std::min<int64_t>(k.rows, sms * std::max<int64_t>(1, 2048 / block)) : k.rows);
+    break;
+  case LaunchKind::ThreadPerColumn:
+    k.grid = cap((k.columns + block - 1) / block);
+    break;
+  }
+}
+
+void finish(KernelPlan &plan, std::string why, const CudaTarget &target, const CodegenOptions &options) {
+  if (plan.kernel)
+    chooseGrid(*plan.kernel, target, options);
+  if (!plan.kernel && !plan.library)
+    plan.unsupported = why.empty() ? "no GPU code for this kernel" : why;
 }
 
 } // namespace
 
-namespace {
-bool isReductionOp(Operation *op) { return isReduction(op); }
-std::optional<KernelSpec> emitPointwise(const Region &r, const std::string &name, std::string &why) {
-  return PointwiseEmitter(r, name).emit(why);
-}
-std::optional<KernelSpec> emitReduction(const Region &r, const std::string &name, std::string &why) {
-  return ReductionEmitter(r, name).emit(why);
-}
-} // namespace
-
-KernelPlan planKernel(func::FuncOp fn) {
+KernelPlan planKernel(func::FuncOp fn, const CudaTarget &target, const CodegenOptions &options) {
   KernelPlan plan;
   plan.function = fn.getName().str();
   auto kind = fn->getAttrOfType<FusionKindAttr>("rfuse.kernel");
@@ -993,56 +1018,60 @@ KernelPlan planKernel(func::FuncOp fn) {
   }
   plan.kind = stringifyFusionKind(kind.getValue()).str();
   std::string why;
+  Region r = regionOf(fn);
+  bool ok = true;
   switch (kind.getValue()) {
-  case FusionKind::pointwise: {
-    Region r = regionOf(fn);
-    PointwiseEmitter e(r, sanitize(fn.getName()));
-    plan.kernel = e.emit(why);
+  case FusionKind::pointwise:
+    plan.kernel = PointwiseEmitter(r, sanitize(fn.getName())).emit(why);
     break;
-  }
-  case FusionKind::reduction: {
-    Region r = regionOf(fn);
-    ReductionEmitter e(r, sanitize(fn.getName()));
-    plan.kernel = e.emit(why);
+  case FusionKind::reduction:
+    plan.kernel = ReductionEmitter(r, sanitize(fn.getName()), options).emit(why);
     break;
-  }
   case FusionKind::matmul_epilogue:
-    plan.matmul = planMatmul(regionOf(fn), sanitize(fn.getName()), why);
+    ok = planMatmul(r, sanitize(fn.getName()), options, plan, why);
     break;
   case FusionKind::conv_epilogue:
-    plan.conv = planConv(regionOf(fn), sanitize(fn.getName()), why);
+    ok = planConv(r, sanitize(fn.getName()), plan, why);
     break;
   }
-  if (!plan.kernel && !plan.matmul && !plan.conv)
-    plan.unsupported = why.empty() ? "no GPU code for this kernel" : why;
+  if (!ok) {
+    plan.library.reset();
+    plan.kernel.reset();
+  }
+  finish(plan, why, target, options);
   return plan;
 }
 
-KernelPlan planOperation(Operation *op, const std::string &name) {
+KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarget &target,
+                         const CodegenOptions &options) {
   KernelPlan plan;
   plan.function = name;
   Region r = regionOfOperation(op);
   std::string why;
+  bool ok = true;
   if (isa<MatmulOp>(op)) {
     plan.kind = "matmul_epilogue";
-    plan.matmul = planMatmul(r, name, why);
-  } else if (isReductionOp(op)) {
+    ok = planMatmul(r, name, options, plan, why);
+  } else if (isReduction(op)) {
     plan.kind = "reduction";
-    plan.kernel = emitReduction(r, name, why);
+    plan.kernel = ReductionEmitter(r, name, options).emit(why);
   } else if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op)) {
     plan.kind = "pointwise";
-    plan.kernel = emitPointwise(r, name, why);
+    plan.kernel = PointwiseEmitter(r, name).emit(why);
   } else if (isPoolingOp(op)) {
     plan.kind = "pool";
-    plan.pool = planPool(op, why);
+    ok = planPool(op, plan, why);
   } else if (isConvolutionOp(op)) {
     plan.kind = "conv_epilogue";
-    plan.conv = planConv(r, name, why);
+    ok = planConv(r, name, plan, why);
   } else {
     why = "no GPU code for '" + op->getName().getStringRef().str() + "'";
   }
-  if (!plan.kernel && !plan.matmul && !plan.conv && !plan.pool)
-    plan.unsupported = why;
+  if (!ok) {
+    plan.library.reset();
+    plan.kernel.reset();
+  }
+  finish(plan, why, target, options);
   return plan;
 }
 

@@ -1,10 +1,12 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Cuda.h"
-#include "CpuJit.h"
-#include "CudaExecutor.h"
+#include "rfuse/Runtime/Options.h"
+#include "cpu/CpuExecutor.h"
+#include "cpu/CpuJit.h"
+#include "cuda/CudaExecutor.h"
 
-#include "rfuse/Codegen/CudaCodegen.h"
+#include "rfuse/Codegen/ExecutionPlan.h"
 
 #include "rfuse/IR/Geometry.h"
 #include "rfuse/IR/RfuseDialect.h"
@@ -20,7 +22,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
 
 using namespace mlir;
@@ -30,16 +31,19 @@ namespace rfuse {
 struct Program::State {
   MLIRContext ctx;
   OwningOpRef<ModuleOp> module;
-  std::unique_ptr<cuda::GpuProgram> gpu; // planned and compiled on the first GPU run
-  std::unique_ptr<cpu::CpuProgram> cpu;  // JIT-compiled on the first CPU run
+  std::optional<codegen::ExecutionPlan> cudaPlan; // made at compile time (rf_explain shows it)
+  std::unique_ptr<cuda::GpuProgram> gpu; // its kernels compiled on the first GPU run
+  std::unique_ptr<cpu::CpuProgram> cpu;  // planned and JIT-compiled on the first CPU run
   std::mutex gpuMutex, cpuMutex;
   explicit State(DialectRegistry &registry) : ctx(registry) {}
 };
 
 Device defaultDevice() {
-  const char *forced = std::getenv("RFUSE_DEVICE");
-  if (forced && std::string(forced) == "cpu")
+  std::string forced = runtimeOptions().device;
+  if (forced == "cpu")
     return Device::Cpu;
+  if (forced == "cuda")
+    return Device::Cuda;
   return cuda::deviceInfo().available ? Device::Cuda : Device::Cpu;
 }
 
@@ -162,17 +166,24 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     if (isa<MatmulOp>(op) || isConvolutionOp(op) || isPoolingOp(op))
       info.libraryCalls.push_back(describeLibraryCall(op));
   });
-  for (const std::string &k : info.kernels) {
-    cuda::KernelPlan plan = cuda::planKernel(module.lookupSymbol<func::FuncOp>(k));
-    if (plan.kernel)
-      info.cudaSources.push_back({k, plan.kernel->source});
-    if (plan.matmul && plan.matmul->epilogue)
-      info.cudaSources.push_back({k, plan.matmul->epilogue->source});
-    if (plan.conv && plan.conv->epilogue)
-      info.cudaSources.push_back({k, plan.conv->epilogue->source});
-    if (!plan.unsupported.empty())
-      info.gpuFallbacks.push_back(k + ": " + plan.unsupported);
+  // The GPU plan, for the device at hand (or an H200-sized sm_90 without one): its kernels'
+  // sources and host steps are part of what a compile reports.
+  codegen::Target target;
+  target.backend = codegen::Backend::Cuda;
+  if (const cuda::DeviceInfo &d = cuda::deviceInfo(); d.available) {
+    target.cuda.arch = d.arch();
+    target.cuda.multiprocessors = d.multiprocessors;
   }
+  try {
+    program->state_->cudaPlan = codegen::buildExecutionPlan(module, entry, target, runtimeOptions().codegen);
+  } catch (const std::exception &e) {
+    throw CompileError(std::string("planning the program failed: ") + e.what());
+  }
+  for (const codegen::Step &s : program->state_->cudaPlan->steps)
+    if (s.cudaKernel)
+      info.cudaSources.push_back({s.label, s.cudaKernel->source});
+  info.gpuFallbacks = program->state_->cudaPlan->hostSteps();
+  info.gpuPlan = program->state_->cudaPlan->describe();
   info.compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return program;
@@ -180,31 +191,37 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
 
 namespace {
 // The device-specific program, built (planned and compiled) by the first run that needs it.
-template <class DeviceProgram>
-DeviceProgram &lazily(std::mutex &mutex, std::unique_ptr<DeviceProgram> &slot, ModuleOp module,
-                      const std::string &entry) {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!slot)
-    slot = std::make_unique<DeviceProgram>(module, entry);
-  return *slot;
+cuda::GpuProgram &gpuProgram(Program::State &st) {
+  std::lock_guard<std::mutex> lock(st.gpuMutex);
+  if (!st.gpu)
+    st.gpu = std::make_unique<cuda::GpuProgram>(*st.cudaPlan);
+  return *st.gpu;
 }
-} // namespace
 
-namespace {
-// RFUSE_CPU_JIT=0 runs everything on the interpreter.
-bool cpuJitEnabled() {
-  const char *jit = std::getenv("RFUSE_CPU_JIT");
-  return !(jit && std::string(jit) == "0");
+cpu::CpuProgram &cpuProgram(Program::State &st, const std::string &entry) {
+  std::lock_guard<std::mutex> lock(st.cpuMutex);
+  if (!st.cpu) {
+    codegen::Target target; // Backend::Cpu
+    try {
+      st.cpu = std::make_unique<cpu::CpuProgram>(
+          codegen::buildExecutionPlan(st.module.get(), entry, target, runtimeOptions().codegen));
+    } catch (const InterpreterError &) {
+      throw;
+    } catch (const std::exception &e) {
+      throw InterpreterError(e.what());
+    }
+  }
+  return *st.cpu;
 }
 } // namespace
 
 std::vector<HostTensor> Program::run(const std::vector<HostTensor> &inputs, Device device) const {
   ModuleOp module = state_->module.get();
   if (device == Device::Cuda)
-    return lazily(state_->gpuMutex, state_->gpu, module, entry_).run(inputs);
-  if (!cpuJitEnabled())
+    return gpuProgram(*state_).run(inputs);
+  if (!runtimeOptions().cpuJit)
     return interpret(module, entry_, inputs);
-  return lazily(state_->cpuMutex, state_->cpu, module, entry_).run(inputs);
+  return cpuProgram(*state_, entry_).run(inputs);
 }
 
 void Program::run(const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs,
@@ -215,8 +232,8 @@ void Program::run(const std::vector<TensorRef> &inputs, const std::vector<Tensor
   for (size_t k = 0; k < outputs.size(); ++k)
     if (outputs[k].dtype != results_[k].first || outputs[k].shape != results_[k].second)
       throw InterpreterError("output buffer " + std::to_string(k) + " does not match the result type");
-  if (device == Device::Cpu && cpuJitEnabled()) {
-    lazily(state_->cpuMutex, state_->cpu, state_->module.get(), entry_).run(inputs, outputs);
+  if (device == Device::Cpu && runtimeOptions().cpuJit) {
+    cpuProgram(*state_, entry_).run(inputs, outputs);
     return;
   }
   std::vector<HostTensor> in;
@@ -228,7 +245,7 @@ void Program::run(const std::vector<TensorRef> &inputs, const std::vector<Tensor
 }
 
 std::vector<std::string> Program::cpuSteps() const {
-  cpu::CpuProgram &p = lazily(state_->cpuMutex, state_->cpu, state_->module.get(), entry_);
+  cpu::CpuProgram &p = cpuProgram(*state_, entry_);
   std::vector<std::string> out = p.jitted();
   for (const std::string &s : p.interpreted())
     out.push_back(s.substr(0, s.find(": ")) + ": interpreted (" + s.substr(s.find(": ") + 2) + ")");
@@ -290,8 +307,7 @@ CpuJitStats cpuJitStats() {
 }
 
 Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {
-  cuda::GpuTiming t =
-      lazily(state_->gpuMutex, state_->gpu, state_->module.get(), entry_).benchmark(inputs, iterations);
+  cuda::GpuTiming t = gpuProgram(*state_).benchmark(inputs, iterations);
   return {t.medianMs, t.minMs, t.iterations};
 }
 

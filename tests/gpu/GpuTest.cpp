@@ -8,6 +8,7 @@
 #include "rfuse/Frontend/Models.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Interpreter.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ protected:
     const cuda::DeviceInfo &d = cuda::deviceInfo();
     if (!d.available)
       GTEST_SKIP() << "no usable GPU: " << d.reason;
-    setenv("RFUSE_ALLOW_TF32", "0", 1); // exact f32 matmuls for comparisons
+    setOption("tf32", "0"); // exact f32 matmuls for comparisons
   }
 };
 
@@ -271,7 +272,7 @@ TEST_F(Gpu, HostFallbackRunsPooling) {
 }
 
 TEST_F(Gpu, Tf32IsOnByDefaultAndClose) {
-  unsetenv("RFUSE_ALLOW_TF32");
+  setOption("tf32", "1");
   GraphBuilder g;
   TracedValue a = g.input({256, 256}, DType::F32), b = g.input({256, 256}, DType::F32);
   g.finish({g.matmul(a, b)});

@@ -6,6 +6,7 @@
 
 #include "rfuse/Frontend/GraphBuilder.h"
 #include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Interpreter.h"
 
 #include <gtest/gtest.h>
@@ -115,11 +116,11 @@ TEST(CpuJit, ThreadsDoNotChangeResults) {
   std::mt19937_64 rng(5);
   std::vector<HostTensor> in = {test::randomTensor(DType::F64, {512, 384}, rng), test::randomTensor(DType::F64, {384}, rng)};
   auto program = compileProgram(g.moduleText(), "default");
-  setenv("RFUSE_CPU_THREADS", "1", 1);
+  setOption("cpu_threads", "1");
   auto one = program->run(in, Device::Cpu);
-  setenv("RFUSE_CPU_THREADS", "4", 1);
+  setOption("cpu_threads", "4");
   auto four = program->run(in, Device::Cpu);
-  unsetenv("RFUSE_CPU_THREADS");
+  setOption("cpu_threads", "0");
   for (size_t i = 0; i < one.size(); ++i) {
     int64_t first = -1, count = 0;
     for (size_t k = 0; k < one[i].f.size(); ++k)

@@ -10,6 +10,7 @@
 #include "rfuse/Passes/Passes.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Options.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -45,11 +46,6 @@ Kernels kernelsOf(const std::string &text) {
       k.names.push_back(p.kernel->name);
       k.sources.push_back(p.kernel->source);
     }
-    for (auto *e : {p.matmul ? &p.matmul->epilogue : nullptr, p.conv ? &p.conv->epilogue : nullptr})
-      if (e && *e) {
-        k.names.push_back((*e)->name);
-        k.sources.push_back((*e)->source);
-      }
     k.plans.push_back(std::move(p));
   });
   return k;
@@ -61,7 +57,7 @@ TEST_P(NvrtcCorpus, EveryKernelCompiles) {
   if (cuda::nvrtcVersion() == 0)
     GTEST_SKIP() << "NVRTC is not installed on this machine";
   std::string arch = GetParam();
-  setenv("RFUSE_DISABLE_CACHE", "1", 1); // really compile, every run
+  setOption("disk_cache", "0"); // really compile, every run
   Kernels all;
   int graphs = 0;
   for (const test::CorpusGraph &g : test::canonicalCorpus()) {
@@ -86,7 +82,7 @@ TEST_P(NvrtcCorpus, EveryKernelCompiles) {
   ASSERT_EQ(out.size(), all.sources.size());
   for (auto &k : out)
     EXPECT_GT(k.cubin.size(), 100u);
-  unsetenv("RFUSE_DISABLE_CACHE");
+  setOption("disk_cache", "1");
   std::printf("[nvrtc] %s: %zu kernels from %d graphs compiled\n", arch.c_str(), out.size(), graphs);
 }
 
@@ -111,24 +107,25 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
     if (g.name == "softmax_cols_f32")
       EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::ThreadPerColumn);
     if (g.name == "mm_bias_relu_f32") {
-      ASSERT_TRUE(k.plans[0].matmul);
-      EXPECT_EQ(k.plans[0].matmul->biasInput, 2);
-      EXPECT_EQ(k.plans[0].matmul->activation, cuda::MatmulSpec::Activation::Relu);
-      EXPECT_FALSE(k.plans[0].matmul->epilogue) << "cuBLASLt's RELU_BIAS epilogue, no extra kernel";
+      ASSERT_TRUE(k.plans[0].library);
+      EXPECT_EQ(k.plans[0].library->matmul.biasInput, 2);
+      EXPECT_EQ(k.plans[0].library->matmul.activation, codegen::Activation::Relu);
+      EXPECT_FALSE(k.plans[0].kernel) << "cuBLASLt's RELU_BIAS epilogue, no extra kernel";
     }
     if (g.name == "mm_residual_f32") {
-      ASSERT_TRUE(k.plans[0].matmul);
-      EXPECT_EQ(k.plans[0].matmul->residualInput, 0) << "residual through beta = 1";
+      ASSERT_TRUE(k.plans[0].library);
+      EXPECT_EQ(k.plans[0].library->matmul.residualInput, 0) << "residual through beta = 1";
     }
     if (g.name == "cnn_block_f32") {
       ASSERT_FALSE(k.plans.empty());
-      EXPECT_TRUE(k.plans[0].conv) << "cuDNN convolution";
-      EXPECT_EQ(k.plans[0].conv->biasIndex, 2);
-      EXPECT_TRUE(k.plans[0].conv->epilogue) << "relu in a generated epilogue";
+      ASSERT_TRUE(k.plans[0].library && k.plans[0].library->kind == codegen::LibraryCall::Kind::Conv)
+          << "cuDNN convolution";
+      EXPECT_EQ(k.plans[0].library->conv.biasIndex, 2);
+      EXPECT_TRUE(k.plans[0].kernel) << "relu in a generated epilogue";
     }
     if (g.name == "mm_gelu_erf_epilogue_f32") {
-      ASSERT_TRUE(k.plans[0].matmul);
-      EXPECT_TRUE(k.plans[0].matmul->epilogue) << "erf GELU has no cuBLASLt epilogue";
+      ASSERT_TRUE(k.plans[0].library);
+      EXPECT_TRUE(k.plans[0].kernel) << "erf GELU has no cuBLASLt epilogue";
     }
     // Every kernel names the ops it came from and carries the scalar semantics verbatim.
     for (const std::string &src : k.sources) {
@@ -186,12 +183,15 @@ protected:
       GTEST_SKIP() << "NVRTC is not installed on this machine";
     dir = std::string(::testing::TempDir()) + "/rfuse_kernel_cache_" + std::to_string(::getpid());
     llvm::sys::fs::remove_directories(dir);
-    setenv("RFUSE_CACHE_DIR", dir.c_str(), 1);
-    unsetenv("RFUSE_DISABLE_CACHE");
+    previousDir = getOption("cache_dir");
+    setOption("cache_dir", dir);
+    setOption("disk_cache", "1");
     cuda::clearMemoryKernelCache();
   }
+  std::string previousDir;
   void TearDown() override {
-    unsetenv("RFUSE_CACHE_DIR");
+    if (!previousDir.empty())
+      setOption("cache_dir", previousDir);
     llvm::sys::fs::remove_directories(dir);
   }
 };
@@ -233,10 +233,10 @@ TEST_F(KernelCache, RoundTripsThroughDiskAndRejectsCorruptEntries) {
   cuda::clearMemoryKernelCache();
   EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
 
-  // RFUSE_DISABLE_CACHE bypasses both caches.
-  setenv("RFUSE_DISABLE_CACHE", "1", 1);
+  // disk_cache = FALSE (RFUSE_DISABLE_CACHE=1) bypasses both caches.
+  setOption("disk_cache", "0");
   EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
-  unsetenv("RFUSE_DISABLE_CACHE");
+  setOption("disk_cache", "1");
 }
 
 TEST_F(KernelCache, KeyCapturesSourceAndArch) {

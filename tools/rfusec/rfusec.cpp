@@ -59,30 +59,14 @@ int main(int argc, char **argv) {
     if (!fn->hasAttr("rfuse.kernel"))
       return;
     rfuse::cuda::KernelPlan plan = rfuse::cuda::planKernel(fn);
-    if (plan.kernel) {
+    if (plan.kernel) { // the kernel, or a library call's epilogue
       names.push_back(plan.kernel->name);
       sources.push_back(plan.kernel->source);
     }
-    if (plan.matmul) {
-      manifest << fn.getName().str() << " cublaslt-matmul m=" << plan.matmul->m << " n="
-               << plan.matmul->n << " k=" << plan.matmul->k << " batch=" << plan.matmul->batch
-               << (plan.matmul->biasInput >= 0 ? " epilogue=bias" : "") << "\n";
-      if (plan.matmul->epilogue) {
-        names.push_back(plan.matmul->epilogue->name);
-        sources.push_back(plan.matmul->epilogue->source);
-      }
-    }
-    if (plan.conv) {
-      const rfuse::ConvGeometry &g = plan.conv->geometry;
-      const char *call = g.direction == rfuse::ConvDirection::Forward         ? "cudnn-conv2d"
-                         : g.direction == rfuse::ConvDirection::BackwardInput ? "cudnn-conv2d-backward-input"
-                                                                              : "cudnn-conv2d-backward-filter";
-      manifest << fn.getName().str() << " " << call << " " << g.n << "x" << g.c << "x" << g.h << "x" << g.w
-               << " -> " << g.o << " channels\n";
-      if (plan.conv->epilogue) {
-        names.push_back(plan.conv->epilogue->name);
-        sources.push_back(plan.conv->epilogue->source);
-      }
+    if (plan.library) {
+      manifest << fn.getName().str() << " "
+               << (plan.library->kind == rfuse::codegen::LibraryCall::Kind::Matmul ? "cublaslt " : "cudnn ")
+               << plan.library->describe() << (plan.kernel ? " + generated epilogue" : "") << "\n";
     }
     if (!plan.unsupported.empty()) {
       manifest << fn.getName().str() << " host-fallback: " << plan.unsupported << "\n";

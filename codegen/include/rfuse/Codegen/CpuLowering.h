@@ -7,8 +7,8 @@
 #ifndef RFUSE_CODEGEN_CPULOWERING_H
 #define RFUSE_CODEGEN_CPULOWERING_H
 
+#include "rfuse/Codegen/LibraryCalls.h"
 #include "rfuse/IR/DType.h"
-#include "rfuse/IR/Geometry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -30,42 +30,17 @@ struct CpuFunction {
   std::vector<std::vector<int64_t>> argShapes;
 };
 
-/// A matmul through BLAS (?gemm), row-major C[b, m, n] = A[b, m, k] B[b, k, n].
-struct GemmCall {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool transposeA = false, transposeB = false, batchedA = false, batchedB = false;
-  DType dtype = DType::F64;
-  int lhsInput = -1, rhsInput = -1;
-};
-
-/// A 2-D convolution or one of its gradients through im2col / col2im + BLAS (the interpreter's
-/// semantics).
-struct ConvCall {
-  DType dtype = DType::F64;
-  ConvGeometry geometry; ///< its direction says which quantity the call computes
-  /// Region input indices of the operands (-1: not an operand in this direction).
-  int inputIndex = -1, filterIndex = -1, gradOutputIndex = -1, biasIndex = -1;
-};
-
-/// Pooling or its gradient, run by PoolGeometry::run (the interpreter's loops) in f64.
-struct PoolCall {
-  DType dtype = DType::F64;
-  PoolGeometry geometry;
-};
-
 /// How the runtime runs one kernel (or lone host op) on the CPU.
 struct CpuKernel {
-  enum class Kind { Pointwise, Reduction, Matmul, Conv, Pool } kind = Kind::Pointwise;
-  /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Matmul / conv:
-  /// the epilogue over the library's result (absent when that is the only output), whose inputs
-  /// are the result then `epilogueInputs` (region input indices) and whose outputs are the
-  /// region's outputs other than the result.
+  enum class Kind { Pointwise, Reduction, Library } kind = Kind::Pointwise;
+  /// Pointwise / reduction: the loop nest over the region's inputs and outputs. Library: the
+  /// epilogue over the library's result (absent when that is the only output), whose inputs are
+  /// the result then library->epilogueInputs and whose outputs are the region's outputs other
+  /// than the result.
   std::optional<CpuFunction> function;
-  GemmCall gemm;
-  ConvCall conv;
-  PoolCall pool; ///< Kind::Pool (a lone op; its operands in order)
-  std::vector<int> epilogueInputs;
-  bool productIsOutput = false; ///< the region's output 0 is the product itself
+  /// Matmuls through BLAS (f32 computed in f64), convolutions through im2col / col2im + BLAS,
+  /// pooling through PoolGeometry::run (the interpreter's loops) in f64.
+  std::optional<codegen::LibraryCall> library;
 };
 
 /// Appends to `target` the functions for kernel function `kernel` (attribute rfuse.kernel),
@@ -81,6 +56,10 @@ std::optional<CpuKernel> lowerOperation(mlir::Operation *op, mlir::ModuleOp targ
 
 /// Registers the dialects the lowering and the LLVM path need in `registry`.
 void registerCpuDialects(mlir::DialectRegistry &registry);
+
+/// Lowers the functions `lowerKernel` appended to `module` (linalg, scf, memref, math) to the
+/// LLVM dialect, ready for MLIR's ExecutionEngine. Fails with MLIR's diagnostics.
+mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);
 
 } // namespace rfuse::cpu
 

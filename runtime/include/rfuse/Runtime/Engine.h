@@ -28,8 +28,10 @@ struct CompileInfo {
   std::vector<std::string> libraryCalls; ///< "matmul (...) -> ...", "conv2d (...) -> ...", ...
   /// Generated CUDA C++ per kernel (name -> source); generated with or without a GPU.
   std::vector<std::pair<std::string, std::string>> cudaSources;
-  /// Kernels with no GPU code, and why (they run on the host interpreter on a GPU).
+  /// Steps with no GPU code, and why (they run on the host interpreter on a GPU).
   std::vector<std::string> gpuFallbacks;
+  /// The GPU execution plan, a line per step: "label: how" (launch shape, library call, ...).
+  std::vector<std::string> gpuPlan;
   uint64_t kernelCount = 0;           ///< cost model: kernels of the entry function
   uint64_t bytesMoved = 0;            ///< cost model: bytes moved by them
   double compileSeconds = 0;
@@ -51,7 +53,8 @@ struct GradientRequest {
 
 enum class Device { Cpu, Cuda };
 
-/// Cuda when a usable GPU (driver, device, NVRTC) is found and RFUSE_DEVICE is not "cpu".
+/// The device option ("cpu", "cuda"), or with "auto" (the default) Cuda when a usable GPU
+/// (driver, device, NVRTC) is found.
 Device defaultDevice();
 /// "cuda" or "cpu"; and, for cuda, a description of the device.
 std::string deviceName(Device d);
@@ -67,8 +70,8 @@ public:
   ~Program();
   const CompileInfo &info() const { return info_; }
   const std::string &entry() const { return entry_; }
-  /// Runs the entry function: on the GPU (generated kernels, cuBLASLt) or on the CPU (the
-  /// reference interpreter, until the CPU backend lands).
+  /// Runs the entry function: on the GPU (generated kernels, cuBLASLt, cuDNN) or on the CPU
+  /// (compiled kernels and BLAS; the interpreter for what the CPU lowering does not cover).
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs,
                               Device device = defaultDevice()) const;
   /// The same with the caller's memory (shapes and dtypes those of the entry function's

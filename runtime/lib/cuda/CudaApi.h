@@ -40,6 +40,7 @@ struct DriverApi {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char **);
   // CUDA graphs (a program's steps captured once, replayed as one launch).
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);

@@ -1,6 +1,7 @@
 // dlopen-based loading of CUDA's libraries (see CudaApi.h) and the NVRTC kernel compiler with its
 // memory and disk cache (see rfuse/Runtime/Cuda.h).
 #include "CudaApi.h"
+#include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Cuda.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -44,11 +45,6 @@ template <class T> bool bind(void *lib, T &fn, const char *name, std::string &er
   return fn != nullptr;
 }
 
-bool envTrue(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 } // namespace
 
 const DriverApi &driver() {
@@ -83,6 +79,7 @@ const DriverApi &driver() {
     RF_BIND(cuEventRecord, "cuEventRecord");
     RF_BIND(cuEventSynchronize, "cuEventSynchronize");
     RF_BIND(cuEventElapsedTime, "cuEventElapsedTime_v2");
+    RF_BIND(cuEventDestroy, "cuEventDestroy_v2");
     RF_BIND(cuGetErrorString, "cuGetErrorString");
     RF_BIND(cuStreamBeginCapture, "cuStreamBeginCapture_v2");
     RF_BIND(cuStreamEndCapture, "cuStreamEndCapture");
@@ -205,7 +202,7 @@ void check(CUresult r, const char *call, const std::string &what) {
 const DeviceInfo &deviceInfo() {
   static DeviceInfo info = [] {
     DeviceInfo d;
-    if (envTrue("RFUSE_DISABLE_CUDA")) {
+    if (runtimeOptions().disableCuda) {
       d.reason = "disabled by RFUSE_DISABLE_CUDA";
       return d;
     }
@@ -262,7 +259,7 @@ std::string hex(uint64_t v) {
 }
 
 std::string includePath() {
-  if (const char *p = std::getenv("RFUSE_CUDA_INCLUDE"))
+  if (std::string p = runtimeOptions().cudaInclude; !p.empty())
     return p;
   for (const char *c : {"/usr/local/cuda/include", "/usr/local/cuda-13.0/include", "/usr/include"})
     if (llvm::sys::fs::exists(std::string(c) + "/cuda_fp16.h"))
@@ -365,12 +362,7 @@ CompiledKernel nvrtcCompile(const std::string &name, const std::string &source,
 } // namespace
 
 std::string kernelCacheDir() {
-  if (const char *d = std::getenv("RFUSE_CACHE_DIR"))
-    return d;
-  if (const char *x = std::getenv("XDG_CACHE_HOME"))
-    return std::string(x) + "/rfuse";
-  const char *home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/rfuse";
+  return runtimeOptions().cacheDir;
 }
 
 std::string kernelCacheKey(const std::string &source, const std::string &arch) {
@@ -380,7 +372,7 @@ std::string kernelCacheKey(const std::string &source, const std::string &arch) {
 
 CompiledKernel compileKernel(const std::string &name, const std::string &source,
                              const std::string &arch) {
-  bool useCache = !envTrue("RFUSE_DISABLE_CACHE");
+  bool useCache = runtimeOptions().diskCache;
   std::string key = kernelCacheKey(source, arch);
   if (useCache) {
     std::lock_guard<std::mutex> lock(cacheMutex);

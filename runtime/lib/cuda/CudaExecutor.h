@@ -1,12 +1,12 @@
-// Runs a fused, outlined rfuse module on the GPU: generated kernels through NVRTC, matmuls
-// through cuBLASLt, everything else (and any kernel codegen could not handle) on the host
-// interpreter, with a warning naming it. Internal to the runtime; the Engine is the API.
+// Runs an execution plan on the GPU: generated kernels through NVRTC, matmuls through cuBLASLt,
+// convolutions and pooling through cuDNN, host steps on the interpreter (with a warning naming
+// each), all through the shared step loop; from the second run a program without host steps is
+// replayed as one CUDA graph. Internal to the runtime; the Engine is the API.
 #ifndef RFUSE_RUNTIME_CUDAEXECUTOR_H
 #define RFUSE_RUNTIME_CUDAEXECUTOR_H
 
+#include "rfuse/Codegen/ExecutionPlan.h"
 #include "rfuse/Runtime/HostTensor.h"
-
-#include "mlir/IR/BuiltinOps.h"
 
 #include <memory>
 #include <string>
@@ -21,8 +21,8 @@ struct GpuTiming {
 
 class GpuProgram {
 public:
-  /// Plans every step of `entry` and compiles its kernels for the current device.
-  GpuProgram(mlir::ModuleOp module, const std::string &entry);
+  /// Compiles the plan's kernels for the current device (a plan made for Backend::Cuda).
+  explicit GpuProgram(codegen::ExecutionPlan plan);
   ~GpuProgram();
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs);
   /// Uploads `inputs` once, runs the program `iterations` times (after warm-up), timing each run

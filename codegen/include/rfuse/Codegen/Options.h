@@ -1,0 +1,31 @@
+// The choices code generation may be steered in (for experiments and tuning). Typed, passed in
+// by the caller: codegen never reads the environment (runtime/.../Options.h reads RFUSE_* once).
+#ifndef RFUSE_CODEGEN_OPTIONS_H
+#define RFUSE_CODEGEN_OPTIONS_H
+
+namespace rfuse {
+
+struct CodegenOptions {
+  /// CUDA row reductions: elements each thread keeps in registers; 0 = the heuristic (16 when
+  /// the rows load as 128-bit chunks, else 8).
+  int rowElementsPerThread = 0;
+  /// CUDA row reductions: __launch_bounds__ minimum blocks per SM; -1 = the heuristic.
+  int rowMinBlocks = -1;
+  /// CUDA row reductions: a block per row (false) or one resident wave of blocks (true).
+  bool rowGridWave = false;
+  /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
+  bool cublasLtEpilogues = true;
+  /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
+  bool transposeLargeLhs = true;
+
+  bool operator==(const CodegenOptions &o) const {
+    return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
+           rowGridWave == o.rowGridWave && cublasLtEpilogues == o.cublasLtEpilogues &&
+           transposeLargeLhs == o.transposeLargeLhs;
+  }
+  bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
+};
+
+} // namespace rfuse
+
+#endif

@@ -1,0 +1,232 @@
+#include "rfuse/Codegen/ExecutionPlan.h"
+
+#include "KernelRegion.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <sstream>
+#include <stdexcept>
+
+using namespace mlir;
+
+namespace rfuse::codegen {
+
+namespace {
+
+std::string sizeOf(const cuda::KernelSpec &k) {
+  std::ostringstream os;
+  os << "grid " << k.grid << " block " << k.blockSize;
+  if (k.launch == cuda::LaunchKind::GridStride)
+    os << " vector " << k.vectorWidth;
+  return os.str();
+}
+
+const char *launchName(cuda::LaunchKind l) {
+  switch (l) {
+  case cuda::LaunchKind::GridStride: return "pointwise";
+  case cuda::LaunchKind::BlockPerRow: return "reduction, a block per row";
+  case cuda::LaunchKind::ThreadPerColumn: return "reduction, a thread per column";
+  }
+  return "";
+}
+
+// Lowers one step for the CPU into a module of its own, under a fixed name, so equal kernels of
+// different programs share one compiled function (the JIT keys its cache by the text).
+void planCpuStep(Step &s, Operation *op, ModuleOp module, const std::string &diagnosticsOwner) {
+  MLIRContext *ctx = module.getContext();
+  std::string diags;
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &d) {
+    diags += d.str() + "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> staging = ModuleOp::create(module.getLoc());
+  std::optional<cpu::CpuKernel> k;
+  std::string why;
+  if (auto call = dyn_cast<func::CallOp>(op)) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    if (callee && callee->hasAttr("rfuse.kernel"))
+      k = cpu::lowerKernel(callee, *staging, "rfuse_cpu_kernel", why);
+    else
+      why = "a call of a non-kernel function";
+  } else {
+    k = cpu::lowerOperation(op, *staging, "rfuse_cpu_kernel", why);
+  }
+  if (!k) {
+    s.kind = Step::Kind::Host;
+    s.why = why;
+    return;
+  }
+  s.kind = k->library ? Step::Kind::Library : Step::Kind::Kernel;
+  s.kernelKind = k->kind == cpu::CpuKernel::Kind::Reduction ? "reduction" : "pointwise";
+  s.library = k->library;
+  s.cpuFunction = k->function;
+  if (k->function) {
+    if (failed(cpu::lowerToLLVMDialect(*staging)))
+      throw std::runtime_error("the CPU lowering of " + diagnosticsOwner + " failed:\n" + diags);
+    llvm::raw_string_ostream os(s.cpuModule);
+    staging->print(os);
+  }
+}
+
+void planCudaStep(Step &s, Operation *op, ModuleOp module, size_t index, const cuda::CudaTarget &target,
+                  const CodegenOptions &options) {
+  cuda::KernelPlan p;
+  if (auto call = dyn_cast<func::CallOp>(op)) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    if (!callee) {
+      s.kind = Step::Kind::Host;
+      s.why = "a call of an unknown function";
+      return;
+    }
+    p = cuda::planKernel(callee, target, options);
+  } else {
+    p = cuda::planOperation(op, "op" + std::to_string(index) + "_" + op->getName().stripDialect().str(), target,
+                            options);
+  }
+  if (!p.unsupported.empty()) {
+    s.kind = Step::Kind::Host;
+    s.why = p.unsupported;
+    return;
+  }
+  s.kind = p.library ? Step::Kind::Library : Step::Kind::Kernel;
+  s.kernelKind = p.kind;
+  s.library = p.library;
+  s.cudaKernel = p.kernel;
+}
+
+} // namespace
+
+std::string Step::describe(Backend backend) const {
+  std::ostringstream os;
+  switch (kind) {
+  case Kind::Alias: return "alias";
+  case Kind::Constant: return "constant";
+  case Kind::Host: return "interpreted (" + why + ")";
+  case Kind::Kernel:
+    if (backend == Backend::Cpu)
+      return "compiled " + kernelKind;
+    os << "cuda " << launchName(cudaKernel->launch) << " " << sizeOf(*cudaKernel);
+    return os.str();
+  case Kind::Library:
+    break;
+  }
+  if (backend == Backend::Cpu) {
+    switch (library->kind) {
+    case LibraryCall::Kind::Pool: return "pooling loops (f64)";
+    case LibraryCall::Kind::Conv: return cpuFunction ? "im2col + BLAS + compiled epilogue" : "im2col + BLAS";
+    case LibraryCall::Kind::Matmul: return cpuFunction ? "BLAS + compiled epilogue" : "BLAS";
+    }
+  }
+  os << (library->kind == LibraryCall::Kind::Matmul ? "cublaslt " : "cudnn ") << library->describe();
+  if (cudaKernel)
+    os << " + generated epilogue (" << sizeOf(*cudaKernel) << ")";
+  return os.str();
+}
+
+std::vector<std::string> ExecutionPlan::hostSteps() const {
+  std::vector<std::string> out;
+  for (const Step &s : steps)
+    if (s.kind == Step::Kind::Host)
+      out.push_back(s.label + ": " + s.why);
+  return out;
+}
+
+std::vector<std::string> ExecutionPlan::describe() const {
+  std::vector<std::string> out;
+  for (const Step &s : steps)
+    if (s.kind != Step::Kind::Alias && s.kind != Step::Kind::Constant)
+      out.push_back(s.label + ": " + s.describe(target.backend));
+  return out;
+}
+
+ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, const Target &target,
+                                 const CodegenOptions &options) {
+  auto fn = module.lookupSymbol<func::FuncOp>(entry);
+  if (!fn)
+    throw std::runtime_error("no function '" + entry + "'");
+  if (target.backend == Backend::Cpu) {
+    DialectRegistry cpuDialects;
+    cpu::registerCpuDialects(cpuDialects);
+    module.getContext()->appendDialectRegistry(cpuDialects);
+    module.getContext()->loadAllAvailableDialects();
+  }
+  ExecutionPlan plan;
+  plan.target = target;
+  plan.entry = entry;
+  llvm::DenseMap<Value, int> slotOf;
+  auto slot = [&](Value v) {
+    auto it = slotOf.find(v);
+    if (it != slotOf.end())
+      return it->second;
+    BufferSlot b;
+    b.value = v;
+    b.dtype = dtypeOf(v);
+    auto shape = shapeOf(v);
+    b.shape.assign(shape.begin(), shape.end());
+    b.bytes = (size_t)numElements(shape) * dtypeSize(b.dtype);
+    plan.slots.push_back(b);
+    return slotOf[v] = (int)plan.slots.size() - 1;
+  };
+  for (BlockArgument a : fn.getArguments()) {
+    int sl = slot(a);
+    plan.slots[sl].argument = (int)a.getArgNumber();
+    plan.argSlots.push_back(sl);
+  }
+  for (Operation &op : fn.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        plan.resultSlots.push_back(slot(v));
+      continue;
+    }
+    Step s;
+    s.op = &op;
+    for (Value v : op.getOperands())
+      s.in.push_back(slot(v));
+    for (Value v : op.getResults())
+      s.out.push_back(slot(v));
+    auto call = dyn_cast<func::CallOp>(op);
+    s.label = call ? call.getCallee().str() : op.getName().stripDialect().str();
+    if (isa<ConstantOp>(op)) {
+      s.kind = Step::Kind::Constant;
+      plan.slots[s.out[0]].constant = true;
+    } else if (isa<ReshapeOp>(op)) {
+      s.kind = Step::Kind::Alias;
+      plan.slots[s.out[0]].aliasOf = plan.root(s.in[0]);
+    } else {
+      if (target.backend == Backend::Cpu)
+        planCpuStep(s, &op, module, s.label);
+      else
+        planCudaStep(s, &op, module, plan.steps.size(), target.cuda, options);
+      // A one-op kernel takes each distinct operand once (mul(x, x) has one input); a kernel
+      // call, the interpreter and pooling (operands by position) take them as they are.
+      bool byPosition = call || s.kind == Step::Kind::Host ||
+                        (s.library && s.library->kind == LibraryCall::Kind::Pool);
+      if (!byPosition) {
+        std::vector<int> distinct;
+        for (int sl : s.in)
+          if (!llvm::is_contained(distinct, sl))
+            distinct.push_back(sl);
+        s.in = distinct;
+      }
+    }
+    plan.steps.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    for (int sl : plan.steps[i].out)
+      if (plan.slots[sl].firstUse < 0)
+        plan.slots[sl].firstUse = (int)i;
+    for (int sl : plan.steps[i].in) {
+      BufferSlot &r = plan.slots[plan.root(sl)];
+      r.lastUse = std::max(r.lastUse, (int)i);
+    }
+  }
+  for (int sl : plan.resultSlots)
+    plan.slots[plan.root(sl)].lastUse = BufferSlot::kLive;
+  return plan;
+}
+
+} // namespace rfuse::codegen

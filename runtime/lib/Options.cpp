@@ -1,0 +1,213 @@
+// The one place rfuse reads its environment (see Options.h).
+#include "rfuse/Runtime/Options.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+
+namespace rfuse {
+namespace {
+
+enum class Kind { Bool, Int, Text, Choice };
+
+struct Spec {
+  OptionDoc doc;
+  Kind kind;
+  std::vector<std::string> choices;     // Kind::Choice
+  int minimum = 0;                      // Kind::Int
+  std::function<void(RuntimeOptions &, const std::string &)> set; // value already validated
+  std::function<std::string(const RuntimeOptions &)> get;
+};
+
+bool parseBool(std::string v, bool &out) {
+  std::transform(v.begin(), v.end(), v.begin(), ::tolower);
+  if (v == "1" || v == "true" || v == "yes" || v == "on")
+    return out = true, true;
+  if (v == "0" || v == "false" || v == "no" || v == "off")
+    return out = false, true;
+  return false;
+}
+
+bool parseInt(const std::string &v, int minimum, int &out) {
+  if (v.empty())
+    return false;
+  char *end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (*end || x < minimum || x > (1 << 30))
+    return false;
+  out = (int)x;
+  return true;
+}
+
+std::string defaultCacheDir() {
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/rfuse";
+  const char *home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/rfuse";
+}
+
+#define RFUSE_BOOL(field) \
+  [](RuntimeOptions &o, const std::string &v) { parseBool(v, o.field); }, \
+  [](const RuntimeOptions &o) { return std::string(o.field ? "TRUE" : "FALSE"); }
+#define RFUSE_INT(field) \
+  [](RuntimeOptions &o, const std::string &v) { o.field = std::atoi(v.c_str()); }, \
+  [](const RuntimeOptions &o) { return std::to_string(o.field); }
+#define RFUSE_TEXT(field) \
+  [](RuntimeOptions &o, const std::string &v) { o.field = v; }, \
+  [](const RuntimeOptions &o) { return o.field; }
+
+const std::vector<Spec> &specs() {
+  static const std::vector<Spec> table = {
+      {{"device", "RFUSE_DEVICE", "auto, cpu, cuda", "auto",
+        "where programs run: cuda when a usable GPU is found (auto), or forced"},
+       Kind::Choice, {"auto", "cpu", "cuda"}, 0, RFUSE_TEXT(device)},
+      {{"disable_cuda", "RFUSE_DISABLE_CUDA", "TRUE, FALSE", "FALSE",
+        "hide the GPU: rfuse then loads no CUDA library (read once, before the first GPU probe)"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(disableCuda)},
+      {{"tf32", "RFUSE_ALLOW_TF32", "TRUE, FALSE", "TRUE (the R package: FALSE)",
+        "f32 matmuls and convolutions on the GPU may use TF32 tensor cores (10-bit mantissa inputs)"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(tf32)},
+      {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",
+        "from its second run, a GPU program is captured once into a CUDA graph and replayed"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(cudaGraphs)},
+      {{"profile_steps", "RFUSE_PROFILE_STEPS", "TRUE, FALSE", "FALSE",
+        "time every GPU step with CUDA events (turns CUDA graphs off); rfuse-bench prints the table"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(profileSteps)},
+      {{"cpu_jit", "RFUSE_CPU_JIT", "TRUE, FALSE", "TRUE",
+        "FALSE runs the CPU backend's programs on the reference interpreter"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(cpuJit)},
+      {{"cpu_threads", "RFUSE_CPU_THREADS", "an integer >= 0", "0",
+        "threads a CPU kernel is split over; 0: the machine's cores"},
+       Kind::Int, {}, 0, RFUSE_INT(cpuThreads)},
+      {{"disk_cache", "RFUSE_DISABLE_CACHE (1: FALSE)", "TRUE, FALSE", "TRUE",
+        "the GPU kernel cache (memory and disk); FALSE compiles every kernel afresh"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(diskCache)},
+      {{"cache_dir", "RFUSE_CACHE_DIR", "a directory", "$XDG_CACHE_HOME/rfuse or ~/.cache/rfuse",
+        "where compiled GPU kernels are kept between processes"},
+       Kind::Text, {}, 0, RFUSE_TEXT(cacheDir)},
+      {{"cuda_include", "RFUSE_CUDA_INCLUDE", "a directory", "searched (/usr/local/cuda/include, ...)",
+        "the CUDA headers NVRTC compiles kernels with (cuda_fp16.h, cuda_bf16.h)"},
+       Kind::Text, {}, 0, RFUSE_TEXT(cudaInclude)},
+      {{"row_elements_per_thread", "RFUSE_ROW_ELEMENTS_PER_THREAD", "an integer >= 0", "0",
+        "CUDA row reductions: elements per thread; 0: the heuristic (16 or 8)"},
+       Kind::Int, {}, 0, RFUSE_INT(codegen.rowElementsPerThread)},
+      {{"row_min_blocks", "RFUSE_ROW_MIN_BLOCKS", "an integer >= -1", "-1",
+        "CUDA row reductions: __launch_bounds__ minimum blocks per SM; -1: the heuristic"},
+       Kind::Int, {}, -1, RFUSE_INT(codegen.rowMinBlocks)},
+      {{"row_grid", "RFUSE_ROW_GRID", "row, wave", "row",
+        "CUDA row reductions: a block per row, or one resident wave of blocks"},
+       Kind::Choice, {"row", "wave"}, 0,
+       [](RuntimeOptions &o, const std::string &v) { o.codegen.rowGridWave = v == "wave"; },
+       [](const RuntimeOptions &o) { return std::string(o.codegen.rowGridWave ? "wave" : "row"); }},
+      {{"lt_epilogues", "RFUSE_LT_EPILOGUES", "TRUE, FALSE", "TRUE",
+        "cuBLASLt applies bias / ReLU / GELU / residual epilogues itself (FALSE: generated kernels)"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(codegen.cublasLtEpilogues)},
+      {{"lt_transpose_a", "RFUSE_LT_TRANSPOSE_A", "TRUE, FALSE", "TRUE",
+        "a large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(codegen.transposeLargeLhs)},
+  };
+  return table;
+}
+
+const Spec &find(const std::string &name) {
+  for (const Spec &s : specs())
+    if (s.doc.name == name)
+      return s;
+  std::string names;
+  for (const Spec &s : specs())
+    names += (names.empty() ? "" : ", ") + s.doc.name;
+  throw OptionError("unknown rfuse option '" + name + "'; the options are: " + names);
+}
+
+// Whether `value` is acceptable for `s`; a canonical spelling in `canonical`.
+bool validate(const Spec &s, const std::string &value, std::string &canonical) {
+  canonical = value;
+  switch (s.kind) {
+  case Kind::Bool: {
+    bool b;
+    if (!parseBool(value, b))
+      return false;
+    canonical = b ? "1" : "0";
+    return true;
+  }
+  case Kind::Int: {
+    int i;
+    return parseInt(value, s.minimum, i);
+  }
+  case Kind::Choice:
+    return std::find(s.choices.begin(), s.choices.end(), value) != s.choices.end();
+  case Kind::Text:
+    return true;
+  }
+  return false;
+}
+
+std::mutex mutex;
+
+RuntimeOptions &state() {
+  static RuntimeOptions *options = [] {
+    auto *o = new RuntimeOptions;
+    o->cacheDir = defaultCacheDir();
+    for (const Spec &s : specs()) {
+      std::string var = s.doc.environment.substr(0, s.doc.environment.find(' '));
+      const char *v = std::getenv(var.c_str());
+      if (!v || !*v)
+        continue;
+      std::string value = v, canonical;
+      if (var == "RFUSE_DISABLE_CACHE") { // the variable says the opposite of the option
+        bool off;
+        if (!parseBool(value, off)) {
+          std::fprintf(stderr, "rfuse: warning: %s='%s' is not one of 0, 1; the disk cache stays on\n",
+                       var.c_str(), v);
+          continue;
+        }
+        o->diskCache = !off;
+        continue;
+      }
+      if (!validate(s, value, canonical)) {
+        std::fprintf(stderr, "rfuse: warning: %s='%s' is not accepted (%s); using the default (%s)\n",
+                     var.c_str(), v, s.doc.accepted.c_str(), s.doc.defaultValue.c_str());
+        continue;
+      }
+      s.set(*o, canonical);
+    }
+    return o;
+  }();
+  return *options;
+}
+
+} // namespace
+
+RuntimeOptions runtimeOptions() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return state();
+}
+
+void setOption(const std::string &name, const std::string &value) {
+  const Spec &s = find(name);
+  std::string canonical;
+  if (!validate(s, value, canonical))
+    throw OptionError("rfuse option '" + name + "' does not accept '" + value + "'; accepted: " + s.doc.accepted);
+  std::lock_guard<std::mutex> lock(mutex);
+  s.set(state(), canonical);
+}
+
+std::string getOption(const std::string &name) {
+  const Spec &s = find(name);
+  std::lock_guard<std::mutex> lock(mutex);
+  return s.get(state());
+}
+
+const std::vector<OptionDoc> &optionDocs() {
+  static const std::vector<OptionDoc> docs = [] {
+    std::vector<OptionDoc> d;
+    for (const Spec &s : specs())
+      d.push_back(s.doc);
+    return d;
+  }();
+  return docs;
+}
+
+} // namespace rfuse

@@ -1,0 +1,144 @@
+// BLAS on the CPU backend: whatever dgemm the process has (R's own inside R), else Debian's
+// libblas / OpenBLAS; and the convolution ops as im2col / col2im + dgemm per image and group.
+#include "Blas.h"
+#include "CpuJit.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace rfuse::cpu {
+
+namespace {
+
+using DgemmFn = void (*)(const char *, const char *, const int *, const int *, const int *,
+                         const double *, const double *, const int *, const double *, const int *,
+                         const double *, double *, const int *, size_t, size_t);
+DgemmFn blasDgemm() {
+  static DgemmFn fn = [] {
+    if (void *f = dlsym(RTLD_DEFAULT, "dgemm_"))
+      return (DgemmFn)f;
+    for (const char *lib : {"libblas.so.3", "libopenblas.so.0", "libblas.so"})
+      if (void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL))
+        if (void *f = dlsym(h, "dgemm_"))
+          return (DgemmFn)f;
+    return (DgemmFn) nullptr;
+  }();
+  return fn;
+}
+
+// Row-major C[m, n] (leading dim ldc) = op(A) op(B) + beta C through column-major BLAS:
+// C^T = op(B)^T op(A)^T.
+void dgemmRowMajor(bool ta, bool tb, int m, int n, int k, const double *a, int lda, const double *b,
+                   int ldb, double beta, double *c, int ldc) {
+  double one = 1;
+  blasDgemm()(tb ? "T" : "N", ta ? "T" : "N", &n, &m, &k, &one, b, &ldb, a, &lda, &beta, c, &ldc, 1, 1);
+}
+
+} // namespace
+
+bool blasAvailable() { return blasDgemm() != nullptr; }
+
+void gemm(const codegen::MatmulCall &g, const double *a, const double *b, double *c) {
+  int m = (int)g.m, n = (int)g.n, k = (int)g.k;
+  for (int64_t p = 0; p < g.batch; ++p)
+    dgemmRowMajor(g.transposeA, g.transposeB, m, n, k, a + (g.batchedA ? p * g.m * g.k : 0),
+                  g.transposeA ? m : k, b + (g.batchedB ? p * g.k * g.n : 0), g.transposeB ? k : n, 0,
+                  c + p * g.m * g.n, n);
+}
+
+// The convolution ops as im2col / col2im + dgemm per image and group. The column matrix of image
+// n and group g is, NCHW: col[K][P] with K in (ci, kh, kw) order; NHWC: col[P][K] with K in
+// (kh, kw, ci) order — each the filter's own layout, so the filter is a plain row-major [Og, K]
+// matrix. `scatter` adds col back into x (col2im) instead of gathering from it.
+namespace {
+template <bool scatter>
+void columns(const ConvGeometry &c, int64_t n, int64_t g, const double *xIn, double *xOut, double *col) {
+  int64_t Cg = c.c / c.groups, P = c.oh * c.ow, K = Cg * c.kh * c.kw;
+  for (int64_t oh = 0; oh < c.oh; ++oh)
+    for (int64_t ow = 0; ow < c.ow; ++ow)
+      for (int64_t kh = 0; kh < c.kh; ++kh)
+        for (int64_t kw = 0; kw < c.kw; ++kw) {
+          int64_t h = oh * c.strideH - c.padTop + kh * c.dilationH;
+          int64_t ww = ow * c.strideW - c.padLeft + kw * c.dilationW;
+          bool inside = h >= 0 && h < c.h && ww >= 0 && ww < c.w;
+          int64_t p = oh * c.ow + ow;
+          for (int64_t ci = 0; ci < Cg; ++ci) {
+            double &v = c.nhwc ? col[p * K + (kh * c.kw + kw) * Cg + ci] : col[((ci * c.kh + kh) * c.kw + kw) * P + p];
+            if (scatter) {
+              if (inside)
+                xOut[c.inputAt(n, g * Cg + ci, h, ww)] += v;
+            } else {
+              v = inside ? xIn[c.inputAt(n, g * Cg + ci, h, ww)] : 0.0;
+            }
+          }
+        }
+}
+
+} // namespace
+
+// rfuse.conv2d: y = W col (+ bias); images split over threads.
+void convolveForward(const ConvGeometry &c, const double *x, const double *w, const double *bias, double *y) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
+  parallelFor(c.n, 0, P * K * Og, [&](int64_t begin, int64_t end) {
+    std::vector<double> col((size_t)(P * K));
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        columns<false>(c, n, g, x, nullptr, col.data());
+        const double *wg = w + g * Og * K;
+        if (c.nhwc)
+          dgemmRowMajor(false, true, (int)P, (int)Og, (int)K, col.data(), (int)K, wg, (int)K, 0,
+                        y + n * P * c.o + g * Og, (int)c.o);
+        else
+          dgemmRowMajor(false, false, (int)Og, (int)P, (int)K, wg, (int)K, col.data(), (int)P, 0,
+                        y + (n * c.o + g * Og) * P, (int)P);
+      }
+    if (bias)
+      for (int64_t n = begin; n < end; ++n)
+        for (int64_t o = 0; o < c.o; ++o)
+          for (int64_t p = 0; p < P; ++p)
+            y[c.nhwc ? (n * P + p) * c.o + o : (n * c.o + o) * P + p] += bias[o];
+  });
+}
+
+// rfuse.conv2d_backward_input: col = W^T dy, scattered back (col2im); images split over threads.
+void convolveBackwardInput(const ConvGeometry &c, const double *dy, const double *w, double *dx) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
+  parallelFor(c.n, 0, P * K * Og, [&](int64_t begin, int64_t end) {
+    std::vector<double> col((size_t)(P * K));
+    std::fill(dx + begin * c.c * c.h * c.w, dx + end * c.c * c.h * c.w, 0.0);
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        const double *wg = w + g * Og * K;
+        if (c.nhwc)
+          dgemmRowMajor(false, false, (int)P, (int)K, (int)Og, dy + n * P * c.o + g * Og, (int)c.o, wg, (int)K, 0,
+                        col.data(), (int)K);
+        else
+          dgemmRowMajor(true, false, (int)K, (int)P, (int)Og, wg, (int)K, dy + (n * c.o + g * Og) * P, (int)P, 0,
+                        col.data(), (int)P);
+        columns<true>(c, n, g, nullptr, dx, col.data());
+      }
+  });
+}
+
+// rfuse.conv2d_backward_filter: dW += dy col^T over the images, in image order (one thread:
+// the sum's order does not depend on the thread count).
+void convolveBackwardFilter(const ConvGeometry &c, const double *x, const double *dy, double *dw) {
+  int64_t G = c.groups, Og = c.o / G, P = c.oh * c.ow, K = c.c / G * c.kh * c.kw;
+  std::vector<double> col((size_t)(P * K));
+  std::fill(dw, dw + c.o * K, 0.0);
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      columns<false>(c, n, g, x, nullptr, col.data());
+      double *dwg = dw + g * Og * K;
+      if (c.nhwc)
+        dgemmRowMajor(true, false, (int)Og, (int)K, (int)P, dy + n * P * c.o + g * Og, (int)c.o, col.data(), (int)K,
+                      1, dwg, (int)K);
+      else
+        dgemmRowMajor(false, true, (int)Og, (int)K, (int)P, dy + (n * c.o + g * Og) * P, (int)P, col.data(), (int)P,
+                      1, dwg, (int)K);
+    }
+}
+
+} // namespace rfuse::cpu

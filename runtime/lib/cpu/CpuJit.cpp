@@ -1,0 +1,277 @@
+#include "CpuJit.h"
+#include "rfuse/Runtime/Options.h"
+
+#include "rfuse/Codegen/CpuLowering.h"
+#include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/Runtime/Interpreter.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Support/xxhash.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+
+namespace rfuse::cpu {
+
+unsigned cpuThreads() {
+  if (int n = runtimeOptions().cpuThreads; n > 0)
+    return (unsigned)n;
+  return std::max(1u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
+}
+
+namespace {
+
+// ---- The JIT: host target, -O3 with glibc's vector math, one engine per lowered function -----
+
+struct HostJit {
+  std::unique_ptr<llvm::TargetMachine> tm;
+  bool haveMvec = false, haveAvx2 = false;
+  std::mutex mutex; // compiles are serialized; the compiled code runs concurrently
+  std::unique_ptr<MLIRContext> ctx;
+  using Compiled = CompiledFunction;
+  std::map<uint64_t, std::shared_ptr<Compiled>> cache; // key: hash of the lowered function
+  size_t reused = 0;
+
+  // Never destroyed: an ExecutionEngine's destructor runs the JIT's deinitializers, which at
+  // process exit would compile and run code after LLVM's own statics are gone.
+  static HostJit &get() {
+    static HostJit *jit = new HostJit;
+    return *jit;
+  }
+
+  HostJit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    if (auto tmb = llvm::orc::JITTargetMachineBuilder::detectHost()) {
+      tmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+      if (auto created = tmb->createTargetMachine())
+        tm = std::move(*created);
+      else
+        llvm::consumeError(created.takeError());
+    } else {
+      llvm::consumeError(tmb.takeError());
+    }
+    // glibc's libmvec: vector exp/log/tanh/erfc... (LLVM's loop vectorizer calls them).
+    std::string err;
+    haveMvec = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+    haveAvx2 = llvm::sys::getHostCPUFeatures().lookup("avx2");
+    DialectRegistry registry;
+    registry.insert<RfuseDialect, LLVM::LLVMDialect, scf::SCFDialect, cf::ControlFlowDialect,
+                    affine::AffineDialect>();
+    registerCpuDialects(registry);
+    registerBuiltinDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    ctx = std::make_unique<MLIRContext>(registry);
+    ctx->loadAllAvailableDialects();
+  }
+
+  // Vector variants of the libm functions the lowering calls, for LLVM's loop vectorizer: the
+  // presets LLVM 19 knows (exp, log, sin, cos, pow) plus what glibc ≥ 2.35 adds (tanh, erfc...).
+  void addVectorMath(llvm::TargetLibraryInfoImpl &tlii, const llvm::Triple &triple) {
+    if (!haveMvec || triple.getArch() != llvm::Triple::x86_64)
+      return;
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+    tlii.addVectorizableFunctions(extraVectorMath());
+  }
+
+  // Built once (compiles hold the JIT's mutex): VecDesc keeps StringRefs into vectorMathNames.
+  const std::vector<llvm::VecDesc> &extraVectorMath() {
+    static const char *extra[] = {"tanh", "erfc", "expm1", "log1p", "atan", "sinh", "cosh"};
+    if (!vectorMath.empty())
+      return vectorMath;
+    for (const char *f : extra) {
+      auto add = [&](std::string scalar, std::string vec, unsigned vf) {
+        vectorMathNames.push_back(scalar);
+        llvm::StringRef s = vectorMathNames.back();
+        vectorMathNames.push_back(vec);
+        llvm::StringRef v = vectorMathNames.back();
+        vectorMathNames.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
+        vectorMath.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, vectorMathNames.back());
+      };
+      add(f, std::string("_ZGVbN2v_") + f, 2);
+      add(std::string(f) + "f", std::string("_ZGVbN4v_") + f + "f", 4);
+      if (haveAvx2) {
+        add(f, std::string("_ZGVdN4v_") + f, 4);
+        add(std::string(f) + "f", std::string("_ZGVdN8v_") + f + "f", 8);
+      }
+    }
+    return vectorMath;
+  }
+  std::deque<std::string> vectorMathNames;
+  std::vector<llvm::VecDesc> vectorMath;
+
+
+
+  llvm::Error optimize(llvm::Module *m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(tm.get(), pto);
+    llvm::Triple triple(m->getTargetTriple());
+    llvm::TargetLibraryInfoImpl tlii(triple);
+    addVectorMath(tlii, triple);
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    if (tm) {
+      m->setDataLayout(tm->createDataLayout());
+      m->setTargetTriple(tm->getTargetTriple().str());
+      for (llvm::Function &f : *m) {
+        f.addFnAttr("target-cpu", tm->getTargetCPU());
+        f.addFnAttr("target-features", tm->getTargetFeatureString());
+      }
+    }
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m, mam);
+    return llvm::Error::success();
+  }
+
+  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy.
+  std::shared_ptr<Compiled> compile(const std::string &text, const std::string &name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    uint64_t key = llvm::xxh3_64bits(llvm::StringRef(text));
+    if (auto it = cache.find(key); it != cache.end()) {
+      ++reused;
+      return it->second;
+    }
+    std::string diags;
+    ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
+      diags += d.str() + "\n";
+      return success();
+    });
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, ctx.get());
+    if (!module)
+      throw InterpreterError("the CPU JIT cannot parse the lowered " + name + ":\n" + diags);
+    ExecutionEngineOptions options;
+    auto transformer = [this](llvm::Module *m) { return optimize(m); };
+    options.transformer = transformer;
+    options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+    auto created = ExecutionEngine::create(*module, options);
+    if (!created) {
+      std::string msg;
+      llvm::raw_string_ostream ms(msg);
+      ms << created.takeError() << "\n" << diags;
+      throw InterpreterError("the CPU JIT failed for " + name + ": " + ms.str());
+    }
+    auto compiled = std::make_shared<Compiled>();
+    compiled->engine = std::move(*created);
+    auto fn = compiled->engine->lookupPacked("_mlir_ciface_" + name);
+    if (!fn) {
+      llvm::consumeError(fn.takeError());
+      throw InterpreterError("the CPU JIT lost function " + name);
+    }
+    compiled->fn = *fn;
+    cache[key] = compiled;
+    return compiled;
+  }
+};
+
+} // namespace
+
+std::pair<size_t, size_t> jitCacheCounts() {
+  HostJit &jit = HostJit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex);
+  return {jit.cache.size(), jit.reused};
+}
+
+namespace {
+llvm::ThreadPoolInterface &threadPool() {
+  static llvm::DefaultThreadPool pool(llvm::heavyweight_hardware_concurrency());
+  return pool;
+}
+
+// Calls body(begin, end) over [0, extent): in chunks of at most maxChunk, spread over the pool
+// when there is enough work to pay for it.
+} // namespace
+
+void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
+                 llvm::function_ref<void(int64_t, int64_t)> body) {
+  unsigned threads = cpuThreads();
+  int64_t chunk = maxChunk > 0 ? maxChunk : extent;
+  bool parallel = threads > 1 && extent > 1 && extent * workPerUnit >= (1 << 15);
+  if (parallel) {
+    // Chunks start at multiples of 64: the vectorized loops then split every chunk into vector
+    // body and scalar tail at the same elements whatever the thread count (vector and scalar
+    // libm may differ in the last bit), so threads never change results.
+    int64_t perThread = (extent + (int64_t)threads * 4 - 1) / ((int64_t)threads * 4);
+    perThread = (perThread + 63) / 64 * 64;
+    chunk = std::max<int64_t>(1, std::min(chunk, perThread));
+  }
+  if (!parallel || chunk >= extent) {
+    for (int64_t b = 0; b < extent; b += chunk)
+      body(b, std::min(extent, b + chunk));
+    return;
+  }
+  llvm::ThreadPoolTaskGroup group(threadPool());
+  for (int64_t b = 0; b < extent; b += chunk)
+    group.async([=] { body(b, std::min(extent, b + chunk)); });
+  group.wait();
+}
+
+namespace {
+// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
+std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
+  d.insert(d.end(), shape.begin(), shape.end());
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  d.insert(d.end(), strides.begin(), strides.end());
+  return d;
+}
+} // namespace
+
+std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name) {
+  return HostJit::get().compile(llvmDialectText, name);
+}
+
+void invoke(const CpuFunction &f, const CompiledFunction &c, const std::vector<void *> &data) {
+  std::vector<std::vector<int64_t>> descs;
+  for (size_t i = 0; i < data.size(); ++i)
+    descs.push_back(descriptor(data[i], f.argShapes[i]));
+  parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
+    std::vector<void *> descPtrs;
+    for (auto &d : descs)
+      descPtrs.push_back(d.data());
+    std::vector<void *> args = {&begin, &end};
+    for (void *&p : descPtrs)
+      args.push_back(&p);
+    c.fn(args.data());
+  });
+}
+
+} // namespace rfuse::cpu

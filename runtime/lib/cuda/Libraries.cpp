@@ -1,0 +1,346 @@
+#include "Libraries.h"
+
+#include <string>
+
+namespace rfuse::cuda {
+
+using codegen::Activation;
+using codegen::ConvCall;
+using codegen::MatmulCall;
+using codegen::PoolCall;
+
+namespace {
+
+cudaDataType_t cudaType(DType d) {
+  switch (d) {
+  case DType::F64: return CUDA_R_64F;
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default: return CUDA_R_32F;
+  }
+}
+
+cudnnDataType_t cudnnType(DType d) {
+  switch (d) {
+  case DType::F64: return CUDNN_DATA_DOUBLE;
+  case DType::F16: return CUDNN_DATA_HALF;
+  case DType::BF16: return CUDNN_DATA_BFLOAT16;
+  default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+void ok(cublasStatus_t st, const char *what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(std::string("cuBLASLt ") + what + " failed (status " + std::to_string(st) + ")");
+}
+
+void ok(cudnnStatus_t st, const char *what) {
+  if (st != CUDNN_STATUS_SUCCESS)
+    throw CudaError(std::string("cuDNN ") + what + " failed: " + cudnn().cudnnGetErrorString(st));
+}
+
+// A 4-D tensor descriptor from logical N, C, H, W in the given memory format.
+cudnnTensorDescriptor_t tensorDesc(DType d, bool nhwc, int64_t n, int64_t c, int64_t h, int64_t w) {
+  cudnnTensorDescriptor_t t;
+  ok(cudnn().cudnnCreateTensorDescriptor(&t), "CreateTensorDescriptor");
+  ok(cudnn().cudnnSetTensor4dDescriptor(t, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cudnnType(d), (int)n,
+                                        (int)c, (int)h, (int)w),
+     "SetTensor4dDescriptor");
+  return t;
+}
+
+// alpha = 1 and beta = 0 in the dtype cuDNN scales by.
+struct Scale {
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  bool f64;
+  explicit Scale(DType d) : f64(d == DType::F64) {}
+  const void *one() const { return f64 ? (const void *)&one64 : (const void *)&one32; }
+  const void *zero() const { return f64 ? (const void *)&zero64 : (const void *)&zero32; }
+};
+
+} // namespace
+
+// ---- cuBLASLt ---------------------------------------------------------------------------------
+
+CublasLtMatmul::~CublasLtMatmul() { destroy(); }
+
+void CublasLtMatmul::destroy() {
+  if (!desc && !la && !lb && !lc)
+    return;
+  const CublasLtApi &api = cublasLt();
+  if (la) api.cublasLtMatrixLayoutDestroy(la);
+  if (lb) api.cublasLtMatrixLayoutDestroy(lb);
+  if (lc) api.cublasLtMatrixLayoutDestroy(lc);
+  if (desc) api.cublasLtMatmulDescDestroy(desc);
+  desc = nullptr;
+  la = lb = lc = nullptr;
+  ready = false;
+}
+
+void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                             CUdeviceptr d, const void *alpha, const void *beta, bool tf32) {
+  destroy();
+  const CublasLtApi &lt = cublasLt();
+  cublasComputeType_t compute = m.dtype == DType::F64            ? CUBLAS_COMPUTE_64F
+                                : m.dtype == DType::F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                 : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = m.dtype == DType::F64 ? CUDA_R_64F : CUDA_R_32F, data = cudaType(m.dtype);
+  ok(lt.cublasLtMatmulDescCreate(&desc, compute, scale), "MatmulDescCreate");
+  // Row-major C = A B is column-major C^T = B^T A^T: cuBLASLt's A is our B and vice versa.
+  cublasOperation_t opA = m.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = m.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
+  lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
+  if (m.biasInput >= 0) {
+    cublasLtEpilogue_t epi = m.activation == Activation::Relu       ? CUBLASLT_EPILOGUE_RELU_BIAS
+                             : m.activation == Activation::GeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                    : CUBLASLT_EPILOGUE_BIAS;
+    lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  }
+  uint64_t aRows = m.transposeB ? m.k : m.n, aCols = m.transposeB ? m.n : m.k;
+  uint64_t bRows = m.transposeA ? m.m : m.k, bCols = m.transposeA ? m.k : m.m;
+  ok(lt.cublasLtMatrixLayoutCreate(&la, data, aRows, aCols, aRows), "MatrixLayoutCreate");
+  ok(lt.cublasLtMatrixLayoutCreate(&lb, data, bRows, bCols, bRows), "MatrixLayoutCreate");
+  ok(lt.cublasLtMatrixLayoutCreate(&lc, data, m.n, m.m, m.n), "MatrixLayoutCreate");
+  if (m.batch > 1) {
+    int32_t count = (int32_t)m.batch;
+    int64_t sa = m.batchedB ? (int64_t)(m.k * m.n) : 0, sb = m.batchedA ? (int64_t)(m.m * m.k) : 0,
+            sc = (int64_t)(m.m * m.n);
+    for (auto [l, st] : {std::pair{la, sa}, std::pair{lb, sb}, std::pair{lc, sc}}) {
+      lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+      lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st);
+    }
+  }
+  cublasLtMatmulPreference_t pref;
+  lt.cublasLtMatmulPreferenceCreate(&pref);
+  size_t wsSize = dev.workspaceSize;
+  lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsSize, sizeof wsSize);
+  // Up to 32 candidates: with an epilogue (GELU) the heuristic's first few are often not the
+  // fastest; timing more of them is a one-off cost of the first run.
+  cublasLtMatmulHeuristicResult_t heur[32] = {};
+  int found = 0;
+  ok(lt.cublasLtMatmulAlgoGetHeuristic(dev.lt(), desc, la, lb, lc, lc, pref, 32, heur, &found), "AlgoGetHeuristic");
+  lt.cublasLtMatmulPreferenceDestroy(pref);
+  if (!found)
+    throw CudaError("cuBLASLt found no algorithm for this matmul");
+  algo = heur[0].algo;
+  // Time the candidates on this very problem when it is big enough for it to matter.
+  if (found > 1 && (double)m.batch * m.m * m.n * m.k >= 1e9) {
+    const DriverApi &api = driver();
+    CUevent e0, e1;
+    api.cuEventCreate(&e0, 0);
+    api.cuEventCreate(&e1, 0);
+    float best = 1e30f;
+    for (int i = 0; i < found; ++i) {
+      float total = 0;
+      bool failed = false;
+      for (int rep = 0; rep < 3 && !failed; ++rep) {
+        api.cuEventRecord(e0, dev.stream);
+        failed = lt.cublasLtMatmul(dev.lt(), desc, alpha, (void *)b, la, (void *)a, lb, beta, (void *)c, lc,
+                                   (void *)d, lc, &heur[i].algo, (void *)dev.workspace(), dev.workspaceSize,
+                                   (cudaStream_t)dev.stream) != CUBLAS_STATUS_SUCCESS;
+        api.cuEventRecord(e1, dev.stream);
+        api.cuEventSynchronize(e1);
+        float ms = 0;
+        api.cuEventElapsedTime(&ms, e0, e1);
+        if (rep > 0)
+          total += ms;
+      }
+      if (!failed && total < best) {
+        best = total;
+        algo = heur[i].algo;
+      }
+    }
+    api.cuEventDestroy(e0);
+    api.cuEventDestroy(e1);
+  }
+  ready = true;
+  preparedTf32 = tf32;
+}
+
+void CublasLtMatmul::run(Device &dev, const MatmulCall &m, CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias,
+                         CUdeviceptr residual, CUdeviceptr product, bool tf32) {
+  const CublasLtApi &lt = cublasLt();
+  double one64 = 1, zero64 = 0, alpha64 = m.alpha;
+  float one32 = 1, zero32 = 0, alpha32 = (float)m.alpha;
+  bool withResidual = m.residualInput >= 0;
+  const void *alpha = m.dtype == DType::F64 ? (const void *)&alpha64 : (const void *)&alpha32;
+  const void *beta = m.dtype == DType::F64 ? (const void *)(withResidual ? &one64 : &zero64)
+                                           : (const void *)(withResidual ? &one32 : &zero32);
+  CUdeviceptr c = withResidual ? residual : product;
+  if (!ready || preparedTf32 != tf32)
+    prepare(dev, m, lhs, rhs, c, product, alpha, beta, tf32);
+  if (m.biasInput >= 0)
+    lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  cublasStatus_t st = lt.cublasLtMatmul(dev.lt(), desc, alpha, (void *)rhs, la, (void *)lhs, lb, beta, (void *)c, lc,
+                                        (void *)product, lc, &algo, (void *)dev.workspace(), dev.workspaceSize,
+                                        (cudaStream_t)dev.stream);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw CudaError("cuBLASLt matmul (" + std::to_string(m.m) + "x" + std::to_string(m.n) + "x" +
+                    std::to_string(m.k) + ") failed (status " + std::to_string(st) + ")");
+}
+
+void transposeF32(Device &dev, CUdeviceptr src, int64_t rows, int64_t cols, CUdeviceptr dst) {
+  const CublasLtApi &lt = cublasLt();
+  cublasLtMatrixTransformDesc_t desc;
+  cublasLtMatrixLayout_t a, c;
+  lt.cublasLtMatrixTransformDescCreate(&desc, CUDA_R_32F);
+  cublasOperation_t op = CUBLAS_OP_T;
+  lt.cublasLtMatrixTransformDescSetAttribute(desc, CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSA, &op, sizeof op);
+  // Column-major views: src is [cols, rows] (ld cols), dst is [rows, cols] (ld rows).
+  lt.cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, cols, rows, cols);
+  lt.cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, rows, cols, rows);
+  float one = 1, zero = 0;
+  cublasStatus_t st = lt.cublasLtMatrixTransform(dev.lt(), desc, &one, (const void *)src, a, &zero, nullptr, nullptr,
+                                                 (void *)dst, c, (cudaStream_t)dev.stream);
+  lt.cublasLtMatrixLayoutDestroy(a);
+  lt.cublasLtMatrixLayoutDestroy(c);
+  lt.cublasLtMatrixTransformDescDestroy(desc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw CudaError("cuBLASLt matrix transform failed (status " + std::to_string(st) + ")");
+}
+
+// ---- cuDNN convolutions -----------------------------------------------------------------------
+
+CudnnConv::~CudnnConv() { destroy(); }
+
+void CudnnConv::destroy() {
+  if (!x && !y && !bias && !filter && !conv)
+    return;
+  const CudnnApi &api = cudnn();
+  if (x) api.cudnnDestroyTensorDescriptor(x);
+  if (y) api.cudnnDestroyTensorDescriptor(y);
+  if (bias) api.cudnnDestroyTensorDescriptor(bias);
+  if (filter) api.cudnnDestroyFilterDescriptor(filter);
+  if (conv) api.cudnnDestroyConvolutionDescriptor(conv);
+  x = y = bias = nullptr;
+  filter = nullptr;
+  conv = nullptr;
+  ready = false;
+}
+
+void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
+  destroy();
+  const ConvGeometry &c = spec.geometry;
+  const CudnnApi &api = cudnn();
+  x = tensorDesc(spec.dtype, c.nhwc, c.n, c.c, c.h, c.w);
+  y = tensorDesc(spec.dtype, c.nhwc, c.n, c.o, c.oh, c.ow);
+  if (spec.biasIndex >= 0)
+    bias = tensorDesc(spec.dtype, c.nhwc, 1, c.o, 1, 1);
+  ok(api.cudnnCreateFilterDescriptor(&filter), "CreateFilterDescriptor");
+  ok(api.cudnnSetFilter4dDescriptor(filter, cudnnType(spec.dtype), c.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                    (int)c.o, (int)(c.c / c.groups), (int)c.kh, (int)c.kw),
+     "SetFilter4dDescriptor");
+  ok(api.cudnnCreateConvolutionDescriptor(&conv), "CreateConvolutionDescriptor");
+  ok(api.cudnnSetConvolution2dDescriptor(conv, (int)c.padTop, (int)c.padLeft, (int)c.strideH, (int)c.strideW,
+                                         (int)c.dilationH, (int)c.dilationW, CUDNN_CROSS_CORRELATION,
+                                         spec.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+     "SetConvolution2dDescriptor");
+  ok(api.cudnnSetConvolutionGroupCount(conv, (int)c.groups), "SetConvolutionGroupCount");
+  api.cudnnSetConvolutionMathType(conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  // The heuristics' first algorithm that succeeds within the shared workspace.
+  auto pick = [&](auto *perf, int found) -> int {
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
+        return i;
+    throw CudaError("cuDNN found no convolution algorithm within the workspace");
+  };
+  int found = 0;
+  switch (c.direction) {
+  case ConvDirection::Forward: {
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, 8, &found, perf),
+       "GetConvolutionForwardAlgorithm_v7");
+    algo = perf[pick(perf, found)].algo;
+    break;
+  }
+  case ConvDirection::BackwardInput: {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+    ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x, 8, &found, perf),
+       "GetConvolutionBackwardDataAlgorithm_v7");
+    dataAlgo = perf[pick(perf, found)].algo;
+    break;
+  }
+  case ConvDirection::BackwardFilter: {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter, 8, &found, perf),
+       "GetConvolutionBackwardFilterAlgorithm_v7");
+    filterAlgo = perf[pick(perf, found)].algo;
+    break;
+  }
+  }
+  ready = true;
+  preparedTf32 = tf32;
+}
+
+void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdeviceptr> &ins, CUdeviceptr product,
+                    bool tf32) {
+  const CudnnApi &api = cudnn();
+  if (!ready || preparedTf32 != tf32)
+    prepare(dev, spec, tf32);
+  auto in = [&](int i) { return (void *)ins[i]; };
+  Scale k(spec.dtype);
+  void *ws = (void *)dev.workspace();
+  switch (spec.geometry.direction) {
+  case ConvDirection::Forward:
+    ok(api.cudnnConvolutionForward(dev.dnn(), k.one(), x, in(spec.inputIndex), filter, in(spec.filterIndex), conv,
+                                   algo, ws, dev.workspaceSize, k.zero(), y, (void *)product),
+       "ConvolutionForward");
+    if (spec.biasIndex >= 0)
+      ok(api.cudnnAddTensor(dev.dnn(), k.one(), bias, in(spec.biasIndex), k.one(), y, (void *)product), "AddTensor");
+    break;
+  case ConvDirection::BackwardInput:
+    ok(api.cudnnConvolutionBackwardData(dev.dnn(), k.one(), filter, in(spec.filterIndex), y, in(spec.gradOutputIndex),
+                                        conv, dataAlgo, ws, dev.workspaceSize, k.zero(), x, (void *)product),
+       "ConvolutionBackwardData");
+    break;
+  case ConvDirection::BackwardFilter:
+    ok(api.cudnnConvolutionBackwardFilter(dev.dnn(), k.one(), x, in(spec.inputIndex), y, in(spec.gradOutputIndex),
+                                          conv, filterAlgo, ws, dev.workspaceSize, k.zero(), filter, (void *)product),
+       "ConvolutionBackwardFilter");
+    break;
+  }
+}
+
+// ---- cuDNN pooling ----------------------------------------------------------------------------
+
+CudnnPool::~CudnnPool() {
+  if (!x && !y && !pool)
+    return;
+  const CudnnApi &api = cudnn();
+  if (x) api.cudnnDestroyTensorDescriptor(x);
+  if (y) api.cudnnDestroyTensorDescriptor(y);
+  if (pool) api.cudnnDestroyPoolingDescriptor(pool);
+}
+
+void CudnnPool::run(Device &dev, const PoolCall &spec, const std::vector<CUdeviceptr> &ins, CUdeviceptr out) {
+  const PoolGeometry &p = spec.geometry;
+  const CudnnApi &api = cudnn();
+  if (!pool) {
+    x = tensorDesc(spec.dtype, p.nhwc, p.n, p.c, p.h, p.w);
+    y = tensorDesc(spec.dtype, p.nhwc, p.n, p.c, p.oh, p.ow);
+    ok(api.cudnnCreatePoolingDescriptor(&pool), "CreatePoolingDescriptor");
+    // The deterministic max mode routes a window's gradient to one maximum, as the
+    // interpreter's first-maximum rule does when the maximum is unique.
+    cudnnPoolingMode_t mode = p.isMax ? (p.backward ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX)
+                              : p.countIncludePad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    // NaN propagates, as rf_max does on the interpreter.
+    ok(api.cudnnSetPooling2dDescriptor(pool, mode, CUDNN_PROPAGATE_NAN, (int)p.kh, (int)p.kw, (int)p.padTop,
+                                       (int)p.padLeft, (int)p.strideH, (int)p.strideW),
+       "SetPooling2dDescriptor");
+  }
+  Scale k(spec.dtype);
+  auto in = [&](int i) { return (void *)ins[i]; };
+  if (!p.backward)
+    ok(api.cudnnPoolingForward(dev.dnn(), pool, k.one(), x, in(0), k.zero(), y, (void *)out), "PoolingForward");
+  else if (p.isMax) // operands: input, output, grad_output
+    ok(api.cudnnPoolingBackward(dev.dnn(), pool, k.one(), y, in(1), y, in(2), x, in(0), k.zero(), x, (void *)out),
+       "PoolingBackward");
+  else // average pooling reads neither x nor y
+    ok(api.cudnnPoolingBackward(dev.dnn(), pool, k.one(), y, in(0), y, in(0), x, (void *)out, k.zero(), x,
+                                (void *)out),
+       "PoolingBackward");
+}
+
+} // namespace rfuse::cuda
