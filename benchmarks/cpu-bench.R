@@ -11,10 +11,9 @@ median_ms <- function(f, reps) {
   1000 * median(t)
 }
 
-with_env <- function(vars, code) {
-  old <- vapply(names(vars), function(n) Sys.getenv(n, unset = NA), "")
-  do.call(Sys.setenv, as.list(vars))
-  on.exit(for (n in names(vars)) if (is.na(old[[n]])) Sys.unsetenv(n) else do.call(Sys.setenv, setNames(list(old[[n]]), n)))
+with_options <- function(opts, code) {
+  old <- rf_options(opts)
+  on.exit(rf_options(old))
   code
 }
 
@@ -58,7 +57,7 @@ for (name in names(workloads)) {
   if (!(err <= 1e-10)) stop(sprintf("%s: rfuse differs from base R (relative error %g)", name, err))
   base_ms <- median_ms(function() do.call(w$f, a), reps)
   jit_ms <- median_ms(function() do.call(jf, a), reps)
-  interp_ms <- with_env(c(RFUSE_CPU_JIT = "0"), {
+  interp_ms <- with_options(list(cpu_jit = FALSE), {
     ji <- rf_jit(w$f, dtype = "float64")
     median_ms(function() do.call(ji, a), max(1, reps %/% 3))
   })

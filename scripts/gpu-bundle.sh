@@ -14,7 +14,12 @@ cp build/lib/*.so "$stage/rfuse/lib/"
 cp -L /usr/lib/llvm-19/lib/libMLIR.so.19.1 /usr/lib/llvm-19/lib/libLLVM.so.19.1 \
       /lib/x86_64-linux-gnu/libz3.so.4 "$stage/rfuse/lib/"
 mkdir -p "$stage/rfuse/examples" && cp examples/*.mlir "$stage/rfuse/examples/"
-cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" benchmarks/compare.py benchmarks/torch_extra.py \
+# RFUSE_BEFORE=DIR (bin/rfuse-bench + lib/*.so of an earlier build): benchmarked beside this one
+# in the same run (gpu-run.sh compare), for before/after tables.
+if [ -n "${RFUSE_BEFORE:-}" ]; then
+  mkdir -p "$stage/rfuse/before" && cp -r "$RFUSE_BEFORE/bin" "$RFUSE_BEFORE/lib" "$stage/rfuse/before/"
+fi
+cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" "$shared/device/torch_best.py" benchmarks/compare.py benchmarks/torch_extra.py \
    scripts/gpu-run.sh "$stage/rfuse/"
 tar -C "$stage" -cf - rfuse | xz -T2 -6 > .bundle/rfuse-gpu.tar.xz
 ls -la .bundle/rfuse-gpu.tar.xz

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU box from the repository root, with .bundle carried:
-#   bash scripts/gpu-run.sh [tests|bench|all|quick|rfuse]
+#   bash scripts/gpu-run.sh [tests|bench|all|quick|rfuse|compare|torch-best]
 # tests: the GPU test suite, then the corpus under compute-sanitizer memcheck.
 # bench: rfuse-bench twice (the second process must compile nothing: disk cache), PyTorch's
 #        baselines, and the side-by-side table (benchmarks/compare.py).
+# compare: rfuse-bench of the bundled earlier build (before/, see gpu-bundle.sh) and of this one,
+#          alternately, twice each. torch-best: ../shared/device/torch_best.py (PyTorch's best setting).
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -40,6 +42,18 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   (cd "$R" && OUT="$out" timeout 300 python3 torch_extra.py > "$out/torch3.log" 2>&1; tail -n 3 "$out/torch3.log")
   echo "== side by side"
   python3 "$R/compare.py" "$out" | tee "$out/compare.txt"
+fi
+if [ "$what" = compare ]; then
+  for round in 1 2; do
+    for build in before after; do
+      if [ "$build" = before ]; then lib="$R/before/lib" bin="$R/before/bin"; else lib="$R/lib" bin="$R/bin"; fi
+      echo "== rfuse-bench $build (round $round)"
+      LD_LIBRARY_PATH="$lib:$LD_LIBRARY_PATH" OUT=/tmp "$bin/rfuse-bench" | tee "$out/bench-$build-$round.log" | grep -E "^(W|mm|rfuse-bench)"
+    done
+  done
+fi
+if [ "$what" = torch-best ]; then
+  (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
 if [ "$what" = quick ] || [ "$what" = rfuse ]; then
   OUT="$out" "$R/bin/rfuse-bench" | tee -a "$out/bench.log"

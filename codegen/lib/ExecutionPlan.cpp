@@ -148,7 +148,7 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
   if (!fn)
     throw std::runtime_error("no function '" + entry + "'");
-  if (target.backend == Backend::Cpu) {
+  if (target.backend == Backend::Cpu && !module.getContext()->getLoadedDialect("llvm")) {
     DialectRegistry cpuDialects;
     cpu::registerCpuDialects(cpuDialects);
     module.getContext()->appendDialectRegistry(cpuDialects);

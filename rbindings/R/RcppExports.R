@@ -117,3 +117,11 @@
     .Call(`_rfuse_rf_run`, p, args, dtypes, outDims, device)
 }
 
+.rf_option_table <- function() {
+    .Call(`_rfuse_rf_option_table`)
+}
+
+.rf_option_set <- function(name, value) {
+    invisible(.Call(`_rfuse_rf_option_set`, name, value))
+}
+

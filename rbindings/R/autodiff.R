@@ -96,6 +96,7 @@ grad_entry <- function(state, args) {
                        w, if (k$static[i]) "static" else "logical"))
   }
   m <- state$mode
+  apply_r_options()
   program <- rf_guard(.rf_compile_grad(tr$text, state$pipeline, match(wrt, traced) - 1L, isTRUE(m$recompute),
                                        m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8))

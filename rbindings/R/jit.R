@@ -127,6 +127,7 @@ jit_entry <- function(state, args) {
   for (i in seq_along(args))
     check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
   tr <- trace_function(state$f, args, state$dtype, k$static)
+  apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr)
   assign(k$key, entry, envir = state$cache)
@@ -168,8 +169,10 @@ print.rf_jit_function <- function(x, ...) {
 #' @return A list with `traced` and `fused` (MLIR text), `kernels` (named character vector: the
 #'   generated CUDA C++ source of each kernel, generated with or without a GPU),
 #'   `kernel_names` (the outlined kernel functions, named by kind), `library_calls`
-#'   (character: the cuBLASLt/cuDNN calls), `gpu_fallbacks` (kernels that would run on the host
-#'   on a GPU, with the reason), `cpu_steps` (how each step runs on the CPU backend: compiled,
+#'   (character: the cuBLASLt/cuDNN calls), `gpu_fallbacks` (steps that would run on the host
+#'   on a GPU, with the reason), `gpu_plan` (the GPU execution plan, a line per step: launch
+#'   grid, block and vector width, or the cuBLASLt / cuDNN call and its epilogue, for the GPU
+#'   at hand or an sm_90 with 132 SMs), `cpu_steps` (how each step runs on the CPU backend: compiled,
 #'   BLAS, or interpreted with the reason), and the cost model's `kernel_count` and
 #'   `bytes_moved`.
 #' @examples
@@ -185,7 +188,7 @@ rf_explain <- function(f, ..., pipeline = "default") {
   info <- rf_guard(.rf_program_info(je$entry$program))
   list(traced = info$traced, fused = info$fused, kernels = info$cuda,
        kernel_names = info$kernels, library_calls = info$library_calls,
-       gpu_fallbacks = info$gpu_fallbacks, cpu_steps = info$cpu_steps,
+       gpu_fallbacks = info$gpu_fallbacks, gpu_plan = info$gpu_plan, cpu_steps = info$cpu_steps,
        kernel_count = info$kernel_count, bytes_moved = info$bytes_moved,
        pipeline = info$pipeline)
 }

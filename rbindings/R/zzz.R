@@ -1,15 +1,18 @@
 .onLoad <- function(libname, pkgname) {
   # R users asked for float32 get float32 matrix products: TF32 (10-bit mantissa inputs, the
-  # speed PyTorch's benchmarks use) only when asked for, through rf_allow_tf32().
-  if (!nzchar(Sys.getenv("RFUSE_ALLOW_TF32"))) Sys.setenv(RFUSE_ALLOW_TF32 = "0")
+  # speed PyTorch's benchmarks use) only when asked for (rf_options(tf32 = TRUE)).
+  if (!nzchar(Sys.getenv("RFUSE_ALLOW_TF32"))) .rf_option_set("tf32", "0")
+  # A bad options(rfuse.*) must not stop the package from loading: it warns, and the next
+  # compile raises the classed error.
+  tryCatch(apply_r_options(), rfuse_option_error = function(e) warning(conditionMessage(e), call. = FALSE))
 }
 
 #' Allow TF32 matrix products on the GPU
 #'
 #' On NVIDIA GPUs float32 matrix products can run in TF32 (inputs rounded to 10 mantissa bits,
 #' float32 accumulation): several times faster, relative error near 1e-3 instead of 1e-6. rfuse's
-#' R package keeps it off unless asked (`RFUSE_ALLOW_TF32=1` in the environment or this function).
-#' Programs compiled before the change keep their setting.
+#' R package keeps it off unless asked (`RFUSE_ALLOW_TF32=1` in the environment, this function,
+#' or `rf_options(tf32 = TRUE)`, which it calls). It applies from the next call on.
 #'
 #' @param allow `TRUE` or `FALSE`.
 #' @return The previous setting, invisibly.
@@ -18,7 +21,7 @@
 #' rf_allow_tf32(old)
 #' @export
 rf_allow_tf32 <- function(allow = TRUE) {
-  old <- Sys.getenv("RFUSE_ALLOW_TF32") == "1"
-  Sys.setenv(RFUSE_ALLOW_TF32 = if (isTRUE(allow)) "1" else "0")
-  invisible(old)
+  if (!is.logical(allow) || length(allow) != 1L || is.na(allow))
+    rf_abort("rfuse_option_error", "rf_allow_tf32() takes TRUE or FALSE")
+  invisible(rf_options(tf32 = allow)$tf32)
 }

@@ -393,6 +393,27 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_option_table
+DataFrame rf_option_table();
+RcppExport SEXP _rfuse_rf_option_table() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_option_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_option_set
+void rf_option_set(std::string name, std::string value);
+RcppExport SEXP _rfuse_rf_option_set(SEXP nameSEXP, SEXP valueSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< std::string >::type value(valueSEXP);
+    rf_option_set(name, value);
+    return R_NilValue;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -424,6 +445,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
     {"_rfuse_rf_first_nonfinite", (DL_FUNC) &_rfuse_rf_first_nonfinite, 3},
     {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
+    {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
+    {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {NULL, NULL, 0}
 };
 

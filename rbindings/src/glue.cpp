@@ -10,6 +10,7 @@
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
+#include "rfuse/Runtime/Options.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +36,8 @@ template <class F> auto guarded(F &&f) -> decltype(f()) {
     fail("rfuse_compile_error", e.what());
   } catch (const rfuse::InterpreterError &e) {
     fail("rfuse_runtime_error", e.what());
+  } catch (const rfuse::OptionError &e) {
+    fail("rfuse_option_error", e.what());
   } catch (const Rcpp::exception &) {
     throw;
   } catch (const std::exception &e) {
@@ -319,6 +322,7 @@ List rf_program_info(SEXP p) {
     return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,
                         _["cuda"] = cuda,
                         _["gpu_fallbacks"] = CharacterVector(i.gpuFallbacks.begin(), i.gpuFallbacks.end()),
+                        _["gpu_plan"] = CharacterVector(i.gpuPlan.begin(), i.gpuPlan.end()),
                         _["cpu_steps"] = CharacterVector(cpuSteps.begin(), cpuSteps.end()),
                         _["fused"] = i.fusedText, _["kernels"] = kernels,
                         _["library_calls"] = CharacterVector(i.libraryCalls.begin(), i.libraryCalls.end()),
@@ -507,4 +511,27 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
     }
     return out;
   });
+}
+
+// [[Rcpp::export(.rf_option_table)]]
+DataFrame rf_option_table() {
+  return guarded([&] {
+    std::vector<std::string> name, env, accepted, def, value, description;
+    for (const rfuse::OptionDoc &d : rfuse::optionDocs()) {
+      name.push_back(d.name);
+      env.push_back(d.environment);
+      accepted.push_back(d.accepted);
+      def.push_back(d.defaultValue);
+      value.push_back(rfuse::getOption(d.name));
+      description.push_back(d.description);
+    }
+    return DataFrame::create(_["name"] = name, _["environment"] = env, _["accepted"] = accepted,
+                             _["default"] = def, _["value"] = value, _["description"] = description,
+                             _["stringsAsFactors"] = false);
+  });
+}
+
+// [[Rcpp::export(.rf_option_set)]]
+void rf_option_set(std::string name, std::string value) {
+  guarded([&] { rfuse::setOption(name, value); });
 }

@@ -1,6 +1,9 @@
 // rfuse-opt: MLIR's opt driver with the rfuse dialect, the dialects rfuse IR meets (func, arith,
-// math, tensor, linalg), upstream's generic passes (canonicalize, cse, inline, ...) and rfuse's
-// own passes registered.
+// math, tensor, linalg) and those its CPU lowering emits (memref, scf, llvm, ...), upstream's
+// generic passes (canonicalize, cse, inline, ...), rfuse's own passes and its lowering stages
+// (rfuse-emit-cuda, rfuse-lower-kernels-to-cpu).
+#include "rfuse/Codegen/CodegenPasses.h"
+#include "rfuse/Codegen/CpuLowering.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Passes/Passes.h"
 
@@ -32,6 +35,8 @@ int main(int argc, char **argv) {
                   mlir::linalg::LinalgDialect>();
   mlir::registerTransformsPasses();
   rfuse::registerRfusePasses();
+  rfuse::registerRfuseCodegenPasses();
+  rfuse::cpu::registerCpuDialects(registry); // what the CPU lowering emits
   rfuse::registerRfusePipelines();
   // --rfuse-pipeline=NAME is spelled --rfuse-pipeline-NAME for MLIR's option parser.
   std::vector<std::string> args(argv, argv + argc);

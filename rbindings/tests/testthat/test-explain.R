@@ -3,7 +3,7 @@ test_that("rf_explain returns the traced and fused IR, kernels and library calls
   mlp <- function(x, w, b) pmax(sweep(x %*% w, 2, b, "+"), 0)
   ex <- rf_explain(mlp, x, w, b)
   expect_named(ex, c("traced", "fused", "kernels", "kernel_names", "library_calls",
-                     "gpu_fallbacks", "cpu_steps", "kernel_count", "bytes_moved", "pipeline"),
+                     "gpu_fallbacks", "gpu_plan", "cpu_steps", "kernel_count", "bytes_moved", "pipeline"),
                ignore.order = TRUE)
   expect_match(ex$traced, "rfuse.matmul")
   expect_match(ex$fused, "rfuse.kernel = #rfuse<fusion_kind matmul_epilogue>", fixed = TRUE)

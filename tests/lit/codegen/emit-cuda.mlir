@@ -1,0 +1,108 @@
+// rfuse-emit-cuda: the GPU execution plan's choices and each kernel's CUDA C++, for every kernel
+// kind: pointwise with a broadcast, row and column reductions, a matmul epilogue (cuBLASLt's own,
+// and a generated one), a convolution epilogue, pooling, and f16 / bf16 storage.
+// RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default --rfuse-emit-cuda | FileCheck %s
+// RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default '--rfuse-emit-cuda=arch=sm_86 sms=84' | FileCheck %s --check-prefix=SM86
+
+// CHECK-LABEL: func.func @pointwise_broadcast
+// CHECK: call @pointwise_broadcast_k0_pointwise{{.*}}rfuse.plan = "cuda pointwise grid 1024 block 256 vector 4"
+// CHECK: func.func private @pointwise_broadcast_k0_pointwise{{.*}}rfuse.cuda_source = "// rfuse pointwise kernel pointwise_broadcast_k0_pointwise: 1048576 elements, vector width 4
+// CHECK-SAME: extern \22C\22 __global__ void pointwise_broadcast_k0_pointwise(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0)
+// CHECK-SAME: float4
+// CHECK-SAME: rf_tanh
+// SM86: rfuse.plan = "cuda pointwise grid 1024 block 256 vector 4"
+func.func @pointwise_broadcast(%x: tensor<1024x1024xf32>, %b: tensor<1024xf32>) -> tensor<1024x1024xf32> {
+  %bb = rfuse.broadcast_in_dim %b, dims = [1] : (tensor<1024xf32>) -> tensor<1024x1024xf32>
+  %s = rfuse.add %x, %bb : tensor<1024x1024xf32>
+  %t = rfuse.tanh %s : tensor<1024x1024xf32>
+  return %t : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Trailing-dim (row) reduction: a block per row; leading-dim (column): a thread per column.
+// CHECK-LABEL: func.func @row_softmax
+// CHECK: rfuse.plan = "cuda reduction, a block per row grid 512 block 64"
+// CHECK: rfuse.cuda_source = "// rfuse reduction kernel row_softmax_k0_reduction: a block per row, 512 x 1024
+// CHECK-SAME: rf_block_reduce
+func.func @row_softmax(%x: tensor<512x1024xf32>) -> tensor<512x1024xf32> {
+  %m = rfuse.reduce_max %x, dims = [1] : (tensor<512x1024xf32>) -> tensor<512xf32>
+  %mb = rfuse.broadcast_in_dim %m, dims = [0] : (tensor<512xf32>) -> tensor<512x1024xf32>
+  %d = rfuse.sub %x, %mb : tensor<512x1024xf32>
+  %e = rfuse.exp %d : tensor<512x1024xf32>
+  %s = rfuse.reduce_sum %e, dims = [1] : (tensor<512x1024xf32>) -> tensor<512xf32>
+  %sb = rfuse.broadcast_in_dim %s, dims = [0] : (tensor<512xf32>) -> tensor<512x1024xf32>
+  %p = rfuse.div %e, %sb : tensor<512x1024xf32>
+  return %p : tensor<512x1024xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @column_sums
+// CHECK: rfuse.plan = "cuda reduction, a thread per column grid 1 block 256"
+// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_sums_k0_reduction: a thread per output, 64 x 16
+// SM86: rfuse.plan = "cuda reduction, a thread per column grid 1 block 256"
+func.func @column_sums(%x: tensor<16x64xf32>) -> tensor<64xf32> {
+  %e = rfuse.exp %x : tensor<16x64xf32>
+  %s = rfuse.reduce_sum %e, dims = [0] : (tensor<16x64xf32>) -> tensor<64xf32>
+  return %s : tensor<64xf32>
+}
+
+// -----
+
+// bias + ReLU is cuBLASLt's own epilogue (no kernel); erf GELU needs a generated one.
+// CHECK-LABEL: func.func @matmul_bias_relu
+// CHECK: rfuse.plan = "cublaslt matmul 1x64x32x128 f32 + bias, relu"
+// CHECK-NOT: rfuse.cuda_source
+// CHECK-LABEL: func.func @matmul_gelu
+// CHECK: rfuse.plan = "cublaslt matmul 1x64x32x128 f32 + generated epilogue (grid 2 block 256 vector 4)"
+// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel matmul_gelu_k0_matmul_epilogue_epilogue: 2048 elements
+// CHECK-SAME: rf_gelu_erf(
+func.func @matmul_bias_relu(%a: tensor<64x128xf32>, %b: tensor<128x32xf32>, %c: tensor<32xf32>) -> tensor<64x32xf32> {
+  %m = rfuse.matmul %a, %b : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32>
+  %cb = rfuse.broadcast_in_dim %c, dims = [1] : (tensor<32xf32>) -> tensor<64x32xf32>
+  %s = rfuse.add %m, %cb : tensor<64x32xf32>
+  %r = rfuse.relu %s : tensor<64x32xf32>
+  return %r : tensor<64x32xf32>
+}
+func.func @matmul_gelu(%a: tensor<64x128xf32>, %b: tensor<128x32xf32>) -> tensor<64x32xf32> {
+  %m = rfuse.matmul %a, %b : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32>
+  %g = rfuse.gelu %m : tensor<64x32xf32>
+  return %g : tensor<64x32xf32>
+}
+
+// -----
+
+// A convolution through cuDNN (bias by cuDNN) and its ReLU in a generated epilogue; pooling.
+// CHECK-LABEL: func.func @conv_relu_pool
+// CHECK: rfuse.plan = "cudnn conv forward 2x1x10x10 -> 4 k3x3 s1 g1 nchw f32 + bias + generated epilogue (grid 1 block 256 vector 4)"
+// CHECK: rfuse.plan = "cudnn max pool 2x4x8x8 k2x2 s2 f32"
+// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel conv_relu_pool_k0_conv_epilogue_epilogue: 512 elements
+// CHECK-SAME: rf_relu(
+func.func @conv_relu_pool(%x: tensor<2x1x10x10xf32>, %w: tensor<4x1x3x3xf32>, %b: tensor<4xf32>) -> tensor<2x4x4x4xf32> {
+  %conv = rfuse.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>,
+            dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>}
+          : (tensor<2x1x10x10xf32>, tensor<4x1x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %act = rfuse.relu %conv : tensor<2x4x8x8xf32>
+  %pool = rfuse.max_pool2d %act {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,
+            padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>}
+          : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  return %pool : tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// f16 and bf16 are stored as such and computed in f32.
+// CHECK-LABEL: func.func @half_storage
+// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel half_storage_k0_pointwise
+// CHECK-SAME: const __half* __restrict__ in0, const __nv_bfloat16* __restrict__ in1
+// CHECK-SAME: __half2float(in0[idx])
+// CHECK-SAME: __bfloat162float(in1[idx])
+// CHECK-SAME: out0[idx] = __float2bfloat16_rn(
+func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256xbf16> {
+  %a = rfuse.cast %x : tensor<256xf16> to tensor<256xf32>
+  %b = rfuse.cast %y : tensor<256xbf16> to tensor<256xf32>
+  %s = rfuse.mul %a, %b : tensor<256xf32>
+  %c = rfuse.cast %s : tensor<256xf32> to tensor<256xbf16>
+  return %c : tensor<256xbf16>
+}

@@ -1,0 +1,104 @@
+// rfuse-lower-kernels-to-cpu: the CPU execution plan's choices and each step's lowered functions
+// of (begin, end, memrefs...), for every kernel kind: pointwise with a broadcast (linalg), row and
+// column reductions (scf loop nests), a matmul epilogue and a convolution epilogue (BLAS, then a
+// compiled epilogue), pooling (the interpreter's loops), and f16 (interpreted, with the reason).
+// RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default --rfuse-lower-kernels-to-cpu | FileCheck %s
+// RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default '--rfuse-lower-kernels-to-cpu=stage=llvm' | FileCheck %s --check-prefix=LLVM
+// RUN: not rfuse-opt %s -split-input-file '--rfuse-lower-kernels-to-cpu=stage=ptx' 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: stage must be linalg or llvm, not 'ptx'
+
+// CHECK-LABEL: func.func @pointwise_broadcast
+// CHECK: call @pointwise_broadcast_k0_pointwise{{.*}}rfuse.plan = "compiled pointwise"
+// CHECK: module @pointwise_broadcast_k0_pointwise_cpu
+// CHECK: func.func @rfuse_cpu_kernel(%{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<32xf64>, %{{.*}}: memref<64x32xf64>, %{{.*}}: memref<64x32xf64>) attributes {llvm.emit_c_interface}
+// CHECK: memref.subview
+// CHECK: linalg.generic
+// CHECK: math.tanh
+// LLVM: module @pointwise_broadcast_k0_pointwise_cpu
+// LLVM: llvm.func @rfuse_cpu_kernel
+// LLVM: llvm.func @_mlir_ciface_rfuse_cpu_kernel
+func.func @pointwise_broadcast(%x: tensor<64x32xf64>, %b: tensor<32xf64>) -> tensor<64x32xf64> {
+  %bb = rfuse.broadcast_in_dim %b, dims = [1] : (tensor<32xf64>) -> tensor<64x32xf64>
+  %s = rfuse.add %x, %bb : tensor<64x32xf64>
+  %t = rfuse.tanh %s : tensor<64x32xf64>
+  return %t : tensor<64x32xf64>
+}
+
+// -----
+
+// A row per outer index, the accumulator carried by scf.for (f32 sums accumulate in f64).
+// CHECK-LABEL: func.func @row_sums
+// CHECK: rfuse.plan = "compiled reduction"
+// CHECK: module @row_sums_k0_reduction_cpu
+// CHECK: scf.for
+// CHECK: iter_args(%{{.*}} = %{{.*}}) -> (f64)
+// CHECK: arith.addf {{.*}} fastmath<reassoc> : f64
+// CHECK: arith.truncf
+func.func @row_sums(%x: tensor<8x128xf32>) -> tensor<8xf32> {
+  %e = rfuse.exp %x : tensor<8x128xf32>
+  %s = rfuse.reduce_sum %e, dims = [1] : (tensor<8x128xf32>) -> tensor<8xf32>
+  return %s : tensor<8xf32>
+}
+
+// -----
+
+// Leading-dim reduction (R's rowSums of a matrix): column tiles, partials in stack scratch.
+// CHECK-LABEL: func.func @column_sums
+// CHECK: rfuse.plan = "compiled reduction"
+// CHECK: module @column_sums_k0_reduction_cpu
+// CHECK: memref.alloca
+// CHECK: scf.for
+// CHECK: scf.for
+func.func @column_sums(%x: tensor<16x64xf64>) -> tensor<64xf64> {
+  %s = rfuse.reduce_sum %x, dims = [0] : (tensor<16x64xf64>) -> tensor<64xf64>
+  return %s : tensor<64xf64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmul_bias_relu
+// CHECK: rfuse.plan = "BLAS + compiled epilogue"
+// CHECK: module @matmul_bias_relu_k0_matmul_epilogue_cpu
+// CHECK: linalg.generic
+// CHECK: arith.addf
+// CHECK: arith.cmpf olt
+// CHECK: arith.select
+func.func @matmul_bias_relu(%a: tensor<64x128xf64>, %b: tensor<128x32xf64>, %c: tensor<32xf64>) -> tensor<64x32xf64> {
+  %m = rfuse.matmul %a, %b : (tensor<64x128xf64>, tensor<128x32xf64>) -> tensor<64x32xf64>
+  %cb = rfuse.broadcast_in_dim %c, dims = [1] : (tensor<32xf64>) -> tensor<64x32xf64>
+  %s = rfuse.add %m, %cb : tensor<64x32xf64>
+  %r = rfuse.relu %s : tensor<64x32xf64>
+  return %r : tensor<64x32xf64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @conv_relu_pool
+// CHECK: rfuse.plan = "im2col + BLAS + compiled epilogue"
+// CHECK: rfuse.plan = "pooling loops (f64)"
+// CHECK: module @conv_relu_pool_k0_conv_epilogue_cpu
+// CHECK-NOT: module @conv_relu_pool_1_max_pool2d_cpu
+func.func @conv_relu_pool(%x: tensor<2x1x10x10xf32>, %w: tensor<4x1x3x3xf32>, %b: tensor<4xf32>) -> tensor<2x4x4x4xf32> {
+  %conv = rfuse.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>,
+            dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>}
+          : (tensor<2x1x10x10xf32>, tensor<4x1x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %act = rfuse.relu %conv : tensor<2x4x8x8xf32>
+  %pool = rfuse.max_pool2d %act {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,
+            padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>}
+          : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  return %pool : tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// f16 / bf16 are not lowered for the CPU: the interpreter runs them, and the plan says why.
+// CHECK-LABEL: func.func @half_storage
+// CHECK: rfuse.plan = "interpreted ({{.*}}f16{{.*}})"
+// CHECK-NOT: module @half_storage
+func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256xbf16> {
+  %a = rfuse.cast %x : tensor<256xf16> to tensor<256xf32>
+  %b = rfuse.cast %y : tensor<256xbf16> to tensor<256xf32>
+  %s = rfuse.mul %a, %b : tensor<256xf32>
+  %c = rfuse.cast %s : tensor<256xf32> to tensor<256xbf16>
+  return %c : tensor<256xbf16>
+}
