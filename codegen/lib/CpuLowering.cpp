@@ -6,8 +6,10 @@
 #include "rfuse/IR/Geometry.h"
 
 #include "KernelRegion.h"
+#include "ScalarIR.h"
 
 #include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/IR/ScalarOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -66,106 +68,20 @@ public:
   }
 
 private:
-
-  Value erfc(OpBuilder &nb, Location l, Value x) {
-    Type t = x.getType();
-    if (t.isF32()) { // ScalarOps.h's rf_erfc<float>, op for op (and it vectorizes)
-      auto fc = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(t, v)).getResult(); };
-      Value z = nb.create<math::AbsFOp>(l, x);
-      Value tt = nb.create<arith::DivFOp>(l, fc(1), nb.create<arith::AddFOp>(l, fc(1), nb.create<arith::MulFOp>(l, fc(0.5), z)));
-      Value p = nb.create<arith::SubFOp>(l, nb.create<arith::MulFOp>(l, tt, fc(0.246517301)), fc(1.18611491));
-      for (double c : {2.14747453, -1.63775313, 0.402321577, -0.268756866, 0.139630049, 0.539700627, 1.44272923, -1.82574821})
-        p = nb.create<arith::AddFOp>(l, nb.create<arith::MulFOp>(l, p, tt), fc(c));
-      Value zl = nb.create<arith::MulFOp>(l, z, fc(1.44269504));
-      Value e = nb.create<math::Exp2Op>(l, nb.create<math::FmaOp>(l, nb.create<arith::NegFOp>(l, z), zl, p));
-      Value r = nb.create<arith::MulFOp>(l, tt, e);
-      Value nonNegative = nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, x, fc(0));
-      return nb.create<arith::SelectOp>(l, nonNegative, r, nb.create<arith::SubFOp>(l, fc(2), r));
-    }
-    // libm's erfc (MLIR 19's math dialect has erf but no erfc): the same function the
-    // interpreter's rf_gelu_erf calls in f64.
-    std::string sym = t.isF32() ? "erfcf" : "erfc";
-    if (!target.lookupSymbol(sym)) {
-      OpBuilder mb(target.getBodyRegion());
-      auto decl = mb.create<func::FuncOp>(l, sym, mb.getFunctionType({t}, {t}));
-      decl.setPrivate();
-    }
-    return nb.create<func::CallOp>(l, sym, TypeRange{t}, ValueRange{x}).getResult(0);
-  }
-
+  // Each kind's code comes from its ScalarOps.h template instantiated over ir::IrVal (the table
+  // ScalarOps.def names the function): the interpreter's and the GPU's definition, op for op.
   Value scalar(OpBuilder &nb, Location l, ScalarOpKind k, ArrayRef<Value> a, std::string &why) {
-    Type t = a[0].getType();
-    bool isF = llvm::isa<FloatType>(t);
-    auto fc = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(t, v)).getResult(); };
-    auto zeroI = [&]() { return nb.create<arith::ConstantOp>(l, nb.getIntegerAttr(t, 0)).getResult(); };
+    using ir::IrVal;
+    ir::Context context{&nb, l, a[k == ScalarOpKind::Select ? 1 : 0].getType(), target};
+    ir::Scope scope(context);
     switch (k) {
-    case ScalarOpKind::Neg: return isF ? (Value)nb.create<arith::NegFOp>(l, a[0]) : nb.create<arith::SubIOp>(l, zeroI(), a[0]);
-    case ScalarOpKind::Abs: return isF ? (Value)nb.create<math::AbsFOp>(l, a[0]) : nb.create<math::AbsIOp>(l, a[0]);
-    case ScalarOpKind::Exp: return nb.create<math::ExpOp>(l, a[0]);
-    case ScalarOpKind::Log: return nb.create<math::LogOp>(l, a[0]);
-    case ScalarOpKind::Sqrt: return nb.create<math::SqrtOp>(l, a[0]);
-    case ScalarOpKind::Rsqrt: return nb.create<arith::DivFOp>(l, fc(1), nb.create<math::SqrtOp>(l, a[0]));
-    case ScalarOpKind::Tanh: return nb.create<math::TanhOp>(l, a[0]);
-    case ScalarOpKind::Sigmoid:
-      return nb.create<arith::DivFOp>(l, fc(1), nb.create<arith::AddFOp>(l, fc(1), nb.create<math::ExpOp>(l, nb.create<arith::NegFOp>(l, a[0]))));
-    case ScalarOpKind::Relu: {
-      Value neg = isF ? (Value)nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OLT, a[0], fc(0))
-                      : nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, a[0], zeroI());
-      return nb.create<arith::SelectOp>(l, neg, isF ? fc(0) : zeroI(), a[0]);
-    }
-    case ScalarOpKind::GeluErf: {
-      Value arg = nb.create<arith::MulFOp>(l, nb.create<arith::NegFOp>(l, a[0]), fc(0.70710678118654752440));
-      return nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.5), a[0]), erfc(nb, l, arg));
-    }
-    case ScalarOpKind::GeluErfGrad: {
-      Value x = a[0];
-      Value cdf = nb.create<arith::MulFOp>(l, fc(0.5), erfc(nb, l, nb.create<arith::MulFOp>(l, nb.create<arith::NegFOp>(l, x), fc(0.70710678118654752440))));
-      Value pdf = nb.create<math::ExpOp>(l, nb.create<arith::MulFOp>(l, fc(-0.5), nb.create<arith::MulFOp>(l, x, x)));
-      return nb.create<arith::AddFOp>(l, cdf, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, x, fc(0.39894228040143267794)), pdf));
-    }
-    case ScalarOpKind::GeluTanhGrad: {
-      Value x = a[0];
-      Value x2 = nb.create<arith::MulFOp>(l, x, x);
-      Value u = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, x, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.044715), x2), x)));
-      Value t = nb.create<math::TanhOp>(l, u);
-      Value left = nb.create<arith::MulFOp>(l, fc(0.5), nb.create<arith::AddFOp>(l, fc(1), t));
-      Value sech2 = nb.create<arith::SubFOp>(l, fc(1), nb.create<arith::MulFOp>(l, t, t));
-      Value du = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, fc(1), nb.create<arith::MulFOp>(l, fc(0.134145), x2)));
-      Value right = nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.5), x), sech2), du);
-      return nb.create<arith::AddFOp>(l, left, right);
-    }
-    case ScalarOpKind::GeluTanh: {
-      Value x3 = nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, fc(0.044715), a[0]), a[0]), a[0]);
-      Value u = nb.create<arith::MulFOp>(l, fc(0.79788456080286535588), nb.create<arith::AddFOp>(l, a[0], x3));
-      Value e = nb.create<math::ExpOp>(l, nb.create<arith::MulFOp>(l, fc(-2), u));
-      return nb.create<arith::DivFOp>(l, a[0], nb.create<arith::AddFOp>(l, fc(1), e));
-    }
-    case ScalarOpKind::Sin: return nb.create<math::SinOp>(l, a[0]);
-    case ScalarOpKind::Cos: return nb.create<math::CosOp>(l, a[0]);
-    case ScalarOpKind::Add: return isF ? (Value)nb.create<arith::AddFOp>(l, a[0], a[1]) : nb.create<arith::AddIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Sub: return isF ? (Value)nb.create<arith::SubFOp>(l, a[0], a[1]) : nb.create<arith::SubIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Mul: return isF ? (Value)nb.create<arith::MulFOp>(l, a[0], a[1]) : nb.create<arith::MulIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Div: return nb.create<arith::DivFOp>(l, a[0], a[1]);
-    case ScalarOpKind::Pow: return nb.create<math::PowFOp>(l, a[0], a[1]);
-    // NaN-propagating, as rf_max / rf_min.
-    case ScalarOpKind::Max: return isF ? (Value)nb.create<arith::MaximumFOp>(l, a[0], a[1]) : nb.create<arith::MaxSIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Min: return isF ? (Value)nb.create<arith::MinimumFOp>(l, a[0], a[1]) : nb.create<arith::MinSIOp>(l, a[0], a[1]);
-#define RF_CMP(K, FP, IP)                                                                         \
-  case ScalarOpKind::K:                                                                           \
-    return isF ? (Value)nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::FP, a[0], a[1])          \
-               : nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::IP, a[0], a[1]);
-    RF_CMP(Eq, OEQ, eq)
-    RF_CMP(Ne, UNE, ne)
-    RF_CMP(Lt, OLT, slt)
-    RF_CMP(Le, OLE, sle)
-    RF_CMP(Gt, OGT, sgt)
-    RF_CMP(Ge, OGE, sge)
-#undef RF_CMP
-    case ScalarOpKind::Not:
-      return nb.create<arith::XOrIOp>(l, a[0], nb.create<arith::ConstantOp>(l, nb.getBoolAttr(true)));
-    case ScalarOpKind::And: return nb.create<arith::AndIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Or: return nb.create<arith::OrIOp>(l, a[0], a[1]);
-    case ScalarOpKind::Select: return nb.create<arith::SelectOp>(l, a[0], a[1], a[2]);
+#define RFUSE_UNARY(K, FN) case ScalarOpKind::K: return scalar::FN<IrVal>(a[0]).v;
+#define RFUSE_BINARY(K, FN) case ScalarOpKind::K: return scalar::FN<IrVal>(a[0], a[1]).v;
+#define RFUSE_COMPARE(K, FN) case ScalarOpKind::K: return scalar::FN<IrVal>(a[0], a[1]).v;
+#define RFUSE_LOGIC1(K, FN) case ScalarOpKind::K: return scalar::FN<IrVal>(a[0]).v;
+#define RFUSE_LOGIC2(K, FN) case ScalarOpKind::K: return scalar::FN<IrVal>(a[0], a[1]).v;
+#include "rfuse/IR/ScalarOps.def"
+    case ScalarOpKind::Select: return scalar::rf_select<IrVal, IrVal>(a[0], a[1], a[2]).v;
     }
     why = "an unknown scalar op";
     return {};
@@ -200,11 +116,11 @@ private:
       Type f64 = nb.getF64Type();
       Value d = from.isF64() ? x : nb.create<arith::ExtFOp>(l, f64, x).getResult();
       bool i32 = to.isInteger(32);
-      double lo = i32 ? -2147483648.0 : -9223372036854775808.0, hi = i32 ? 2147483647.0 : 9223372036854774784.0;
-      auto c = [&](double v) { return nb.create<arith::ConstantOp>(l, nb.getFloatAttr(f64, v)).getResult(); };
-      Value v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OLE, d, c(lo)), c(lo), d);
-      v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, v, c(hi)), c(hi), v);
-      v = nb.create<arith::SelectOp>(l, nb.create<arith::CmpFOp>(l, arith::CmpFPredicate::UNO, d, d), c(0), v);
+      double lo = i32 ? scalar::rf_int_range<int>::lo : scalar::rf_int_range<long long>::lo;
+      double hi = i32 ? scalar::rf_int_range<int>::hi : scalar::rf_int_range<long long>::hi;
+      ir::Context context{&nb, l, f64, target};
+      ir::Scope scope(context);
+      Value v = scalar::rf_saturate<ir::IrVal>(d, lo, hi).v;
       return nb.create<arith::FPToSIOp>(l, to, v);
     }
     why = "a cast from " + std::to_string(from.getIntOrFloatBitWidth()) + "-bit type to " +
@@ -610,39 +526,45 @@ private:
     return sb.apply(b, loc, op, a, why);
   }
 
-  int kindOf(Operation *op) { return isa<ReduceMaxOp>(op) ? 1 : isa<ReduceMinOp>(op) ? 2 : 0; }
+  int kindOf(Operation *op) {
+    return isa<ReduceMaxOp>(op) ? scalar::RF_REDUCE_MAX : isa<ReduceMinOp>(op) ? scalar::RF_REDUCE_MIN : scalar::RF_REDUCE_SUM;
+  }
   // f32 sums accumulate in f64, as the interpreter's do (in long double): results then agree
   // to f32 rounding whatever the length.
   Type accType(Operation *op) {
     Type t = elemOf(op->getResult(0));
-    return t.isF32() && kindOf(op) == 0 ? Float64Type::get(t.getContext()) : t;
+    return t.isF32() && kindOf(op) == scalar::RF_REDUCE_SUM ? Float64Type::get(t.getContext()) : t;
   }
   Value widen(OpBuilder &b, Operation *op, Value v) {
     return v.getType() == accType(op) ? v : b.create<arith::ExtFOp>(loc, accType(op), v).getResult();
   }
+  // The identity and combining step of ScalarOps.h's reductions.
   Value init(OpBuilder &b, Operation *op) {
     Type t = accType(op);
     int k = kindOf(op);
-    if (llvm::isa<FloatType>(t))
-      return b.create<arith::ConstantOp>(
-          loc, b.getFloatAttr(t, k == 0 ? 0.0 : k == 1 ? -std::numeric_limits<double>::infinity()
-                                                       : std::numeric_limits<double>::infinity()));
-    int64_t v = k == 0 ? 0 : k == 1 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-    if (t.isInteger(32))
-      v = k == 0 ? 0 : k == 1 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+    if (llvm::isa<FloatType>(t)) {
+      double v = k == scalar::RF_REDUCE_SUM   ? scalar::rf_reduce_identity_f<scalar::RF_REDUCE_SUM>()
+                 : k == scalar::RF_REDUCE_MAX ? scalar::rf_reduce_identity_f<scalar::RF_REDUCE_MAX>()
+                                              : scalar::rf_reduce_identity_f<scalar::RF_REDUCE_MIN>();
+      return b.create<arith::ConstantOp>(loc, b.getFloatAttr(t, v));
+    }
+    bool i32 = t.isInteger(32);
+    int64_t v = k == scalar::RF_REDUCE_SUM   ? scalar::rf_reduce_identity_i<scalar::RF_REDUCE_SUM>(i32)
+                : k == scalar::RF_REDUCE_MAX ? scalar::rf_reduce_identity_i<scalar::RF_REDUCE_MAX>(i32)
+                                             : scalar::rf_reduce_identity_i<scalar::RF_REDUCE_MIN>(i32);
     return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, v));
   }
   Value combine(OpBuilder &b, Operation *op, Value acc, Value v, bool reassoc) {
     bool f = llvm::isa<FloatType>(v.getType());
-    switch (kindOf(op)) {
-    case 1: return f ? (Value)b.create<arith::MaximumFOp>(loc, acc, v) : b.create<arith::MaxSIOp>(loc, acc, v);
-    case 2: return f ? (Value)b.create<arith::MinimumFOp>(loc, acc, v) : b.create<arith::MinSIOp>(loc, acc, v);
-    default:
-      if (!f)
-        return b.create<arith::AddIOp>(loc, acc, v);
-      return b.create<arith::AddFOp>(loc, acc, v,
-                                     reassoc ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none);
-    }
+    int k = kindOf(op);
+    // A sum's a + b, with leave to reassociate (so LLVM vectorizes the row loop).
+    if (k == scalar::RF_REDUCE_SUM && f)
+      return b.create<arith::AddFOp>(loc, acc, v, reassoc ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none);
+    ir::Context context{&b, loc, v.getType(), ModuleOp()};
+    ir::Scope scope(context);
+    return k == scalar::RF_REDUCE_SUM   ? scalar::rf_reduce_combine<scalar::RF_REDUCE_SUM, ir::IrVal>(acc, v).v
+           : k == scalar::RF_REDUCE_MAX ? scalar::rf_reduce_combine<scalar::RF_REDUCE_MAX, ir::IrVal>(acc, v).v
+                                        : scalar::rf_reduce_combine<scalar::RF_REDUCE_MIN, ir::IrVal>(acc, v).v;
   }
   Value finish(OpBuilder &b, Operation *op, Value acc) {
     Type t = acc.getType();

@@ -4,6 +4,7 @@
 #include "KernelRegion.h"
 
 #include "rfuse/IR/RfuseDialect.h"
+#include "rfuse/IR/ScalarOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -126,7 +127,7 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a, std::string &why) {
     case ScalarArity::Compare: return fn + "<" + ct + ">(" + a[0] + ", " + a[1] + ")";
     case ScalarArity::Logic1: return fn + "(" + a[0] + ")";
     case ScalarArity::Logic2: return fn + "(" + a[0] + ", " + a[1] + ")";
-    case ScalarArity::Select: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    case ScalarArity::Select: return "rf_select(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
     }
   }
   if (auto c = dyn_cast<CastOp>(op)) {
@@ -135,10 +136,9 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a, std::string &why) {
     if (to == DType::I1)
       return "rf_to_bool((double)(" + a[0] + "))";
     if (isFloat(from) && to == DType::I32)
-      return "rf_float_to_int<int>((double)(" + a[0] + "), -2147483648.0, 2147483647.0)";
+      return "rf_float_to_int<int>((double)(" + a[0] + "))";
     if (isFloat(from) && to == DType::I64)
-      return "rf_float_to_int<long long>((double)(" + a[0] +
-             "), -9223372036854775808.0, 9223372036854774784.0)";
+      return "rf_float_to_int<long long>((double)(" + a[0] + "))";
     if (to == DType::F16)
       return "__half2float(__float2half_rn((float)(" + a[0] + ")))";
     if (to == DType::BF16)
@@ -428,18 +428,15 @@ public:
     os << "// rfuse reduction kernel " << name << ": "
        << (rowMode ? "a block per row, " : "a thread per output, ") << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
-template <int OP, class T> __device__ __forceinline__ T rf_combine(T a, T b) {
-  return OP == 0 ? a + b : OP == 1 ? rf_max<T>(a, b) : rf_min<T>(a, b);
-}
 // Reduces v over the block; every thread gets the result.
 template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
-  for (int o = 16; o > 0; o >>= 1) v = rf_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   __syncthreads(); // the previous reduction's readers are done with smem
   if (lane == 0) smem[warp] = v;
   __syncthreads();
   v = smem[0];
-  for (int w = 1; w < nw; ++w) v = rf_combine<OP, T>(v, smem[w]);
+  for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w]);
   return v;
 }
 )" << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
@@ -693,12 +690,12 @@ private:
     for (Operation *op : r.ops) {
       Value res = op->getResult(0);
       if (isReduction(op)) {
-        int kind = isa<ReduceMaxOp>(op) ? 1 : isa<ReduceMinOp>(op) ? 2 : 0;
+        int kind = isa<ReduceMaxOp>(op) ? scalar::RF_REDUCE_MAX : isa<ReduceMinOp>(op) ? scalar::RF_REDUCE_MIN
+                                                                                : scalar::RF_REDUCE_SUM;
         DType dt = dtypeOf(res);
         std::string acc = isFloat(dt) ? (dt == DType::F64 ? "double" : "float") : "long long";
-        std::string init = kind == 0 ? "(" + acc + ")0"
-                           : isFloat(dt) ? std::string(kind == 1 ? "-" : "") + "(" + acc + ")__longlong_as_double(0x7ff0000000000000LL)"
-                           : kind == 1 ? "(long long)(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+        std::string init = "(" + acc + ")" + (isFloat(dt) ? "rf_reduce_identity_f<" + std::to_string(kind) + ">()"
+                                                          : "rf_reduce_identity_i<" + std::to_string(kind) + ">(false)");
         std::string an = "acc" + std::to_string(rowCounter++);
         std::string loop;
         llvm::raw_string_ostream ls(loop);
@@ -709,7 +706,7 @@ private:
           return false;
         flushRowCode();
         os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
-        os << ls.str() << "      " << an << " = rf_combine<" << kind << ", " << acc << ">(" << an
+        os << ls.str() << "      " << an << " = rf_reduce_combine<" << kind << ", " << acc << ">(" << an
            << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
         if (rowMode)
           os << "    " << an << " = rf_block_reduce<" << kind << ", " << acc << ">(" << an

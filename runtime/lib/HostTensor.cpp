@@ -141,9 +141,8 @@ int64_t toIntegerDType(DType t, double v) {
   if (t == DType::I1)
     return scalar::rf_to_bool(v);
   if (t == DType::I32)
-    return scalar::rf_float_to_int<int32_t>(v, -2147483648.0, 2147483647.0);
-  // 2^63 - 1 is not a double: saturate at the largest double below 2^63.
-  return scalar::rf_float_to_int<int64_t>(v, -9223372036854775808.0, 9223372036854774784.0);
+    return scalar::rf_float_to_int<int32_t>(v);
+  return scalar::rf_float_to_int<int64_t>(v);
 }
 
 int64_t wrapInteger(DType t, int64_t v) {

@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 using namespace rfuse;
 
 namespace {
@@ -200,4 +203,112 @@ func.func @main(%x: tensor<2x7x6x4xf32>, %w: tensor<6x3x2x2xf32>, %g: tensor<2x4
   EXPECT_EQ(steps.find("interpret"), std::string::npos) << steps;
   EXPECT_NE(program->info().fusedText.find("conv_epilogue"), std::string::npos) << "the update fuses into the gradient call";
 }
+} // namespace
+
+namespace {
+
+// Every scalar op kind of ScalarOps.def has a CPU lowering (derived from ScalarOps.h) that
+// compiles and computes what the interpreter computes, in f32 and f64. A kind added to the
+// table without an op here fails the first test.
+struct KindOp {
+  const char *body; // `%r = ...` over %x, %y (floats) and %p, %q (i1)
+  const char *result; // "float" or "bool"
+};
+const std::map<std::string, KindOp> &kindOps() {
+  static const std::map<std::string, KindOp> ops = {
+      {"Neg", {"%r = rfuse.neg %x : T", "float"}},
+      {"Abs", {"%r = rfuse.abs %x : T", "float"}},
+      {"Exp", {"%r = rfuse.exp %x : T", "float"}},
+      {"Log", {"%a = rfuse.abs %x : T\n  %r = rfuse.log %a : T", "float"}},
+      {"Sqrt", {"%a = rfuse.abs %x : T\n  %r = rfuse.sqrt %a : T", "float"}},
+      {"Rsqrt", {"%a = rfuse.abs %x : T\n  %r = rfuse.rsqrt %a : T", "float"}},
+      {"Tanh", {"%r = rfuse.tanh %x : T", "float"}},
+      {"Sigmoid", {"%r = rfuse.sigmoid %x : T", "float"}},
+      {"Relu", {"%r = rfuse.relu %x : T", "float"}},
+      {"GeluErf", {"%r = rfuse.gelu %x approximate = none : T", "float"}},
+      {"GeluTanh", {"%r = rfuse.gelu %x approximate = tanh : T", "float"}},
+      {"GeluErfGrad", {"%r = rfuse.gelu_grad %x : T", "float"}},
+      {"GeluTanhGrad", {"%r = rfuse.gelu_grad %x approximate = tanh : T", "float"}},
+      {"Sin", {"%r = rfuse.sin %x : T", "float"}},
+      {"Cos", {"%r = rfuse.cos %x : T", "float"}},
+      {"Add", {"%r = rfuse.add %x, %y : T", "float"}},
+      {"Sub", {"%r = rfuse.sub %x, %y : T", "float"}},
+      {"Mul", {"%r = rfuse.mul %x, %y : T", "float"}},
+      {"Div", {"%r = rfuse.div %x, %y : T", "float"}},
+      {"Pow", {"%a = rfuse.abs %x : T\n  %r = rfuse.pow %a, %y : T", "float"}},
+      {"Max", {"%r = rfuse.max %x, %y : T", "float"}},
+      {"Min", {"%r = rfuse.min %x, %y : T", "float"}},
+      {"Eq", {"%r = rfuse.compare eq, %x, %y : T", "bool"}},
+      {"Ne", {"%r = rfuse.compare ne, %x, %y : T", "bool"}},
+      {"Lt", {"%r = rfuse.compare lt, %x, %y : T", "bool"}},
+      {"Le", {"%r = rfuse.compare le, %x, %y : T", "bool"}},
+      {"Gt", {"%r = rfuse.compare gt, %x, %y : T", "bool"}},
+      {"Ge", {"%r = rfuse.compare ge, %x, %y : T", "bool"}},
+      {"Not", {"%r = rfuse.not %p : B", "bool"}},
+      {"And", {"%r = rfuse.and %p, %q : B", "bool"}},
+      {"Or", {"%r = rfuse.or %p, %q : B", "bool"}},
+  };
+  return ops;
+}
+
+std::vector<std::string> scalarKinds() {
+  std::vector<std::string> kinds;
+#define RFUSE_UNARY(K, FN) kinds.push_back(#K);
+#define RFUSE_BINARY(K, FN) kinds.push_back(#K);
+#define RFUSE_COMPARE(K, FN) kinds.push_back(#K);
+#define RFUSE_LOGIC1(K, FN) kinds.push_back(#K);
+#define RFUSE_LOGIC2(K, FN) kinds.push_back(#K);
+#include "rfuse/IR/ScalarOps.def"
+  return kinds;
+}
+
+std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(CpuJit, EveryScalarOpKindHasACpuLowering) {
+  for (const std::string &kind : scalarKinds())
+    EXPECT_TRUE(kindOps().count(kind)) << "ScalarOps.def's " << kind << " has no case here: add one";
+  for (const char *dt : {"f32", "f64"}) {
+    std::string T = std::string("tensor<300x") + dt + ">", B = "tensor<300xi1>";
+    for (const auto &[kind, op] : kindOps()) {
+      std::string body = replaceAll(replaceAll(op.body, " T", " " + T), " B", " " + B);
+      std::string text = "func.func @main(%x: " + T + ", %y: " + T + ") -> " +
+                         (std::string(op.result) == "bool" ? B : T) + " {\n" +
+                         "  %z = rfuse.constant dense<0.0> : " + T + "\n" +
+                         "  %p = rfuse.compare gt, %x, %z : " + T + "\n" +
+                         "  %q = rfuse.compare lt, %y, %z : " + T + "\n  " + body +
+                         "\n  return %r : " + (std::string(op.result) == "bool" ? B : T) + "\n}\n";
+      std::string name = kind + " " + dt;
+      auto program = compileProgram(text, "no-fusion");
+      for (const std::string &s : program->cpuSteps())
+        EXPECT_EQ(s.find("interpreted"), std::string::npos) << name << ": " << s;
+      std::mt19937_64 rng(11);
+      DType d = std::string(dt) == "f32" ? DType::F32 : DType::F64;
+      std::vector<HostTensor> in = {test::randomTensor(d, {300}, rng), test::randomTensor(d, {300}, rng)};
+      // NaN, infinities and signed zeros take part too.
+      in[0].f[0] = std::nan(""), in[0].f[1] = INFINITY, in[0].f[2] = -INFINITY, in[0].f[3] = -0.0;
+      in[1].f[4] = std::nan(""), in[1].f[5] = 0.0, in[1].f[6] = -INFINITY;
+      auto ref = interpretText(text, "main", in);
+      auto got = program->run(in, Device::Cpu);
+      ASSERT_EQ(got.size(), 1u) << name;
+      if (!ref[0].isFloat()) {
+        EXPECT_EQ(got[0].i, ref[0].i) << name;
+        continue;
+      }
+      for (size_t k = 0; k < ref[0].f.size(); ++k) {
+        double a = got[0].f[k], b = ref[0].f[k];
+        if (std::isnan(b)) {
+          EXPECT_TRUE(std::isnan(a)) << name << " element " << k;
+          continue;
+        }
+        double tol = (d == DType::F64 ? 1e-13 : 3e-6) * std::max(1.0, std::fabs(b));
+        EXPECT_TRUE(a == b || std::fabs(a - b) <= tol) << name << " element " << k << ": " << a << " vs " << b;
+      }
+    }
+  }
+}
+
 } // namespace

@@ -33,10 +33,12 @@ TEST(Tools, RfuseOptListsTheDialectAndPasses) {
   auto [rc, out] = runCommand(kBin + "rfuse-opt --help");
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("rfuse"), std::string::npos);
-  EXPECT_NE(out.find("Available Dialects: arith, builtin, func, linalg, math, rfuse, tensor"),
+  EXPECT_NE(out.find("Available Dialects: affine, arith, builtin, cf, func, linalg, llvm, math, memref, rfuse, scf, tensor"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("--rfuse-unfuse"), std::string::npos);
+  EXPECT_NE(out.find("--rfuse-emit-cuda"), std::string::npos);
+  EXPECT_NE(out.find("--rfuse-lower-kernels-to-cpu"), std::string::npos);
 }
 
 TEST(Tools, RfuseRunAffineSoftmaxMatchesFloat64Reference) {

@@ -202,10 +202,10 @@ private:
           out.shape = toVec(r.getType().getShape());
           return std::vector<HostTensor>{out};
         })
-        .Case([&](ReduceSumOp r) { return std::vector<HostTensor>{reduce(r, in[0], 's')}; })
-        .Case([&](ReduceMeanOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'a')}; })
-        .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'M')}; })
-        .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce(r, in[0], 'm')}; })
+        .Case([&](ReduceSumOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_SUM>(r, in[0], false)}; })
+        .Case([&](ReduceMeanOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_SUM>(r, in[0], true)}; })
+        .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MAX>(r, in[0], false)}; })
+        .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MIN>(r, in[0], false)}; })
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
         .Case<Conv2dOp, Conv2dBackwardInputOp, Conv2dBackwardFilterOp>(
             [&](Operation *c) { return std::vector<HostTensor>{convolution(c, in)}; })
@@ -330,8 +330,8 @@ private:
     });
   }
 
-  // kind: 's' sum, 'a' mean, 'M' max, 'm' min.
-  template <class ReduceOpT> HostTensor reduce(ReduceOpT r, const HostTensor &in, char kind) {
+  // ScalarOps.h's reduction K (identity and combine) in long double; mean: the sum / count.
+  template <int K, class ReduceOpT> HostTensor reduce(ReduceOpT r, const HostTensor &in, bool mean) {
     HostTensor out = alloc(r.getResult());
     auto dims = r.getDims();
     // Output index of each input element: drop (or zero) the reduced dims.
@@ -340,30 +340,20 @@ private:
       keptShape.push_back(llvm::is_contained(dims, d) ? 1 : in.shape[d]);
     auto keptStrides = stridesOf(keptShape);
     int64_t n = out.numel();
-    std::vector<long double> acc(n, 0.0L);
-    std::vector<bool> seen(n, false);
+    long double identity = in.isFloat() ? (long double)scalar::rf_reduce_identity_f<K>()
+                                        : (long double)scalar::rf_reduce_identity_i<K>(in.dtype == DType::I32);
+    std::vector<long double> acc(n, identity);
     forEachIndex(in.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
       int64_t o = 0;
       for (int64_t d = 0; d < in.rank(); ++d)
         o += (keptShape[d] == 1 ? 0 : idx[d]) * keptStrides[d];
-      long double v = in.get(k);
-      if (kind == 's' || kind == 'a')
-        acc[o] += v;
-      else if (!seen[o])
-        acc[o] = v;
-      else
-        acc[o] = kind == 'M' ? scalar::rf_max(acc[o], v) : scalar::rf_min(acc[o], v);
-      seen[o] = true;
+      acc[o] = scalar::rf_reduce_combine<K, long double>(acc[o], in.get(k));
     });
     int64_t count = in.numel() / std::max<int64_t>(n, 1);
     for (int64_t o = 0; o < n; ++o) {
       long double v = acc[o];
-      if (!seen[o]) // reducing an empty dimension
-        v = kind == 'M' ? -std::numeric_limits<double>::infinity()
-            : kind == 'm' ? std::numeric_limits<double>::infinity()
-            : kind == 'a' ? std::numeric_limits<double>::quiet_NaN() : 0.0L;
-      else if (kind == 'a')
-        v /= count;
+      if (mean)
+        v = count ? v / count : std::numeric_limits<double>::quiet_NaN(); // a mean over nothing
       if (out.isFloat())
         out.set(o, (double)v);
       else
