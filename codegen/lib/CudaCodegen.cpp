@@ -379,9 +379,8 @@ public:
       k.rowLength = redLen;
       // Elements per thread: blocks of up to 1024 threads, short rows still spread over a warp
       // or more. Rows whose 4-byte inputs load as 128-bit register chunks take 16 per thread
-      // with __launch_bounds__(block, 3) (W4 on an H200: 0.1245 -> 0.0997 ms; 16 without the
-      // bound is 0.234, the bound with 8 is 0.126); others 8. CodegenOptions'
-      // rowElementsPerThread and rowMinBlocks override, for experiments.
+      // with __launch_bounds__(block, 3) (the sweep: benchmarks/RESULTS.md, run 14); others 8.
+      // CodegenOptions' rowElementsPerThread and rowMinBlocks override, for experiments.
       bool forced = options.rowElementsPerThread > 0;
       for (int perThread : {16, 8}) {
         if (forced)
@@ -867,8 +866,8 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
   spec.m = mg.m;
   spec.n = mg.n;
   spec.k = mg.k;
-  // A large f32 A^T B: cuBLASLt's kernels for that layout run at ~65% of its best (4096^3: 0.53
-  // vs 0.34 ms on an H200), so A is transposed first and the product runs as A' B.
+  // A large f32 A^T B: cuBLASLt's kernels for that layout run at ~65% of its best (RESULTS.md,
+  // run 13), so A is transposed first and the product runs as A' B.
   if (options.transposeLargeLhs && spec.transposeA && !spec.transposeB && spec.dtype == DType::F32 &&
       spec.batch == 1 && !spec.batchedA && spec.m * spec.k >= ((int64_t)1 << 22)) {
     spec.transposeLhsFirst = true;

@@ -7,6 +7,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mutex>
 
 using namespace mlir;
 
@@ -14,9 +17,49 @@ namespace rfuse {
 
 std::vector<std::string> pipelineNames() { return {"default", "elementwise-only", "no-fusion"}; }
 
-LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name) {
-  if (!llvm::is_contained(pipelineNames(), name.str()))
-    return failure();
+namespace {
+bool isPipelineString(llvm::StringRef s) { return s.contains('(') || s.contains(','); }
+} // namespace
+
+void registerPassesForPipelines() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerTransformsPasses();
+    registerRfusePasses();
+  });
+}
+
+LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string *error) {
+  if (!llvm::is_contained(pipelineNames(), name.str())) {
+    std::string names;
+    for (const std::string &n : pipelineNames())
+      names += (names.empty() ? "" : ", ") + n;
+    if (!isPipelineString(name)) {
+      if (error)
+        *error = "unknown rfuse pipeline '" + name.str() + "'; the named pipelines are " + names +
+                 ", and an MLIR pass pipeline string (builtin.module(...)) is accepted too";
+      return failure();
+    }
+    registerPassesForPipelines();
+    // parsePassPipeline(text, pm) wants the passes without the builtin.module anchor (with it,
+    // it runs nothing).
+    llvm::StringRef inner = name.trim();
+    if (inner.consume_front("builtin.module(")) {
+      if (!inner.consume_back(")")) {
+        if (error)
+          *error = "the pass pipeline '" + name.str() + "' does not close its builtin.module(";
+        return failure();
+      }
+    }
+    std::string diag;
+    llvm::raw_string_ostream os(diag);
+    if (failed(parsePassPipeline(inner, pm, os))) {
+      if (error)
+        *error = "the pass pipeline '" + name.str() + "' does not parse: " + os.str();
+      return failure();
+    }
+    return success();
+  }
   // Every pipeline first inlines traced helper functions and cleans up.
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
@@ -35,13 +78,40 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name) {
   return success();
 }
 
-LogicalResult compile(ModuleOp module, llvm::StringRef pipeline, std::vector<CostEntry> *costs) {
+namespace {
+// The module's text after every registered pass (nesting adaptors have no argument).
+class RecordIR : public PassInstrumentation {
+public:
+  RecordIR(ModuleOp module, std::vector<std::pair<std::string, std::string>> *out) : module(module), out(out) {}
+  void runAfterPass(Pass *pass, Operation *) override {
+    if (pass->getArgument().empty())
+      return;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    out->push_back({pass->getArgument().str(), os.str()});
+  }
+
+private:
+  ModuleOp module;
+  std::vector<std::pair<std::string, std::string>> *out;
+};
+} // namespace
+
+LogicalResult compile(ModuleOp module, llvm::StringRef pipeline, std::vector<CostEntry> *costs,
+                      std::vector<std::pair<std::string, std::string>> *afterEachPass) {
   PassManager pm(module.getContext());
-  if (failed(buildPipeline(pm, pipeline)))
-    return module.emitError("unknown rfuse pipeline '") << pipeline << "'";
+  std::string error;
+  if (failed(buildPipeline(pm, pipeline, &error)))
+    return module.emitError(error);
   if (costs)
     pm.addInstrumentation(std::make_unique<CostReportInstrumentation>(
         [costs](const CostEntry &e) { costs->push_back(e); }));
+  if (afterEachPass) {
+    // Passes run one at a time, so each record is the whole module at that point.
+    module.getContext()->disableMultithreading();
+    pm.addInstrumentation(std::make_unique<RecordIR>(module, afterEachPass));
+  }
   return pm.run(module);
 }
 

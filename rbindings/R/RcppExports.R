@@ -81,8 +81,8 @@
     .Call(`_rfuse_rf_b_finish`, b, results)
 }
 
-.rf_compile <- function(text, pipeline) {
-    .Call(`_rfuse_rf_compile`, text, pipeline)
+.rf_compile <- function(text, pipeline, recordPasses = FALSE) {
+    .Call(`_rfuse_rf_compile`, text, pipeline, recordPasses)
 }
 
 .rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps) {
@@ -105,6 +105,14 @@
     .Call(`_rfuse_rf_call_key`, args, names, staticNames)
 }
 
+.rf_check_pipeline <- function(pipeline) {
+    invisible(.Call(`_rfuse_rf_check_pipeline`, pipeline))
+}
+
+.rf_load_plugin <- function(path) {
+    invisible(.Call(`_rfuse_rf_load_plugin`, path))
+}
+
 .rf_available_pipelines <- function() {
     .Call(`_rfuse_rf_available_pipelines`)
 }
@@ -123,5 +131,9 @@
 
 .rf_option_set <- function(name, value) {
     invisible(.Call(`_rfuse_rf_option_set`, name, value))
+}
+
+.rf_build_dir <- function() {
+    .Call(`_rfuse_rf_build_dir`)
 }
 

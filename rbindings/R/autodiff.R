@@ -65,8 +65,7 @@ grad_state <- function(f, wrt, dtype, pipeline, static, mode) {
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
   if (!is.null(wrt) && (!is.character(wrt) || !length(wrt)))
     rf_abort("rfuse_type_error", "`wrt` must name arguments of `f`")
-  if (!pipeline %in% .rf_available_pipelines())
-    rf_abort("rfuse_error", sprintf("unknown pipeline '%s'", format(pipeline)))
+  check_pipeline(pipeline)
   list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
        dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline, static = static,
        wrt = wrt, mode = mode, cache = new.env(parent = emptyenv()))

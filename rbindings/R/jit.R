@@ -43,7 +43,13 @@ check_arg <- function(a, name, is_static) {
 #' @param f A function of numeric arrays, or a module ([nn_module()]), traced as a whole with its
 #'   parameters as inputs.
 #' @param dtype `"float32"` (default) or `"float64"` (R's own double arithmetic).
-#' @param pipeline Fusion pipeline: `"default"`, `"elementwise-only"` or `"no-fusion"`.
+#' @param pipeline Fusion pipeline: `"default"`, `"elementwise-only"` or `"no-fusion"`, or an
+#'   MLIR pass pipeline string of registered passes, run exactly as written, e.g.
+#'   `"builtin.module(inline, canonicalize, func.func(rfuse-fuse-elementwise), rfuse-outline-kernels)"`
+#'   (`rfuse-opt --help` lists the passes). A pipeline that does not outline kernels runs op by op.
+#' @param plugins Paths of MLIR pass plugins (shared libraries exporting `mlirGetPassPluginInfo`)
+#'   to load first, so `pipeline` can name their passes. A plugin is code that runs in this R
+#'   process: load only what you trust. See `examples/pass-plugin` in rfuse's sources.
 #' @param static Names of arguments used as R values while tracing (part of the cache key by
 #'   value) instead of traced inputs: e.g. a loop count or a string option. Logical scalars are
 #'   always static.
@@ -54,7 +60,8 @@ check_arg <- function(a, name, is_static) {
 #' x <- matrix(rnorm(12), 3)
 #' all.equal(jf(x, 2, 0.5), f(x, 2, 0.5))
 #' @export
-rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", static = character()) {
+rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", static = character(),
+                   plugins = character()) {
   if (inherits(f, "rf_jit_function")) f <- attr(f, "rfuse")$f
   model <- NULL
   if (inherits(f, "nn_module")) {
@@ -63,10 +70,7 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
   }
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
   dtype <- match.arg(dtype)
-  pipelines <- .rf_available_pipelines()
-  if (!is.character(pipeline) || length(pipeline) != 1 || !pipeline %in% pipelines)
-    rf_abort("rfuse_error", sprintf("unknown pipeline '%s'; available: %s", format(pipeline),
-                                    paste(pipelines, collapse = ", ")))
+  check_pipeline(pipeline, plugins)
   cache <- new.env(parent = emptyenv())
   .rf_counters$next_id <- .rf_counters$next_id + 1
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
@@ -75,6 +79,20 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
                 static = static, cache = cache, model = model)
   jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
+}
+
+# Loads `plugins`, then checks that `pipeline` is a named pipeline or a pass pipeline string
+# that parses: a bad one is an error now, not at the first call.
+check_pipeline <- function(pipeline, plugins = character()) {
+  if (!is.character(plugins) || anyNA(plugins))
+    rf_abort("rfuse_plugin_error", "`plugins` must be paths of pass plugin libraries")
+  for (p in plugins) rf_guard(.rf_load_plugin(path.expand(p)))
+  if (!is.character(pipeline) || length(pipeline) != 1 || is.na(pipeline))
+    rf_abort("rfuse_error", sprintf("`pipeline` must be one string, not %s",
+                                    paste(deparse(pipeline, width.cutoff = 60L), collapse = " ")))
+  tryCatch(.rf_check_pipeline(pipeline), error = function(e)
+    rf_abort("rfuse_error", sub("^rfuse_[a-z_]+: ", "", conditionMessage(e))))
+  invisible(pipeline)
 }
 
 # A model's parameters are inputs too: new weights run the same compiled program.
@@ -165,7 +183,10 @@ print.rf_jit_function <- function(x, ...) {
 #'
 #' @param f A function or an [rf_jit()] function.
 #' @param ... Arguments as you would pass them to `f`.
-#' @param pipeline Fusion pipeline (ignored when `f` is already jitted).
+#' @param pipeline Fusion pipeline (for a function not yet jitted; a jitted `f` keeps its own).
+#' @param after_each_pass `TRUE`: also return `passes`, a named list of the module's text after
+#'   each pass of the pipeline, then after the lowering stages (`rfuse-emit-cuda`,
+#'   `rfuse-lower-kernels-to-cpu`), named `"01 inline"`, `"02 canonicalize"`, ...
 #' @return A list with `traced` and `fused` (MLIR text), `kernels` (named character vector: the
 #'   generated CUDA C++ source of each kernel, generated with or without a GPU),
 #'   `kernel_names` (the outlined kernel functions, named by kind), `library_calls`
@@ -181,16 +202,24 @@ print.rf_jit_function <- function(x, ...) {
 #' cat(ex$fused)
 #' ex$kernel_count
 #' @export
-rf_explain <- function(f, ..., pipeline = "default") {
+rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
+  if (inherits(f, "rf_jit_function") && !missing(pipeline))
+    rf_abort("rfuse_error", "`pipeline` is given to rf_jit() for a jitted function, not to rf_explain()")
+  if (!is.logical(after_each_pass) || length(after_each_pass) != 1 || is.na(after_each_pass))
+    rf_abort("rfuse_error", "`after_each_pass` must be TRUE or FALSE")
   jf <- if (inherits(f, "rf_jit_function")) f else rf_jit(f, pipeline = pipeline)
   state <- attr(jf, "rfuse")
   je <- jit_entry(state, with_parameters(state, list(...)))
-  info <- rf_guard(.rf_program_info(je$entry$program))
-  list(traced = info$traced, fused = info$fused, kernels = info$cuda,
+  program <- je$entry$program
+  if (after_each_pass) program <- rf_guard(.rf_compile(je$entry$trace$text, state$pipeline, TRUE))
+  info <- rf_guard(.rf_program_info(program))
+  out <- list(traced = info$traced, fused = info$fused, kernels = info$cuda,
        kernel_names = info$kernels, library_calls = info$library_calls,
        gpu_fallbacks = info$gpu_fallbacks, gpu_plan = info$gpu_plan, cpu_steps = info$cpu_steps,
        kernel_count = info$kernel_count, bytes_moved = info$bytes_moved,
        pipeline = info$pipeline)
+  if (after_each_pass) out$passes <- as.list(info$passes)
+  out
 }
 
 #' rfuse's compile cache

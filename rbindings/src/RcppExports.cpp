@@ -279,14 +279,15 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile
-SEXP rf_compile(std::string text, std::string pipeline);
-RcppExport SEXP _rfuse_rf_compile(SEXP textSEXP, SEXP pipelineSEXP) {
+SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses);
+RcppExport SEXP _rfuse_rf_compile(SEXP textSEXP, SEXP pipelineSEXP, SEXP recordPassesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
     Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile(text, pipeline));
+    Rcpp::traits::input_parameter< bool >::type recordPasses(recordPassesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile(text, pipeline, recordPasses));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -355,6 +356,26 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_check_pipeline
+void rf_check_pipeline(std::string pipeline);
+RcppExport SEXP _rfuse_rf_check_pipeline(SEXP pipelineSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
+    rf_check_pipeline(pipeline);
+    return R_NilValue;
+END_RCPP
+}
+// rf_load_plugin
+void rf_load_plugin(std::string path);
+RcppExport SEXP _rfuse_rf_load_plugin(SEXP pathSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
+    rf_load_plugin(path);
+    return R_NilValue;
+END_RCPP
+}
 // rf_available_pipelines
 CharacterVector rf_available_pipelines();
 RcppExport SEXP _rfuse_rf_available_pipelines() {
@@ -414,6 +435,16 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_build_dir
+std::string rf_build_dir();
+RcppExport SEXP _rfuse_rf_build_dir() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_build_dir());
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -436,17 +467,20 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_set_location", (DL_FUNC) &_rfuse_rf_b_set_location, 2},
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
-    {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 2},
+    {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
     {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 11},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
     {"_rfuse_rf_call_key", (DL_FUNC) &_rfuse_rf_call_key, 3},
+    {"_rfuse_rf_check_pipeline", (DL_FUNC) &_rfuse_rf_check_pipeline, 1},
+    {"_rfuse_rf_load_plugin", (DL_FUNC) &_rfuse_rf_load_plugin, 1},
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
     {"_rfuse_rf_first_nonfinite", (DL_FUNC) &_rfuse_rf_first_nonfinite, 3},
     {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
     {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
+    {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {NULL, NULL, 0}
 };
 

@@ -257,9 +257,11 @@ List rf_b_finish(SEXP b, IntegerVector results) {
 }
 
 // [[Rcpp::export(.rf_compile)]]
-SEXP rf_compile(std::string text, std::string pipeline) {
+SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = false) {
   return guarded([&] {
-    auto program = rfuse::compileProgram(text, pipeline, "main");
+    rfuse::CompileOptions options;
+    options.recordPasses = recordPasses;
+    auto program = rfuse::compileProgram(text, pipeline, "main", options);
     return XPtr<std::shared_ptr<rfuse::Program>>(new std::shared_ptr<rfuse::Program>(program), true);
   });
 }
@@ -319,10 +321,19 @@ List rf_program_info(SEXP p) {
       cudaNames.push_back(name);
     }
     cuda.names() = cudaNames;
+    CharacterVector passes, passNames;
+    for (size_t k = 0; k < i.passes.size(); ++k) {
+      passes.push_back(i.passes[k].second);
+      char n[16];
+      std::snprintf(n, sizeof n, "%02zu ", k + 1);
+      passNames.push_back(n + i.passes[k].first);
+    }
+    passes.names() = passNames;
     return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,
                         _["cuda"] = cuda,
                         _["gpu_fallbacks"] = CharacterVector(i.gpuFallbacks.begin(), i.gpuFallbacks.end()),
                         _["gpu_plan"] = CharacterVector(i.gpuPlan.begin(), i.gpuPlan.end()),
+                        _["passes"] = passes,
                         _["cpu_steps"] = CharacterVector(cpuSteps.begin(), cpuSteps.end()),
                         _["fused"] = i.fusedText, _["kernels"] = kernels,
                         _["library_calls"] = CharacterVector(i.libraryCalls.begin(), i.libraryCalls.end()),
@@ -376,6 +387,20 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) 
     key += "];";
   }
   return List::create(_["key"] = key, _["static"] = isStatic);
+}
+
+// [[Rcpp::export(.rf_check_pipeline)]]
+void rf_check_pipeline(std::string pipeline) {
+  guarded([&] { rfuse::checkPipeline(pipeline); });
+}
+
+// [[Rcpp::export(.rf_load_plugin)]]
+void rf_load_plugin(std::string path) {
+  try {
+    rfuse::loadPassPlugin(path);
+  } catch (const std::exception &e) {
+    fail("rfuse_plugin_error", e.what());
+  }
 }
 
 // [[Rcpp::export(.rf_available_pipelines)]]
@@ -535,3 +560,7 @@ DataFrame rf_option_table() {
 void rf_option_set(std::string name, std::string value) {
   guarded([&] { rfuse::setOption(name, value); });
 }
+
+// The rfuse build this package was installed against (its lib/ holds the example pass plugin).
+// [[Rcpp::export(.rf_build_dir)]]
+std::string rf_build_dir() { return RFUSE_BUILD_DIR; }

@@ -6,6 +6,7 @@
 #include "cpu/CpuJit.h"
 #include "cuda/CudaExecutor.h"
 
+#include "rfuse/Codegen/CodegenPasses.h"
 #include "rfuse/Codegen/ExecutionPlan.h"
 
 #include "rfuse/IR/Geometry.h"
@@ -82,18 +83,36 @@ std::string describeLibraryCall(Operation *op) {
 } // namespace
 
 std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
-                                        const std::string &entry) {
-  return Program::build(moduleText, pipeline, entry, nullptr);
+                                        const std::string &entry, const CompileOptions &options) {
+  return Program::build(moduleText, pipeline, entry, nullptr, options);
+}
+
+void checkPipeline(const std::string &pipeline) {
+  DialectRegistry registry;
+  registerRfuseDialects(registry);
+  MLIRContext ctx(registry);
+  PassManager pm(&ctx);
+  std::string error;
+  if (failed(buildPipeline(pm, pipeline, &error)))
+    throw CompileError(error);
+}
+
+void loadPassPlugin(const std::string &path) {
+  std::string error;
+  if (!rfuse::loadPassPlugin(path, error))
+    throw CompileError(error);
 }
 
 std::shared_ptr<Program> compileGradientProgram(const std::string &moduleText,
                                                 const std::string &pipeline,
-                                                const GradientRequest &request) {
-  return Program::build(moduleText, pipeline, "main_grad", &request);
+                                                const GradientRequest &request,
+                                                const CompileOptions &options) {
+  return Program::build(moduleText, pipeline, "main_grad", &request, options);
 }
 
 std::shared_ptr<Program> Program::build(const std::string &moduleText, const std::string &pipeline,
-                                        const std::string &entry, const GradientRequest *gradient) {
+                                        const std::string &entry, const GradientRequest *gradient,
+                                        const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   DialectRegistry registry;
   registerRfuseDialects(registry);
@@ -139,8 +158,20 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
   info.pipeline = pipeline;
   info.tracedText = moduleText;
   std::vector<CostEntry> costs;
-  if (failed(compile(module, pipeline, &costs)) || failed(verify(module)))
+  if (failed(compile(module, pipeline, &costs, options.recordPasses ? &info.passes : nullptr)) ||
+      failed(verify(module)))
     throw CompileError("pipeline '" + pipeline + "' failed:\n" + diagnostics);
+  if (options.recordPasses) { // the lowering stages, each on a copy of the compiled module
+    for (bool cuda : {true, false}) {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      PassManager pm(&ctx);
+      pm.addPass(cuda ? createEmitCuda() : createLowerKernelsToCpu());
+      if (succeeded(pm.run(*copy)))
+        info.passes.push_back({cuda ? "rfuse-emit-cuda" : "rfuse-lower-kernels-to-cpu", printModule(*copy)});
+      else
+        info.passes.push_back({cuda ? "rfuse-emit-cuda" : "rfuse-lower-kernels-to-cpu", "failed:\n" + diagnostics});
+    }
+  }
   for (const CostEntry &c : costs)
     if (c.function == entry) {
       info.kernelCount = c.kernels;

@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.rfuse_obj_root, "tests", "lit")
 config.environment["PATH"] = os.pathsep.join(
     [config.rfuse_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%examples", os.path.join(config.rfuse_src_root, "examples")))
+config.substitutions.append(("%rfuse_lib", os.path.join(config.rfuse_obj_root, "lib")))
 
 # `llvm-stats`: pass statistics (-mlir-pass-statistics) are recorded. MLIR only records them when
 # LLVM was built with assertions or LLVM_FORCE_ENABLE_STATS; in a release LLVM (e.g. the apt

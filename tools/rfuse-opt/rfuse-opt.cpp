@@ -33,8 +33,7 @@ int main(int argc, char **argv) {
   rfuse::registerRfuseDialects(registry);
   registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::tensor::TensorDialect,
                   mlir::linalg::LinalgDialect>();
-  mlir::registerTransformsPasses();
-  rfuse::registerRfusePasses();
+  rfuse::registerPassesForPipelines(); // upstream's generic passes and rfuse's
   rfuse::registerRfuseCodegenPasses();
   rfuse::cpu::registerCpuDialects(registry); // what the CPU lowering emits
   rfuse::registerRfusePipelines();
@@ -43,6 +42,16 @@ int main(int argc, char **argv) {
   std::vector<char *> argvRewritten;
   for (std::string &a : args) {
     llvm::StringRef arg(a);
+    // Pass plugins are loaded here, so that one that fails stops the tool with the reason
+    // (MLIR's own option only warns and carries on).
+    if (arg.consume_front("--load-pass-plugin=") || arg.consume_front("-load-pass-plugin=")) {
+      std::string error;
+      if (!rfuse::loadPassPlugin(arg.str(), error)) {
+        llvm::errs() << "rfuse-opt: " << error << "\n";
+        return 1;
+      }
+      continue;
+    }
     if (arg.consume_front("--rfuse-pipeline=") || arg.consume_front("-rfuse-pipeline=")) {
       std::string name = arg.str();
       if (!llvm::is_contained(rfuse::pipelineNames(), name)) {

@@ -16,7 +16,7 @@ test_that("non-numeric input is a clear rfuse_type_error", {
   expect_error(rf_jit(function(x) x + 1)(list(1, 2)), "argument 'x' is list",
                class = "rfuse_type_error")
   expect_error(rf_jit(42), class = "rfuse_type_error")
-  expect_error(rf_jit(function(x) x, pipeline = "fastest"), "unknown pipeline 'fastest'",
+  expect_error(rf_jit(function(x) x, pipeline = "fastest"), "unknown rfuse pipeline 'fastest'.*default",
                class = "rfuse_error")
 })
 

@@ -64,7 +64,7 @@ template <class T> RF_FN T rf_relu(T x) { return rf_if(x < T(0), T(0), x); }
 // reciprocal's and exp2's 2 ulp, has relative error <= 1.5e-6 for |x| <= 3 and 4.6e-6 for
 // |x| <= 6, against 0.85e-6 and 2.8e-6 through libm's erfcf (in f32 both are dominated by the
 // rounding of x / sqrt 2; 1 + erf instead loses 1e-3 at x = -4). W4 (layernorm + GELU) is
-// instruction-bound on an H200, so this matters there: 0.100 -> 0.0875 ms.
+// instruction-bound on an H200, so this matters there (benchmarks/RESULTS.md, runs 17-20).
 template <class T> RF_FN T rf_erfc_rational(T x) {
   T z = rf_if(x < T(0.0f), -x, x);
   T t = rf_rcp<T>(T(1.0f) + T(0.5f) * z);

@@ -25,8 +25,18 @@ namespace rfuse {
 /// Names of the pipelines: "default" (inline, canonicalize, CSE, matmul-epilogue, reduction and
 /// elementwise fusion, outlining), "elementwise-only", "no-fusion" (inline and clean up only).
 std::vector<std::string> pipelineNames();
-/// Appends pipeline `name` to `pm` (anchored on builtin.module); fails for an unknown name.
-mlir::LogicalResult buildPipeline(mlir::OpPassManager &pm, llvm::StringRef name);
+/// Appends pipeline `name` to `pm` (anchored on builtin.module): a named pipeline, or an MLIR
+/// pass pipeline string (`builtin.module(inline, func.func(rfuse-fuse-elementwise), ...)`, the
+/// anchor optional) of registered passes, run exactly as written. Fails for an unknown name or
+/// a string that does not parse, with the reason in `error`.
+mlir::LogicalResult buildPipeline(mlir::OpPassManager &pm, llvm::StringRef name, std::string *error = nullptr);
+/// Registers rfuse's passes and upstream's generic ones (canonicalize, cse, inline, ...) in
+/// MLIR's pass registry, once per process: what pipeline strings can name.
+void registerPassesForPipelines();
+/// Loads an MLIR pass plugin (a shared library exporting mlirGetPassPluginInfo) and registers
+/// its passes, once per path. False, with the reason in `error`, when the library does not load,
+/// is not a plugin of this MLIR, or would register a pass name another pass already has.
+bool loadPassPlugin(const std::string &path, std::string &error);
 /// The cost model's view of one host function after one pass (see docs/passes.md): kernels =
 /// fusion regions, outlined kernel calls and unfused compute ops; bytes = what they read and
 /// write through device memory, each input and output once per kernel.
@@ -53,9 +63,11 @@ private:
 };
 
 /// Runs pipeline `name` on `module`; errors are reported through the context's diagnostics.
-/// With `costs`, appends the cost model after each pass.
+/// With `costs`, appends the cost model after each pass; with `afterEachPass`, the module's
+/// text after each pass (named by the pass's argument).
 mlir::LogicalResult compile(mlir::ModuleOp module, llvm::StringRef pipeline,
-                            std::vector<CostEntry> *costs = nullptr);
+                            std::vector<CostEntry> *costs = nullptr,
+                            std::vector<std::pair<std::string, std::string>> *afterEachPass = nullptr);
 /// Registers each pipeline as a pass-pipeline option `rfuse-pipeline-<name>`.
 void registerRfusePipelines();
 /// Adds the dialects rfuse modules use (rfuse, func) and func's inliner extension.

@@ -32,6 +32,9 @@ struct CompileInfo {
   std::vector<std::string> gpuFallbacks;
   /// The GPU execution plan, a line per step: "label: how" (launch shape, library call, ...).
   std::vector<std::string> gpuPlan;
+  /// With CompileOptions::recordPasses: the module's text after each pass of the pipeline, then
+  /// after the lowering stages (rfuse-emit-cuda, rfuse-lower-kernels-to-cpu), in order.
+  std::vector<std::pair<std::string, std::string>> passes;
   uint64_t kernelCount = 0;           ///< cost model: kernels of the entry function
   uint64_t bytesMoved = 0;            ///< cost model: bytes moved by them
   double compileSeconds = 0;
@@ -49,6 +52,10 @@ struct GradientRequest {
   std::string optimizer = "none"; ///< none, sgd, adam, adamw
   double learningRate = 0.01, momentum = 0, weightDecay = 0;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; ///< adam / adamw
+};
+
+struct CompileOptions {
+  bool recordPasses = false; ///< keep the IR after every pass (CompileInfo::passes)
 };
 
 enum class Device { Cpu, Cuda };
@@ -95,11 +102,12 @@ public:
 
 private:
   friend std::shared_ptr<Program> compileProgram(const std::string &, const std::string &,
-                                                 const std::string &);
+                                                 const std::string &, const CompileOptions &);
   friend std::shared_ptr<Program> compileGradientProgram(const std::string &, const std::string &,
-                                                         const GradientRequest &);
+                                                         const GradientRequest &, const CompileOptions &);
   static std::shared_ptr<Program> build(const std::string &moduleText, const std::string &pipeline,
-                                        const std::string &entry, const GradientRequest *gradient);
+                                        const std::string &entry, const GradientRequest *gradient,
+                                        const CompileOptions &options);
   Program() = default;
   std::unique_ptr<State> state_;
   CompileInfo info_;
@@ -110,7 +118,7 @@ private:
 /// Parses `moduleText`, runs pipeline `pipeline` ("default", "elementwise-only", "no-fusion"),
 /// and returns the compiled program. Throws CompileError.
 std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
-                                        const std::string &entry = "main");
+                                        const std::string &entry = "main", const CompileOptions &options = {});
 
 /// The CPU backend's process-wide cache of compiled functions (keyed by their lowered IR).
 struct CpuJitStats {
@@ -125,10 +133,17 @@ CpuJitStats cpuJitStats();
 /// the diagnostic (naming the op) when main cannot be differentiated.
 std::shared_ptr<Program> compileGradientProgram(const std::string &moduleText,
                                                 const std::string &pipeline,
-                                                const GradientRequest &request);
+                                                const GradientRequest &request,
+                                                const CompileOptions &options = {});
 
-/// The pipelines compileProgram accepts.
+/// The named pipelines compileProgram accepts (it takes MLIR pass pipeline strings too).
 std::vector<std::string> availablePipelines();
+/// Throws CompileError, naming the problem, unless `pipeline` is a named pipeline or a pass
+/// pipeline string that parses (its passes registered: rfuse's, upstream's, loaded plugins').
+void checkPipeline(const std::string &pipeline);
+/// Loads an MLIR pass plugin (see rfuse/Passes/Passes.h loadPassPlugin); throws CompileError
+/// saying why it cannot. Loading the same library again does nothing.
+void loadPassPlugin(const std::string &path);
 
 } // namespace rfuse
 
