@@ -324,9 +324,8 @@ List rf_program_info(SEXP p) {
     CharacterVector passes, passNames;
     for (size_t k = 0; k < i.passes.size(); ++k) {
       passes.push_back(i.passes[k].second);
-      char n[16];
-      std::snprintf(n, sizeof n, "%02zu ", k + 1);
-      passNames.push_back(n + i.passes[k].first);
+      std::string n = std::to_string(k + 1);
+      passNames.push_back((n.size() < 2 ? "0" + n : n) + " " + i.passes[k].first);
     }
     passes.names() = passNames;
     return List::create(_["pipeline"] = i.pipeline, _["traced"] = i.tracedText,

@@ -184,19 +184,6 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     fromMlirType(rt.getElementType(), dt);
     program->results_.push_back({dt, {rt.getShape().begin(), rt.getShape().end()}});
   }
-  // Kernels in the order the entry function calls them; library ops wherever they sit.
-  auto fn = module.lookupSymbol<func::FuncOp>(entry);
-  fn.walk([&](func::CallOp call) {
-    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
-    if (auto kind = callee ? callee->getAttrOfType<FusionKindAttr>("rfuse.kernel") : nullptr) {
-      info.kernels.push_back(callee.getName().str());
-      info.kernelKinds.push_back(stringifyFusionKind(kind.getValue()).str());
-    }
-  });
-  module.walk([&](Operation *op) {
-    if (isa<MatmulOp>(op) || isConvolutionOp(op) || isPoolingOp(op))
-      info.libraryCalls.push_back(describeLibraryCall(op));
-  });
   // The GPU plan, for the device at hand (or an H200-sized sm_90 without one): its kernels'
   // sources and host steps are part of what a compile reports.
   codegen::Target target;
@@ -210,9 +197,27 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
   } catch (const std::exception &e) {
     throw CompileError(std::string("planning the program failed: ") + e.what());
   }
-  for (const codegen::Step &s : program->state_->cudaPlan->steps)
+  // What the compile reports, read off the plan's steps (in the order they run): the kernels
+  // called, the library calls (inside kernels or alone), the generated CUDA sources.
+  auto noteLibraryCall = [&](Operation *op) {
+    if (isa<MatmulOp>(op) || isConvolutionOp(op) || isPoolingOp(op))
+      info.libraryCalls.push_back(describeLibraryCall(op));
+  };
+  for (const codegen::Step &s : program->state_->cudaPlan->steps) {
+    if (auto call = dyn_cast<func::CallOp>(s.op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      if (auto kind = callee ? callee->getAttrOfType<FusionKindAttr>("rfuse.kernel") : nullptr) {
+        info.kernels.push_back(callee.getName().str());
+        info.kernelKinds.push_back(stringifyFusionKind(kind.getValue()).str());
+        for (Operation &op : callee.getBody().front())
+          noteLibraryCall(&op);
+      }
+    } else {
+      noteLibraryCall(s.op);
+    }
     if (s.cudaKernel)
       info.cudaSources.push_back({s.label, s.cudaKernel->source});
+  }
   info.gpuFallbacks = program->state_->cudaPlan->hostSteps();
   info.gpuPlan = program->state_->cudaPlan->describe();
   info.compileSeconds =

@@ -1,7 +1,7 @@
 // CPU lowering: an outlined kernel (pointwise, reduction, matmul-epilogue) or a lone host op →
-// functions of memrefs built from linalg / scf / arith / math ops (one per scalar op kind,
-// matching ScalarOps.h), ready for MLIR's path to the LLVM dialect and the ExecutionEngine
-// (runtime/lib/CpuJit.cpp). Every function takes `(index begin, index end, memref inputs...,
+// functions of memrefs built from linalg / scf / arith / math ops (each scalar op's code derived
+// from ScalarOps.h through ScalarIR.h), ready for MLIR's path to the LLVM dialect and the ExecutionEngine
+// (lowerToLLVMDialect here, then runtime/lib/cpu/CpuJit.cpp). Every function takes `(index begin, index end, memref inputs...,
 // memref outputs...)` and computes the part [begin, end) of its parallel dimension, so the runtime
 // can split a kernel across threads without locks.
 #ifndef RFUSE_CODEGEN_CPULOWERING_H
