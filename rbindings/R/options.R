@@ -42,6 +42,7 @@ rf_options <- function(...) {
   text <- vapply(nm, function(n) option_text(n, args[[n]], table), "")
   old <- current[nm]
   for (n in nm) rf_guard(.rf_option_set(n, text[[n]]))
+  if (any(c("device", "disable_cuda") %in% nm)) .rf_counters$device <- NULL # probe again
   invisible(old)
 }
 

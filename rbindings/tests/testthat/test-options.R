@@ -68,3 +68,12 @@ test_that("rf_explain shows the GPU plan's choices", {
   expect_true(length(ex$gpu_plan) >= 1)
   expect_match(ex$gpu_plan, "grid [0-9]+ block [0-9]+", all = FALSE)
 })
+
+test_that("rf_options(device = ) steers where calls run", {
+  old <- rf_options(device = "cpu")
+  on.exit(rf_options(old))
+  expect_identical(as.vector(rf_default_device()), "cpu")
+  expect_equal(rf_jit(function(x) x * 2, dtype = "float64")(c(1, 2)), c(2, 4))
+  rf_options(old)
+  expect_identical(rf_options()$device, "auto")
+})
