@@ -53,6 +53,12 @@ check_arg <- function(a, name, is_static) {
 #' @param static Names of arguments used as R values while tracing (part of the cache key by
 #'   value) instead of traced inputs: e.g. a loop count or a string option. Logical scalars are
 #'   always static.
+#' @section NA and attributes:
+#' Calls whose answer the compiled program might not reproduce exactly are evaluated by base R
+#' instead (once per function a message of class `rfuse_fallback` says so): inputs holding NA
+#' or NaN for programs with comparisons, logical ops, casts or matrix products, or in float32 or on
+#' the GPU; inputs holding NA when the compiled result shows a NaN; and inputs with names, dimnames
+#' or other attributes. So NA comes back as NA, and names as base R sets them.
 #' @return A function with the same arguments as `f`, of class `rf_jit_function`.
 #' @examples
 #' f <- function(x, a, b) pmax(x * a + b, 0) * (1 / (1 + exp(-x)))
@@ -76,7 +82,7 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
   state <- list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
                 dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
-                static = static, cache = cache, model = model)
+                static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()))
   jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
 }
@@ -147,18 +153,65 @@ jit_entry <- function(state, args) {
   tr <- trace_function(state$f, args, state$dtype, k$static)
   apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
-  entry <- list(program = program, trace = tr)
+  entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, state$dtype))
   assign(k$key, entry, envir = state$cache)
   .rf_counters$compiles <- .rf_counters$compiles + 1
   list(entry = entry, args = args)
 }
 
+# R's NA semantics, exactly. A compiled program computes NaN where R computes NA or NaN only
+# through IEEE arithmetic in float64 on the CPU: NA's payload survives additions, products,
+# math functions and reductions there, and every NA or NaN operand gives NaN. It does not
+# survive float32, the GPU, comparisons and logical ops (which have no NA), casts, or BLAS
+# (which may skip a NaN times 0). So for the calls where an NA could be answered differently —
+# an input holding an NA, or NaN, in an NA-sensitive program, or an NA input behind a NaN in the
+# output of any other — base R evaluates the function instead: the answer is R's own. Inputs
+# with names, dimnames or other attributes likewise (the compiled program returns dims only).
+na_sensitive <- function(tr, dtype)
+  dtype != "f64" || any(tr$input_dtypes != "f64") ||
+    grepl("rfuse\\.(compare|select|and|or|not|cast|matmul|conv2d)", tr$text)
+
+has_true_na <- function(values) any(vapply(values, function(v) anyNA(v) && any(is.na(v) & !is.nan(v)), TRUE))
+
+carries_attributes <- function(args)
+  any(vapply(args, function(a) !is.null(names(a)) || !is.null(dimnames(a)) ||
+                     length(setdiff(names(attributes(a)), "dim")) > 0, TRUE))
+
+# Evaluates the call in base R, or returns NULL when that is not possible: for a model (its
+# forward is traced code), and for functions whose base-R evaluation comes back to this jitted
+# function (rfuse's eager convolutions and pools, which base R has not): those run compiled.
+base_r_call <- function(state, args, why) {
+  if (!is.null(state$model))
+    rf_abort("rfuse_unsupported", paste0("the inputs of this jitted model ", why,
+                                         ", which rfuse does not reproduce exactly; remove them first"))
+  if (isTRUE(state$notes$in_base_r) || isTRUE(state$notes$no_base_r)) return(NULL)
+  if (is.null(state$notes[[why]])) {
+    assign(why, TRUE, envir = state$notes)
+    message(structure(class = c("rfuse_fallback", "message", "condition"),
+                      list(message = paste0("rfuse: base R evaluated this call, since its inputs ", why,
+                                            " (the compiled program would not reproduce R's answer exactly; ",
+                                            "this note is shown once per function)\n"), call = NULL)))
+  }
+  state$notes$in_base_r <- TRUE
+  on.exit(state$notes$in_base_r <- FALSE)
+  list(value = do.call(state$f, args))
+}
+
 jit_call <- function(state, args) {
+  user_args <- if (is.null(state$model)) args else args[seq_len(length(args) - length(state$model$parameters))]
+  if (carries_attributes(user_args) &&
+      !is.null(r <- base_r_call(state, args, "carry names, dimnames or other attributes"))) return(r$value)
   je <- jit_entry(state, args)
   tr <- je$entry$trace
   inputs <- call_inputs(tr, je$args)
-  outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, current_device())
+  device <- current_device()
+  numeric_inputs <- Filter(function(v) is.numeric(v) || is.logical(v), user_args)
+  if ((je$entry$na_sensitive || device == "cuda") && any(vapply(numeric_inputs, anyNA, TRUE)) &&
+      !is.null(r <- base_r_call(state, args, "hold NA or NaN values"))) return(r$value)
+  outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, device)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  if (any(vapply(outs, function(o) is.double(o) && anyNA(o), TRUE)) && has_true_na(numeric_inputs) &&
+      !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
   outs <- apply_aux(tr, outs, length(tr$out$ids))
   items <- tr$out$items
   k <- 0

@@ -84,6 +84,7 @@ run_eagerly <- function(key, f, args) {
   jf <- eager_cache[[key]]
   if (is.null(jf)) {
     jf <- rf_jit(f, dtype = "float64")
+    assign("no_base_r", TRUE, envir = attr(jf, "rfuse")$notes) # f itself comes back here
     assign(key, jf, envir = eager_cache)
   }
   do.call(jf, args)

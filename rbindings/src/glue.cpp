@@ -377,9 +377,10 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) 
     key += ":";
     key += Rf_type2char(TYPEOF(a));
     key += "[";
-    if (Rf_isNull(dim)) {
+    if (Rf_isNull(dim)) { // a vector and a 1-d array of the same length are two signatures
       key += std::to_string((long long)Rf_xlength(a));
     } else {
+      key += "d";
       for (R_xlen_t d = 0; d < Rf_xlength(dim); ++d)
         key += (d ? "x" : "") + std::to_string(INTEGER(dim)[d]);
     }
