@@ -251,7 +251,7 @@ nn_module <- function(classname = "nn_module", initialize = function(...) NULL,
     for (nm in names(methods)) {
       # Methods see `self`, and rfuse's traced versions of the base functions they call (which
       # fall back to base R on plain values), so a model traces like any function.
-      m <- mask_function(methods[[nm]])
+      m <- mask_function(methods[[nm]], side_effect_guards = FALSE)
       menv <- new.env(parent = environment(m))
       menv$self <- self
       environment(m) <- menv

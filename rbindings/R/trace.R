@@ -67,7 +67,7 @@ make_helper <- function(name, fun) {
 
 # A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
 # every other function its body calls, helper tracers for the user's own functions.
-mask_function <- function(f) {
+mask_function <- function(f, side_effect_guards = TRUE) {
   env <- environment(f) %||% globalenv()
   mask <- new.env(parent = env)
   fns <- traced_functions()
@@ -80,8 +80,51 @@ mask_function <- function(f) {
     if (is.null(fun) || identical(environment(fun), rfuse_namespace())) next
     assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
   }
+  if (side_effect_guards) add_side_effect_guards(mask)
   environment(f) <- mask
   f
+}
+
+# Side effects run once, while tracing, not on every call of the compiled function (and an
+# assignment outside would leak a symbolic value): `<<-` and assign() into an environment
+# outside the traced code, and printing, are refused at trace time. `<<-` to a variable of the
+# traced function itself (a local closure's counter) is fine. (Module methods, masked once when a
+# module is made and run eagerly too, are not guarded: their state lives in `self`.)
+add_side_effect_guards <- function(mask) {
+  inside <- function(e) { # whether `mask` is a proper ancestor of environment `e`
+    while (!identical(e, emptyenv())) {
+      e <- parent.env(e)
+      if (identical(e, mask)) return(TRUE)
+    }
+    FALSE
+  }
+  refuse <- function(name, call, why)
+    rf_unsupported(name, call, paste0(why, ": it would run once, while rfuse traces the function, ",
+                                      "and not on every call"))
+  super_assign <- base::`<<-`
+  assign("<<-", function(x, value) {
+    call <- sys.call()
+    target <- substitute(x)
+    while (is.call(target)) target <- target[[2]] # a$b, a[i], names(a): the variable is a
+    where <- parent.env(parent.frame())
+    name <- as.character(target)
+    while (!identical(where, mask) && !identical(where, emptyenv()) && !exists(name, envir = where, inherits = FALSE))
+      where <- parent.env(where)
+    if (identical(where, mask) || identical(where, emptyenv()) || !inside(where))
+      refuse("<<-", call, sprintf("`%s <<- ...` assigns outside the traced function", name))
+    eval(as.call(list(super_assign, substitute(x), substitute(value))), parent.frame())
+  }, envir = mask)
+  base_assign <- base::assign
+  assign("assign", function(x, value, pos = -1, envir = as.environment(pos), inherits = FALSE, immediate = TRUE) {
+    if (missing(envir) && missing(pos)) envir <- parent.frame()
+    if (!inside(envir) || isTRUE(inherits))
+      refuse("assign", sys.call(), "assign() into an environment outside the traced function")
+    base_assign(x, value, envir = envir)
+  }, envir = mask)
+  for (nm in c("print", "cat", "message", "warning", "writeLines", "show", "str", "plot"))
+    assign(nm, local({ nm <- nm; function(...) refuse(nm, sys.call(), sprintf("`%s()` is a side effect", nm)) }),
+           envir = mask)
+  invisible(mask)
 }
 
 # The R-level structure of a traced result: a symbolic value, a constant, or a list of those.

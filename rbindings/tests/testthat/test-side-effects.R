@@ -1,0 +1,37 @@
+# Side effects inside traced code would run once, at trace time: refused, never leaked.
+test_that("<<- to a variable outside the traced function is refused, and nothing leaks", {
+  acc <- NULL
+  f <- function(x) { acc <<- x * 2; acc + 1 }
+  expect_error(rf_jit(f, dtype = "float64")(c(1, 2, 3)), class = "rfuse_unsupported")
+  expect_error(rf_jit(f, dtype = "float64")(c(1, 2, 3)), "assigns outside the traced function")
+  expect_null(acc)
+  acc2 <- 0
+  g <- function(x) { acc2 <<- 1; x }
+  expect_error(rf_jit(g, dtype = "float64")(1:3 + 0.5), "runs once|run once")
+  expect_identical(acc2, 0)
+})
+
+test_that("<<- to the traced function's own variables works as in R", {
+  f <- function(x) {
+    total <- 0
+    add <- function(v) total <<- total + v
+    add(x)
+    add(x * 2)
+    total
+  }
+  x <- c(1, 2, 3)
+  expect_equal(rf_jit(f, dtype = "float64")(x), f(x))
+})
+
+test_that("assign() outside and printing are refused at trace time; local assign() is fine", {
+  e <- new.env()
+  f <- function(x) { assign("y", x, envir = e); x }
+  expect_error(rf_jit(f, dtype = "float64")(c(1, 2)), class = "rfuse_unsupported")
+  expect_false(exists("y", envir = e))
+  g <- function(x) { assign("y", x * 2); y + 1 }
+  expect_equal(rf_jit(g, dtype = "float64")(c(1, 2)), g(c(1, 2)))
+  for (h in list(function(x) { print(x); x }, function(x) { cat("hi\n"); x },
+                 function(x) { message("hi"); x }, function(x) { warning("careful"); x }))
+    expect_error(rf_jit(h, dtype = "float64")(c(1, 2)), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) { print(x); x }, dtype = "float64")(c(1, 2)), "print")
+})
