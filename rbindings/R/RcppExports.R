@@ -137,3 +137,7 @@
     .Call(`_rfuse_rf_build_dir`)
 }
 
+.rf_clear_compiled_caches <- function() {
+    invisible(.Call(`_rfuse_rf_clear_compiled_caches`))
+}
+

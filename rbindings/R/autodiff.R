@@ -180,6 +180,11 @@ nnf_mse_loss <- function(input, target, reduction = c("mean", "sum")) {
 nnf_cross_entropy <- function(input, target, reduction = c("mean", "sum")) {
   reduction <- match.arg(reduction)
   if (!is_sym(target) && is.null(dim(target))) target <- rf_one_hot(target, ncol(input))
+  if (length(dim(input)) == 2 && length(dim(target)) == 2 && !identical(as.integer(dim(input)), as.integer(dim(target))))
+    rf_abort("rfuse_shape_error", sprintf(paste0(
+      "nnf_cross_entropy(): the target is %d x %d (%d classes) but the input, the model's output, is ",
+      "%d x %d (%d classes): labels and model outputs must agree"),
+      dim(target)[1], dim(target)[2], dim(target)[2], dim(input)[1], dim(input)[2], dim(input)[2]))
   m <- if (is_sym(input)) margin_reduce(input, "max", TRUE, 1L, sys.call()) else apply(input, 1, max)
   z <- input - m
   nll <- log(rf_rowSums(exp(z))) - rf_rowSums(z * target)

@@ -84,7 +84,16 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
                 dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
                 static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()))
   jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
+  # When the jitted function goes, its programs go with it (at the next gc).
+  reg.finalizer(environment(), cache_dropper(as.character(.rf_counters$next_id)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
+}
+
+# A finalizer for rf_jit's frame that forgets its program cache; made here so that it does not
+# hold the frame itself.
+cache_dropper <- function(id) {
+  force(id)
+  function(e) if (exists(id, envir = .rf_caches, inherits = FALSE)) rm(list = id, envir = .rf_caches)
 }
 
 # Loads `plugins`, then checks that `pipeline` is a named pipeline or a pass pipeline string
@@ -146,6 +155,9 @@ jit_entry <- function(state, args) {
   entry <- state$cache[[k$key]]
   if (!is.null(entry)) {
     .rf_counters$hits <- .rf_counters$hits + 1
+    order <- state$notes$order
+    if (length(order) > 1 && order[length(order)] != k$key) # least recently used goes first
+      state$notes$order <- c(order[order != k$key], k$key)
     return(list(entry = entry, args = args))
   }
   for (i in seq_along(args))
@@ -155,8 +167,33 @@ jit_entry <- function(state, args) {
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, state$dtype))
   assign(k$key, entry, envir = state$cache)
+  bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
   list(entry = entry, args = args)
+}
+
+# Each jitted function keeps at most getOption("rfuse.cache_limit", 64) compiled signatures,
+# dropping the least recently used; the first drop warns once, naming the signatures.
+bound_cache <- function(state, key) {
+  order <- c(intersect(state$notes$order, ls(state$cache, all.names = TRUE)), key) # after rf_cache_clear()
+  limit <- getOption("rfuse.cache_limit", 64L)
+  if (!is.numeric(limit) || length(limit) != 1 || is.na(limit) || limit < 1)
+    rf_abort("rfuse_option_error", "options(rfuse.cache_limit) must be a positive number of programs")
+  if (length(order) > limit) {
+    drop <- order[seq_len(length(order) - limit)]
+    rm(list = drop, envir = state$cache)
+    order <- order[-seq_along(drop)]
+    if (is.null(state$notes$warned_recompiles)) {
+      assign("warned_recompiles", TRUE, envir = state$notes)
+      warning(structure(class = c("rfuse_recompile_warning", "warning", "condition"), list(
+        message = sprintf(paste0("rfuse: this function has been compiled for more than %d argument signatures ",
+                                 "(options(rfuse.cache_limit)); the least recently used are dropped and will ",
+                                 "compile again. Recent signatures: %s"),
+                          as.integer(limit), paste(utils::tail(order, 3), collapse = " | ")),
+        call = NULL)))
+    }
+  }
+  state$notes$order <- order
 }
 
 # R's NA semantics, exactly. A compiled program computes NaN where R computes NA or NaN only
@@ -278,7 +315,10 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' rfuse's compile cache
 #'
 #' `rf_cache_info()` reports how many programs are cached in this session and how many calls
-#' compiled versus hit the cache; `rf_cache_clear()` empties every cache.
+#' compiled versus hit the cache; `rf_cache_clear()` empties every cache, the process's compiled-code
+#' caches with them, and runs `gc()`. Each jitted function keeps at most
+#' `getOption("rfuse.cache_limit", 64)` signatures, the least recently used dropped (with one
+#' warning of class `rfuse_recompile_warning`).
 #'
 #' @return `rf_cache_info()`: a list with `programs`, `compiles`, `hits`. `rf_cache_clear()`:
 #'   the number of programs removed, invisibly.
@@ -296,6 +336,13 @@ rf_cache_info <- function() {
 rf_cache_clear <- function() {
   n <- rf_cache_info()$programs
   for (id in ls(.rf_caches)) rm(list = ls(.rf_caches[[id]], all.names = TRUE), envir = .rf_caches[[id]])
+  for (nm in ls(eager_cache)) { # rfuse's own eager programs too
+    st <- attr(eager_cache[[nm]], "rfuse")
+    rm(list = ls(st$cache, all.names = TRUE), envir = st$cache)
+  }
+  .rf_clear_compiled_caches()
+  gc(verbose = FALSE) # the programs' finalizers give their memory back
+  .rf_clear_compiled_caches()
   invisible(n)
 }
 

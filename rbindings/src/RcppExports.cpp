@@ -445,6 +445,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_clear_compiled_caches
+void rf_clear_compiled_caches();
+RcppExport SEXP _rfuse_rf_clear_compiled_caches() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_clear_compiled_caches();
+    return R_NilValue;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -481,6 +490,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
+    {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {NULL, NULL, 0}
 };
 

@@ -564,3 +564,8 @@ void rf_option_set(std::string name, std::string value) {
 // The rfuse build this package was installed against (its lib/ holds the example pass plugin).
 // [[Rcpp::export(.rf_build_dir)]]
 std::string rf_build_dir() { return RFUSE_BUILD_DIR; }
+
+// [[Rcpp::export(.rf_clear_compiled_caches)]]
+void rf_clear_compiled_caches() {
+  guarded([&] { rfuse::clearCompiledCaches(); });
+}

@@ -337,6 +337,11 @@ std::string Program::firstNonFinite(const std::vector<HostTensor> &inputs) const
   return firstNonFiniteIn(fn.getBody().front(), env, module);
 }
 
+void clearCompiledCaches() {
+  cpu::clearJitCache();
+  cuda::clearMemoryKernelCache();
+}
+
 CpuJitStats cpuJitStats() {
   auto [compiled, reused] = cpu::jitCacheCounts();
   return {compiled, reused};

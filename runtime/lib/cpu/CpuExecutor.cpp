@@ -83,6 +83,14 @@ struct CpuProgram::Impl : runtime::StepBackend {
     const LibraryCall &call = *plan.steps[i].library;
     std::vector<void *> ins = pointers(insB);
     void *y = (void *)productB;
+    // Zero extents: an empty result, or (k = 0) a sum of nothing, without calling the library
+    // (BLAS rejects a zero leading dimension).
+    if (call.productBytes() == 0)
+      return;
+    if (call.kind == LibraryCall::Kind::Matmul && call.matmul.k == 0) {
+      std::memset(y, 0, call.productBytes());
+      return;
+    }
     switch (call.kind) {
     case LibraryCall::Kind::Matmul: {
       const codegen::MatmulCall &g = call.matmul;

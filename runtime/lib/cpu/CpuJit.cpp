@@ -202,6 +202,12 @@ struct HostJit {
 
 } // namespace
 
+void clearJitCache() {
+  HostJit &jit = HostJit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex);
+  jit.cache.clear(); // each engine goes when the last program using it does
+}
+
 std::pair<size_t, size_t> jitCacheCounts() {
   HostJit &jit = HostJit::get();
   std::lock_guard<std::mutex> lock(jit.mutex);

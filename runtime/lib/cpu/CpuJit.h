@@ -34,6 +34,9 @@ void invoke(const CpuFunction &f, const CompiledFunction &c, const std::vector<v
 void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
                  llvm::function_ref<void(int64_t, int64_t)> body);
 
+/// Forgets the process's compiled functions (programs keep theirs alive until they go).
+void clearJitCache();
+
 /// Functions compiled, and lookups answered by an earlier compile, in this process.
 std::pair<size_t, size_t> jitCacheCounts();
 

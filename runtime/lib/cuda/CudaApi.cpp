@@ -70,6 +70,7 @@ const DriverApi &driver() {
     RF_BIND(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     RF_BIND(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     RF_BIND(cuMemsetD32Async, "cuMemsetD32Async");
+    RF_BIND(cuMemsetD8Async, "cuMemsetD8Async");
     RF_BIND(cuModuleLoadData, "cuModuleLoadData");
     RF_BIND(cuModuleGetFunction, "cuModuleGetFunction");
     RF_BIND(cuLaunchKernel, "cuLaunchKernel");

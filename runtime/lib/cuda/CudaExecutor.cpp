@@ -98,6 +98,14 @@ struct GpuProgram::Impl : runtime::StepBackend {
 
   void runLibrary(StepLoop &loop, size_t i, const std::vector<Buffer> &ins, Buffer product) override {
     const LibraryCall &call = *plan.steps[i].library;
+    // Zero extents: an empty result, or (k = 0) zeros, without calling the library.
+    if (call.productBytes() == 0)
+      return;
+    if (call.kind == LibraryCall::Kind::Matmul && call.matmul.k == 0) {
+      size_t bytes = call.productBytes();
+      check(driver().cuMemsetD8Async(product, 0, bytes, dev.stream), "cuMemsetD8Async", "zeroing an empty product");
+      return;
+    }
     switch (call.kind) {
     case LibraryCall::Kind::Matmul: {
       const codegen::MatmulCall &m = call.matmul;

@@ -126,6 +126,9 @@ struct CpuJitStats {
   size_t reused = 0;   ///< lookups answered by an earlier compile
 };
 CpuJitStats cpuJitStats();
+/// Forgets the process-wide caches of compiled code (the CPU JIT's functions, the GPU kernels
+/// in memory; the disk cache stays): their memory goes once no program uses it.
+void clearCompiledCaches();
 
 
 /// Like compileProgram, for the gradient of `main` (rfuse-autodiff after inlining): the program
