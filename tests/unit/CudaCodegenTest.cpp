@@ -18,6 +18,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 
@@ -237,6 +240,37 @@ TEST_F(KernelCache, RoundTripsThroughDiskAndRejectsCorruptEntries) {
   setOption("disk_cache", "0");
   EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
   setOption("disk_cache", "1");
+}
+
+TEST_F(KernelCache, OnlyADirectoryOfThisUsersThatOthersCannotWriteIsUsed) {
+  Kernels k = kernelsOf(test::canonicalCorpus()[0].moduleText);
+  ASSERT_FALSE(k.sources.empty());
+  std::string path = dir + "/" + cuda::kernelCacheKey(k.sources[0], "sm_90") + ".cubin";
+  // Made with mode 0700 when missing.
+  cuda::compileKernel(k.names[0], k.sources[0], "sm_90");
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_TRUE(llvm::sys::fs::exists(path));
+  // Writable by others: neither read nor written.
+  ::chmod(dir.c_str(), 0777);
+  llvm::sys::fs::remove(path);
+  cuda::clearMemoryKernelCache();
+  auto before = cuda::kernelCacheStats();
+  EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
+  EXPECT_FALSE(llvm::sys::fs::exists(path)) << "wrote into a directory others can write";
+  EXPECT_EQ(cuda::kernelCacheStats().diskWrites, before.diskWrites);
+  ::chmod(dir.c_str(), 0700);
+  // An entry that is a symbolic link (planted by someone else, say) is never followed.
+  cuda::clearMemoryKernelCache();
+  cuda::compileKernel(k.names[0], k.sources[0], "sm_90"); // a real entry...
+  std::string real = dir + "/elsewhere.cubin";
+  ASSERT_FALSE(llvm::sys::fs::rename(path, real));
+  ASSERT_EQ(::symlink(real.c_str(), path.c_str()), 0); // ...moved behind a link
+  cuda::clearMemoryKernelCache();
+  before = cuda::kernelCacheStats();
+  EXPECT_FALSE(cuda::compileKernel(k.names[0], k.sources[0], "sm_90").cached);
+  EXPECT_EQ(cuda::kernelCacheStats().rejected, before.rejected + 1);
 }
 
 TEST_F(KernelCache, KeyCapturesSourceAndArch) {

@@ -10,7 +10,10 @@
 #include "llvm/Support/xxhash.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -268,9 +272,49 @@ std::string includePath() {
   return "/usr/local/cuda/include";
 }
 
+// The disk cache holds code that runs in this process, and a checksum is not authentication:
+// only a directory of this user's that nobody else can write to is used. A missing one is made
+// with mode 0700; another is refused, with one warning, and the disk cache bypassed.
+bool trustedCacheDir(const std::string &dir) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    llvm::SmallString<256> parent(dir);
+    llvm::sys::path::remove_filename(parent);
+    if (!parent.empty())
+      llvm::sys::fs::create_directories(parent);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return false; // caching is best effort
+    if (::lstat(dir.c_str(), &st) != 0)
+      return false;
+  }
+  std::string problem;
+  if (S_ISLNK(st.st_mode))
+    problem = "is a symbolic link";
+  else if (!S_ISDIR(st.st_mode))
+    problem = "is not a directory";
+  else if (st.st_uid != ::geteuid())
+    problem = "belongs to another user";
+  else if (st.st_mode & (S_IWGRP | S_IWOTH))
+    problem = "is writable by group or others";
+  if (!problem.empty() && warned.insert(dir).second)
+    llvm::errs() << "rfuse: warning: the kernel cache directory " << dir << " " << problem
+                 << "; not using it (kernels are compiled and kept in memory only)\n";
+  return problem.empty();
+}
+
 // Entry layout: magic, key (16 hex chars), payload size (u64), xxh3 of the payload (u64), payload.
 bool readEntry(const std::string &path, const std::string &key, std::vector<char> &cubin,
                std::string &problem) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0)
+    return false;
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) { // a link planted there, say
+    problem = "not a regular file of this user's";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return false;
@@ -298,9 +342,7 @@ bool readEntry(const std::string &path, const std::string &key, std::vector<char
   return true;
 }
 
-void writeEntry(const std::string &dir, const std::string &key, const std::vector<char> &cubin) {
-  if (llvm::sys::fs::create_directories(dir))
-    return; // caching is best effort
+bool writeEntry(const std::string &dir, const std::string &key, const std::vector<char> &cubin) {
   std::string final = dir + "/" + key + ".cubin";
   // A process-unique temporary file, renamed into place atomically: concurrent writers of the
   // same key each rename a complete file; readers never see a partial one.
@@ -314,11 +356,14 @@ void writeEntry(const std::string &dir, const std::string &key, const std::vecto
     out.write(cubin.data(), cubin.size());
     if (!out) {
       llvm::sys::fs::remove(tmp);
-      return;
+      return false;
     }
   }
-  if (llvm::sys::fs::rename(tmp, final))
+  if (llvm::sys::fs::rename(tmp, final)) {
     llvm::sys::fs::remove(tmp);
+    return false;
+  }
+  return true;
 }
 
 CompiledKernel nvrtcCompile(const std::string &name, const std::string &source,
@@ -386,7 +431,8 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
     }
   }
   std::string dir = kernelCacheDir();
-  if (useCache) {
+  bool useDisk = useCache && trustedCacheDir(dir);
+  if (useDisk) {
     std::vector<char> cubin;
     std::string problem;
     std::string path = dir + "/" + key + ".cubin";
@@ -407,11 +453,10 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
   CompiledKernel k = nvrtcCompile(name, source, arch);
   std::lock_guard<std::mutex> lock(cacheMutex);
   ++stats.compiles;
-  if (useCache) {
+  if (useCache)
     memoryCache[key] = k;
-    writeEntry(dir, key, k.cubin);
+  if (useDisk && writeEntry(dir, key, k.cubin))
     ++stats.diskWrites;
-  }
   return k;
 }
 
