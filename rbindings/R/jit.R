@@ -243,11 +243,14 @@ jit_call <- function(state, args) {
   inputs <- call_inputs(tr, je$args)
   device <- current_device()
   numeric_inputs <- Filter(function(v) is.numeric(v) || is.logical(v), user_args)
-  if ((je$entry$na_sensitive || device == "cuda") && any(vapply(numeric_inputs, anyNA, TRUE)) &&
+  inputs_scanned <- je$entry$na_sensitive || device == "cuda"
+  if (inputs_scanned && any(vapply(numeric_inputs, anyNA, TRUE)) &&
       !is.null(r <- base_r_call(state, args, "hold NA or NaN values"))) return(r$value)
   outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, device)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
-  if (any(vapply(outs, function(o) is.double(o) && anyNA(o), TRUE)) && has_true_na(numeric_inputs) &&
+  # Inputs not scanned before the run: an NA among them shows as a NaN in the results.
+  if (!inputs_scanned && any(vapply(outs, function(o) is.double(o) && anyNA(o), TRUE)) &&
+      has_true_na(numeric_inputs) &&
       !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
   outs <- apply_aux(tr, outs, length(tr$out$ids))
   items <- tr$out$items
@@ -342,7 +345,6 @@ rf_cache_clear <- function() {
   }
   .rf_clear_compiled_caches()
   gc(verbose = FALSE) # the programs' finalizers give their memory back
-  .rf_clear_compiled_caches()
   invisible(n)
 }
 

@@ -25,13 +25,8 @@ void StepLoop::done(StepBackend &backend, Buffer b, size_t bytes) {
 }
 
 void StepLoop::releaseIfDead(StepBackend &backend, int slot, size_t step) {
-  int root = plan.root(slot);
-  const BufferSlot &s = plan.slots[root];
-  if (keepBuffers || !owned[root] || !buffers[root] || s.constant || s.argument >= 0 || s.lastUse > (int)step)
-    return;
-  backend.release(buffers[root], s.bytes);
-  buffers[root] = 0;
-  owned[root] = false;
+  if (plan.slots[plan.root(slot)].lastUse <= (int)step)
+    releaseSlot(backend, slot);
 }
 
 void StepLoop::run(StepBackend &backend) {
@@ -80,7 +75,7 @@ void StepLoop::run(StepBackend &backend) {
           eins.push_back(ins[k]);
         for (size_t o = call.productIsOutput ? 1 : 0; o < s.out.size(); ++o)
           eouts.push_back(buffer(backend, s.out[o]));
-        backend.runEpilogue(*this, i, eins, eouts);
+        backend.runKernel(*this, i, eins, eouts);
       }
       if (temp)
         done(backend, product, productBytes);
@@ -133,12 +128,6 @@ void StepLoop::unfix(StepBackend &backend) {
     backend.release(b, n);
   keptTemps.clear();
   releaseAll(backend);
-}
-
-void StepLoop::unbindExternal() {
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (!owned[i])
-      buffers[i] = 0;
 }
 
 } // namespace rfuse::runtime

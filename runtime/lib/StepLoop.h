@@ -28,15 +28,12 @@ public:
   virtual ~StepBackend() = default;
   virtual Buffer allocate(size_t bytes) = 0;
   virtual void release(Buffer b, size_t bytes) = 0;
-  /// A generated (compiled) kernel: reads `ins`, writes `outs`.
+  /// The step's generated (compiled) kernel — for a library step, its epilogue, whose inputs
+  /// are the library's result then the epilogue inputs: reads `ins`, writes `outs`.
   virtual void runKernel(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
                          const std::vector<Buffer> &outs) = 0;
   /// A library call writing its result into `product`.
   virtual void runLibrary(StepLoop &loop, size_t step, const std::vector<Buffer> &ins, Buffer product) = 0;
-  /// The epilogue after a library call: its inputs (the product, then the epilogue inputs) and
-  /// the outputs it writes.
-  virtual void runEpilogue(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
-                           const std::vector<Buffer> &outs) = 0;
   /// Host steps: a buffer's value as a HostTensor, and back.
   virtual HostTensor read(Buffer b, const BufferSlot &slot) = 0;
   virtual void write(Buffer b, const HostTensor &t) = 0;
@@ -67,8 +64,6 @@ public:
   void unfix(StepBackend &backend);
   /// Gives back one owned buffer (not a constant's, not while buffers are kept).
   void releaseSlot(StepBackend &backend, int slot);
-  /// Unbinds the caller's memory (after a run that bound it).
-  void unbindExternal();
 
   /// A temporary for the duration of a step; `done` gives it back (or keeps it while buffers
   /// are fixed: a CUDA graph holds their addresses).

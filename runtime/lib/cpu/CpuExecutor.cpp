@@ -75,9 +75,6 @@ struct CpuProgram::Impl : runtime::StepBackend {
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
     invoke(*plan.steps[i].cpuFunction, *compiled[i], pointers(ins, outs));
   }
-  void runEpilogue(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    invoke(*plan.steps[i].cpuFunction, *compiled[i], pointers(ins, outs));
-  }
 
   void runLibrary(StepLoop &, size_t i, const std::vector<Buffer> &insB, Buffer productB) override {
     const LibraryCall &call = *plan.steps[i].library;

@@ -92,9 +92,6 @@ struct GpuProgram::Impl : runtime::StepBackend {
     launch(*plan.steps[i].cudaKernel, state[i].fn, ins, outs);
   }
 
-  void runEpilogue(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    launch(*plan.steps[i].cudaKernel, state[i].fn, ins, outs);
-  }
 
   void runLibrary(StepLoop &loop, size_t i, const std::vector<Buffer> &ins, Buffer product) override {
     const LibraryCall &call = *plan.steps[i].library;
