@@ -141,3 +141,59 @@
     invisible(.Call(`_rfuse_rf_clear_compiled_caches`))
 }
 
+.rf_tensor_from_r <- function(x, dtype, device) {
+    .Call(`_rfuse_rf_tensor_from_r`, x, dtype, device)
+}
+
+.rf_tensor_to_r <- function(handle, rdim) {
+    .Call(`_rfuse_rf_tensor_to_r`, handle, rdim)
+}
+
+.rf_tensor_empty <- function(shape, dtype, device) {
+    .Call(`_rfuse_rf_tensor_empty`, shape, dtype, device)
+}
+
+.rf_tensor_describe <- function(handle) {
+    .Call(`_rfuse_rf_tensor_describe`, handle)
+}
+
+.rf_tensor_valid <- function(handle) {
+    .Call(`_rfuse_rf_tensor_valid`, handle)
+}
+
+.rf_tensor_to_device <- function(handle, device) {
+    .Call(`_rfuse_rf_tensor_to_device`, handle, device)
+}
+
+.rf_tensor_clone <- function(handle) {
+    .Call(`_rfuse_rf_tensor_clone`, handle)
+}
+
+.rf_tensor_cast <- function(handle, dtype) {
+    .Call(`_rfuse_rf_tensor_cast`, handle, dtype)
+}
+
+.rf_tensor_copy_elements <- function(dst, dstOffset, src, srcOffset, count) {
+    invisible(.Call(`_rfuse_rf_tensor_copy_elements`, dst, dstOffset, src, srcOffset, count))
+}
+
+.rf_tensor_gather <- function(src, rows, offset, count, dst) {
+    invisible(.Call(`_rfuse_rf_tensor_gather`, src, rows, offset, count, dst))
+}
+
+.rf_run_tensors <- function(p, args, dtypes, device, outputs) {
+    .Call(`_rfuse_rf_run_tensors`, p, args, dtypes, device, outputs)
+}
+
+.rf_transfer_stats <- function() {
+    .Call(`_rfuse_rf_transfer_stats`)
+}
+
+.rf_device_memory <- function() {
+    .Call(`_rfuse_rf_device_memory`)
+}
+
+.rf_synchronize <- function() {
+    invisible(.Call(`_rfuse_rf_synchronize`))
+}
+

@@ -100,7 +100,7 @@ grad_entry <- function(state, args) {
                                        m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8))
   entry <- list(program = program, trace = tr, wrt = wrt,
-                rdims = lapply(wrt, function(w) dim(args[[w]])))
+                rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
   list(entry = entry, args = args)
 }
@@ -111,13 +111,32 @@ grad_call <- function(state, args, extra = list()) {
   run_grad_entry(state, je$entry, je$args, extra)
 }
 
-run_grad_entry <- function(state, e, args, extra = list()) {
+run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
   tr <- e$trace
   ci <- call_inputs(tr, args)
   inputs <- c(ci$values, extra)
   dtypes <- c(ci$dtypes, rep(if (state$dtype == "f32") "f32" else "f64", length(extra)))
   n_rest <- length(e$wrt) * (1 + state_buffers(state$mode))
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
+  tensors <- Filter(is_tensor, inputs)
+  if (length(tensors)) {
+    # On rf_tensors: the program runs on their device and gives tensors (into `outputs`, when
+    # given: a training loop's two alternating sets).
+    device <- common_device(tensors)
+    values <- lapply(inputs, function(v) if (is_tensor(v)) tensor_buffer(v) else v)
+    bufs <- .rf_run_tensors(e$program, values, dtypes, device, outputs)
+    if (inherits(bufs, "rfuse_failure")) rf_abort(bufs[[1]], bufs[[2]])
+    lens <- c(1, vapply(rep(e$lens, length.out = n_rest), as.double, 0))
+    dt <- r_dtype(if (state$dtype == "f32") "f32" else "f64")
+    outs <- lapply(seq_along(bufs), function(k)
+      if (k <= 1 + n_rest) tensor_of_buffer(bufs[[k]], rdims[[k]], lens[k], device, dt) else bufs[[k]])
+    if (length(outs) > 1 + n_rest)
+      outs <- apply_aux(tr, c(outs[seq_len(1 + n_rest)], lapply(outs[-seq_len(1 + n_rest)], function(b)
+        rf_guard(.rf_tensor_to_r(b, NULL)))), 1 + n_rest)
+    rest <- outs[-1]
+    names(rest) <- rep(e$wrt, length.out = n_rest)
+    return(list(value = outs[[1]], rest = rest, wrt = e$wrt))
+  }
   outs <- .rf_run(e$program, inputs, dtypes, rdims, current_device())
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   outs <- apply_aux(tr, outs, 1 + n_rest)
@@ -412,7 +431,7 @@ new_optimizer <- function(params, mode, class) {
   if (!is.numeric(mode$lr) || length(mode$lr) != 1 || mode$lr < 0)
     rf_abort("rfuse_type_error", "`lr` must be a non-negative number")
   n <- length(params)
-  dtypes <- unique(vapply(params, function(p) p@env$dtype, ""))
+  dtypes <- unique(vapply(params, function(p) materialize(p)@env$dtype, ""))
   if (length(dtypes) != 1)
     rf_abort("rfuse_type_error", "an optimizer's parameters must share one dtype")
   # d/dp sum(p * g) = g exactly: the gradient program of this function with the optimizer
@@ -429,7 +448,7 @@ new_optimizer <- function(params, mode, class) {
   self$steps <- 0L
   self$buffers <- NULL
   self$step <- function() {
-    values <- lapply(params, function(p) p@env$value)
+    values <- lapply(params, function(p) { materialize(p); p })
     grads <- lapply(seq_len(n), function(i) {
       g <- params[[i]]@env$grad
       if (is.null(g))
@@ -437,17 +456,16 @@ new_optimizer <- function(params, mode, class) {
       g
     })
     nb <- state_buffers(mode)
+    # Momentum / Adam moments live beside the parameters, on their device.
     if (is.null(self$buffers)) self$buffers <- rep(list(lapply(values, function(v) v * 0)), nb)
     self$steps <- self$steps + 1L
     extra <- unname(unlist(self$buffers, recursive = FALSE))
     if (mode$optimizer != "sgd") extra <- c(extra, list(self$steps))
-    old <- if (params[[1]]@env$device == "cpu") options(rfuse.device = "cpu") else NULL
-    on.exit(if (!is.null(old)) options(old))
     out <- grad_call(state, stats::setNames(c(values, grads), c(paste0("p", seq_len(n)), paste0("g", seq_len(n)))),
                      extra)
-    for (i in seq_len(n)) params[[i]]@env$value <- restore_shape(out$rest[[i]], values[[i]])
+    for (i in seq_len(n)) params[[i]]@env$buf <- out$rest[[i]]@env$buf
     for (k in seq_len(nb))
-      for (i in seq_len(n)) self$buffers[[k]][[i]] <- restore_shape(out$rest[[k * n + i]], values[[i]])
+      for (i in seq_len(n)) self$buffers[[k]][[i]] <- out$rest[[k * n + i]]
     invisible(NULL)
   }
   self$zero_grad <- function() {

@@ -18,7 +18,7 @@ name_args <- function(f, args) {
 }
 
 check_arg <- function(a, name, is_static) {
-  if (is_static) return(invisible())
+  if (is_static || is_tensor(a)) return(invisible())
   if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a) && !inherits(a, "rf_parameter"))
     rf_abort("rfuse_type_error",
              sprintf("argument '%s' is %s; rf_jit() functions take numeric (or logical) vectors, matrices or arrays%s",
@@ -42,7 +42,11 @@ check_arg <- function(a, name, is_static) {
 #'
 #' @param f A function of numeric arrays, or a module ([nn_module()]), traced as a whole with its
 #'   parameters as inputs.
-#' @param dtype `"float32"` (default) or `"float64"` (R's own double arithmetic).
+#' @param dtype `"float32"` or `"float64"` (R's own double arithmetic) for plain R inputs; the
+#'   default, `NULL`, is `"float64"` on the CPU (R's doubles are read in place, and the answers
+#'   are R's to the last bit where the operations are the same) and `"float32"` on the GPU (half
+#'   the bytes to move, and the GPU's fast arithmetic). [rf_tensor] inputs compute in their own
+#'   float dtype (float64 if any is, else float32) unless `dtype` is given.
 #' @param pipeline Fusion pipeline: `"default"`, `"elementwise-only"` or `"no-fusion"`, or an
 #'   MLIR pass pipeline string of registered passes, run exactly as written, e.g.
 #'   `"builtin.module(inline, canonicalize, func.func(rfuse-fuse-elementwise), rfuse-outline-kernels)"`
@@ -66,7 +70,7 @@ check_arg <- function(a, name, is_static) {
 #' x <- matrix(rnorm(12), 3)
 #' all.equal(jf(x, 2, 0.5), f(x, 2, 0.5))
 #' @export
-rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", static = character(),
+rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
                    plugins = character()) {
   if (inherits(f, "rf_jit_function")) f <- attr(f, "rfuse")$f
   model <- NULL
@@ -75,13 +79,13 @@ rf_jit <- function(f, dtype = c("float32", "float64"), pipeline = "default", sta
     f <- model_function(model)
   }
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
-  dtype <- match.arg(dtype)
+  if (!is.null(dtype)) dtype <- match.arg(dtype, c("float32", "float64"))
   check_pipeline(pipeline, plugins)
   cache <- new.env(parent = emptyenv())
   .rf_counters$next_id <- .rf_counters$next_id + 1
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
   state <- list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
-                dtype = if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
+                dtype = if (is.null(dtype)) NULL else if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
                 static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()))
   jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
   # When the jitted function goes, its programs go with it (at the next gc).
@@ -148,9 +152,18 @@ call_key <- function(state, args) {
   list(key = k$key, names = nms, static = k$static)
 }
 
+# The float dtype a call is traced in (see rf_jit's `dtype`).
+trace_dtype <- function(state, args, device) {
+  if (!is.null(state$dtype)) return(state$dtype)
+  for (a in args) if (is_tensor(a)) return(if (any(vapply(Filter(is_tensor, args), function(t)
+    t@env$dtype == "float64", NA))) "f64" else "f32")
+  if (device == "cpu") "f64" else "f32"
+}
+
 # Looks up (or traces and compiles) the program for these arguments.
-jit_entry <- function(state, args) {
+jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_device())) {
   k <- call_key(state, args)
+  k$key <- paste0(dtype, "|", k$key)
   names(args) <- k$names
   entry <- state$cache[[k$key]]
   if (!is.null(entry)) {
@@ -162,10 +175,10 @@ jit_entry <- function(state, args) {
   }
   for (i in seq_along(args))
     check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
-  tr <- trace_function(state$f, args, state$dtype, k$static)
+  tr <- trace_function(state$f, args, dtype, k$static)
   apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
-  entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, state$dtype))
+  entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype))
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
@@ -235,13 +248,14 @@ base_r_call <- function(state, args, why) {
 }
 
 jit_call <- function(state, args) {
+  for (a in args) if (is_tensor(a)) return(jit_call_tensors(state, args))
   user_args <- if (is.null(state$model)) args else args[seq_len(length(args) - length(state$model$parameters))]
   if (carries_attributes(user_args) &&
       !is.null(r <- base_r_call(state, args, "carry names, dimnames or other attributes"))) return(r$value)
-  je <- jit_entry(state, args)
+  device <- current_device()
+  je <- jit_entry(state, args, trace_dtype(state, args, device))
   tr <- je$entry$trace
   inputs <- call_inputs(tr, je$args)
-  device <- current_device()
   numeric_inputs <- Filter(function(v) is.numeric(v) || is.logical(v), user_args)
   inputs_scanned <- je$entry$na_sensitive || device == "cuda"
   if (inputs_scanned && any(vapply(numeric_inputs, anyNA, TRUE)) &&
@@ -259,11 +273,58 @@ jit_call <- function(state, args) {
   if (tr$out$single) items[[1]] else items
 }
 
+# A call with rf_tensor arguments: runs on their device, on their memory, and returns rf_tensors
+# there (plain R arguments among them are copied over first). A model's parameters are kept on
+# the device between calls, as long as they are the same R objects (R copies a parameter that
+# is modified, so a changed one is a new object and goes over again).
+jit_call_tensors <- function(state, args) {
+  tensors <- Filter(is_tensor, args)
+  for (t in tensors) materialize(t)
+  device <- common_device(tensors)
+  if (!is.null(state$model)) {
+    n <- length(state$model$parameters)
+    args[length(args) - n + seq_len(n)] <- device_parameters(state, args[length(args) - n + seq_len(n)], device)
+  }
+  je <- jit_entry(state, args, trace_dtype(state, args, device))
+  tr <- je$entry$trace
+  inputs <- call_inputs(tr, je$args)
+  values <- lapply(inputs$values, function(v) if (is_tensor(v)) tensor_buffer(v) else v)
+  outs <- .rf_run_tensors(je$entry$program, values, inputs$dtypes, device, NULL)
+  if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  n_main <- length(tr$out$ids)
+  rdims <- c(tr$out$rdims, unlist(lapply(tr$aux, function(a) a$rdims), recursive = FALSE))
+  main <- lapply(seq_len(n_main), function(k)
+    tensor_of_buffer(outs[[k]], tr$out$rdims[[k]], tr$out$lens[k], device, r_dtype(tr$out$dtypes[k])))
+  if (length(outs) > n_main) # auxiliary outputs (batch statistics) update R state: as R values
+    apply_aux(tr, c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))), n_main)
+  items <- tr$out$items
+  k <- 0
+  for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(main[[k]]) }
+  if (tr$out$single) items[[1]] else items
+}
+
+# A model's parameters as tensors on `device`, made once per parameter object.
+device_parameters <- function(state, params, device) {
+  cache <- state$notes$device_params
+  if (is.null(cache) || cache$device != device) cache <- list(device = device, objs = list(), tensors = list())
+  out <- vector("list", length(params))
+  for (i in seq_along(params)) {
+    p <- params[[i]]
+    if (is_tensor(p)) { out[[i]] <- p; next }
+    if (i <= length(cache$objs) && identical(cache$objs[[i]], p)) { out[[i]] <- cache$tensors[[i]]; next }
+    cache$objs[i] <- list(p)
+    cache$tensors[i] <- list(rf_tensor(unclass(p), dtype = "float32", device = device))
+    out[[i]] <- cache$tensors[[i]]
+  }
+  state$notes$device_params <- cache
+  out
+}
+
 #' @export
 print.rf_jit_function <- function(x, ...) {
   st <- attr(x, "rfuse")
   cat(sprintf("<rfuse jitted function: dtype %s, pipeline '%s', %d compiled signature(s)>\n",
-              if (st$dtype == "f32") "float32" else "float64", st$pipeline,
+              if (is.null(st$dtype)) "float64 on the CPU, float32 on the GPU" else if (st$dtype == "f32") "float32" else "float64", st$pipeline,
               length(ls(st$cache, all.names = TRUE))))
   print(st$f)
   invisible(x)

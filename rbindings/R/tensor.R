@@ -25,15 +25,49 @@ NULL
 
 setClass("rf_tensor", representation(env = "environment"))
 
+# dtypes by their R names, and the IR's.
+tensor_dtypes <- c(float32 = "f32", float64 = "f64", float16 = "f16", bfloat16 = "bf16",
+                   int32 = "i32", int64 = "i64", bool = "i1")
+ir_dtype <- function(dtype) tensor_dtypes[[dtype]]
+r_dtype <- function(ir) names(tensor_dtypes)[match(ir, tensor_dtypes)]
+is_float_dtype <- function(dtype) dtype %in% c("float32", "float64", "float16", "bfloat16")
+
+check_device <- function(device) {
+  device <- as.vector(device)
+  if (!is.character(device) || length(device) != 1 || !device %in% c("cpu", "cuda"))
+    rf_abort("rfuse_error", sprintf("unknown device '%s' (use \"cpu\" or \"cuda\")", paste(device, collapse = " ")))
+  if (device == "cuda" && .rf_device() != "cuda")
+    rf_abort("rfuse_runtime_error", paste("no CUDA device:", .rf_device_description()))
+  device
+}
+
+check_dtype <- function(dtype) {
+  if (!is.character(dtype) || length(dtype) != 1 || !dtype %in% names(tensor_dtypes))
+    rf_abort("rfuse_type_error", sprintf("unknown dtype '%s' (one of %s)", paste(dtype, collapse = " "),
+                                         paste(names(tensor_dtypes), collapse = ", ")))
+  dtype
+}
+
 #' rfuse tensors
 #'
-#' `rf_tensor()` wraps a numeric vector, matrix or array. Arithmetic, comparisons, the Math and
-#' Summary groups, `%*%`, `t()` and `mean()` work on tensors; `as.array()` returns the values.
-#' With `options(gpu.kernel.fusion = TRUE)` operations are recorded lazily and run fused when a
-#' value is needed; with `FALSE` (default) each runs at once. Both give the same numbers.
+#' `rf_tensor()` copies a numeric or logical vector, matrix or array onto a device, where it
+#' stays: its values live in device (or, for `"cpu"`, host) memory in their own dtype and come
+#' back to R only when R asks (`as.array()`, `as.vector()`, `print()`, `[`). Arithmetic,
+#' comparisons, the Math and Summary groups, `%*%`, `t()`, `mean()` and the base-R functions
+#' [rf_jit()] traces (`pmax`, `ifelse`, `sweep`, `rowSums`, `crossprod`, ...) work on tensors
+#' and give tensors on the same device; so do functions from [rf_jit()] and jitted models.
+#' With `options(gpu.kernel.fusion = TRUE)` operations are recorded and run fused when a value
+#' is needed; with `FALSE` (default) each runs at once. Both give the same numbers.
 #'
-#' @param x A numeric (or integer) vector, matrix or array.
-#' @param dtype `"float32"` (default) or `"float64"`.
+#' Tensors follow torch's conventions where R's and torch's differ: `NA` becomes `NaN` in float
+#' dtypes (and is refused by integer ones); float16/bfloat16/integer tensors compute in float32.
+#' `$to(device =, dtype =)`, `$cpu()`, `$cuda()` copy; `$dtype`, `$device`, `$shape` describe.
+#' Tensors on different devices in one operation are an error (class `rfuse_device_error`),
+#' never a silent copy.
+#'
+#' @param x A numeric or logical vector, matrix or array (or an `rf_tensor`).
+#' @param dtype `"float32"` (default; `"bool"` for logical `x`), `"float64"`, `"float16"`,
+#'   `"bfloat16"`, `"int32"`, `"int64"` or `"bool"`.
 #' @param device `"cuda"` or `"cpu"`; defaults to [rf_default_device()].
 #' @param requires_grad Record operations on this tensor for `loss$backward()` (see
 #'   [rf_tensor-autograd]).
@@ -45,41 +79,85 @@ setClass("rf_tensor", representation(env = "environment"))
 #' as.array(b)                # traced, fused into one kernel, run
 #' options(old)
 #' @export
-rf_tensor <- function(x, dtype = c("float32", "float64"), device = rf_default_device(),
-                      requires_grad = FALSE) {
-  dtype <- match.arg(dtype)
-  device <- as.vector(device)
+rf_tensor <- function(x, dtype = NULL, device = rf_default_device(), requires_grad = FALSE) {
+  device <- check_device(device)
+  if (is_tensor(x)) {
+    t <- tensor_to(x, device, dtype %||% x@env$dtype)
+    if (isTRUE(requires_grad)) t@env$requires_grad <- TRUE
+    return(t)
+  }
   if (!(is.numeric(x) || is.logical(x)) || is.object(x) && !is.array(x))
     rf_abort("rfuse_type_error", sprintf("rf_tensor() needs a numeric vector, matrix or array, not %s",
                                          paste(class(x), collapse = "/")))
-  if (!device %in% c("cpu", "cuda"))
-    rf_abort("rfuse_error", sprintf("unknown device '%s' (use \"cpu\" or \"cuda\")", device))
-  if (device == "cuda" && .rf_device() != "cuda")
-    rf_abort("rfuse_runtime_error", paste("no CUDA device:", .rf_device_description()))
-  v <- x
-  storage.mode(v) <- "double"
-  t <- make_tensor(value = v, dtype = dtype, device = device)
+  dtype <- check_dtype(dtype %||% if (is.logical(x)) "bool" else "float32")
+  buf <- rf_guard(.rf_tensor_from_r(x, ir_dtype(dtype), device))
+  t <- make_tensor(buf = buf, dtype = dtype, device = device, rdim = dim(x), len = length(x))
   t@env$requires_grad <- isTRUE(requires_grad)
   t
 }
 
-make_tensor <- function(value = NULL, node = NULL, dtype, device) {
+make_tensor <- function(buf = NULL, node = NULL, dtype, device, rdim = NULL, len = NA) {
   env <- new.env(parent = emptyenv())
-  env$value <- value
+  env$buf <- buf
   env$node <- node
   env$dtype <- dtype
   env$device <- device
+  env$rdim <- if (!is.null(rdim)) as.integer(rdim)
+  env$len <- len
   methods::new("rf_tensor", env = env)
+}
+
+# A tensor around a program's result handle.
+tensor_of_buffer <- function(buf, rdim, len, device, dtype = NULL) {
+  dtype <- dtype %||% r_dtype(.rf_tensor_describe(buf)$dtype)
+  make_tensor(buf = buf, dtype = dtype, device = device, rdim = rdim, len = len)
 }
 
 is_tensor <- function(x) methods::is(x, "rf_tensor")
 
-# Records `name` applied to `args` (tensors or R constants); runs it now unless fusion is lazy.
+# The handle of a computed tensor; a classed error when its memory is gone.
+tensor_buffer <- function(t) {
+  materialize(t)
+  b <- t@env$buf
+  if (!.rf_tensor_valid(b))
+    rf_abort("rfuse_invalid_tensor", paste("this rf_tensor's memory is gone (it was saved and restored in a",
+                                           "new session, or freed): create it again from its R values"))
+  b
+}
+
+# The tensor's values as an R vector/array (the one place values cross into R).
+tensor_values <- function(t) rf_guard(.rf_tensor_to_r(tensor_buffer(t), t@env$rdim))
+
+# A copy on `device` in `dtype` (the tensor itself when nothing changes).
+tensor_to <- function(t, device = t@env$device, dtype = t@env$dtype) {
+  device <- check_device(device)
+  dtype <- check_dtype(dtype)
+  buf <- tensor_buffer(t)
+  if (dtype != t@env$dtype) buf <- rf_guard(.rf_tensor_cast(buf, ir_dtype(dtype)))
+  if (device != t@env$device) buf <- rf_guard(.rf_tensor_to_device(buf, device))
+  if (identical(buf, t@env$buf)) return(t)
+  make_tensor(buf = buf, dtype = dtype, device = device, rdim = t@env$rdim, len = t@env$len)
+}
+
+# The one device of the tensors among `args`; an error naming both when they differ.
+common_device <- function(tensors) {
+  devices <- unique(vapply(tensors, function(t) t@env$device, ""))
+  if (length(devices) > 1)
+    rf_abort("rfuse_device_error", sprintf(paste0("tensors on different devices in one operation: %s and %s ",
+                                                  "(move one with $to(device = ...); rfuse never copies silently)"),
+                                           devices[1], devices[2]))
+  devices[1]
+}
+
+# Data operands of an op become graph leaves; scalars and non-numeric settings (MARGIN, FUN,
+# na.rm, ...) are part of the op itself (and of its cache key).
+is_data_arg <- function(a) is_tensor(a) || ((is.numeric(a) || is.logical(a)) && (length(a) != 1 || !is.null(dim(a))))
+
+# Records `name` applied to `args` (tensors or R values); runs it now unless fusion is lazy.
 record <- function(name, fn, args) {
   tensors <- Filter(is_tensor, args)
-  dtype <- if (any(vapply(tensors, function(t) t@env$dtype == "float64", logical(1)))) "float64" else "float32"
-  device <- if (any(vapply(tensors, function(t) t@env$device == "cpu", logical(1)))) "cpu" else tensors[[1]]@env$device
-  t <- make_tensor(node = list(name = name, fn = fn, args = args), dtype = dtype, device = device)
+  device <- common_device(tensors)
+  t <- make_tensor(node = list(name = name, fn = fn, args = args), dtype = NA_character_, device = device)
   # A tensor on the way from a requires_grad leaf keeps its recorded operation for backward().
   t@env$requires_grad <- any(vapply(tensors, function(x) isTRUE(x@env$requires_grad), logical(1)))
   if (!isTRUE(getOption("gpu.kernel.fusion", FALSE))) materialize(t)
@@ -90,19 +168,26 @@ record <- function(name, fn, args) {
 
 # The graph under `t` as steps over leaves: `pending = TRUE` stops at tensors that already have
 # values (what materialize() must still compute); FALSE goes back to the tensors without a
-# recorded operation (what backward() differentiates).
+# recorded operation (what backward() differentiates). Refs: c(0, i) leaf i, c(1, j) step j,
+# c(2, k) the step's own constant k.
 flatten_graph <- function(t, pending = TRUE) {
   leaves <- list(); leaf_tensors <- list(); steps <- list(); seen <- new.env(parent = emptyenv())
   visit <- function(x) {
-    if (is_tensor(x) && !is.null(x@env$node) && !(pending && !is.null(x@env$value))) {
+    if (is_tensor(x) && !is.null(x@env$node) && !(pending && !is.null(x@env$buf))) {
       key <- format(x@env)
       if (!is.null(seen[[key]])) return(c(1L, seen[[key]]))
-      refs <- lapply(x@env$node$args, visit)
-      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs)
+      consts <- list()
+      refs <- lapply(x@env$node$args, function(a) {
+        if (is_data_arg(a)) return(visit(a))
+        consts[length(consts) + 1] <<- list(a)
+        c(2L, length(consts))
+      })
+      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs, consts = consts)
       assign(key, length(steps), envir = seen)
       return(c(1L, length(steps)))
     }
-    leaves[[length(leaves) + 1]] <<- if (is_tensor(x)) materialize(x)@env$value else x
+    if (is_tensor(x)) materialize(x)
+    leaves[[length(leaves) + 1]] <<- x
     leaf_tensors[length(leaves)] <<- list(if (is_tensor(x)) x else NULL)
     c(0L, length(leaves))
   }
@@ -110,39 +195,52 @@ flatten_graph <- function(t, pending = TRUE) {
   list(leaves = leaves, tensors = leaf_tensors, steps = steps)
 }
 
-# A cache key of a flattened graph's structure.
+# A cache key of a flattened graph's structure (with the ops' constants).
 graph_key <- function(steps, prefix)
   paste(prefix, vapply(steps, function(s)
-    paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")"), ""),
+    paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")",
+           if (length(s$consts)) paste(deparse(s$consts), collapse = "") else ""), ""),
     collapse = ";")
 
 # A function of the leaves (positional or named l1, l2, ...) computing the graph's last step.
 graph_evaluator <- function(steps) {
   fns <- lapply(steps, `[[`, "fn")
   refs <- lapply(steps, `[[`, "refs")
+  consts <- lapply(steps, `[[`, "consts")
   function(...) {
     L <- list(...)
     V <- vector("list", length(fns))
     for (i in seq_along(fns))
-      V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r) if (r[1] == 0L) L[[r[2]]] else V[[r[2]]]))
+      V[[i]] <- do.call(fns[[i]], lapply(refs[[i]], function(r)
+        switch(r[1] + 1L, L[[r[2]]], V[[r[2]]], consts[[i]][[r[2]]])))
     V[[length(fns)]]
   }
 }
 
+# The compute dtype of a graph over these leaves: float64 if any tensor is, else float32.
+leaves_dtype <- function(leaves) {
+  dts <- vapply(Filter(is_tensor, leaves), function(t) t@env$dtype, "")
+  if ("float64" %in% dts) "float64" else "float32"
+}
+
 # Flattens the pending graph under `t` into steps over leaves, traces and runs it.
 materialize <- function(t) {
-  if (!is.null(t@env$value)) return(invisible(t))
+  if (!is.null(t@env$buf)) return(invisible(t))
   g <- flatten_graph(t, pending = TRUE)
-  leaves <- g$leaves
-  key <- graph_key(g$steps, t@env$dtype)
+  dtype <- leaves_dtype(g$leaves)
+  key <- graph_key(g$steps, dtype)
   jf <- .rf_lazy[[key]]
   if (is.null(jf)) {
-    jf <- rf_jit(graph_evaluator(g$steps), dtype = t@env$dtype)
+    jf <- rf_jit(graph_evaluator(g$steps), dtype = dtype)
     assign(key, jf, envir = .rf_lazy)
   }
-  old <- if (t@env$device == "cpu") options(rfuse.device = "cpu") else NULL
-  on.exit(if (!is.null(old)) options(old))
-  t@env$value <- do.call(jf, leaves)
+  r <- do.call(jf, stats::setNames(g$leaves, paste0("l", seq_along(g$leaves))))
+  if (!is_tensor(r))
+    rf_abort("rfuse_unsupported", sprintf("'%s' on an rf_tensor did not give one tensor", t@env$node$name))
+  t@env$buf <- r@env$buf
+  t@env$dtype <- r@env$dtype
+  t@env$rdim <- r@env$rdim
+  t@env$len <- r@env$len
   if (!isTRUE(t@env$requires_grad)) t@env$node <- NULL
   invisible(t)
 }
@@ -180,19 +278,85 @@ setMethod("%*%", signature("ANY", "rf_tensor"), function(x, y) record("%*%", rf_
 setMethod("%*%", signature("rf_tensor", "rf_tensor"), function(x, y) record("%*%", rf_matprod, list(x, y)))
 setMethod("t", "rf_tensor", function(x) record("t", function(a) t(a), list(x)))
 setMethod("mean", "rf_tensor", function(x, ...) record("mean", function(a) mean(a), list(x)))
-setMethod("dim", "rf_tensor", function(x) dim(materialize(x)@env$value))
-setMethod("length", "rf_tensor", function(x) length(materialize(x)@env$value))
+setMethod("dim", "rf_tensor", function(x) materialize(x)@env$rdim)
+setMethod("length", "rf_tensor", function(x) as.integer(materialize(x)@env$len))
 setMethod("as.array", "rf_tensor", function(x, ...) {
-  v <- materialize(x)@env$value
+  v <- tensor_values(x)
   if (is.null(dim(v))) array(v, length(v)) else v
 })
-setMethod("as.vector", "rf_tensor", function(x, mode = "any") as.vector(materialize(x)@env$value, mode))
-setMethod("show", "rf_tensor", function(object) {
-  v <- materialize(object)@env$value
-  cat(sprintf("<rf_tensor %s on %s, %s>\n", object@env$dtype, object@env$device,
-              if (is.null(dim(v))) sprintf("length %d", length(v)) else paste(dim(v), collapse = "x")))
-  print(v)
+setMethod("as.vector", "rf_tensor", function(x, mode = "any") as.vector(tensor_values(x), mode))
+setMethod("as.numeric", "rf_tensor", function(x, ...) as.numeric(tensor_values(x)))
+setMethod("as.logical", "rf_tensor", function(x, ...) as.logical(tensor_values(x)))
+setMethod("[", "rf_tensor", function(x, i, j, ..., drop = TRUE) {
+  v <- tensor_values(x)
+  if (missing(i) && missing(j) && !...length()) return(v)
+  if (is.null(dim(v)) || length(dim(v)) == 1) return(v[i])
+  v[i, j, ..., drop = drop]
 })
+setMethod("show", "rf_tensor", function(object) {
+  materialize(object)
+  e <- object@env
+  cat(sprintf("<rf_tensor %s on %s, %s>\n", e$dtype, e$device,
+              if (is.null(e$rdim)) sprintf("length %d", as.integer(e$len)) else paste(e$rdim, collapse = "x")))
+  print(tensor_values(object))
+})
+
+# The base-R functions rf_jit traces, on rf_tensors too: these mask base's (library(rfuse) says
+# so) and call base's own unchanged unless an argument is an rf_tensor.
+any_tensor <- function(...) {
+  for (a in list(...)) if (is_tensor(a)) return(TRUE)
+  FALSE
+}
+tensor_fn <- function(name, traced, base_fn) {
+  force(name); force(traced); force(base_fn)
+  f <- function() NULL
+  formals(f) <- formals(base_fn)
+  nms <- names(formals(base_fn))
+  # base's function called with the arguments as given (by name after `...`).
+  base_call <- as.call(c(list(base_fn), stats::setNames(lapply(nms, as.name), base::ifelse(nms == "...", "", nms))))
+  body(f) <- bquote({
+    args <- mget(.(names(formals(base_fn))[names(formals(base_fn)) != "..."]), inherits = FALSE)
+    all_args <- .(if ("..." %in% names(formals(base_fn))) quote(c(list(...), args)) else quote(args))
+    if (!do.call(any_tensor, unname(all_args))) return(.(base_call))
+    record(.(name), .(traced), all_args)
+  })
+  environment(f) <- environment(record)
+  f
+}
+
+#' Base R functions on rf tensors
+#'
+#' rfuse's versions of these base-R functions take [rf_tensor]s as well: on tensors they run
+#' on the tensors' device (or are recorded, under `options(gpu.kernel.fusion = TRUE)`) and return a
+#' tensor; on anything else they are base R's own, called unchanged.
+#'
+#' @param x,y,test,yes,no,MARGIN,STATS,FUN,check.margin,na.rm,dims,... As for base R.
+#' @return As base R's, or an `rf_tensor`.
+#' @name rf_tensor-base
+#' @aliases pmax pmin ifelse sweep rowSums colSums rowMeans colMeans crossprod tcrossprod
+NULL
+
+#' @export
+pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax)
+#' @export
+pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin)
+#' @export
+ifelse <- tensor_fn("ifelse", function(test, yes, no) rf_ifelse(test, yes, no), base::ifelse)
+#' @export
+sweep <- tensor_fn("sweep", function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...)
+  rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep)
+#' @export
+rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums)
+#' @export
+colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums)
+#' @export
+rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans)
+#' @export
+colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans)
+#' @export
+crossprod <- tensor_fn("crossprod", function(x, y = NULL) rf_crossprod(x, y), base::crossprod)
+#' @export
+tcrossprod <- tensor_fn("tcrossprod", function(x, y = NULL) rf_tcrossprod(x, y), base::tcrossprod)
 
 # ---- Autograd, torch style: requires_grad leaves, loss$backward(), $grad, $zero_grad() ----------
 # The recorded graph under the loss is the same one materialize() traces; backward() traces it as
@@ -210,22 +374,24 @@ backward_tensor <- function(t) {
     logical(1)))
   if (!length(wants))
     rf_abort("rfuse_autodiff_error", "no tensor in the graph has requires_grad = TRUE")
-  key <- graph_key(g$steps, paste(t@env$dtype, paste(wants, collapse = ",")))
+  dtype <- leaves_dtype(g$leaves)
+  key <- graph_key(g$steps, paste(dtype, paste(wants, collapse = ",")))
   vg <- .rf_backward[[key]]
   if (is.null(vg)) {
     # Called with the leaves as named arguments l1, l2, ... (wrt names them).
     evaluator <- graph_evaluator(g$steps)
-    vg <- rf_value_and_grad(evaluator, wrt = paste0("l", wants), dtype = t@env$dtype)
+    vg <- rf_value_and_grad(evaluator, wrt = paste0("l", wants), dtype = dtype)
     assign(key, vg, envir = .rf_backward)
   }
-  old <- if (t@env$device == "cpu") options(rfuse.device = "cpu") else NULL
-  on.exit(if (!is.null(old)) options(old))
   r <- do.call(vg, stats::setNames(g$leaves, paste0("l", seq_along(g$leaves))))
-  t@env$value <- r$value
+  t@env$buf <- r$value@env$buf
+  t@env$dtype <- r$value@env$dtype
+  t@env$rdim <- NULL
+  t@env$len <- 1
+  # Gradients are tensors on the parameters' device, accumulated there as torch does.
   for (i in wants) {
     leaf <- g$tensors[[i]]
     gi <- r$grad[[paste0("l", i)]]
-    if (!is.null(dim(leaf@env$value))) dim(gi) <- dim(leaf@env$value) else gi <- as.vector(gi)
     leaf@env$grad <- if (is.null(leaf@env$grad)) gi else leaf@env$grad + gi
   }
   invisible(NULL)
@@ -236,10 +402,13 @@ backward_tensor <- function(t) {
 #' Tensors made with `rf_tensor(x, requires_grad = TRUE)` record the operations applied to them
 #' (whatever `options(gpu.kernel.fusion)` says). `loss$backward()` differentiates the recorded
 #' computation of a one-number `loss` with rfuse-autodiff and adds the gradient into each such
-#' tensor's `$grad` (an R array); `$zero_grad()` clears it; `$requires_grad` tells.
+#' tensor's `$grad` (an `rf_tensor` on the same device); `$zero_grad()` clears it;
+#' `$requires_grad` tells. `$to(device =, dtype =)`, `$cpu()` and `$cuda()` copy a tensor;
+#' `$dtype`, `$device` and `$shape` describe it.
 #'
 #' @param x An `rf_tensor`.
-#' @param name `backward`, `grad`, `zero_grad` or `requires_grad`.
+#' @param name `backward`, `grad`, `zero_grad`, `requires_grad`, `to`, `cpu`, `cuda`, `dtype`,
+#'   `device` or `shape`.
 #' @return For `$backward` and `$zero_grad`, a function to call; for `$grad` the accumulated
 #'   gradient (or `NULL`); for `$requires_grad` a logical.
 #' @examples
@@ -258,5 +427,12 @@ setMethod("$", "rf_tensor", function(x, name) {
     grad = x@env$grad,
     zero_grad = function() { x@env$grad <- NULL; invisible(x) },
     requires_grad = isTRUE(x@env$requires_grad),
-    rf_abort("rfuse_error", sprintf("rf_tensor has no field '%s' (backward, grad, zero_grad, requires_grad)", name)))
+    to = function(device = x@env$device, dtype = NULL) tensor_to(x, device, dtype %||% materialize(x)@env$dtype),
+    cpu = function() tensor_to(x, "cpu"),
+    cuda = function() tensor_to(x, "cuda"),
+    dtype = materialize(x)@env$dtype,
+    device = x@env$device,
+    shape = { materialize(x); if (is.null(x@env$rdim)) as.integer(x@env$len) else x@env$rdim },
+    rf_abort("rfuse_error", sprintf(paste("rf_tensor has no field '%s' (backward, grad, zero_grad, requires_grad,",
+                                          "to, cpu, cuda, dtype, device, shape)"), name)))
 })

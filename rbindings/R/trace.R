@@ -133,7 +133,9 @@ collect_outputs <- function(res) {
   syms <- Filter(is_sym, items)
   list(single = is_sym(res) || !is.list(res), items = items,
        ids = vapply(syms, function(s) as.integer(s$id), integer(1)),
-       rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)))
+       rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)),
+       lens = vapply(syms, function(s) as.double(s$len), 0),
+       dtypes = vapply(syms, function(s) s$dtype, ""))
 }
 
 # A user helper called with symbolic arguments: traced once per argument signature as its own
@@ -192,9 +194,13 @@ trace_function <- function(f, args, dtype, static_args) {
   for (i in seq_along(args)) {
     if (static_args[i]) next
     a <- args[[i]]
-    dt <- if (is.logical(a)) "i1" else dtype
+    # An rf_tensor comes in its own dtype; floats of another precision and integers compute in
+    # the trace's float dtype.
+    dt <- if (is_tensor(a)) ir_dtype(a@env$dtype) else if (is.logical(a)) "i1" else dtype
     id <- rf_guard(.rf_b_input(b, tshape(dim(a), length(a)), dt, names(args)[i] %||% ""))
-    sym_args[i] <- list(new_sym(id, dim(a), length(a), dt))
+    s <- new_sym(id, dim(a), length(a), dt)
+    if (dt != "i1" && dt != dtype) s <- cast_sym(s, dtype)
+    sym_args[i] <- list(s)
     input_index <- c(input_index, i)
     input_dtypes <- c(input_dtypes, dt)
   }

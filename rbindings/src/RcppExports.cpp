@@ -454,6 +454,173 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_tensor_from_r
+SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device);
+RcppExport SEXP _rfuse_rf_tensor_from_r(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_from_r(x, dtype, device));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_to_r
+SEXP rf_tensor_to_r(SEXP handle, SEXP rdim);
+RcppExport SEXP _rfuse_rf_tensor_to_r(SEXP handleSEXP, SEXP rdimSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type rdim(rdimSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_to_r(handle, rdim));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_empty
+SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device);
+RcppExport SEXP _rfuse_rf_tensor_empty(SEXP shapeSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_empty(shape, dtype, device));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_describe
+List rf_tensor_describe(SEXP handle);
+RcppExport SEXP _rfuse_rf_tensor_describe(SEXP handleSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_describe(handle));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_valid
+bool rf_tensor_valid(SEXP handle);
+RcppExport SEXP _rfuse_rf_tensor_valid(SEXP handleSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_valid(handle));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_to_device
+SEXP rf_tensor_to_device(SEXP handle, std::string device);
+RcppExport SEXP _rfuse_rf_tensor_to_device(SEXP handleSEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_to_device(handle, device));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_clone
+SEXP rf_tensor_clone(SEXP handle);
+RcppExport SEXP _rfuse_rf_tensor_clone(SEXP handleSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_clone(handle));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_cast
+SEXP rf_tensor_cast(SEXP handle, std::string dtype);
+RcppExport SEXP _rfuse_rf_tensor_cast(SEXP handleSEXP, SEXP dtypeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_cast(handle, dtype));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_copy_elements
+void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOffset, double count);
+RcppExport SEXP _rfuse_rf_tensor_copy_elements(SEXP dstSEXP, SEXP dstOffsetSEXP, SEXP srcSEXP, SEXP srcOffsetSEXP, SEXP countSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type dst(dstSEXP);
+    Rcpp::traits::input_parameter< double >::type dstOffset(dstOffsetSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type src(srcSEXP);
+    Rcpp::traits::input_parameter< double >::type srcOffset(srcOffsetSEXP);
+    Rcpp::traits::input_parameter< double >::type count(countSEXP);
+    rf_tensor_copy_elements(dst, dstOffset, src, srcOffset, count);
+    return R_NilValue;
+END_RCPP
+}
+// rf_tensor_gather
+void rf_tensor_gather(SEXP src, SEXP rows, double offset, double count, SEXP dst);
+RcppExport SEXP _rfuse_rf_tensor_gather(SEXP srcSEXP, SEXP rowsSEXP, SEXP offsetSEXP, SEXP countSEXP, SEXP dstSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type src(srcSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type rows(rowsSEXP);
+    Rcpp::traits::input_parameter< double >::type offset(offsetSEXP);
+    Rcpp::traits::input_parameter< double >::type count(countSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type dst(dstSEXP);
+    rf_tensor_gather(src, rows, offset, count, dst);
+    return R_NilValue;
+END_RCPP
+}
+// rf_run_tensors
+SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string device, SEXP outputs);
+RcppExport SEXP _rfuse_rf_run_tensors(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP deviceSEXP, SEXP outputsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
+    Rcpp::traits::input_parameter< List >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type outputs(outputsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_run_tensors(p, args, dtypes, device, outputs));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_transfer_stats
+NumericVector rf_transfer_stats();
+RcppExport SEXP _rfuse_rf_transfer_stats() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_transfer_stats());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_device_memory
+NumericVector rf_device_memory();
+RcppExport SEXP _rfuse_rf_device_memory() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_device_memory());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_synchronize
+void rf_synchronize();
+RcppExport SEXP _rfuse_rf_synchronize() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_synchronize();
+    return R_NilValue;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -491,6 +658,20 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
+    {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
+    {"_rfuse_rf_tensor_to_r", (DL_FUNC) &_rfuse_rf_tensor_to_r, 2},
+    {"_rfuse_rf_tensor_empty", (DL_FUNC) &_rfuse_rf_tensor_empty, 3},
+    {"_rfuse_rf_tensor_describe", (DL_FUNC) &_rfuse_rf_tensor_describe, 1},
+    {"_rfuse_rf_tensor_valid", (DL_FUNC) &_rfuse_rf_tensor_valid, 1},
+    {"_rfuse_rf_tensor_to_device", (DL_FUNC) &_rfuse_rf_tensor_to_device, 2},
+    {"_rfuse_rf_tensor_clone", (DL_FUNC) &_rfuse_rf_tensor_clone, 1},
+    {"_rfuse_rf_tensor_cast", (DL_FUNC) &_rfuse_rf_tensor_cast, 2},
+    {"_rfuse_rf_tensor_copy_elements", (DL_FUNC) &_rfuse_rf_tensor_copy_elements, 5},
+    {"_rfuse_rf_tensor_gather", (DL_FUNC) &_rfuse_rf_tensor_gather, 5},
+    {"_rfuse_rf_run_tensors", (DL_FUNC) &_rfuse_rf_run_tensors, 5},
+    {"_rfuse_rf_transfer_stats", (DL_FUNC) &_rfuse_rf_transfer_stats, 0},
+    {"_rfuse_rf_device_memory", (DL_FUNC) &_rfuse_rf_device_memory, 0},
+    {"_rfuse_rf_synchronize", (DL_FUNC) &_rfuse_rf_synchronize, 0},
     {NULL, NULL, 0}
 };
 

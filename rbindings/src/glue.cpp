@@ -2,9 +2,7 @@
 // rfuse's C++ exceptions into R errors whose message starts with the condition class
 // ("rfuse_shape_error: ..."); R/errors.R turns those into classed conditions. No C++ exception
 // ever crosses into R unconverted.
-#include <Rcpp.h>
-
-#include <deque>
+#include "glue.h"
 
 #include "rfuse/Frontend/GraphBuilder.h"
 #include "rfuse/Runtime/Cuda.h"
@@ -19,50 +17,12 @@ using namespace Rcpp;
 using rfuse::GraphBuilder;
 using rfuse::TracedValue;
 
-namespace {
-
-[[noreturn]] void fail(const char *cls, const std::string &msg) {
-  throw Rcpp::exception((std::string(cls) + ": " + msg).c_str(), false);
-}
-
-template <class F> auto guarded(F &&f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const rfuse::ShapeError &e) {
-    fail("rfuse_shape_error", e.what());
-  } catch (const rfuse::TraceError &e) {
-    fail("rfuse_trace_error", e.what());
-  } catch (const rfuse::CompileError &e) {
-    fail("rfuse_compile_error", e.what());
-  } catch (const rfuse::InterpreterError &e) {
-    fail("rfuse_runtime_error", e.what());
-  } catch (const rfuse::OptionError &e) {
-    fail("rfuse_option_error", e.what());
-  } catch (const Rcpp::exception &) {
-    throw;
-  } catch (const std::exception &e) {
-    fail("rfuse_error", e.what());
-  }
-}
-
-GraphBuilder &builder(SEXP b) {
-  XPtr<GraphBuilder> p(b);
-  if (!p.get())
-    fail("rfuse_trace_error", "the trace is no longer valid");
-  return *p;
-}
-
-rfuse::DType dtypeOf(const std::string &name) {
-  rfuse::DType d;
-  if (!rfuse::parseDType(name, d))
-    fail("rfuse_error", "unknown dtype '" + name + "'");
-  return d;
-}
-
-std::vector<int64_t> toShape(IntegerVector v) { return std::vector<int64_t>(v.begin(), v.end()); }
-TracedValue tv(int id) { return TracedValue{id}; }
-
-} // namespace
+using rfuse::r::fail;
+using rfuse::r::guarded;
+using rfuse::r::builder;
+using rfuse::r::dtypeOf;
+using rfuse::r::toShape;
+using rfuse::r::tv;
 
 // [[Rcpp::export(.rf_builder_new)]]
 SEXP rf_builder_new(std::string entry) {
@@ -297,14 +257,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
   });
 }
 
-namespace {
-const rfuse::Program &program(SEXP p) {
-  XPtr<std::shared_ptr<rfuse::Program>> ptr(p);
-  if (!ptr.get() || !*ptr)
-    fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
-  return **ptr;
-}
-} // namespace
+using rfuse::r::program;
 
 // [[Rcpp::export(.rf_program_info)]]
 List rf_program_info(SEXP p) {
@@ -365,6 +318,22 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) 
   for (R_xlen_t i = 0; i < args.size(); ++i) {
     SEXP a = args[i];
     std::string name = as<std::string>(names[i]);
+    if (IS_S4_OBJECT(a) && R_has_slot(a, Rf_install("env"))) { // an rf_tensor: dtype, device, dims
+      SEXP env = R_do_slot(a, Rf_install("env"));
+      auto field = [&](const char *n) { return Rf_findVarInFrame(env, Rf_install(n)); };
+      SEXP dt = field("dtype"), dev = field("device"), rdim = field("rdim"), len = field("len");
+      key += name + ":T" + (TYPEOF(dt) == STRSXP ? CHAR(STRING_ELT(dt, 0)) : "?") + "@" +
+             (TYPEOF(dev) == STRSXP ? CHAR(STRING_ELT(dev, 0)) : "?") + "[";
+      if (TYPEOF(rdim) == INTSXP) {
+        key += "d";
+        for (R_xlen_t d = 0; d < Rf_xlength(rdim); ++d)
+          key += (d ? "x" : "") + std::to_string(INTEGER(rdim)[d]);
+      } else if (TYPEOF(len) == REALSXP || TYPEOF(len) == INTSXP) {
+        key += std::to_string((long long)Rf_asReal(len));
+      }
+      key += "];";
+      continue;
+    }
     SEXP dim = Rf_getAttrib(a, R_DimSymbol);
     bool st = std::find(staticNames.begin(), staticNames.end(), name) != staticNames.end() ||
               (TYPEOF(a) == LGLSXP && Rf_xlength(a) == 1 && Rf_isNull(dim));
@@ -461,79 +430,55 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
   return guarded([&] {
     const rfuse::Program &prog = program(p);
     rfuse::Device dev = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
-    // R's doubles are f64 tensors as they are: the CPU backend reads them in place. Other
-    // dtypes are converted into staging buffers.
-    std::deque<std::vector<char>> staging;
-    std::vector<rfuse::TensorRef> inputs;
-    for (R_xlen_t k = 0; k < args.size(); ++k) {
-      SEXP a = args[k];
-      rfuse::DType dt = dtypeOf(as<std::string>(dtypes[k]));
-      std::vector<int64_t> shape;
-      SEXP dim = Rf_getAttrib(a, R_DimSymbol);
-      if (Rf_isNull(dim)) {
-        shape.push_back(Rf_xlength(a));
-      } else {
-        IntegerVector d(dim);
-        for (R_xlen_t i = d.size() - 1; i >= 0; --i)
-          shape.push_back(d[i]);
-      }
-      R_xlen_t n = Rf_xlength(a);
-      if (TYPEOF(a) == REALSXP && dt == rfuse::DType::F64) {
-        inputs.push_back({dt, shape, (void *)REAL(a)});
-        continue;
-      }
-      rfuse::HostTensor t(dt, shape);
-      if (TYPEOF(a) == REALSXP) {
-        const double *v = REAL(a);
-        for (R_xlen_t i = 0; i < n; ++i)
-          t.set(i, v[i]);
-      } else if (TYPEOF(a) == INTSXP || TYPEOF(a) == LGLSXP) {
-        const int *v = TYPEOF(a) == INTSXP ? INTEGER(a) : LOGICAL(a);
-        for (R_xlen_t i = 0; i < n; ++i) {
-          if (v[i] == NA_INTEGER)
-            t.set(i, NA_REAL);
-          else
-            t.set(i, v[i]);
-        }
-      } else {
-        fail("rfuse_type_error", "argument " + std::to_string(k + 1) + " is not numeric");
-      }
-      inputs.push_back({dt, shape, staging.emplace_back(t.toBytes()).data()});
-    }
-    // Results: f64 ones are written straight into the R vectors; others are converted after.
     const auto &types = prog.resultTypes();
     List out(types.size());
-    std::vector<rfuse::TensorRef> outputs;
-    for (size_t k = 0; k < types.size(); ++k) {
-      auto [dt, shape] = types[k];
-      int64_t n = 1;
-      for (int64_t d : shape)
-        n *= d;
-      SEXP v = Rf_allocVector(dt == rfuse::DType::I1 ? LGLSXP : REALSXP, n);
-      out[k] = v; // protected by `out` from here on
-      if (k < (size_t)outDims.size() && !Rf_isNull(outDims[k]))
-        Rf_setAttrib(v, R_DimSymbol, outDims[k]);
-      void *data = dt == rfuse::DType::F64 ? (void *)REAL(v)
-                                           : staging.emplace_back((size_t)n * rfuse::dtypeSize(dt)).data();
-      outputs.push_back({dt, shape, data});
-    }
-    prog.run(inputs, outputs, dev);
-    for (size_t k = 0; k < types.size(); ++k) {
-      if (types[k].first == rfuse::DType::F64)
-        continue;
-      rfuse::HostTensor t = rfuse::HostTensor::fromBytes(types[k].first, types[k].second,
-                                                         (const char *)outputs[k].data);
-      SEXP v = out[k];
-      if (t.dtype == rfuse::DType::I1) {
-        int *d = LOGICAL(v);
-        for (int64_t i = 0; i < t.numel(); ++i)
-          d[i] = (int)t.i[i];
-      } else {
-        double *d = REAL(v);
-        for (int64_t i = 0; i < t.numel(); ++i)
-          d[i] = t.get(i);
+    auto rdim = [&](size_t k) -> SEXP { return k < (size_t)outDims.size() ? (SEXP)outDims[k] : R_NilValue; };
+    if (dev == rfuse::Device::Cpu) {
+      // R's doubles are f64 tensors as they are: the CPU backend reads them, and writes f64
+      // results, in place. Other dtypes convert (threaded) into tensors and back.
+      std::vector<rfuse::Tensor> converted;
+      std::vector<rfuse::TensorRef> inputs, outputs;
+      for (R_xlen_t k = 0; k < args.size(); ++k) {
+        SEXP a = args[k];
+        rfuse::DType dt = dtypeOf(as<std::string>(dtypes[k]));
+        if (TYPEOF(a) == REALSXP && dt == rfuse::DType::F64) {
+          inputs.push_back({dt, rfuse::r::rShape(a), (void *)REAL(a)});
+          continue;
+        }
+        converted.push_back(rfuse::r::tensorFromR(a, dt, dev));
+        inputs.push_back(converted.back().ref());
       }
+      std::vector<rfuse::Tensor> results(types.size());
+      for (size_t k = 0; k < types.size(); ++k) {
+        auto [dt, shape] = types[k];
+        if (dt == rfuse::DType::F64) {
+          int64_t n = 1;
+          for (int64_t d : shape)
+            n *= d;
+          SEXP v = Rf_allocVector(REALSXP, n);
+          out[k] = v; // protected by `out` from here on
+          if (!Rf_isNull(rdim(k)))
+            Rf_setAttrib(v, R_DimSymbol, rdim(k));
+          outputs.push_back({dt, shape, (void *)REAL(v)});
+        } else {
+          results[k] = rfuse::emptyTensor(dev, dt, shape);
+          outputs.push_back(results[k].ref());
+        }
+      }
+      prog.run(inputs, outputs, dev);
+      for (size_t k = 0; k < types.size(); ++k)
+        if (types[k].first != rfuse::DType::F64)
+          out[k] = rfuse::r::tensorToR(results[k], rdim(k));
+      return out;
     }
+    // The GPU: inputs upload through pinned staging (converted chunk by chunk while the previous
+    // chunk copies), results download the same way straight into new R vectors.
+    std::vector<rfuse::Tensor> inputs;
+    for (R_xlen_t k = 0; k < args.size(); ++k)
+      inputs.push_back(rfuse::r::tensorFromR(args[k], dtypeOf(as<std::string>(dtypes[k])), dev));
+    std::vector<rfuse::Tensor> results = prog.run(inputs, dev);
+    for (size_t k = 0; k < results.size(); ++k)
+      out[k] = rfuse::r::tensorToR(results[k], rdim(k));
     return out;
   });
 }

@@ -280,6 +280,52 @@ void Program::run(const std::vector<TensorRef> &inputs, const std::vector<Tensor
     out[k].writeBytes(outputs[k].data);
 }
 
+std::vector<Tensor> Program::run(const std::vector<Tensor> &inputs, Device device) const {
+  const char *where = device == Device::Cuda ? "cuda" : "cpu";
+  if (inputs.size() != state_->cudaPlan->argSlots.size())
+    throw InterpreterError("the program takes " + std::to_string(state_->cudaPlan->argSlots.size()) +
+                           " inputs, got " + std::to_string(inputs.size()));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor &t = inputs[k];
+    if (t.device() != device)
+      throw DeviceMismatchError("input " + std::to_string(k + 1) + " is on " +
+                                (t.device() == Device::Cuda ? "cuda" : "cpu") + " but the program runs on " +
+                                where + " (move it with $to(device = \"" + where + "\"))");
+    const codegen::BufferSlot &slot = state_->cudaPlan->slots[state_->cudaPlan->argSlots[k]];
+    if (t.dtype != slot.dtype || t.shape != slot.shape)
+      throw InterpreterError("input " + std::to_string(k + 1) + " does not match the program's argument type");
+  }
+  std::vector<Tensor> outputs;
+  for (auto &[dt, shape] : results_)
+    outputs.push_back(emptyTensor(device, dt, shape));
+  run(inputs, outputs, device);
+  return outputs;
+}
+
+void Program::run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const {
+  if (outputs.size() != results_.size())
+    throw InterpreterError("the program has " + std::to_string(results_.size()) + " results, got " +
+                           std::to_string(outputs.size()) + " output tensors");
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (outputs[k].device() != device || outputs[k].dtype != results_[k].first || outputs[k].shape != results_[k].second)
+      throw InterpreterError("output tensor " + std::to_string(k + 1) + " does not match the result type");
+  if (device == Device::Cuda) {
+    std::vector<uintptr_t> ins, outs;
+    for (const Tensor &t : inputs)
+      ins.push_back((uintptr_t)t.data());
+    for (const Tensor &t : outputs)
+      outs.push_back((uintptr_t)t.data());
+    gpuProgram(*state_).run(ins, outs);
+    return;
+  }
+  std::vector<TensorRef> ins, outs;
+  for (const Tensor &t : inputs)
+    ins.push_back(t.ref());
+  for (const Tensor &t : outputs)
+    outs.push_back(t.ref());
+  run(ins, outs, Device::Cpu);
+}
+
 std::vector<std::string> Program::cpuSteps() const {
   cpu::CpuProgram &p = cpuProgram(*state_, entry_);
   std::vector<std::string> out = p.jitted();

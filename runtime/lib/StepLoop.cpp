@@ -18,7 +18,7 @@ Buffer StepLoop::buffer(StepBackend &backend, int slot) {
 Buffer StepLoop::temporary(StepBackend &backend, size_t bytes) { return backend.allocate(bytes); }
 
 void StepLoop::done(StepBackend &backend, Buffer b, size_t bytes) {
-  if (keepBuffers)
+  if (keepBuffers && capturing)
     keptTemps.push_back({b, bytes});
   else
     backend.release(b, bytes);

@@ -52,6 +52,13 @@ public:
     buffers[slot] = b;
     owned[slot] = false;
   }
+  /// Forgets a binding made by bind() (the slot is allocated again on its next use).
+  void unbind(int slot) {
+    if (!owned[slot])
+      buffers[slot] = 0;
+  }
+  /// Whether the slot (its root) has memory now.
+  bool hasBuffer(int slot) const { return buffers[plan.root(slot)] != 0; }
   /// The slot's buffer, allocated (and owned) on first use.
   Buffer buffer(StepBackend &backend, int slot);
   /// Runs every step.
@@ -65,14 +72,16 @@ public:
   /// Gives back one owned buffer (not a constant's, not while buffers are kept).
   void releaseSlot(StepBackend &backend, int slot);
 
-  /// A temporary for the duration of a step; `done` gives it back (or keeps it while buffers
-  /// are fixed: a CUDA graph holds their addresses).
+  /// A temporary for the duration of a step; `done` gives it back (or keeps it while a CUDA
+  /// graph is being captured: the graph holds its address).
   Buffer temporary(StepBackend &backend, size_t bytes);
   void done(StepBackend &backend, Buffer b, size_t bytes);
 
   /// Buffers fixed for the program's life (CUDA graphs): nothing is given back between steps or
   /// runs, temporaries included.
   bool keepBuffers = false;
+  /// A CUDA graph is being captured: temporaries are kept too (with keepBuffers).
+  bool capturing = false;
 
   const ExecutionPlan &plan;
 

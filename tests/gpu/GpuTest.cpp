@@ -290,3 +290,99 @@ TEST_F(Gpu, Tf32IsOnByDefaultAndClose) {
 }
 
 } // namespace
+
+// ---- Device-resident tensors (rfuse/Runtime/Tensor.h) ----------------------------------------
+
+TEST_F(Gpu, DeviceTensorsRoundTripEveryDtypeThroughPinnedStaging) {
+  // Three staging chunks and a ragged tail for f32; small ones for the rest.
+  for (int64_t n : {(int64_t)37, (int64_t)((40 << 20) / 4 + 5)}) {
+    std::vector<double> v(n);
+    for (int64_t k = 0; k < n; ++k)
+      v[k] = std::sin((double)k * 0.37) * 300 + (k % 7 == 0 ? 0 : 0.25);
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::I1}) {
+      Tensor h = emptyTensor(Device::Cpu, dt, {n}), d = emptyTensor(Device::Cuda, dt, {n});
+      copyFromDoubles(v.data(), h);
+      copyFromDoubles(v.data(), d);
+      std::vector<double> a(n), b(n);
+      copyToDoubles(h, a.data());
+      copyToDoubles(d, b.data());
+      ASSERT_EQ(a, b) << dtypeName(dt) << " n " << n;
+      HostTensor viaHost = toHostTensor(d);
+      EXPECT_EQ(viaHost.dtype, dt);
+    }
+  }
+}
+
+TEST_F(Gpu, ProgramsOnDeviceTensorsMoveNothingThroughTheHostAndMatchTheInterpreter) {
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
+    auto program = compileProgram(g.moduleText, "default");
+    std::vector<HostTensor> ref = interpretText(g.moduleText, "main", g.inputs);
+    std::vector<Tensor> in;
+    for (const HostTensor &h : g.inputs)
+      in.push_back(fromHostTensor(h, Device::Cuda));
+    program->run(in, Device::Cuda); // the first run tunes and computes constants
+    TransferStats before = transferStats();
+    // Alternating between two sets of results, several times: graphs by address (or staged).
+    std::vector<Tensor> a = program->run(in, Device::Cuda), b = program->run(in, Device::Cuda);
+    for (int rep = 0; rep < 3; ++rep) {
+      program->run(in, a, Device::Cuda);
+      program->run(in, b, Device::Cuda);
+    }
+    TransferStats after = transferStats();
+    EXPECT_EQ(after.hostToDeviceBytes, before.hostToDeviceBytes) << g.name;
+    EXPECT_EQ(after.deviceToHostBytes, before.deviceToHostBytes) << g.name;
+    for (const std::vector<Tensor> *out : {&a, &b})
+      for (size_t i = 0; i < ref.size(); ++i) {
+        HostTensor got = toHostTensor((*out)[i]);
+        ASSERT_EQ(got.shape, ref[i].shape) << g.name;
+        if (!ref[i].isFloat())
+          continue;
+        double num = 0, den = 0;
+        for (size_t k = 0; k < ref[i].f.size(); ++k) {
+          num += (got.f[k] - ref[i].f[k]) * (got.f[k] - ref[i].f[k]);
+          den += ref[i].f[k] * ref[i].f[k];
+        }
+        EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(ref[i].dtype)) << g.name << " output " << i;
+      }
+  }
+}
+
+TEST_F(Gpu, NewInputValuesAtTheSameAddressesGiveNewResults) {
+  // A replayed graph reads its inputs' memory at replay time: new values written in place count.
+  GraphBuilder gb("main");
+  TracedValue x = gb.input({256, 64}, DType::F32, "x"), w = gb.input({64, 32}, DType::F32, "w");
+  TracedValue h = gb.relu(gb.matmul(x, w));
+  TracedValue y = gb.tanh(gb.matmul(h, gb.transpose(w, {1, 0})));
+  gb.finish({gb.reduceSum(gb.mul(y, y), {1}), h});
+  std::string text = gb.moduleText();
+  auto program = compileProgram(text, "default");
+  std::mt19937_64 rng(11);
+  HostTensor wx = test::randomTensor(DType::F32, {64, 32}, rng);
+  Tensor dx = emptyTensor(Device::Cuda, DType::F32, {256, 64}), dw = fromHostTensor(wx, Device::Cuda);
+  std::vector<Tensor> out = program->run({dx, dw}, Device::Cuda);
+  for (int rep = 0; rep < 5; ++rep) {
+    HostTensor hx = test::randomTensor(DType::F32, {256, 64}, rng);
+    std::vector<double> vals = hx.f;
+    copyFromDoubles(vals.data(), dx);
+    program->run({dx, dw}, out, Device::Cuda);
+    std::vector<HostTensor> ref = interpretText(text, "main", {hx, wx});
+    EXPECT_LE(test::maxRelError(toHostTensor(out[0]).f, ref[0].f, 1e-3), 1e-4) << rep;
+  }
+}
+
+TEST_F(Gpu, OutOfMemorySaysHowMuchAndTheDeviceStaysUsable) {
+  size_t huge = (size_t)1 << 46; // 64 TiB
+  try {
+    emptyTensor(Device::Cuda, DType::F32, {(int64_t)(huge / 4)});
+    ADD_FAILURE() << "allocated 64 TiB";
+  } catch (const OutOfMemoryError &e) {
+    EXPECT_GE(e.requested, huge);
+    EXPECT_GT(e.total, 0u);
+    EXPECT_NE(std::string(e.what()).find("bytes are free"), std::string::npos);
+  }
+  Tensor t = emptyTensor(Device::Cuda, DType::F32, {1024});
+  std::vector<double> v(1024, 2.5), back(1024);
+  copyFromDoubles(v.data(), t);
+  copyToDoubles(t, back.data());
+  EXPECT_EQ(back, v);
+}

@@ -126,11 +126,11 @@ test_that("torch-style autograd on rf tensors: requires_grad, backward(), $grad,
     loss <- sum(tanh(x %*% w)^2)
     expect_null(w$grad)
     loss$backward()
-    expect_equal(w$grad, ref, tolerance = 1e-12)
+    expect_equal(as.array(w$grad), ref, tolerance = 1e-12)
     expect_equal(as.vector(loss), f(x, w0), tolerance = 1e-12)
     loss2 <- sum(tanh(x %*% w)^2) # gradients accumulate, as in torch
     loss2$backward()
-    expect_equal(w$grad, 2 * ref, tolerance = 1e-12)
+    expect_equal(as.array(w$grad), 2 * ref, tolerance = 1e-12)
     w$zero_grad()
     expect_null(w$grad)
     options(old)

@@ -29,7 +29,7 @@ test_that("rf_explain returns the generated CUDA C++ of each kernel, even withou
   expect_gte(length(ex$kernels), 1)
   expect_true(all(nzchar(names(ex$kernels))))
   expect_true(all(grepl("__global__", ex$kernels)))
-  expect_true(any(grepl("rf_exp<float>", ex$kernels, fixed = TRUE)))
+  expect_true(any(grepl("rf_exp<(float|double)>", ex$kernels)))
   expect_length(ex$gpu_fallbacks, 0)
   # Each kernel names the R expressions it came from.
   expect_true(any(grepl("e/rowSums(e)", ex$kernels, fixed = TRUE)))

@@ -27,11 +27,11 @@ test_that("lazy mode records a chain and compiles it once, as one fused program"
   a <- rf_tensor(rnd(64, 32))
   before <- rf_cache_info()$compiles
   b <- tanh(a * 2 + 1) / 3 - a
-  expect_null(b@env$value)                       # recorded, not run
+  expect_null(b@env$buf)                         # recorded, not run
   expect_equal(rf_cache_info()$compiles, before)
   r <- as.array(b)
   expect_equal(rf_cache_info()$compiles, before + 1)
-  expect_false(is.null(b@env$value))
+  expect_false(is.null(b@env$buf))
   c2 <- tanh(a * 2 + 1) / 3 - a                  # same structure and shapes: cached
   as.array(c2)
   expect_equal(rf_cache_info()$compiles, before + 1)

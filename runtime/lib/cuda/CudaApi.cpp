@@ -92,6 +92,9 @@ const DriverApi &driver() {
     RF_BIND(cuGraphLaunch, "cuGraphLaunch");
     RF_BIND(cuGraphExecDestroy, "cuGraphExecDestroy");
     RF_BIND(cuGraphDestroy, "cuGraphDestroy");
+    RF_BIND(cuMemHostAlloc, "cuMemHostAlloc");
+    RF_BIND(cuMemFreeHost, "cuMemFreeHost");
+    RF_BIND(cuDriverGetVersion, "cuDriverGetVersion");
     a.loaded = ok;
     return a;
   }();

@@ -50,6 +50,10 @@ struct DriverApi {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  // Pinned host memory (staging for uploads and downloads) and what rf_sitrep() reports.
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void *);
+  CUresult (*cuDriverGetVersion)(int *);
 };
 
 struct NvrtcApi {

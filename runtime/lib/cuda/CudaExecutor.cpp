@@ -11,6 +11,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
+#include <mutex>
 
 namespace rfuse::cuda {
 
@@ -68,9 +71,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 
   ~Impl() override {
-    dropGraph();
+    dropGraphs();
     loop.releaseEverything(*this);
   }
+  std::mutex mu; // one run at a time: the loop and the graphs are the program's
 
   // ---- StepBackend -------------------------------------------------------------------------
 
@@ -130,15 +134,15 @@ struct GpuProgram::Impl : runtime::StepBackend {
 
   HostTensor read(Buffer b, const codegen::BufferSlot &slot) override {
     std::vector<char> bytes(slot.bytes);
-    check(driver().cuMemcpyDtoHAsync(bytes.data(), b, bytes.size(), dev.stream), "cuMemcpyDtoH", "downloading a value");
-    check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "downloading a value");
+    dev.download(b, bytes.size(), [&](size_t off, size_t n, const void *staging) {
+      std::memcpy(bytes.data() + off, staging, n);
+    });
     return HostTensor::fromBytes(slot.dtype, slot.shape, bytes.data());
   }
 
   void write(Buffer b, const HostTensor &t) override {
     std::vector<char> bytes = t.toBytes();
-    check(driver().cuMemcpyHtoDAsync(b, bytes.data(), bytes.size(), dev.stream), "cuMemcpyHtoD", "uploading a value");
-    check(driver().cuStreamSynchronize(dev.stream), "cuStreamSynchronize", "uploading a value");
+    dev.upload(b, bytes.size(), [&](size_t off, size_t n, void *staging) { std::memcpy(staging, bytes.data() + off, n); });
   }
 
   // ---- Profiling: profile_steps times each step with CUDA events (graphs off) ----------------
@@ -187,15 +191,27 @@ struct GpuProgram::Impl : runtime::StepBackend {
     loop.run(*this);
   }
 
-  // ---- CUDA graphs -------------------------------------------------------------------------
-  // From the second run on, a program whose steps are all device work (no host step) is
-  // captured once into a CUDA graph and replayed as one launch: no per-step host work, no
-  // launch gaps. Its buffers are then fixed (the graph holds their addresses): every slot keeps
-  // its buffer for the program's life instead of going back to the allocator after each run.
-  CUgraph graph = nullptr;
-  CUgraphExec graphExec = nullptr;
+  // ---- Running on the caller's device memory, and CUDA graphs -------------------------------
+  // Arguments and results live in the caller's tensors (bound to their slots); the loop owns the
+  // intermediates. From the second run a program whose steps are all device work is replayed as
+  // a CUDA graph, which holds every address it uses, so its intermediates are then fixed for the
+  // program's life (keepBuffers). Two ways to give a graph the caller's memory:
+  //  - staged: when arguments and results are small (a forward pass, an inference), one graph
+  //    over internal buffers, with the arguments copied in and the results copied out around
+  //    each replay (device-to-device, microseconds);
+  //  - by address: otherwise, one graph per set of caller addresses (a training loop alternates
+  //    between two sets), at most maxGraphs; a program whose addresses keep changing runs its
+  //    steps directly, which for one or two big kernels costs no more than a replay.
+  struct Graph {
+    std::vector<Buffer> key; // argument then result addresses (empty: the staged graph)
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+  };
+  std::vector<Graph> graphs;
   bool graphFailed = false;
   int executions = 0;
+  static constexpr size_t maxGraphs = 4;
+  static constexpr size_t stagedBytesLimit = 8u << 20;
 
   bool graphable() const {
     if (graphFailed || options.profileSteps || !options.cudaGraphs)
@@ -205,62 +221,177 @@ struct GpuProgram::Impl : runtime::StepBackend {
         return false;
     return true;
   }
+  size_t deviceSteps() const {
+    size_t n = 0;
+    for (const Step &s : plan.steps)
+      n += s.kind == Step::Kind::Kernel || s.kind == Step::Kind::Library;
+    return n;
+  }
+  size_t externalBytes() const {
+    size_t n = 0;
+    for (int sl : plan.argSlots)
+      n += plan.slots[sl].bytes;
+    for (int sl : plan.resultSlots)
+      n += plan.slots[sl].bytes;
+    return n;
+  }
 
-  void dropGraph() {
-    if (graphExec)
-      driver().cuGraphExecDestroy(graphExec);
-    if (graph)
-      driver().cuGraphDestroy(graph);
-    graphExec = nullptr;
-    graph = nullptr;
+  void dropGraphs() {
+    for (Graph &g : graphs) {
+      if (g.exec)
+        driver().cuGraphExecDestroy(g.exec);
+      if (g.graph)
+        driver().cuGraphDestroy(g.graph);
+    }
+    graphs.clear();
     if (loop.keepBuffers)
       loop.unfix(*this);
   }
 
-  // Runs the steps: directly, or by capturing (once) and replaying a CUDA graph.
-  void run() {
-    options = runtimeOptions();
-    if (!graphable() || executions++ == 0) { // the first run picks algorithms, computes constants
-      execute();
-      return;
-    }
-    if (!graphExec) {
-      loop.keepBuffers = true;
-      for (size_t i = 0; i < plan.slots.size(); ++i)
-        if (plan.slots[i].aliasOf < 0)
-          loop.buffer(*this, (int)i);
-      const DriverApi &api = driver();
-      check(api.cuStreamBeginCapture(dev.stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture",
-            "capturing a CUDA graph");
-      try {
-        execute();
-      } catch (...) {
-        CUgraph g = nullptr;
-        api.cuStreamEndCapture(dev.stream, &g);
-        if (g)
-          api.cuGraphDestroy(g);
-        graphFailed = true;
-        dropGraph();
-        throw;
-      }
-      CUresult ended = api.cuStreamEndCapture(dev.stream, &graph);
-      if (ended != CUDA_SUCCESS || api.cuGraphInstantiateWithFlags(&graphExec, graph, 0) != CUDA_SUCCESS) {
-        llvm::errs() << "rfuse: warning: CUDA graph capture failed; running the steps one by one\n";
-        graphFailed = true;
-        dropGraph();
-        execute();
-        return;
-      }
-    }
-    check(driver().cuGraphLaunch(graphExec, dev.stream), "cuGraphLaunch", "replaying the program's CUDA graph");
+  void copyDevice(Buffer dst, Buffer src, size_t bytes, const char *what) {
+    if (dst != src && bytes)
+      check(driver().cuMemcpyDtoDAsync(dst, src, bytes, dev.stream), "cuMemcpyDtoDAsync", what);
   }
 
-  void upload(const std::vector<HostTensor> &inputs) {
-    if (inputs.size() != plan.argSlots.size())
-      throw CudaError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs, got " +
-                      std::to_string(inputs.size()));
-    for (size_t i = 0; i < inputs.size(); ++i)
-      write(loop.buffer(*this, plan.argSlots[i]), inputs[i]);
+  // Result k is written into the caller's buffer by the steps, unless the value is an argument,
+  // an alias, a constant or an earlier result: those are copied after the steps.
+  std::vector<bool> resultBound;
+  void planResultBinding() {
+    resultBound.assign(plan.resultSlots.size(), false);
+    std::vector<bool> seen(plan.slots.size());
+    for (size_t k = 0; k < plan.resultSlots.size(); ++k) {
+      int sl = plan.resultSlots[k];
+      const codegen::BufferSlot &slot = plan.slots[sl];
+      resultBound[k] = slot.argument < 0 && slot.aliasOf < 0 && !slot.constant && !seen[sl];
+      seen[sl] = true;
+    }
+  }
+
+  // The steps on the caller's memory, directly (or while capturing).
+  void executeBound(const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) {
+    for (size_t k = 0; k < ins.size(); ++k)
+      loop.bind(plan.argSlots[k], ins[k]);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (resultBound[k])
+        loop.bind(plan.resultSlots[k], outs[k]);
+    struct Unbind {
+      Impl &impl;
+      ~Unbind() {
+        for (int sl : impl.plan.argSlots)
+          impl.loop.unbind(sl);
+        for (int sl : impl.plan.resultSlots)
+          impl.loop.unbind(sl);
+        impl.loop.releaseAll(impl);
+      }
+    } unbind{*this};
+    execute();
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (!resultBound[k])
+        copyDevice(outs[k], loop.buffer(*this, plan.resultSlots[k]), plan.slots[plan.resultSlots[k]].bytes,
+                   "copying a result");
+  }
+
+  // Captures `body` (steps enqueued on the stream) into a new graph for `key`.
+  bool capture(std::vector<Buffer> key, const std::function<void()> &body) {
+    loop.keepBuffers = true;
+    const DriverApi &api = driver();
+    check(api.cuStreamBeginCapture(dev.stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture",
+          "capturing a CUDA graph");
+    loop.capturing = true;
+    try {
+      body();
+    } catch (...) {
+      loop.capturing = false;
+      CUgraph g = nullptr;
+      api.cuStreamEndCapture(dev.stream, &g);
+      if (g)
+        api.cuGraphDestroy(g);
+      graphFailed = true;
+      dropGraphs();
+      throw;
+    }
+    loop.capturing = false;
+    Graph g;
+    g.key = std::move(key);
+    CUresult ended = api.cuStreamEndCapture(dev.stream, &g.graph);
+    if (ended != CUDA_SUCCESS || api.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0) != CUDA_SUCCESS) {
+      if (g.graph)
+        api.cuGraphDestroy(g.graph);
+      llvm::errs() << "rfuse: warning: CUDA graph capture failed; running the steps one by one\n";
+      graphFailed = true;
+      dropGraphs();
+      return false;
+    }
+    graphs.push_back(std::move(g));
+    return true;
+  }
+
+  void launch(const Graph &g) {
+    check(driver().cuGraphLaunch(g.exec, dev.stream), "cuGraphLaunch", "replaying the program's CUDA graph");
+  }
+
+  // Every intermediate gets its buffer for the program's life (a graph holds the addresses).
+  void fixIntermediates(bool withExternals) {
+    for (size_t i = 0; i < plan.slots.size(); ++i)
+      if (plan.slots[i].aliasOf < 0 && (withExternals || (plan.slots[i].argument < 0 && !isBoundResult((int)i))))
+        loop.buffer(*this, (int)i);
+  }
+  bool isBoundResult(int slot) const {
+    for (size_t k = 0; k < plan.resultSlots.size(); ++k)
+      if (resultBound[k] && plan.resultSlots[k] == slot)
+        return true;
+    return false;
+  }
+
+  void run(const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) {
+    options = runtimeOptions();
+    if (ins.size() != plan.argSlots.size() || outs.size() != plan.resultSlots.size())
+      throw CudaError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs and " +
+                      std::to_string(plan.resultSlots.size()) + " outputs, got " + std::to_string(ins.size()) +
+                      " and " + std::to_string(outs.size()));
+    if (resultBound.empty() && !plan.resultSlots.empty())
+      planResultBinding();
+    bool staged = deviceSteps() >= 2 && externalBytes() <= stagedBytesLimit;
+    bool keyed = !staged && deviceSteps() >= 4;
+    if (!graphable() || executions++ == 0 || !(staged || keyed)) { // the first run tunes, computes constants
+      executeBound(ins, outs);
+      return;
+    }
+    if (staged) {
+      if (graphs.empty()) {
+        fixIntermediates(true);
+        if (!capture({}, [&] { execute(); })) {
+          executeBound(ins, outs);
+          return;
+        }
+      }
+      for (size_t k = 0; k < ins.size(); ++k)
+        copyDevice(loop.buffer(*this, plan.argSlots[k]), ins[k], plan.slots[plan.argSlots[k]].bytes, "staging an argument");
+      launch(graphs.front());
+      for (size_t k = 0; k < outs.size(); ++k)
+        copyDevice(outs[k], loop.buffer(*this, plan.resultSlots[k]), plan.slots[plan.resultSlots[k]].bytes,
+                   "copying a result");
+      return;
+    }
+    std::vector<Buffer> key(ins);
+    key.insert(key.end(), outs.begin(), outs.end());
+    for (const Graph &g : graphs)
+      if (g.key == key) {
+        launch(g);
+        return;
+      }
+    if (graphs.size() >= maxGraphs) { // addresses that keep changing: no graph pays for itself
+      executeBound(ins, outs);
+      return;
+    }
+    if (!loop.keepBuffers) {
+      loop.keepBuffers = true;
+      fixIntermediates(false);
+    }
+    if (!capture(key, [&] { executeBound(ins, outs); }))
+      executeBound(ins, outs);
+    else
+      launch(graphs.back());
   }
 };
 
@@ -269,41 +400,65 @@ GpuProgram::~GpuProgram() = default;
 
 const std::vector<std::string> &GpuProgram::hostFallbacks() const { return impl->fallbacks; }
 
-std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
-  std::vector<HostTensor> out;
-  try {
-    impl->upload(inputs);
-    impl->run();
-    for (int sl : impl->plan.resultSlots)
-      out.push_back(impl->read(impl->loop.buffer(*impl, sl), impl->plan.slots[sl]));
-  } catch (...) {
-    impl->loop.releaseAll(*impl);
-    throw;
-  }
-  impl->loop.releaseAll(*impl);
+void GpuProgram::run(const std::vector<Buffer> &inputs, const std::vector<Buffer> &outputs) {
+  std::lock_guard<std::mutex> lock(impl->mu);
+  impl->run(inputs, outputs);
+}
+
+namespace {
+// Device tensors for the HostTensor API: inputs uploaded, outputs allocated for the results.
+std::vector<Tensor> uploadAll(const std::vector<HostTensor> &inputs) {
+  std::vector<Tensor> t;
+  for (const HostTensor &h : inputs)
+    t.push_back(fromHostTensor(h, rfuse::Device::Cuda));
+  return t;
+}
+} // namespace
+
+std::vector<Tensor> GpuProgram::allocateResults() const {
+  std::vector<Tensor> out;
+  for (int sl : impl->plan.resultSlots)
+    out.push_back(emptyTensor(rfuse::Device::Cuda, impl->plan.slots[sl].dtype, impl->plan.slots[sl].shape));
   return out;
 }
 
+std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
+  if (inputs.size() != impl->plan.argSlots.size())
+    throw CudaError("the program takes " + std::to_string(impl->plan.argSlots.size()) + " inputs, got " +
+                    std::to_string(inputs.size()));
+  std::vector<Tensor> in = uploadAll(inputs), out = allocateResults();
+  std::vector<Buffer> ins, outs;
+  for (const Tensor &t : in)
+    ins.push_back((Buffer)t.data());
+  for (const Tensor &t : out)
+    outs.push_back((Buffer)t.data());
+  run(ins, outs);
+  std::vector<HostTensor> results;
+  for (const Tensor &t : out)
+    results.push_back(toHostTensor(t));
+  return results;
+}
+
 GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int iterations) {
-  impl->upload(inputs);
+  std::vector<Tensor> in = uploadAll(inputs), out = allocateResults();
+  std::vector<Buffer> ins, outs;
+  for (const Tensor &t : in)
+    ins.push_back((Buffer)t.data());
+  for (const Tensor &t : out)
+    outs.push_back((Buffer)t.data());
   const DriverApi &api = driver();
   CUevent start, stop;
   check(api.cuEventCreate(&start, 0), "cuEventCreate", "benchmark");
   check(api.cuEventCreate(&stop, 0), "cuEventCreate", "benchmark");
   std::vector<double> times;
-  // Results stay on the device between runs; inputs stay uploaded.
-  auto once = [&] {
-    impl->run();
-    for (int sl : impl->plan.resultSlots)
-      impl->loop.releaseSlot(*impl, sl);
-  };
+  // Inputs and outputs stay on the device between runs.
   for (int w = 0; w < 3; ++w)
-    once();
+    run(ins, outs);
   impl->stepMs.assign(impl->stepMs.size(), 0.0); // the profile leaves out warm-up and tuning
   impl->profiledRuns = 0;
   for (int it = 0; it < iterations; ++it) {
     api.cuEventRecord(start, impl->dev.stream);
-    once();
+    run(ins, outs);
     api.cuEventRecord(stop, impl->dev.stream);
     check(api.cuEventSynchronize(stop), "cuEventSynchronize", "benchmark");
     float ms = 0;
@@ -312,7 +467,6 @@ GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int itera
   }
   api.cuEventDestroy(start);
   api.cuEventDestroy(stop);
-  impl->loop.releaseAll(*impl);
   impl->printProfile();
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front(), iterations};

@@ -7,6 +7,7 @@
 
 #include "rfuse/Codegen/ExecutionPlan.h"
 #include "rfuse/Runtime/HostTensor.h"
+#include "rfuse/Runtime/Tensor.h"
 
 #include <memory>
 #include <string>
@@ -24,6 +25,12 @@ public:
   /// Compiles the plan's kernels for the current device (a plan made for Backend::Cuda).
   explicit GpuProgram(codegen::ExecutionPlan plan);
   ~GpuProgram();
+  /// Runs on device memory: inputs[k] holds argument k, outputs[k] receives result k (memory
+  /// distinct from the inputs). Queued on the device's stream; returns without waiting.
+  void run(const std::vector<uintptr_t> &inputs, const std::vector<uintptr_t> &outputs);
+  /// Device tensors for the results of one run.
+  std::vector<Tensor> allocateResults() const;
+  /// The same from and to host memory (uploads, runs, downloads).
   std::vector<HostTensor> run(const std::vector<HostTensor> &inputs);
   /// Uploads `inputs` once, runs the program `iterations` times (after warm-up), timing each run
   /// with CUDA events; returns the median.

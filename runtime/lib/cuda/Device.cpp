@@ -1,6 +1,9 @@
 #include "Device.h"
 
+#include "rfuse/Runtime/Tensor.h"
+
 #include <algorithm>
+#include <chrono>
 
 namespace rfuse::cuda {
 
@@ -31,15 +34,25 @@ CUdeviceptr Device::alloc(size_t bytes) {
   if (it != freeLists.end() && !it->second.empty()) {
     CUdeviceptr p = it->second.back();
     it->second.pop_back();
+    cached -= bytes;
+    inUse += bytes;
     return p;
   }
   CUdeviceptr p = 0;
   CUresult r = driver().cuMemAlloc(&p, bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) { // give cached blocks back and try once more
+    // Blocks released on the stream may still be read by queued work: wait for it first.
+    driver().cuStreamSynchronize(stream);
     releaseCached();
     r = driver().cuMemAlloc(&p, bytes);
   }
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free = 0, total = 0;
+    driver().cuMemGetInfo(&free, &total);
+    throw OutOfMemoryError(bytes, free, total);
+  }
   check(r, "cuMemAlloc", "allocating " + std::to_string(bytes) + " bytes of device memory");
+  inUse += bytes;
   return p;
 }
 
@@ -47,6 +60,8 @@ void Device::release(CUdeviceptr p, size_t bytes) {
   bytes = std::max<size_t>(256, (bytes + 255) / 256 * 256);
   std::lock_guard<std::mutex> lock(mu);
   freeLists[bytes].push_back(p);
+  inUse -= bytes;
+  cached += bytes;
 }
 
 void Device::releaseCached() {
@@ -54,6 +69,72 @@ void Device::releaseCached() {
     for (CUdeviceptr p : list)
       driver().cuMemFree(p);
   freeLists.clear();
+  cached = 0;
+}
+
+void Device::ensureStaging() {
+  if (staging[0])
+    return;
+  const DriverApi &api = driver();
+  for (int k = 0; k < 2; ++k) {
+    check(api.cuMemHostAlloc(&staging[k], stagingChunk, 0), "cuMemHostAlloc",
+          "allocating " + std::to_string(stagingChunk) + " bytes of pinned staging memory");
+    check(api.cuEventCreate(&stagingFree[k], CU_EVENT_DISABLE_TIMING), "cuEventCreate", "staging");
+    check(api.cuEventRecord(stagingFree[k], stream), "cuEventRecord", "staging");
+  }
+}
+
+void Device::countTransfer(bool toDevice, size_t bytes, double seconds) {
+  uint64_t ns = (uint64_t)(seconds * 1e9);
+  if (toDevice) {
+    uploadedBytes += bytes;
+    uploads += 1;
+    uploadNanos += ns;
+  } else {
+    downloadedBytes += bytes;
+    downloads += 1;
+    downloadNanos += ns;
+  }
+}
+
+void Device::upload(CUdeviceptr dst, size_t bytes, const std::function<void(size_t, size_t, void *)> &fill) {
+  auto start = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(stagingMu);
+  ensureStaging();
+  const DriverApi &api = driver();
+  int k = 0;
+  for (size_t off = 0; off < bytes; off += stagingChunk, k ^= 1) {
+    size_t n = std::min(stagingChunk, bytes - off);
+    check(api.cuEventSynchronize(stagingFree[k]), "cuEventSynchronize", "uploading (staging buffer)");
+    fill(off, n, staging[k]);
+    check(api.cuMemcpyHtoDAsync(dst + off, staging[k], n, stream), "cuMemcpyHtoDAsync",
+          "uploading " + std::to_string(bytes) + " bytes");
+    check(api.cuEventRecord(stagingFree[k], stream), "cuEventRecord", "uploading");
+  }
+  countTransfer(true, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void Device::download(CUdeviceptr src, size_t bytes, const std::function<void(size_t, size_t, const void *)> &drain) {
+  auto start = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(stagingMu);
+  ensureStaging();
+  const DriverApi &api = driver();
+  auto issue = [&](size_t off, int k) {
+    size_t n = std::min(stagingChunk, bytes - off);
+    check(api.cuMemcpyDtoHAsync(staging[k], src + off, n, stream), "cuMemcpyDtoHAsync",
+          "downloading " + std::to_string(bytes) + " bytes");
+    check(api.cuEventRecord(stagingFree[k], stream), "cuEventRecord", "downloading");
+  };
+  if (bytes)
+    issue(0, 0);
+  int k = 0;
+  for (size_t off = 0; off < bytes; off += stagingChunk, k ^= 1) {
+    if (off + stagingChunk < bytes)
+      issue(off + stagingChunk, k ^ 1); // the next chunk copies while this one is drained
+    check(api.cuEventSynchronize(stagingFree[k]), "cuEventSynchronize", "downloading");
+    drain(off, std::min(stagingChunk, bytes - off), staging[k]);
+  }
+  countTransfer(false, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 CUfunction Device::function(const std::string &name, const CompiledKernel &k) {

@@ -7,6 +7,8 @@
 
 #include "rfuse/Runtime/Cuda.h"
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,7 +26,8 @@ public:
   std::string arch;
 
   /// Device memory from the caching allocator (sizes rounded up to 256 bytes); on running out,
-  /// the cache is given back to the driver and the allocation tried once more.
+  /// the cache is given back to the driver and the allocation tried once more, then
+  /// OutOfMemoryError (asked, free) is thrown.
   CUdeviceptr alloc(size_t bytes);
   /// Back to the cache (stream-ordered reuse: the stream orders later users after earlier ones).
   void release(CUdeviceptr p, size_t bytes);
@@ -38,6 +41,22 @@ public:
   CUdeviceptr workspace();
   const size_t workspaceSize = 32u << 20;
 
+  /// Host memory into device memory through two pinned staging buffers: fill(offset, n, staging)
+  /// writes bytes [offset, offset + n) of the destination into `staging` while the previous chunk
+  /// copies. Returns once the last chunk is queued (the stream orders later work after it).
+  void upload(CUdeviceptr dst, size_t bytes, const std::function<void(size_t, size_t, void *)> &fill);
+  /// The reverse: drain(offset, n, staging) reads each chunk as the next one copies; returns when
+  /// everything has been drained.
+  void download(CUdeviceptr src, size_t bytes, const std::function<void(size_t, size_t, const void *)> &drain);
+  /// Every copy between host and device is counted here (bytes, copies, seconds).
+  void countTransfer(bool toDevice, size_t bytes, double seconds);
+  std::atomic<uint64_t> uploadedBytes{0}, downloadedBytes{0}, uploads{0}, downloads{0};
+  std::atomic<uint64_t> uploadNanos{0}, downloadNanos{0};
+  /// Bytes the allocator has handed out (live) and holds in its cache.
+  size_t bytesInUse() const { return inUse; }
+  size_t bytesCached() const { return cached; }
+  static constexpr size_t stagingChunk = 16u << 20;
+
 private:
   Device();
   std::mutex mu;
@@ -46,6 +65,11 @@ private:
   cublasLtHandle_t ltHandle = nullptr;
   cudnnHandle_t dnnHandle = nullptr;
   CUdeviceptr workspace_ = 0;
+  size_t inUse = 0, cached = 0;
+  void *staging[2] = {nullptr, nullptr};
+  CUevent stagingFree[2] = {nullptr, nullptr};
+  std::mutex stagingMu;
+  void ensureStaging();
   void releaseCached();
 };
 

@@ -4,6 +4,7 @@
 #define RFUSE_RUNTIME_ENGINE_H
 
 #include "rfuse/Runtime/HostTensor.h"
+#include "rfuse/Runtime/Tensor.h"
 
 #include <memory>
 #include <stdexcept>
@@ -15,6 +16,12 @@ namespace rfuse {
 /// A compile failure: unknown pipeline, invalid module, a pass that failed. The message carries
 /// MLIR's diagnostics.
 class CompileError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Tensors on different devices in one program (the message names both).
+class DeviceMismatchError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
@@ -58,8 +65,6 @@ struct CompileOptions {
   bool recordPasses = false; ///< keep the IR after every pass (CompileInfo::passes)
 };
 
-enum class Device { Cpu, Cuda };
-
 /// The device option ("cpu", "cuda"), or with "auto" (the default) Cuda when a usable GPU
 /// (driver, device, NVRTC) is found.
 Device defaultDevice();
@@ -86,6 +91,14 @@ public:
   /// other paths copy through HostTensors.
   void run(const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs,
            Device device = defaultDevice()) const;
+  /// The same on tensors that live on `device` (every input there; else an error naming both
+  /// devices): results are new tensors there, and nothing crosses the host. Inputs of another
+  /// dtype than the argument's are refused.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs, Device device) const;
+  /// The same into the caller's result tensors (on `device`, of the result types, not
+  /// overlapping the inputs): a loop that alternates between two sets of tensors reuses them, and
+  /// on the GPU replays one CUDA graph per set.
+  void run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const;
   /// How each step runs on the CPU backend ("kernel: compiled reduction", "op: interpreted:
   /// why"); builds (JIT-compiles) the CPU program if no CPU run has yet.
   std::vector<std::string> cpuSteps() const;

@@ -1,0 +1,114 @@
+// Helpers every file of the Rcpp glue shares: rfuse's C++ exceptions become R errors whose message
+// starts with the condition class ("rfuse_shape_error: ..."), which R/errors.R turns into classed
+// conditions; handles (external pointers) are checked before use.
+#ifndef RFUSE_RBINDINGS_GLUE_H
+#define RFUSE_RBINDINGS_GLUE_H
+
+#include <Rcpp.h>
+
+#include "rfuse/Frontend/GraphBuilder.h"
+#include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/Interpreter.h"
+#include "rfuse/Runtime/Options.h"
+#include "rfuse/Runtime/Tensor.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfuse::r {
+
+[[noreturn]] inline void fail(const char *cls, const std::string &msg) {
+  throw Rcpp::exception((std::string(cls) + ": " + msg).c_str(), false);
+}
+
+template <class F> auto guarded(F &&f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const rfuse::ShapeError &e) {
+    fail("rfuse_shape_error", e.what());
+  } catch (const rfuse::TraceError &e) {
+    fail("rfuse_trace_error", e.what());
+  } catch (const rfuse::CompileError &e) {
+    fail("rfuse_compile_error", e.what());
+  } catch (const rfuse::OutOfMemoryError &e) {
+    fail("rfuse_oom", e.what());
+  } catch (const rfuse::DeviceMismatchError &e) {
+    fail("rfuse_device_error", e.what());
+  } catch (const rfuse::InterpreterError &e) {
+    fail("rfuse_runtime_error", e.what());
+  } catch (const rfuse::OptionError &e) {
+    fail("rfuse_option_error", e.what());
+  } catch (const std::invalid_argument &e) {
+    fail("rfuse_type_error", e.what());
+  } catch (const std::bad_alloc &) {
+    fail("rfuse_oom", "out of host memory");
+  } catch (const Rcpp::exception &) {
+    throw;
+  } catch (const std::exception &e) {
+    fail("rfuse_error", e.what());
+  }
+}
+
+inline GraphBuilder &builder(SEXP b) {
+  Rcpp::XPtr<GraphBuilder> p(b);
+  if (!p.get())
+    fail("rfuse_trace_error", "the trace is no longer valid");
+  return *p;
+}
+
+inline DType dtypeOf(const std::string &name) {
+  DType d;
+  if (!parseDType(name, d))
+    fail("rfuse_error", "unknown dtype '" + name + "'");
+  return d;
+}
+
+inline std::vector<int64_t> toShape(Rcpp::IntegerVector v) { return std::vector<int64_t>(v.begin(), v.end()); }
+inline TracedValue tv(int id) { return TracedValue{id}; }
+
+inline const Program &program(SEXP p) {
+  if (TYPEOF(p) != EXTPTRSXP || !R_ExternalPtrAddr(p))
+    fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
+  Rcpp::XPtr<std::shared_ptr<Program>> ptr(p);
+  if (!*ptr)
+    fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
+  return **ptr;
+}
+
+/// The tensor an rf_tensor's handle holds; a classed error when its memory is gone (a handle
+/// saved with the workspace and restored in a new session is a null pointer).
+inline Tensor &tensorOf(SEXP handle) {
+  if (TYPEOF(handle) != EXTPTRSXP || !R_ExternalPtrAddr(handle))
+    fail("rfuse_invalid_tensor", "this rf_tensor's memory is gone (it was saved and restored in a new session, "
+                                 "or freed): create it again from its R values");
+  return *static_cast<Tensor *>(R_ExternalPtrAddr(handle));
+}
+
+/// A handle owning `t` (its finalizer gives the memory back).
+SEXP wrapTensor(Tensor t);
+
+/// The tensor shape of an R value: its dims reversed (R's column-major data is that row-major
+/// tensor), or [length] for a plain vector.
+inline std::vector<int64_t> rShape(SEXP a) {
+  std::vector<int64_t> shape;
+  SEXP dim = Rf_getAttrib(a, R_DimSymbol);
+  if (Rf_isNull(dim)) {
+    shape.push_back(Rf_xlength(a));
+  } else {
+    for (R_xlen_t i = Rf_xlength(dim) - 1; i >= 0; --i)
+      shape.push_back(INTEGER(dim)[i]);
+  }
+  return shape;
+}
+
+/// R numbers (double, integer or logical) into a new tensor of `dtype` on `device`.
+Tensor tensorFromR(SEXP a, DType dtype, Device device);
+/// A tensor's values as a new R vector (double; logical for i1; integer for i32) with dim `rdim`.
+SEXP tensorToR(const Tensor &t, SEXP rdim);
+
+} // namespace rfuse::r
+
+#endif

@@ -1,0 +1,234 @@
+// rf_tensor's C++ side: a handle (external pointer) owns an rfuse::Tensor in device or host memory;
+// its finalizer gives the memory back to the allocator. Values cross into R only through
+// tensorToR (as.array, print, ...) and in through tensorFromR; programs run on handles and return
+// handles on the same device.
+#include "glue.h"
+
+#include <map>
+#include <mutex>
+
+using namespace Rcpp;
+using rfuse::Device;
+using rfuse::DType;
+using rfuse::Tensor;
+using rfuse::r::dtypeOf;
+using rfuse::r::fail;
+using rfuse::r::guarded;
+using rfuse::r::tensorOf;
+
+namespace rfuse::r {
+
+namespace {
+void finalizeTensor(SEXP handle) {
+  auto *t = static_cast<Tensor *>(R_ExternalPtrAddr(handle));
+  if (!t)
+    return;
+  R_ClearExternalPtr(handle);
+  try {
+    delete t;
+  } catch (...) { // a finalizer never throws into R
+  }
+}
+} // namespace
+
+SEXP wrapTensor(Tensor t) {
+  SEXP handle = PROTECT(R_MakeExternalPtr(new Tensor(std::move(t)), R_NilValue, R_NilValue));
+  R_RegisterCFinalizerEx(handle, finalizeTensor, TRUE);
+  Rf_setAttrib(handle, R_ClassSymbol, Rf_mkString("rfuse_buffer"));
+  UNPROTECT(1);
+  return handle;
+}
+
+Tensor tensorFromR(SEXP a, DType dtype, Device device) {
+  Tensor t = emptyTensor(device, dtype, rShape(a));
+  switch (TYPEOF(a)) {
+  case REALSXP: copyFromDoubles(REAL(a), t); break;
+  case INTSXP: copyFromInts(INTEGER(a), NA_INTEGER, t); break;
+  case LGLSXP: copyFromInts(LOGICAL(a), NA_LOGICAL, t); break;
+  default: fail("rfuse_type_error", std::string("cannot make a tensor of an R ") + Rf_type2char(TYPEOF(a)));
+  }
+  return t;
+}
+
+SEXP tensorToR(const Tensor &t, SEXP rdim) {
+  int64_t n = t.numel();
+  SEXPTYPE type = t.dtype == DType::I1 ? LGLSXP : t.dtype == DType::I32 ? INTSXP : REALSXP;
+  SEXP v = PROTECT(Rf_allocVector(type, (R_xlen_t)n));
+  if (type == REALSXP)
+    copyToDoubles(t, REAL(v));
+  else
+    copyToInts(t, type == LGLSXP ? LOGICAL(v) : INTEGER(v));
+  if (!Rf_isNull(rdim))
+    Rf_setAttrib(v, R_DimSymbol, rdim);
+  UNPROTECT(1);
+  return v;
+}
+
+} // namespace rfuse::r
+
+namespace {
+Device deviceOf(const std::string &d) {
+  if (d == "cuda")
+    return Device::Cuda;
+  if (d == "cpu")
+    return Device::Cpu;
+  fail("rfuse_error", "unknown device '" + d + "' (use \"cpu\" or \"cuda\")");
+}
+const char *deviceLabel(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+} // namespace
+
+// [[Rcpp::export(.rf_tensor_from_r)]]
+SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
+  return guarded([&] { return rfuse::r::wrapTensor(rfuse::r::tensorFromR(x, dtypeOf(dtype), deviceOf(device))); });
+}
+
+// [[Rcpp::export(.rf_tensor_to_r)]]
+SEXP rf_tensor_to_r(SEXP handle, SEXP rdim) {
+  return guarded([&] { return rfuse::r::tensorToR(tensorOf(handle), rdim); });
+}
+
+// [[Rcpp::export(.rf_tensor_empty)]]
+SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device) {
+  return guarded([&] {
+    return rfuse::r::wrapTensor(rfuse::emptyTensor(deviceOf(device), dtypeOf(dtype), rfuse::r::toShape(shape)));
+  });
+}
+
+// [[Rcpp::export(.rf_tensor_describe)]]
+List rf_tensor_describe(SEXP handle) {
+  return guarded([&] {
+    const Tensor &t = tensorOf(handle);
+    return List::create(_["dtype"] = std::string(rfuse::dtypeName(t.dtype)), _["device"] = std::string(deviceLabel(t.device())),
+                        _["shape"] = IntegerVector(t.shape.begin(), t.shape.end()), _["bytes"] = (double)t.bytes());
+  });
+}
+
+// [[Rcpp::export(.rf_tensor_valid)]]
+bool rf_tensor_valid(SEXP handle) { return TYPEOF(handle) == EXTPTRSXP && R_ExternalPtrAddr(handle); }
+
+// [[Rcpp::export(.rf_tensor_to_device)]]
+SEXP rf_tensor_to_device(SEXP handle, std::string device) {
+  return guarded([&] { return rfuse::r::wrapTensor(rfuse::toDevice(tensorOf(handle), deviceOf(device))); });
+}
+
+// [[Rcpp::export(.rf_tensor_clone)]]
+SEXP rf_tensor_clone(SEXP handle) {
+  return guarded([&] { return rfuse::r::wrapTensor(rfuse::cloneTensor(tensorOf(handle))); });
+}
+
+// The same values in another dtype, on the tensor's device: a one-op program (rfuse.cast's
+// rules), compiled once per (from, to, shape).
+// [[Rcpp::export(.rf_tensor_cast)]]
+SEXP rf_tensor_cast(SEXP handle, std::string dtype) {
+  return guarded([&] {
+    const Tensor &t = tensorOf(handle);
+    DType to = dtypeOf(dtype);
+    if (t.dtype == to)
+      return rfuse::r::wrapTensor(t);
+    static std::mutex mu;
+    static std::map<std::string, std::shared_ptr<rfuse::Program>> programs;
+    std::string key = std::string(rfuse::dtypeName(t.dtype)) + ">" + rfuse::dtypeName(to);
+    for (int64_t d : t.shape)
+      key += "x" + std::to_string(d);
+    std::shared_ptr<rfuse::Program> p;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto &slot = programs[key];
+      if (!slot) {
+        rfuse::GraphBuilder g("main");
+        g.finish({g.cast(g.input(t.shape, t.dtype, "x"), to)});
+        slot = rfuse::compileProgram(g.moduleText(), "default");
+      }
+      p = slot;
+    }
+    return rfuse::r::wrapTensor(p->run(std::vector<Tensor>{t}, t.device())[0]);
+  });
+}
+
+// [[Rcpp::export(.rf_tensor_copy_elements)]]
+void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOffset, double count) {
+  guarded([&] { rfuse::copyElements(tensorOf(dst), (int64_t)dstOffset, tensorOf(src), (int64_t)srcOffset, (int64_t)count); });
+}
+
+// [[Rcpp::export(.rf_tensor_gather)]]
+void rf_tensor_gather(SEXP src, SEXP rows, double offset, double count, SEXP dst) {
+  guarded([&] { rfuse::gatherSamples(tensorOf(src), tensorOf(rows), (int64_t)offset, (int64_t)count, tensorOf(dst)); });
+}
+
+// Runs a compiled program on handles (and plain R values, converted onto `device` first); returns
+// handles on `device`, or, with `outputs` (a list of handles), writes into those. The hot path
+// of every call on rf_tensors: failures come back as a value (class "rfuse_failure").
+// [[Rcpp::export(.rf_run_tensors)]]
+SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string device, SEXP outputs) {
+  try {
+    return guarded([&]() -> SEXP {
+      const rfuse::Program &prog = rfuse::r::program(p);
+      Device dev = deviceOf(device);
+      std::vector<Tensor> inputs;
+      inputs.reserve(args.size());
+      for (R_xlen_t k = 0; k < args.size(); ++k) {
+        SEXP a = args[k];
+        if (TYPEOF(a) == EXTPTRSXP) {
+          const Tensor &t = tensorOf(a);
+          DType want = dtypeOf(as<std::string>(dtypes[k]));
+          if (t.dtype != want)
+            fail("rfuse_type_error", "input " + std::to_string(k + 1) + " is " + rfuse::dtypeName(t.dtype) +
+                                         " but the program takes " + rfuse::dtypeName(want));
+          inputs.push_back(t);
+        } else {
+          inputs.push_back(rfuse::r::tensorFromR(a, dtypeOf(as<std::string>(dtypes[k])), dev));
+        }
+      }
+      if (!Rf_isNull(outputs)) {
+        List outs(outputs);
+        std::vector<Tensor> o;
+        for (R_xlen_t k = 0; k < outs.size(); ++k)
+          o.push_back(tensorOf(outs[k]));
+        for (const Tensor &t : o)
+          for (const Tensor &i : inputs)
+            if (t.data() == i.data())
+              fail("rfuse_error", "an output tensor is also an input of the program");
+        prog.run(inputs, o, dev);
+        return outputs;
+      }
+      std::vector<Tensor> results = prog.run(inputs, dev);
+      List out(results.size());
+      for (size_t k = 0; k < results.size(); ++k)
+        out[k] = rfuse::r::wrapTensor(std::move(results[k]));
+      return out;
+    });
+  } catch (const Rcpp::exception &e) {
+    std::string msg = e.what();
+    size_t colon = msg.find(": ");
+    CharacterVector failure = CharacterVector::create(
+        colon == std::string::npos ? std::string("rfuse_error") : msg.substr(0, colon),
+        colon == std::string::npos ? msg : msg.substr(colon + 2));
+    failure.attr("class") = "rfuse_failure";
+    return failure;
+  }
+}
+
+// [[Rcpp::export(.rf_transfer_stats)]]
+NumericVector rf_transfer_stats() {
+  rfuse::TransferStats s = rfuse::transferStats();
+  return NumericVector::create(_["host_to_device_bytes"] = (double)s.hostToDeviceBytes,
+                               _["device_to_host_bytes"] = (double)s.deviceToHostBytes,
+                               _["host_to_device_copies"] = (double)s.hostToDeviceCopies,
+                               _["device_to_host_copies"] = (double)s.deviceToHostCopies,
+                               _["host_to_device_seconds"] = s.hostToDeviceSeconds,
+                               _["device_to_host_seconds"] = s.deviceToHostSeconds);
+}
+
+// [[Rcpp::export(.rf_device_memory)]]
+NumericVector rf_device_memory() {
+  return guarded([&] {
+    rfuse::DeviceMemory m = rfuse::deviceMemory();
+    return NumericVector::create(_["free"] = (double)m.free, _["total"] = (double)m.total,
+                                 _["in_use"] = (double)m.inUse, _["cached"] = (double)m.cached);
+  });
+}
+
+// [[Rcpp::export(.rf_synchronize)]]
+void rf_synchronize() {
+  guarded([&] { rfuse::synchronizeDevice(); });
+}

@@ -1,0 +1,454 @@
+#include "rfuse/Runtime/Tensor.h"
+#include "rfuse/Runtime/Cuda.h"
+
+#include "cpu/CpuJit.h"
+#include "cuda/Device.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+
+namespace rfuse {
+
+OutOfMemoryError::OutOfMemoryError(size_t requested, size_t free, size_t total)
+    : std::runtime_error("out of device memory: asked for " + std::to_string(requested) + " bytes, " +
+                         std::to_string(free) + " of " + std::to_string(total) + " bytes are free"),
+      requested(requested), free(free), total(total) {}
+
+std::shared_ptr<Storage> Storage::allocate(Device device, size_t bytes) {
+  size_t n = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void *p = nullptr;
+  if (device == Device::Cuda) {
+    p = (void *)cuda::Device::get().alloc(n);
+  } else {
+    p = std::aligned_alloc(64, n);
+    if (!p)
+      throw std::bad_alloc();
+  }
+  return std::shared_ptr<Storage>(new Storage(device, p, n));
+}
+
+Storage::~Storage() {
+  if (device_ == Device::Cuda)
+    cuda::Device::get().release((CUdeviceptr)data_, bytes_);
+  else
+    std::free(data_);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Tensor emptyTensor(Device device, DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.storage = Storage::allocate(device, t.bytes());
+  return t;
+}
+
+namespace {
+
+// ---- One element, each way --------------------------------------------------------------------
+// Doubles round to f16/bf16 through float with round-to-odd (truncate, then set the last bit when
+// inexact): float has more than two bits over either, so the second rounding is exact (no double
+// rounding), and the result is the nearest value as HostTensor's APFloat conversion gives.
+uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float toFloatRoundToOdd(double d) {
+  float f = (float)d;
+  if (!std::isfinite(f) || (double)f == d)
+    return f;
+  uint32_t u = floatBits(f);
+  if (std::fabs((double)f) > std::fabs(d))
+    u -= 1; // toward zero (same sign, magnitude one ulp down)
+  return bitsFloat(u | 1u);
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t u = floatBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x40); // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t u = floatBits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u)
+    return (uint16_t)(sign | 0x7e00u);
+  if (a >= 0x477ff000u) // rounds to >= 65520: infinity
+    return (uint16_t)(sign | 0x7c00u);
+  if (a < 0x38800000u) { // below 2^-14: a subnormal half (or zero)
+    float m = bitsFloat(a) * 16777216.0f; // exact: * 2^24, so the value in units of 2^-24
+    uint32_t q = (uint32_t)std::nearbyint(m); // round to nearest even (the default mode)
+    return (uint16_t)(sign | q);
+  }
+  uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h;
+  return (uint16_t)(sign | h);
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0)
+    return bitsFloat(sign) + (sign ? -1.0f : 1.0f) * (float)mant * (1.0f / 16777216.0f);
+  if (exp == 31)
+    return bitsFloat(sign | 0x7f800000u | (mant << 13));
+  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+[[noreturn]] void refuseNaN(int64_t k, DType t) {
+  throw std::invalid_argument("element " + std::to_string(k + 1) + " is NA or NaN, which " +
+                              dtypeName(t) + " cannot hold");
+}
+
+int64_t saturate(double v, DType t) {
+  double lo = t == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+  double hi = t == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+  v = std::trunc(v);
+  if (v <= lo)
+    return t == DType::I32 ? INT32_MIN : INT64_MIN;
+  if (v >= hi)
+    return t == DType::I32 ? INT32_MAX : INT64_MAX;
+  return (int64_t)v;
+}
+
+// Writes elements [b, e) of `src` (doubles) as dtype t into `out` (element b at out[0]).
+void encode(const double *src, int64_t b, int64_t e, DType t, char *out) {
+  switch (t) {
+  case DType::F64:
+    std::memcpy(out, src + b, (size_t)(e - b) * 8);
+    return;
+  case DType::F32: {
+    float *o = (float *)out;
+    for (int64_t k = b; k < e; ++k)
+      o[k - b] = (float)src[k];
+    return;
+  }
+  case DType::F16:
+  case DType::BF16: {
+    uint16_t *o = (uint16_t *)out;
+    for (int64_t k = b; k < e; ++k) {
+      float f = toFloatRoundToOdd(src[k]);
+      o[k - b] = t == DType::F16 ? floatToHalf(f) : floatToBf16(f);
+    }
+    return;
+  }
+  case DType::I1: {
+    uint8_t *o = (uint8_t *)out;
+    for (int64_t k = b; k < e; ++k) {
+      if (std::isnan(src[k]))
+        refuseNaN(k, t);
+      o[k - b] = src[k] != 0;
+    }
+    return;
+  }
+  case DType::I32:
+  case DType::I64:
+    for (int64_t k = b; k < e; ++k) {
+      if (std::isnan(src[k]))
+        refuseNaN(k, t);
+      int64_t v = saturate(src[k], t);
+      if (t == DType::I32)
+        ((int32_t *)out)[k - b] = (int32_t)v;
+      else
+        ((int64_t *)out)[k - b] = v;
+    }
+    return;
+  }
+}
+
+void encodeInts(const int *src, int na, int64_t b, int64_t e, DType t, char *out) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  switch (t) {
+  case DType::F64:
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16:
+    for (int64_t k = b; k < e; ++k) {
+      double v = src[k] == na ? nan : (double)src[k];
+      encode(&v, 0, 1, t, out + (k - b) * dtypeSize(t));
+    }
+    return;
+  default:
+    for (int64_t k = b; k < e; ++k) {
+      if (src[k] == na)
+        refuseNaN(k, t);
+      if (t == DType::I1)
+        ((uint8_t *)out)[k - b] = src[k] != 0;
+      else if (t == DType::I32)
+        ((int32_t *)out)[k - b] = src[k];
+      else
+        ((int64_t *)out)[k - b] = src[k];
+    }
+  }
+}
+
+double decodeOne(const char *in, int64_t k, DType t) {
+  switch (t) {
+  case DType::F64: return ((const double *)in)[k];
+  case DType::F32: return ((const float *)in)[k];
+  case DType::F16: return halfToFloat(((const uint16_t *)in)[k]);
+  case DType::BF16: return bitsFloat((uint32_t)((const uint16_t *)in)[k] << 16);
+  case DType::I1: return ((const uint8_t *)in)[k];
+  case DType::I32: return ((const int32_t *)in)[k];
+  case DType::I64: return (double)((const int64_t *)in)[k];
+  }
+  return 0;
+}
+
+// Elements [b, e) from `in` (element b at in's start) into dst[b..e).
+void decode(const char *in, int64_t b, int64_t e, DType t, double *dst) {
+  if (t == DType::F64) {
+    std::memcpy(dst + b, in, (size_t)(e - b) * 8);
+    return;
+  }
+  if (t == DType::F32) {
+    const float *f = (const float *)in;
+    for (int64_t k = b; k < e; ++k)
+      dst[k] = f[k - b];
+    return;
+  }
+  for (int64_t k = b; k < e; ++k)
+    dst[k] = decodeOne(in, k - b, t);
+}
+
+void decodeInts(const char *in, int64_t b, int64_t e, DType t, int *dst) {
+  for (int64_t k = b; k < e; ++k)
+    dst[k] = t == DType::I1 ? ((const uint8_t *)in)[k - b] : ((const int32_t *)in)[k - b];
+}
+
+// Calls f(begin, end) over the elements [0, n), split over the CPU backend's threads.
+template <class F> void parallelElements(int64_t n, F &&f) {
+  cpu::parallelFor(n, 0, 4, [&](int64_t b, int64_t e) { f(b, e); });
+}
+
+// The conversion into `dst`: in place for host tensors, chunk by chunk through pinned staging for
+// device ones. fill(b, e, out) writes elements [b, e) at out.
+template <class Fill> void fillTensor(const Tensor &dst, Fill &&fill) {
+  int64_t n = dst.numel();
+  size_t es = dtypeSize(dst.dtype);
+  if (dst.device() == Device::Cpu) {
+    parallelElements(n, [&](int64_t b, int64_t e) { fill(b, e, (char *)dst.data() + b * es); });
+    return;
+  }
+  cuda::Device::get().upload((CUdeviceptr)dst.data(), (size_t)n * es, [&](size_t off, size_t bytes, void *staging) {
+    int64_t b0 = (int64_t)(off / es), e0 = b0 + (int64_t)(bytes / es);
+    parallelElements(e0 - b0, [&](int64_t b, int64_t e) { fill(b0 + b, b0 + e, (char *)staging + b * es); });
+  });
+}
+
+template <class Drain> void drainTensor(const Tensor &src, Drain &&drain) {
+  int64_t n = src.numel();
+  size_t es = dtypeSize(src.dtype);
+  if (src.device() == Device::Cpu) {
+    parallelElements(n, [&](int64_t b, int64_t e) { drain(b, e, (const char *)src.data() + b * es); });
+    return;
+  }
+  cuda::Device::get().download((CUdeviceptr)src.data(), (size_t)n * es,
+                               [&](size_t off, size_t bytes, const void *staging) {
+    int64_t b0 = (int64_t)(off / es), e0 = b0 + (int64_t)(bytes / es);
+    parallelElements(e0 - b0, [&](int64_t b, int64_t e) { drain(b0 + b, b0 + e, (const char *)staging + b * es); });
+  });
+}
+
+} // namespace
+
+// Chunks of the staging buffer hold whole elements: its size is a multiple of every dtype's.
+static_assert(cuda::Device::stagingChunk % 8 == 0, "staging chunks hold whole elements");
+
+void copyFromDoubles(const double *src, const Tensor &dst) {
+  fillTensor(dst, [&](int64_t b, int64_t e, char *out) { encode(src, b, e, dst.dtype, out); });
+}
+
+void copyFromInts(const int *src, int naValue, const Tensor &dst) {
+  fillTensor(dst, [&](int64_t b, int64_t e, char *out) { encodeInts(src, naValue, b, e, dst.dtype, out); });
+}
+
+void copyToDoubles(const Tensor &src, double *dst) {
+  drainTensor(src, [&](int64_t b, int64_t e, const char *in) { decode(in, b, e, src.dtype, dst); });
+}
+
+void copyToInts(const Tensor &src, int *dst) {
+  if (src.dtype != DType::I1 && src.dtype != DType::I32)
+    throw std::invalid_argument(std::string("a ") + dtypeName(src.dtype) + " tensor has no integer values for R");
+  drainTensor(src, [&](int64_t b, int64_t e, const char *in) { decodeInts(in, b, e, src.dtype, dst); });
+}
+
+Tensor toDevice(const Tensor &t, Device device) {
+  if (t.device() == device)
+    return t;
+  Tensor out = emptyTensor(device, t.dtype, t.shape);
+  size_t bytes = t.bytes();
+  if (device == Device::Cuda) {
+    cuda::Device::get().upload((CUdeviceptr)out.data(), bytes, [&](size_t off, size_t n, void *staging) {
+      std::memcpy(staging, (const char *)t.data() + off, n);
+    });
+  } else {
+    cuda::Device::get().download((CUdeviceptr)t.data(), bytes, [&](size_t off, size_t n, const void *staging) {
+      std::memcpy((char *)out.data() + off, staging, n);
+    });
+  }
+  return out;
+}
+
+Tensor cloneTensor(const Tensor &t) {
+  Tensor out = emptyTensor(t.device(), t.dtype, t.shape);
+  if (t.device() == Device::Cpu) {
+    std::memcpy(out.data(), t.data(), t.bytes());
+  } else {
+    cuda::Device &d = cuda::Device::get();
+    cuda::check(cuda::driver().cuMemcpyDtoDAsync((CUdeviceptr)out.data(), (CUdeviceptr)t.data(), t.bytes(), d.stream),
+                "cuMemcpyDtoDAsync", "copying a tensor");
+  }
+  return out;
+}
+
+void copyElements(const Tensor &dst, int64_t dstOffset, const Tensor &src, int64_t srcOffset, int64_t count) {
+  if (dst.dtype != src.dtype || dst.device() != src.device())
+    throw std::invalid_argument("copyElements needs tensors of one dtype on one device");
+  if (dstOffset < 0 || srcOffset < 0 || count < 0 || dstOffset + count > dst.numel() || srcOffset + count > src.numel())
+    throw std::invalid_argument("copyElements: elements out of range");
+  size_t es = dtypeSize(dst.dtype);
+  char *d = (char *)dst.data() + dstOffset * es;
+  const char *s = (const char *)src.data() + srcOffset * es;
+  if (dst.device() == Device::Cpu) {
+    std::memmove(d, s, count * es);
+    return;
+  }
+  cuda::Device &dev = cuda::Device::get();
+  if (count)
+    cuda::check(cuda::driver().cuMemcpyDtoDAsync((CUdeviceptr)d, (CUdeviceptr)s, count * es, dev.stream),
+                "cuMemcpyDtoDAsync", "copying tensor elements");
+}
+
+namespace {
+// The gather kernel, one per element size (compiled once through the kernel cache).
+CUfunction gatherKernel(size_t es) {
+  static std::mutex mu;
+  static std::map<size_t, CUfunction> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded.find(es); it != loaded.end())
+    return it->second;
+  const char *type = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : es == 4 ? "unsigned int" : "unsigned long long";
+  std::string name = "rfuse_gather_samples_" + std::to_string(es);
+  std::string source = "// rfuse: samples of a dataset in R's layout (the sample index fastest)\n"
+                       "typedef " + std::string(type) + " T;\n"
+                       "extern \"C\" __global__ void " + name +
+                       "(const T *src, const int *rows, T *dst, long long n, long long count, long long total) {\n"
+                       "  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < total;\n"
+                       "       k += (long long)gridDim.x * blockDim.x) {\n"
+                       "    long long s = k / count, j = k - s * count;\n"
+                       "    dst[k] = src[s * n + rows[j]];\n"
+                       "  }\n"
+                       "}\n";
+  cuda::Device &dev = cuda::Device::get();
+  CUfunction fn = dev.function(name, cuda::compileKernel(name, source, dev.arch));
+  loaded[es] = fn;
+  return fn;
+}
+} // namespace
+
+void gatherSamples(const Tensor &src, const Tensor &rows, int64_t offset, int64_t count, const Tensor &dst) {
+  if (src.shape.empty() || dst.shape.size() != src.shape.size() || dst.dtype != src.dtype ||
+      dst.device() != src.device() || rows.device() != src.device() || rows.dtype != DType::I32)
+    throw std::invalid_argument("gatherSamples: tensors of different dtypes, ranks or devices");
+  int64_t n = src.shape.back();
+  if (dst.shape.back() != count || offset < 0 || offset + count > rows.numel())
+    throw std::invalid_argument("gatherSamples: " + std::to_string(count) + " samples from " + std::to_string(offset) +
+                                " do not fit the rows or the destination");
+  for (size_t d = 0; d + 1 < src.shape.size(); ++d)
+    if (src.shape[d] != dst.shape[d])
+      throw std::invalid_argument("gatherSamples: the samples' shapes differ");
+  int64_t perSample = n ? src.numel() / n : 0, total = perSample * count;
+  size_t es = dtypeSize(src.dtype);
+  if (src.device() == Device::Cpu) {
+    const int *r = (const int *)rows.data() + offset;
+    for (int64_t j = 0; j < count; ++j)
+      if (r[j] < 0 || r[j] >= n)
+        throw std::invalid_argument("gatherSamples: row " + std::to_string(r[j] + 1) + " is outside 1.." + std::to_string(n));
+    const char *sp = (const char *)src.data();
+    char *dp = (char *)dst.data();
+    parallelElements(perSample, [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s)
+        for (int64_t j = 0; j < count; ++j)
+          std::memcpy(dp + (s * count + j) * es, sp + (s * n + r[j]) * es, es);
+    });
+    return;
+  }
+  if (!total)
+    return;
+  cuda::Device &dev = cuda::Device::get();
+  CUdeviceptr s = (CUdeviceptr)src.data(), r = (CUdeviceptr)rows.data() + offset * 4, d = (CUdeviceptr)dst.data();
+  long long nn = n, cc = count, tt = total;
+  void *params[] = {&s, &r, &d, &nn, &cc, &tt};
+  unsigned grid = (unsigned)std::min<int64_t>((total + 255) / 256, (int64_t)dev.sms * 8);
+  cuda::check(cuda::driver().cuLaunchKernel(gatherKernel(es), grid, 1, 1, 256, 1, 1, 0, dev.stream, params, nullptr),
+              "cuLaunchKernel", "gathering a batch of samples");
+}
+
+HostTensor toHostTensor(const Tensor &t) {
+  Tensor h = toDevice(t, Device::Cpu);
+  return HostTensor::fromBytes(h.dtype, h.shape, (const char *)h.data());
+}
+
+Tensor fromHostTensor(const HostTensor &h, Device device) {
+  Tensor t = emptyTensor(Device::Cpu, h.dtype, h.shape);
+  h.writeBytes(t.data());
+  return toDevice(t, device);
+}
+
+TransferStats transferStats() {
+  TransferStats s;
+  if (!cuda::deviceInfo().available)
+    return s;
+  cuda::Device &d = cuda::Device::get();
+  s.hostToDeviceBytes = d.uploadedBytes;
+  s.deviceToHostBytes = d.downloadedBytes;
+  s.hostToDeviceCopies = d.uploads;
+  s.deviceToHostCopies = d.downloads;
+  s.hostToDeviceSeconds = d.uploadNanos * 1e-9;
+  s.deviceToHostSeconds = d.downloadNanos * 1e-9;
+  return s;
+}
+
+DeviceMemory deviceMemory() {
+  DeviceMemory m;
+  if (!cuda::deviceInfo().available)
+    return m;
+  cuda::Device &d = cuda::Device::get();
+  cuda::driver().cuMemGetInfo(&m.free, &m.total);
+  m.inUse = d.bytesInUse();
+  m.cached = d.bytesCached();
+  return m;
+}
+
+void synchronizeDevice() {
+  if (!cuda::deviceInfo().available)
+    return;
+  cuda::Device &d = cuda::Device::get();
+  cuda::check(cuda::driver().cuStreamSynchronize(d.stream), "cuStreamSynchronize", "waiting for the device");
+}
+
+} // namespace rfuse
