@@ -197,3 +197,7 @@
     invisible(.Call(`_rfuse_rf_synchronize`))
 }
 
+.rf_tensor_copy_from_r <- function(handle, x) {
+    invisible(.Call(`_rfuse_rf_tensor_copy_from_r`, handle, x))
+}
+

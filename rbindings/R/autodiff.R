@@ -255,7 +255,15 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 #' @param betas,eps Adam's coefficients.
 #' @param dtype `"float32"` (default) or `"float64"`.
 #' @param progress Show a progress bar (the cli package).
-#' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step).
+#' @param device Where the loop runs (default [rf_default_device()]). Parameters, gradients,
+#'   optimizer state (momentum, Adam's moments and step count), the data and the loss history
+#'   stay there for the whole loop; values come back to R once, at the end.
+#' @param shuffle Draw each epoch's batches in a new random order (on the device).
+#' @param write_back A function called with the trained parameters (a named list of arrays) when
+#'   the loop ends, and with the last completed step's parameters when it is interrupted
+#'   (`rf_fit()` writes them into the model this way).
+#' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
+#'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`.
 #'   `plot()` draws the loss curve.
 #' @examples
 #' x <- matrix(rnorm(200), 100); y <- x %*% c(2, -1) + 0.5
@@ -267,48 +275,143 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL,
                      optimizer = c("sgd", "adam", "adamw"), lr = 0.01, momentum = 0,
                      weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
-                     dtype = c("float32", "float64"), progress = interactive()) {
+                     dtype = c("float32", "float64"), progress = interactive(),
+                     device = rf_default_device(), shuffle = FALSE, write_back = NULL) {
   optimizer <- match.arg(optimizer)
+  dtype <- match.arg(dtype)
+  device <- check_device(device)
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
     rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
+  if (inherits(data, "rf_dataloader")) {
+    loader <- data
+    data <- loader$dataset$tensors
+    batch_size <- batch_size %||% loader$batch_size
+    shuffle <- loader$shuffle
+  }
   if (length(data) && (!is.list(data) || is.null(names(data))))
-    rf_abort("rfuse_type_error", "`data` must be a named list")
+    rf_abort("rfuse_type_error", "`data` must be a named list (or a dataloader())")
+  if (!is.numeric(steps) || length(steps) != 1 || is.na(steps) || steps < 1)
+    rf_abort("rfuse_type_error", "`steps` must be a positive number")
   mode <- list(optimizer = optimizer, lr = lr, momentum = momentum, weight_decay = weight_decay,
                betas = betas, eps = eps)
-  state <- grad_state(loss, names(params), match.arg(dtype), "default", character(), mode)
+  state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n <- if (length(data)) NROW(data[[1]]) else 1L
-  bs <- batch_size %||% n
+  for (nm in names(data)) if (NROW(data[[nm]]) != n)
+    rf_abort("rfuse_shape_error", sprintf("data '%s' has %d samples but '%s' has %d", nm, NROW(data[[nm]]),
+                                          names(data)[1], n))
+  bs <- as.integer(batch_size %||% n)
+  if (bs < 1 || bs > n) rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d", n))
   batches <- max(1L, n %/% bs)
   nb <- state_buffers(mode)
-  buffers <- rep(list(lapply(params, function(p) p * 0)), nb) # [[buffer kind]][[param]]
-  history <- numeric(steps)
+  np <- length(params)
+  steps <- as.integer(steps)
+  # Everything the loop touches lives on the device: parameters and optimizer state in two
+  # alternating sets (each step reads one and writes the other, so on a GPU each set's step is a
+  # replayed CUDA graph), the data (uploaded once), two batch buffers, the loss history.
+  to_dev <- function(v) if (is_tensor(v)) tensor_to(v, device, dtype) else
+    rf_tensor(if (is.logical(v)) v * 1 else unclass(v), dtype = dtype, device = device)
+  P <- list(lapply(params, to_dev), NULL)
+  S <- list(lapply(seq_len(nb), function(j) lapply(P[[1]], function(p) p * 0)), NULL) # distinct tensors per kind
+  # Data that fit the budget go to the device once; larger data stream a batch per step from R
+  # memory (through pinned staging, overlapping the step before).
+  data_bytes <- sum(vapply(data, function(d) if (is_tensor(d)) d@env$len else length(d), 0)) * (if (dtype == "float64") 8 else 4)
+  stream <- device == "cuda" && data_bytes > data_budget()
+  D <- if (stream) lapply(data, function(d) if (is_tensor(d)) tensor_values(d) else d) else lapply(data, to_dev)
+  batch_rdim <- function(d) if (is.null(d@env$rdim)) NULL else c(bs, d@env$rdim[-1])
+  empty <- function(dt, len, rdim) make_tensor(buf = rf_guard(.rf_tensor_empty(tshape(rdim, len), ir_dtype(dt), device)),
+                                               dtype = dt, device = device, rdim = rdim, len = len)
+  empty_like <- function(d, len, rdim) empty(d@env$dtype, len, rdim)
+  whole <- batches == 1L && !shuffle && bs == n && !stream
+  X <- if (whole) list(D, D) else if (stream) lapply(1:2, function(k) lapply(D, function(d) {
+    rd <- if (is.null(dim(d))) NULL else c(bs, dim(d)[-1])
+    empty(dtype, length(d) / n * bs, rd)
+  })) else lapply(1:2, function(k) lapply(D, function(d) empty_like(d, d@env$len / n * bs, batch_rdim(d))))
+  adam <- optimizer != "sgd"
+  step_no <- if (adam) {
+    table <- rf_tensor(as.double(seq_len(steps)), dtype = dtype, device = device)
+    list(table = table, t = lapply(1:2, function(k) empty_like(table, 1, NULL)))
+  }
+  history <- empty_like(P[[1]][[1]], steps, NULL)
+  rows <- NULL
   bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
     cli::cli_progress_bar("Training", total = steps) else NULL
   entry <- NULL # every step has the same signature: traced and compiled once, then only run
+  done <- 0L
+  last <- 1L
+  latest <- function() stats::setNames(lapply(seq_len(np), function(i)
+    restore_shape(tensor_values(P[[last]][[i]]), params[[i]])), names(params))
+  # An interrupt (or an error) leaves write_back() the last completed step's parameters.
+  on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)
+  t_first <- NULL
   for (s in seq_len(steps)) {
+    k <- 2L - s %% 2L   # this step's set: 1, 2, 1, ...
+    o <- 3L - k
     b <- (s - 1L) %% batches
-    batch <- if (batches == 1L) data else {
-      rows <- seq.int(b * bs + 1L, b * bs + bs)
-      lapply(data, take_rows, rows)
+    if (stream) {
+      if (b == 0L) rows <- if (shuffle) sample.int(n) else seq_len(n)
+      sel <- rows[b * bs + seq_len(bs)]
+      for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer(X[[k]][[nm]]), take_rows(D[[nm]], sel)))
+    } else if (!whole) {
+      if (b == 0L) rows <- rf_tensor(if (shuffle) sample.int(n) - 1L else seq_len(n) - 1L, dtype = "int32", device = device)
+      for (nm in names(D))
+        rf_guard(.rf_tensor_gather(tensor_buffer(D[[nm]]), tensor_buffer(rows), b * bs, bs, tensor_buffer(X[[k]][[nm]])))
     }
-    args <- c(params, batch)
+    args <- c(P[[k]], X[[k]])
     if (is.null(entry)) {
       je <- grad_entry(state, args)
       entry <- je$entry
-      args <- je$args
     }
-    extra <- unname(unlist(buffers, recursive = FALSE))
-    if (optimizer != "sgd") extra <- c(extra, list(s)) # Adam's step number
-    out <- run_grad_entry(state, entry, args, extra)
-    np <- length(params)
-    for (i in seq_len(np)) params[[i]] <- restore_shape(out$rest[[i]], params[[i]])
-    for (k in seq_len(nb))
-      for (i in seq_len(np)) buffers[[k]][[i]] <- restore_shape(out$rest[[k * np + i]], params[[i]])
-    history[s] <- out$value
+    if (is.null(P[[o]])) { # the second set, shaped like the first
+      P[[o]] <- lapply(P[[k]], function(p) empty_like(p, p@env$len, p@env$rdim))
+      S[[o]] <- lapply(S[[k]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
+      L <- lapply(1:2, function(j) empty_like(history, 1, NULL))
+    }
+    extra <- unname(unlist(S[[k]], recursive = FALSE))
+    if (adam) {
+      rf_guard(.rf_tensor_copy_elements(tensor_buffer(step_no$t[[k]]), 0, tensor_buffer(step_no$table), s - 1, 1))
+      extra <- c(extra, list(step_no$t[[k]]))
+    }
+    outputs <- c(list(L[[k]]), P[[o]], unlist(S[[o]], recursive = FALSE))
+    handles <- lapply(outputs, tensor_buffer)
+    n_aux <- length(unlist(lapply(entry$trace$aux, `[[`, "ids")))
+    if (n_aux) { # batch statistics: fresh tensors, handed to the running-statistics updates
+      aux_types <- entry$aux_types %||% (entry$aux_types <- aux_output_types(entry$trace, n_aux))
+      handles <- c(handles, lapply(aux_types, function(len) rf_guard(.rf_tensor_empty(len, ir_dtype(dtype), device))))
+    }
+    run_grad_entry(state, entry, args, extra, outputs = handles)
+    rf_guard(.rf_tensor_copy_elements(tensor_buffer(history), s - 1, tensor_buffer(L[[k]]), 0, 1))
+    done <- s
+    last <- o
+    if (s == 1L) { .rf_synchronize(); t_first <- Sys.time() }
     if (!is.null(bar)) cli::cli_progress_update(id = bar)
   }
+  .rf_synchronize()
+  step_s <- if (steps > 1) as.double(difftime(Sys.time(), t_first, units = "secs")) / (steps - 1) else NA
   if (!is.null(bar)) cli::cli_progress_done(id = bar)
-  structure(list(params = params, history = history), class = "rf_training")
+  on.exit()
+  trained <- latest()
+  if (!is.null(write_back)) write_back(trained)
+  structure(list(params = trained, history = as.vector(tensor_values(history)),
+                 step_seconds = step_s, device = device), class = "rf_training")
+}
+
+# Lengths of a step program's auxiliary outputs (batch statistics), from the trace.
+aux_output_types <- function(tr, n_aux) {
+  lens <- unlist(lapply(tr$aux, function(a) a$lens))
+  if (length(lens) != n_aux) rf_abort("rfuse_error", "internal: the batch statistics' shapes are unknown")
+  as.list(as.integer(lens))
+}
+
+# Bytes of training data rf_train() keeps on the GPU: options(rfuse.data_budget), else half the
+# device memory free now.
+data_budget <- function() {
+  b <- getOption("rfuse.data_budget")
+  if (!is.null(b)) {
+    if (!is.numeric(b) || length(b) != 1 || is.na(b) || b < 0)
+      rf_abort("rfuse_option_error", "options(rfuse.data_budget) must be a number of bytes")
+    return(b)
+  }
+  .rf_device_memory()[["free"]] / 2
 }
 
 # Rows (the first index) of a vector, matrix or array.
@@ -326,7 +429,8 @@ take_rows <- function(d, rows) {
 #' their running statistics as torch does (the step program returns the batch statistics too).
 #'
 #' @param model An [nn_module()] (in training mode unless you called `$eval()`).
-#' @param x Inputs, one sample per row (first index).
+#' @param x Inputs, one sample per row (first index); or a [dataloader()] of inputs and targets
+#'   (then `y` is not given).
 #' @param y Targets: class labels 1..K (or a factor) for [nnf_cross_entropy()], which become a
 #'   one-hot matrix; otherwise an array passed to `loss` as it is.
 #' @param loss A function of the model's output and the targets returning one number.
@@ -341,9 +445,16 @@ take_rows <- function(d, rows) {
 #' fit <- rf_fit(net, x, y, steps = 100, lr = 0.5, progress = FALSE)
 #' mean(max.col(net(x)) == y)
 #' @export
-rf_fit <- function(model, x, y, loss = nnf_cross_entropy, ...) {
+rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   if (!inherits(model, "nn_module"))
     rf_abort("rfuse_type_error", "`model` must be an nn_module")
+  loader <- NULL
+  if (inherits(x, "rf_dataloader")) { # its first array is the input, its second the target
+    loader <- x
+    arrays <- x$dataset$tensors
+    if (length(arrays) < 2) rf_abort("rfuse_type_error", "rf_fit() needs a dataloader of inputs and targets")
+    x <- arrays[[1]]; y <- arrays[[2]]
+  }
   if (identical(loss, nnf_cross_entropy) && is.null(dim(y)))
     y <- if (is.factor(y)) rf_one_hot(as.integer(y), nlevels(y)) else rf_one_hot(y)
   if (NROW(x) != NROW(y))
@@ -359,9 +470,14 @@ rf_fit <- function(model, x, y, loss = nnf_cross_entropy, ...) {
     for (p in paths) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }
-  fit <- rf_train(f, lapply(params, unclass), data = list(.input = x, .target = y), ...)
-  for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(fit$params[[p]], params[[p]])))
-  fit
+  write_back <- function(trained)
+    for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(trained[[p]], params[[p]])))
+  data <- list(.input = x, .target = y)
+  if (!is.null(loader)) {
+    loader$dataset$tensors <- data
+    data <- loader
+  }
+  rf_train(f, lapply(params, unclass), data = data, write_back = write_back, ...)
 }
 
 restore_shape <- function(v, like) {
@@ -457,7 +573,7 @@ new_optimizer <- function(params, mode, class) {
     })
     nb <- state_buffers(mode)
     # Momentum / Adam moments live beside the parameters, on their device.
-    if (is.null(self$buffers)) self$buffers <- rep(list(lapply(values, function(v) v * 0)), nb)
+    if (is.null(self$buffers)) self$buffers <- lapply(seq_len(nb), function(j) lapply(values, function(v) v * 0))
     self$steps <- self$steps + 1L
     extra <- unname(unlist(self$buffers, recursive = FALSE))
     if (mode$optimizer != "sgd") extra <- c(extra, list(self$steps))

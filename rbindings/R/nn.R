@@ -458,7 +458,7 @@ track_batch_stats <- function(self, x) {
   n <- (if (is_sym(x)) x$len else length(x)) / (if (is_sym(x)) x$rdim[2] else dim(x)[2])
   if (!is_sym(x)) return(update_running_stats(self, m, v, n))
   if (isTRUE(.rf_state$in_helper)) return(invisible()) # a helper's values cannot leave it
-  .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(m$id, v$id),
+  .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(m$id, v$id), lens = c(m$len, v$len),
                                               update = function(vals) update_running_stats(self, vals[[1]], vals[[2]], n))))
 }
 

@@ -621,6 +621,17 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_tensor_copy_from_r
+void rf_tensor_copy_from_r(SEXP handle, SEXP x);
+RcppExport SEXP _rfuse_rf_tensor_copy_from_r(SEXP handleSEXP, SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rf_tensor_copy_from_r(handle, x);
+    return R_NilValue;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -672,6 +683,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_transfer_stats", (DL_FUNC) &_rfuse_rf_transfer_stats, 0},
     {"_rfuse_rf_device_memory", (DL_FUNC) &_rfuse_rf_device_memory, 0},
     {"_rfuse_rf_synchronize", (DL_FUNC) &_rfuse_rf_synchronize, 0},
+    {"_rfuse_rf_tensor_copy_from_r", (DL_FUNC) &_rfuse_rf_tensor_copy_from_r, 2},
     {NULL, NULL, 0}
 };
 

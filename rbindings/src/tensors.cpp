@@ -232,3 +232,21 @@ NumericVector rf_device_memory() {
 void rf_synchronize() {
   guarded([&] { rfuse::synchronizeDevice(); });
 }
+
+// R values into an existing tensor (same number of elements): a streamed batch into its buffer.
+// On the GPU the copy is queued through pinned staging and overlaps the step already running.
+// [[Rcpp::export(.rf_tensor_copy_from_r)]]
+void rf_tensor_copy_from_r(SEXP handle, SEXP x) {
+  guarded([&] {
+    const Tensor &t = tensorOf(handle);
+    if ((int64_t)Rf_xlength(x) != t.numel())
+      fail("rfuse_shape_error", "a tensor of " + std::to_string(t.numel()) + " elements cannot take " +
+                                    std::to_string((long long)Rf_xlength(x)) + " values");
+    switch (TYPEOF(x)) {
+    case REALSXP: rfuse::copyFromDoubles(REAL(x), t); break;
+    case INTSXP: rfuse::copyFromInts(INTEGER(x), NA_INTEGER, t); break;
+    case LGLSXP: rfuse::copyFromInts(LOGICAL(x), NA_LOGICAL, t); break;
+    default: fail("rfuse_type_error", "only numbers can be copied into a tensor");
+    }
+  });
+}
