@@ -19,6 +19,13 @@ mkdir -p "$stage/rfuse/examples" && cp examples/*.mlir "$stage/rfuse/examples/"
 if [ -n "${RFUSE_BEFORE:-}" ]; then
   mkdir -p "$stage/rfuse/before" && cp -r "$RFUSE_BEFORE/bin" "$RFUSE_BEFORE/lib" "$stage/rfuse/before/"
 fi
+# The R package, installed here (Debian's R 4.2, as on the box through scripts/r-on-gpu-box.sh),
+# with its tests and the R benchmark.
+mkdir -p "$stage/rfuse/R-library"
+R CMD INSTALL --no-test-load --library="$stage/rfuse/R-library" rbindings > "$stage/rfuse/R-install.log" 2>&1 ||
+  { cat "$stage/rfuse/R-install.log"; exit 1; }
+cp -r rbindings/tests "$stage/rfuse/R-tests"
+cp benchmarks/r-bench.R scripts/r-on-gpu-box.sh "$stage/rfuse/"
 cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" "$shared/device/torch_best.py" benchmarks/compare.py benchmarks/torch_extra.py \
    scripts/gpu-run.sh "$stage/rfuse/"
 tar -C "$stage" -cf - rfuse | xz -T2 -6 > .bundle/rfuse-gpu.tar.xz

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Runs on the GPU box from the repository root, with .bundle carried:
-#   bash scripts/gpu-run.sh [tests|bench|all|quick|rfuse|compare|torch-best]
+#   bash scripts/gpu-run.sh [tests|bench|all|quick|rfuse|compare|torch-best|r-setup|r|r-bench]
 # tests: the GPU test suite, then the corpus under compute-sanitizer memcheck.
 # bench: rfuse-bench twice (the second process must compile nothing: disk cache), PyTorch's
 #        baselines, and the side-by-side table (benchmarks/compare.py).
 # compare: rfuse-bench of the bundled earlier build (before/, see gpu-bundle.sh) and of this one,
 #          alternately, twice each. torch-best: ../shared/device/torch_best.py (PyTorch's best setting).
+# r-setup: unpacks Debian's R from .rdeb (carried alone: R's debs and the bundle do not fit one
+#          call) into /opt/r, where the next call, back to back, finds it.
+# r: the R package's tests on the GPU, then r-bench. r-bench: rfuse-bench, torch_best.py and
+#          benchmarks/r-bench.R in one run, side by side (the product's benchmark, from R).
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
 what="${1:-all}"
 out="${OUT:-/tmp/rfuse-out}"
 mkdir -p "$out" /tmp/rfuse-gpu
+if [ "$what" = r-setup ]; then
+  source scripts/r-on-gpu-box.sh && echo "R is unpacked under /opt/r"
+  exit $?
+fi
 tar -C /tmp/rfuse-gpu -xJf .bundle/rfuse-gpu.tar.xz
 R=/tmp/rfuse-gpu/rfuse
 # cuDNN comes with PyTorch's wheels there (nvidia-cudnn-cu13).
@@ -54,6 +62,31 @@ if [ "$what" = compare ]; then
 fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
+fi
+if [ "$what" = r ] || [ "$what" = r-bench ]; then
+  if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
+  # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
+  RHOME=/opt/r/usr/lib/R
+  export LD_LIBRARY_PATH=/opt/r/lib/x86_64-linux-gnu:/opt/r/usr/lib/x86_64-linux-gnu:/opt/r/usr/lib/x86_64-linux-gnu/blas:/opt/r/usr/lib/x86_64-linux-gnu/lapack:$RHOME/lib:$LD_LIBRARY_PATH
+  export R_LIBS_USER=$R/R-library R_LIBS=$R/R-library:/opt/r/usr/lib/R/site-library:/opt/r/usr/lib/R/library
+  export RHOME PATH=$RHOME/bin:$PATH
+fi
+if [ "$what" = r ]; then
+  echo "== R package tests on the GPU"
+  (cd "$R/R-tests" && timeout 500 Rscript -e 'library(testthat); library(rfuse); cat("device:", rf_default_device(), attr(rf_default_device(), "description"), "\n"); test_dir("testthat", reporter = "summary", stop_on_failure = FALSE)' 2>&1 | tee "$out/r-tests.log" | tail -n 60)
+fi
+if [ "$what" = r-bench ]; then
+  echo "== rfuse-bench (C++)"
+  OUT="$out" "$R/bin/rfuse-bench" > "$out/bench.log" 2>&1; grep -E "^(W|mm)" "$out/bench.log"
+  echo "== rfuse-bench (C++), W2 and W5 with TF32 off (the R package's default)"
+  RFUSE_ALLOW_TF32=0 RFUSE_BENCH_ONLY=W OUT=/tmp "$R/bin/rfuse-bench" 2>&1 | grep -E "^W[25]"
+  if [ "${RFUSE_SKIP_TORCH:-0}" != 1 ]; then
+    echo "== PyTorch's best setting (torch_best.py)"
+    (cd "$R" && OUT="$out" timeout 300 python3 torch_best.py > "$out/torch-best.log" 2>&1; grep -E "^W[1-5]" "$out/torch-best.log")
+  fi
+  echo "== rfuse from R (benchmarks/r-bench.R)"
+  RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
+    timeout 500 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = quick ] || [ "$what" = rfuse ]; then
   OUT="$out" "$R/bin/rfuse-bench" | tee -a "$out/bench.log"

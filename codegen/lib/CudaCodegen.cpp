@@ -368,6 +368,13 @@ public:
     outerLen = L.outerLen;
     fullN = L.fullN;
     rowMode = L.suffix; // trailing dims: contiguous rows, a block each; otherwise a thread per output
+    // Not a suffix, but the innermost dim is reduced (a channel's statistics over N, H and W in
+    // R's layout): a block per output, its threads striding through the reduced elements, whose
+    // consecutive indices are consecutive in memory. A thread per output would leave the GPU
+    // idle (a few dozen threads each reading tens of thousands of elements in turn).
+    blockPerOutput = !rowMode && !reducedDims.empty() && reducedDims.back() == (int64_t)full.size() - 1 &&
+                     redLen >= 256;
+    blockMode = rowMode || blockPerOutput;
 
     KernelSpec k;
     k.name = name;
@@ -413,11 +420,20 @@ public:
       }
       if (options.rowMinBlocks >= 0)
         minBlocks = options.rowMinBlocks;
+    } else if (blockPerOutput) {
+      k.launch = LaunchKind::BlockPerRow;
+      k.rows = outerLen;
+      k.rowLength = redLen;
+      k.blockSize = blockSize = redLen >= (1 << 16) ? 512 : 256;
     } else {
+      // The innermost dim kept (R's row sums, row means, row softmax): tiles of 32 outputs, a
+      // warp's lanes on consecutive outputs (coalesced) and 8 warps splitting the reduced
+      // elements between them, combined in shared memory; a thread per output alone would run
+      // too few threads, each a long serial loop.
       k.launch = LaunchKind::ThreadPerColumn;
       k.rows = redLen;
       k.columns = outerLen;
-      k.blockSize = 256;
+      k.blockSize = blockSize = 32 * tileGroups;
     }
     std::string body;
     if (!emitBody(body, why))
@@ -425,7 +441,8 @@ public:
     std::string src;
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
-       << (rowMode ? "a block per row, " : "a thread per output, ") << outerLen << " x " << redLen
+       << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, " : "tiles of 32 outputs, ")
+       << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the block; every thread gets the result.
 template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
@@ -438,13 +455,24 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
   for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w]);
   return v;
 }
+// Combines v over the warps of a tile (lane = output, warp = a share of the reduced elements);
+// every thread gets its output's result, combined in warp order.
+template <int OP, class T> __device__ T rf_tile_reduce(T v, T *smem) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  __syncthreads(); // the previous reduction's readers are done with smem
+  smem[warp * 32 + lane] = v;
+  __syncthreads();
+  v = smem[lane];
+  for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * 32 + lane]);
+  return v;
+}
 )" << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
     for (auto [i, in] : llvm::enumerate(r.inputs))
       os << (i ? ", " : "") << "const " << storageType(dtypeOf(in)) << "* __restrict__ in" << i;
     for (auto [i, o] : llvm::enumerate(r.outputs))
       os << (r.inputs.empty() && i == 0 ? "" : ", ") << storageType(dtypeOf(o)) << "* __restrict__ out" << i;
     os << ") {\n";
-    if (rowMode) {
+    if (blockMode) {
       os << "  __shared__ double smem_raw[32];\n";
       for (Operation *op : invariant) {
         int i = r.indexOf(op->getOperand(0));
@@ -455,8 +483,12 @@ template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
       os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
     }
     else
-      os << "  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < "
-         << outerLen << "LL; row += (long long)gridDim.x * blockDim.x) {\n";
+      os << "  __shared__ double smem_raw[" << 32 * tileGroups << "];\n"
+         << "  const int ty = threadIdx.x >> 5;\n"
+         << "  for (long long base = (long long)blockIdx.x * 32LL; base < " << outerLen
+         << "LL; base += (long long)gridDim.x * 32LL) {\n"
+         << "    const bool live = base + (threadIdx.x & 31) < " << outerLen << "LL;\n"
+         << "    const long long row = live ? base + (threadIdx.x & 31) : " << outerLen - 1 << "LL;\n";
     os << body << "  }\n}\n";
     k.source = os.str();
     return k;
@@ -470,6 +502,9 @@ private:
   const CodegenOptions &options;
   SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
   bool rowMode = true;
+  bool blockPerOutput = false; // not a suffix, the innermost dim reduced: strided, a block each
+  bool blockMode = true;       // rowMode || blockPerOutput: a block reduces each output
+  static constexpr int tileGroups = 8; // otherwise: warps per tile of 32 outputs
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
   // (loaded once, 128-bit wide when possible), so every pass after the first reads registers.
   int blockSize = 256, vec = 1;
@@ -556,10 +591,11 @@ private:
              "; ++lane) {\n      const long long j = ((long long)threadIdx.x + (long long)k * " +
              std::to_string(blockSize) + "LL) * " + std::to_string(vec) + "LL + lane;\n      " +
              (exactChunks() ? std::string("{\n") : "if (j < " + std::to_string(redLen) + "LL) {\n");
-    if (rowMode)
+    if (blockMode)
       return "    for (long long j = threadIdx.x; j < " + std::to_string(redLen) +
              "LL; j += blockDim.x) {\n";
-    return "    for (long long j = 0; j < " + std::to_string(redLen) + "LL; ++j) {\n";
+    return "    for (long long j = ty; j < " + std::to_string(redLen) + "LL; j += " + std::to_string(tileGroups) +
+           "LL) {\n";
   }
   std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
 
@@ -707,9 +743,8 @@ private:
         os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
         os << ls.str() << "      " << an << " = rf_reduce_combine<" << kind << ", " << acc << ">(" << an
            << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
-        if (rowMode)
-          os << "    " << an << " = rf_block_reduce<" << kind << ", " << acc << ">(" << an
-             << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
+        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : "rf_tile_reduce<") << kind << ", " << acc
+           << ">(" << an << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
         std::string nm = "r" + std::to_string(rowCounter);
         os << "    const " << computeType(dt) << " " << nm << " = (" << computeType(dt) << ")("
            << an << (isa<ReduceMeanOp>(op) ? " / (" + acc + ")" + std::to_string(redLen) : "") << ");\n";
@@ -769,7 +804,8 @@ private:
       if (wideStores)
         ls << "      reinterpret_cast<float*>(&vout" << i << ")[lane] = " << v << ";\n";
       else
-        ls << "      " << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o)) << "\n";
+        ls << "      " << (blockMode ? "" : "if (live) ") << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o))
+           << "\n";
     }
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       if (space.lookup(o) == Space::Full)
@@ -778,7 +814,7 @@ private:
       if (v.empty())
         return false;
       flushRowCode();
-      os << (rowMode ? "    if (threadIdx.x == 0) " : "    ")
+      os << (blockMode ? "    if (threadIdx.x == 0) " : "    if (ty == 0 && live) ")
          << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
     }
     if (anyFull && wideStores) {
@@ -989,8 +1025,8 @@ void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &o
   case LaunchKind::BlockPerRow:
     k.grid = cap(options.rowGridWave ? std::min<int64_t>(k.rows, sms * std::max<int64_t>(1, 2048 / block)) : k.rows);
     break;
-  case LaunchKind::ThreadPerColumn:
-    k.grid = cap((k.columns + block - 1) / block);
+  case LaunchKind::ThreadPerColumn: // tiles of 32 outputs, at most a few resident waves
+    k.grid = cap(std::min<int64_t>((k.columns + 31) / 32, sms * 16));
     break;
   }
 }

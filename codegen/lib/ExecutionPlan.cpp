@@ -29,7 +29,7 @@ const char *launchName(cuda::LaunchKind l) {
   switch (l) {
   case cuda::LaunchKind::GridStride: return "pointwise";
   case cuda::LaunchKind::BlockPerRow: return "reduction, a block per row";
-  case cuda::LaunchKind::ThreadPerColumn: return "reduction, a thread per column";
+  case cuda::LaunchKind::ThreadPerColumn: return "reduction, tiles of 32 columns";
   }
   return "";
 }

@@ -201,3 +201,7 @@
     invisible(.Call(`_rfuse_rf_tensor_copy_from_r`, handle, x))
 }
 
+.rf_host_copy_seconds <- function(bytes) {
+    .Call(`_rfuse_rf_host_copy_seconds`, bytes)
+}
+

@@ -116,7 +116,7 @@ check_pipeline <- function(pipeline, plugins = character()) {
 
 # A model's parameters are inputs too: new weights run the same compiled program.
 with_parameters <- function(state, args)
-  if (is.null(state$model)) args else c(args, unname(state$model$parameters))
+  if (is.null(state$model)) args else c(args, model_parameter_values(state$model, state$notes))
 
 # A function of (inputs..., parameters...) that runs `model` with its parameters replaced by the
 # trailing arguments (symbolic values while tracing).
@@ -178,7 +178,8 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   tr <- trace_function(state$f, args, dtype, k$static)
   apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
-  entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype))
+  entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype),
+                rdtypes = r_dtype(tr$out$dtypes))
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
@@ -217,9 +218,12 @@ bound_cache <- function(state, key) {
 # an input holding an NA, or NaN, in an NA-sensitive program, or an NA input behind a NaN in the
 # output of any other — base R evaluates the function instead: the answer is R's own. Inputs
 # with names, dimnames or other attributes likewise (the compiled program returns dims only).
+# "nan": any NaN input may be answered differently (comparisons, logical ops, casts and BLAS have
+# no NA, and a NaN times 0 may be skipped); "na": NaN propagates, but an NA would come back as
+# NaN (float32); "": neither (float64 arithmetic on the CPU keeps NA's payload).
 na_sensitive <- function(tr, dtype)
-  dtype != "f64" || any(tr$input_dtypes != "f64") ||
-    grepl("rfuse\\.(compare|select|and|or|not|cast|matmul|conv2d)", tr$text)
+  if (grepl("rfuse\\.(compare|select|and|or|not|cast|matmul|conv2d)", tr$text)) "nan" else
+    if (dtype != "f64" || any(tr$input_dtypes != "f64")) "na" else ""
 
 has_true_na <- function(values) any(vapply(values, function(v) anyNA(v) && any(is.na(v) & !is.nan(v)), TRUE))
 
@@ -249,7 +253,7 @@ base_r_call <- function(state, args, why) {
 
 jit_call <- function(state, args) {
   for (a in args) if (is_tensor(a)) return(jit_call_tensors(state, args))
-  user_args <- if (is.null(state$model)) args else args[seq_len(length(args) - length(state$model$parameters))]
+  user_args <- if (is.null(state$model)) args else args[seq_len(length(args) - length(state$notes$slots))]
   if (carries_attributes(user_args) &&
       !is.null(r <- base_r_call(state, args, "carry names, dimnames or other attributes"))) return(r$value)
   device <- current_device()
@@ -257,9 +261,14 @@ jit_call <- function(state, args) {
   tr <- je$entry$trace
   inputs <- call_inputs(tr, je$args)
   numeric_inputs <- Filter(function(v) is.numeric(v) || is.logical(v), user_args)
-  inputs_scanned <- je$entry$na_sensitive || device == "cuda"
-  if (inputs_scanned && any(vapply(numeric_inputs, anyNA, TRUE)) &&
+  # The GPU keeps no NaN payload either: there an NA, never a NaN, needs base R.
+  level <- je$entry$na_sensitive
+  if (level == "" && device == "cuda") level <- "na"
+  inputs_scanned <- level != ""
+  if (level == "nan" && any(vapply(numeric_inputs, anyNA, TRUE)) &&
       !is.null(r <- base_r_call(state, args, "hold NA or NaN values"))) return(r$value)
+  if (level == "na" && has_true_na(numeric_inputs) &&
+      !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
   outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, device)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   # Inputs not scanned before the run: an NA among them shows as a NaN in the results.
@@ -278,30 +287,48 @@ jit_call <- function(state, args) {
 # the device between calls, as long as they are the same R objects (R copies a parameter that
 # is modified, so a changed one is a new object and goes over again).
 jit_call_tensors <- function(state, args) {
-  tensors <- Filter(is_tensor, args)
-  for (t in tensors) materialize(t)
-  device <- common_device(tensors)
+  device <- NULL
+  f64 <- FALSE
+  for (a in args) if (is_tensor(a)) { # one pass: computed, one device, the float dtype
+    e <- attr(a, "env")
+    if (is.null(e$buf)) materialize(a)
+    if (is.null(device)) device <- e$device
+    else if (e$device != device) common_device(Filter(is_tensor, args))
+    if (identical(e$dtype, "float64")) f64 <- TRUE
+  }
   if (!is.null(state$model)) {
-    n <- length(state$model$parameters)
+    n <- length(state$notes$slots)
     args[length(args) - n + seq_len(n)] <- device_parameters(state, args[length(args) - n + seq_len(n)], device)
   }
-  je <- jit_entry(state, args, trace_dtype(state, args, device))
+  je <- jit_entry(state, args, state$dtype %||% if (f64) "f64" else "f32")
   tr <- je$entry$trace
-  inputs <- call_inputs(tr, je$args)
-  values <- lapply(inputs$values, function(v) if (is_tensor(v)) tensor_buffer(v) else v)
-  outs <- .rf_run_tensors(je$entry$program, values, inputs$dtypes, device, NULL)
+  values <- je$args[tr$input_index]
+  if (length(tr$random)) values <- call_inputs(tr, je$args)$values
+  for (i in seq_along(values)) if (is_tensor(values[[i]])) values[[i]] <- attr(values[[i]], "env")$buf
+  outs <- .rf_run_tensors(je$entry$program, values, c(tr$input_dtypes, vapply(tr$random, function(r) r$dtype, "")),
+                          device, NULL)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
+  collect_if_pressed(outs)
   n_main <- length(tr$out$ids)
-  rdims <- c(tr$out$rdims, unlist(lapply(tr$aux, function(a) a$rdims), recursive = FALSE))
-  main <- lapply(seq_len(n_main), function(k)
-    tensor_of_buffer(outs[[k]], tr$out$rdims[[k]], tr$out$lens[k], device, r_dtype(tr$out$dtypes[k])))
+  rdtypes <- je$entry$rdtypes %||% r_dtype(tr$out$dtypes)
+  main <- vector("list", n_main)
+  for (k in seq_len(n_main))
+    main[[k]] <- make_tensor(buf = outs[[k]], dtype = rdtypes[k], device = device, rdim = tr$out$rdims[[k]],
+                             len = tr$out$lens[k])
   if (length(outs) > n_main) # auxiliary outputs (batch statistics) update R state: as R values
     apply_aux(tr, c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))), n_main)
+  if (tr$out$single && n_main == 1) return(main[[1]])
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(main[[k]]) }
   if (tr$out$single) items[[1]] else items
 }
+
+# Results that are dropped wait for R's garbage collector to give their memory back; R does not
+# see device memory, so after every few hundred megabytes of new tensors (the runtime counts
+# them) a minor collection runs: the dropped results of earlier calls go back to the allocator's
+# cache, and the next calls reuse them instead of asking the driver.
+collect_if_pressed <- function(outs) if (isTRUE(attr(outs, "collect"))) gc(verbose = FALSE, full = FALSE)
 
 # A model's parameters as tensors on `device`, made once per parameter object.
 device_parameters <- function(state, params, device) {

@@ -303,11 +303,35 @@ module_parameters <- function(self, prefix = "") {
   out
 }
 
+# Where each parameter lives (its module's environment and name), in module_parameters()'s
+# order: a jitted model reads its parameters through these on every call, which costs no walk.
+parameter_slots <- function(self) {
+  out <- list()
+  for (nm in sort(ls(self))) {
+    if (nm == "parameters") next
+    v <- get(nm, envir = self)
+    if (inherits(v, "rf_parameter")) out[[length(out) + 1]] <- list(self, nm)
+    else if (inherits(v, "nn_module")) out <- c(out, parameter_slots(attr(v, "self")))
+  }
+  out
+}
+
+# A model's parameter values, through slots cached in `notes` (made again after any module's
+# fields were assigned with `$<-`: the structure may have changed).
+model_parameter_values <- function(model, notes) {
+  if (is.null(notes$slots) || !identical(notes$slots_version, .rf_counters$module_version)) {
+    notes$slots <- parameter_slots(attr(model, "self"))
+    notes$slots_version <- .rf_counters$module_version
+  }
+  lapply(notes$slots, function(s) s[[1]][[s[[2]]]])
+}
+
 #' @export
 `$.nn_module` <- function(x, name) get(name, envir = attr(x, "self"))
 
 #' @export
 `$<-.nn_module` <- function(x, name, value) {
+  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
   assign(name, value, envir = attr(x, "self"))
   x
 }

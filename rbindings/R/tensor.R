@@ -91,6 +91,7 @@ rf_tensor <- function(x, dtype = NULL, device = rf_default_device(), requires_gr
                                          paste(class(x), collapse = "/")))
   dtype <- check_dtype(dtype %||% if (is.logical(x)) "bool" else "float32")
   buf <- rf_guard(.rf_tensor_from_r(x, ir_dtype(dtype), device))
+  if (device == "cuda") .rf_counters$device_used <- TRUE
   t <- make_tensor(buf = buf, dtype = dtype, device = device, rdim = dim(x), len = length(x))
   t@env$requires_grad <- isTRUE(requires_grad)
   t
@@ -104,16 +105,20 @@ make_tensor <- function(buf = NULL, node = NULL, dtype, device, rdim = NULL, len
   env$device <- device
   env$rdim <- if (!is.null(rdim)) as.integer(rdim)
   env$len <- len
-  methods::new("rf_tensor", env = env)
+  # A copy of the prototype with its slot set directly: methods::new() (validity checks, class
+  # lookups) costs tens of microseconds, on the path of every call.
+  t <- .rf_tensor_prototype$value
+  attr(t, "env") <- env
+  t
 }
-
+.rf_tensor_prototype <- new.env(parent = emptyenv())
 # A tensor around a program's result handle.
 tensor_of_buffer <- function(buf, rdim, len, device, dtype = NULL) {
   dtype <- dtype %||% r_dtype(.rf_tensor_describe(buf)$dtype)
   make_tensor(buf = buf, dtype = dtype, device = device, rdim = rdim, len = len)
 }
 
-is_tensor <- function(x) methods::is(x, "rf_tensor")
+is_tensor <- function(x) inherits(x, "rf_tensor")
 
 # The handle of a computed tensor; a classed error when its memory is gone.
 tensor_buffer <- function(t) {
@@ -246,9 +251,16 @@ materialize <- function(t) {
 }
 
 #' @rdname rf_tensor
-#' @param t A tensor.
+#' @param t A tensor (or a list of them, or any R value).
+#' @details `rf_sync(t)` computes a pending (lazily recorded) tensor and waits until the device
+#'   has finished the work queued so far (device work is asynchronous: calls return once it is
+#'   queued); it returns `t`.
 #' @export
-rf_sync <- function(t) materialize(t)
+rf_sync <- function(t = NULL) {
+  if (is_tensor(t)) materialize(t) else if (is.list(t)) for (x in t) if (is_tensor(x)) materialize(x)
+  if (.rf_counters$device_used %||% FALSE) .rf_synchronize()
+  invisible(t)
+}
 
 tensor_ops <- function(e1, e2) {
   op <- .Generic

@@ -1,4 +1,5 @@
 .onLoad <- function(libname, pkgname) {
+  .rf_tensor_prototype$value <- methods::new("rf_tensor", env = emptyenv())
   # R users asked for float32 get float32 matrix products: TF32 (10-bit mantissa inputs, the
   # speed PyTorch's benchmarks use) only when asked for (rf_options(tf32 = TRUE)).
   if (!nzchar(Sys.getenv("RFUSE_ALLOW_TF32"))) .rf_option_set("tf32", "0")

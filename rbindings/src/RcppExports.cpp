@@ -632,6 +632,17 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_host_copy_seconds
+double rf_host_copy_seconds(double bytes);
+RcppExport SEXP _rfuse_rf_host_copy_seconds(SEXP bytesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< double >::type bytes(bytesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_host_copy_seconds(bytes));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -684,6 +695,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_device_memory", (DL_FUNC) &_rfuse_rf_device_memory, 0},
     {"_rfuse_rf_synchronize", (DL_FUNC) &_rfuse_rf_synchronize, 0},
     {"_rfuse_rf_tensor_copy_from_r", (DL_FUNC) &_rfuse_rf_tensor_copy_from_r, 2},
+    {"_rfuse_rf_host_copy_seconds", (DL_FUNC) &_rfuse_rf_host_copy_seconds, 1},
     {NULL, NULL, 0}
 };
 

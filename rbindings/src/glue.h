@@ -87,6 +87,17 @@ inline Tensor &tensorOf(SEXP handle) {
   return *static_cast<Tensor *>(R_ExternalPtrAddr(handle));
 }
 
+/// f(), and once more after a full garbage collection when it runs out of device memory: dropped
+/// rf_tensors whose finalizers have not yet run hold memory R does not see.
+template <class F> auto retryAfterCollection(F &&f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const OutOfMemoryError &) {
+    R_gc();
+    return f();
+  }
+}
+
 /// A handle owning `t` (its finalizer gives the memory back).
 SEXP wrapTensor(Tensor t);
 

@@ -4,6 +4,8 @@
 // handles on the same device.
 #include "glue.h"
 
+#include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -40,7 +42,7 @@ SEXP wrapTensor(Tensor t) {
 }
 
 Tensor tensorFromR(SEXP a, DType dtype, Device device) {
-  Tensor t = emptyTensor(device, dtype, rShape(a));
+  Tensor t = retryAfterCollection([&] { return emptyTensor(device, dtype, rShape(a)); });
   switch (TYPEOF(a)) {
   case REALSXP: copyFromDoubles(REAL(a), t); break;
   case INTSXP: copyFromInts(INTEGER(a), NA_INTEGER, t); break;
@@ -90,7 +92,8 @@ SEXP rf_tensor_to_r(SEXP handle, SEXP rdim) {
 // [[Rcpp::export(.rf_tensor_empty)]]
 SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device) {
   return guarded([&] {
-    return rfuse::r::wrapTensor(rfuse::emptyTensor(deviceOf(device), dtypeOf(dtype), rfuse::r::toShape(shape)));
+    return rfuse::r::wrapTensor(rfuse::r::retryAfterCollection(
+        [&] { return rfuse::emptyTensor(deviceOf(device), dtypeOf(dtype), rfuse::r::toShape(shape)); }));
   });
 }
 
@@ -191,10 +194,12 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
         prog.run(inputs, o, dev);
         return outputs;
       }
-      std::vector<Tensor> results = prog.run(inputs, dev);
+      std::vector<Tensor> results = rfuse::r::retryAfterCollection([&] { return prog.run(inputs, dev); });
       List out(results.size());
       for (size_t k = 0; k < results.size(); ++k)
         out[k] = rfuse::r::wrapTensor(std::move(results[k]));
+      if (rfuse::allocationPressure())
+        out.attr("collect") = true;
       return out;
     });
   } catch (const Rcpp::exception &e) {
@@ -248,5 +253,24 @@ void rf_tensor_copy_from_r(SEXP handle, SEXP x) {
     case LGLSXP: rfuse::copyFromInts(LOGICAL(x), NA_LOGICAL, t); break;
     default: fail("rfuse_type_error", "only numbers can be copied into a tensor");
     }
+  });
+}
+
+// Seconds one thread takes to copy `bytes` in host memory (the best of three): the floor the
+// plain-array path is measured against (benchmarks/r-bench.R).
+// [[Rcpp::export(.rf_host_copy_seconds)]]
+double rf_host_copy_seconds(double bytes) {
+  return guarded([&] {
+    size_t n = (size_t)bytes;
+    std::vector<char> a(n, 1), b(n, 0);
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(b.data(), a.data(), n);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    if (b[n / 2] != 1)
+      fail("rfuse_error", "memcpy did not copy");
+    return best;
   });
 }

@@ -4,6 +4,7 @@
 #include "cpu/CpuJit.h"
 #include "cuda/Device.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,16 +19,50 @@ OutOfMemoryError::OutOfMemoryError(size_t requested, size_t free, size_t total)
                          std::to_string(free) + " of " + std::to_string(total) + " bytes are free"),
       requested(requested), free(free), total(total) {}
 
+namespace {
+std::atomic<uint64_t> allocatedSinceCollection{0};
+
+// Large host blocks are kept for reuse (up to hostCacheLimit bytes): a fresh one from the
+// system is mapped page by page on first touch, which costs more than the work on it.
+constexpr size_t hostCacheMinBlock = 1u << 20, hostCacheLimit = (size_t)1 << 30;
+std::mutex hostCacheMu;
+std::map<size_t, std::vector<void *>> hostFree;
+size_t hostCached = 0;
+
+void *hostAllocate(size_t n) {
+  if (n >= hostCacheMinBlock) {
+    std::lock_guard<std::mutex> lock(hostCacheMu);
+    auto it = hostFree.find(n);
+    if (it != hostFree.end() && !it->second.empty()) {
+      void *p = it->second.back();
+      it->second.pop_back();
+      hostCached -= n;
+      return p;
+    }
+  }
+  void *p = std::aligned_alloc(64, n);
+  if (!p)
+    throw std::bad_alloc();
+  return p;
+}
+
+void hostRelease(void *p, size_t n) {
+  if (n >= hostCacheMinBlock) {
+    std::lock_guard<std::mutex> lock(hostCacheMu);
+    if (hostCached + n <= hostCacheLimit) {
+      hostFree[n].push_back(p);
+      hostCached += n;
+      return;
+    }
+  }
+  std::free(p);
+}
+} // namespace
+
 std::shared_ptr<Storage> Storage::allocate(Device device, size_t bytes) {
   size_t n = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  void *p = nullptr;
-  if (device == Device::Cuda) {
-    p = (void *)cuda::Device::get().alloc(n);
-  } else {
-    p = std::aligned_alloc(64, n);
-    if (!p)
-      throw std::bad_alloc();
-  }
+  void *p = device == Device::Cuda ? (void *)cuda::Device::get().alloc(n) : hostAllocate(n);
+  allocatedSinceCollection += n;
   return std::shared_ptr<Storage>(new Storage(device, p, n));
 }
 
@@ -35,7 +70,36 @@ Storage::~Storage() {
   if (device_ == Device::Cuda)
     cuda::Device::get().release((CUdeviceptr)data_, bytes_);
   else
-    std::free(data_);
+    hostRelease(data_, bytes_);
+}
+
+bool allocationPressure(uint64_t threshold) {
+  if (!threshold) {
+    threshold = (uint64_t)1 << 30;
+    if (cuda::deviceInfo().available) {
+      size_t free = 0, total = 0;
+      static size_t deviceTotal = (cuda::driver().cuMemGetInfo(&free, &total), total);
+      threshold = std::min<uint64_t>((uint64_t)4 << 30, deviceTotal / 20);
+    }
+  }
+  if (allocatedSinceCollection < threshold)
+    return false;
+  allocatedSinceCollection = 0;
+  return true;
+}
+
+size_t hostCachedBytes() {
+  std::lock_guard<std::mutex> lock(hostCacheMu);
+  return hostCached;
+}
+
+void releaseHostCache() {
+  std::lock_guard<std::mutex> lock(hostCacheMu);
+  for (auto &[n, list] : hostFree)
+    for (void *p : list)
+      std::free(p);
+  hostFree.clear();
+  hostCached = 0;
 }
 
 int64_t Tensor::numel() const {

@@ -5,6 +5,7 @@
 #include "CorpusUtil.h"
 #include "RandomGraph.h"
 
+#include "rfuse/Frontend/GraphBuilder.h"
 #include "rfuse/Codegen/CudaCodegen.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Passes/Passes.h"
@@ -302,3 +303,23 @@ TEST_F(KernelCache, TwoProcessesSharingACacheDirectory) {
 }
 
 } // namespace
+
+// A channel's statistics in R's layout (an array of dim c(N, C, H, W) is the tensor [W, H, C, N]):
+// reduced over W, H and N, the innermost dim among them, so a block per channel strides through
+// contiguous memory; a thread per channel would leave the GPU idle (batch norm, issue 13).
+TEST(CudaCodegen, ChannelReductionsRunABlockPerOutput) {
+  GraphBuilder g("main");
+  TracedValue x = g.input({8, 8, 64, 256}, DType::F32, "x");
+  TracedValue m = g.reduceMean(x, {0, 1, 3});
+  g.finish({m});
+  Kernels k = kernelsOf(g.moduleText());
+  ASSERT_EQ(k.plans.size(), 1u);
+  ASSERT_TRUE(k.plans[0].kernel);
+  EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::BlockPerRow);
+  EXPECT_EQ(k.plans[0].kernel->rows, 64);
+  EXPECT_EQ(k.plans[0].kernel->rowLength, 8 * 8 * 256);
+  EXPECT_NE(k.sources[0].find("a block per output"), std::string::npos);
+  EXPECT_NE(k.sources[0].find("rf_block_reduce"), std::string::npos);
+  // (A column reduction, the innermost dim kept, still runs a thread per output, reading
+  // coalesced: softmax_cols_f32 in LaunchPlansAndVectorization.)
+}

@@ -20,7 +20,7 @@ func.func @pointwise_broadcast(%x: tensor<1024x1024xf32>, %b: tensor<1024xf32>) 
 
 // -----
 
-// Trailing-dim (row) reduction: a block per row; leading-dim (column): a thread per column.
+// Trailing-dim (row) reduction: a block per row; leading-dim (column): tiles of 32 columns.
 // CHECK-LABEL: func.func @row_softmax
 // CHECK: rfuse.plan = "cuda reduction, a block per row grid 512 block 64"
 // CHECK: rfuse.cuda_source = "// rfuse reduction kernel row_softmax_k0_reduction: a block per row, 512 x 1024
@@ -39,9 +39,10 @@ func.func @row_softmax(%x: tensor<512x1024xf32>) -> tensor<512x1024xf32> {
 // -----
 
 // CHECK-LABEL: func.func @column_sums
-// CHECK: rfuse.plan = "cuda reduction, a thread per column grid 1 block 256"
-// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_sums_k0_reduction: a thread per output, 64 x 16
-// SM86: rfuse.plan = "cuda reduction, a thread per column grid 1 block 256"
+// CHECK: rfuse.plan = "cuda reduction, tiles of 32 columns grid 2 block 256"
+// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_sums_k0_reduction: tiles of 32 outputs, 64 x 16
+// CHECK-SAME: rf_tile_reduce
+// SM86: rfuse.plan = "cuda reduction, tiles of 32 columns grid 2 block 256"
 func.func @column_sums(%x: tensor<16x64xf32>) -> tensor<64xf32> {
   %e = rfuse.exp %x : tensor<16x64xf32>
   %s = rfuse.reduce_sum %e, dims = [0] : (tensor<16x64xf32>) -> tensor<64xf32>

@@ -20,7 +20,7 @@ namespace rfuse::cuda {
 enum class LaunchKind {
   GridStride,     ///< pointwise: 1-D grid-stride loop over `elements` (or elements / vector)
   BlockPerRow,    ///< reduction over trailing dims: a block per row of `rowLength` elements
-  ThreadPerColumn ///< reduction over leading dims: a thread per column of `columns`
+  ThreadPerColumn ///< reduction over leading dims: tiles of 32 of the `columns`, 8 warps each
 };
 
 struct KernelSpec {

@@ -103,6 +103,15 @@ struct DeviceMemory {
   size_t free = 0, total = 0, inUse = 0, cached = 0;
 };
 DeviceMemory deviceMemory();
+/// Whether tensors allocated since the last call that answered true exceed `thresholdBytes`
+/// (0: the default, a few GiB on a GPU, a GiB on the host): a front end with a garbage
+/// collector (R) runs a collection then, so that dropped tensors give their memory back to the
+/// allocators' caches before new memory is asked of the driver.
+bool allocationPressure(uint64_t thresholdBytes = 0);
+/// Host blocks the CPU's tensor cache holds for reuse (large blocks only: fresh ones cost page
+/// faults), and gives them back to the system.
+size_t hostCachedBytes();
+void releaseHostCache();
 /// Waits until everything queued on the device has run.
 void synchronizeDevice();
 
