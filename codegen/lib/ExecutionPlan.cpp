@@ -143,6 +143,36 @@ std::vector<std::string> ExecutionPlan::describe() const {
   return out;
 }
 
+namespace {
+// The names of the locations of `op` (and, for a kernel call, of its kernel's ops), in order,
+// without repeats: the R expressions they were traced from.
+std::string sourceOf(Operation *op, ModuleOp module) {
+  std::vector<std::string> names;
+  auto note = [&](Location loc) {
+    loc->walk([&](Location l) {
+      if (auto n = dyn_cast<NameLoc>(l)) {
+        std::string s = n.getName().str();
+        if (!s.empty() && std::find(names.begin(), names.end(), s) == names.end())
+          names.push_back(s);
+      }
+      return WalkResult::advance();
+    });
+  };
+  if (auto call = dyn_cast<func::CallOp>(op)) {
+    if (auto fn = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+      fn.walk([&](Operation *inner) { note(inner->getLoc()); });
+  } else {
+    note(op->getLoc());
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 4; ++i)
+    out += (i ? "; " : "") + names[i];
+  if (names.size() > 4)
+    out += "; ...";
+  return out;
+}
+} // namespace
+
 ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, const Target &target,
                                  const CodegenOptions &options) {
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
@@ -213,6 +243,13 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
         s.in = distinct;
       }
     }
+    s.source = sourceOf(&op, module);
+    for (int sl : s.in)
+      s.bytes += plan.slots[sl].bytes;
+    for (int sl : s.out)
+      s.bytes += plan.slots[sl].bytes;
+    if (s.library)
+      s.flops = s.library->flops();
     plan.steps.push_back(std::move(s));
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {

@@ -4,6 +4,20 @@
 
 namespace rfuse::codegen {
 
+double LibraryCall::flops() const {
+  switch (kind) {
+  case Kind::Matmul:
+    return 2.0 * matmul.batch * matmul.m * matmul.n * matmul.k;
+  case Kind::Conv: { // every direction does the forward's multiply-adds
+    const ConvGeometry &c = conv.geometry;
+    return 2.0 * c.n * c.o * c.oh * c.ow * (c.c / c.groups) * c.kh * c.kw;
+  }
+  case Kind::Pool:
+    return 0;
+  }
+  return 0;
+}
+
 size_t LibraryCall::productBytes() const {
   switch (kind) {
   case Kind::Matmul:

@@ -205,3 +205,15 @@
     .Call(`_rfuse_rf_host_copy_seconds`, bytes)
 }
 
+.rf_profile_start <- function() {
+    invisible(.Call(`_rfuse_rf_profile_start`))
+}
+
+.rf_profile_stop <- function() {
+    .Call(`_rfuse_rf_profile_stop`)
+}
+
+.rf_sitrep_info <- function() {
+    .Call(`_rfuse_rf_sitrep_info`)
+}
+

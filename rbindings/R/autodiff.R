@@ -111,7 +111,7 @@ grad_call <- function(state, args, extra = list()) {
   run_grad_entry(state, je$entry, je$args, extra)
 }
 
-run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
+run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL, defer_aux = FALSE) {
   tr <- e$trace
   ci <- call_inputs(tr, args)
   inputs <- c(ci$values, extra)
@@ -130,7 +130,8 @@ run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
     dt <- r_dtype(if (state$dtype == "f32") "f32" else "f64")
     outs <- lapply(seq_along(bufs), function(k)
       if (k <= 1 + n_rest) tensor_of_buffer(bufs[[k]], rdims[[k]], lens[k], device, dt) else bufs[[k]])
-    if (length(outs) > 1 + n_rest)
+    if (defer_aux) outs <- outs[seq_len(1 + n_rest)] # the caller keeps the batch statistics
+    else if (length(outs) > 1 + n_rest)
       outs <- apply_aux(tr, c(outs[seq_len(1 + n_rest)], lapply(outs[-seq_len(1 + n_rest)], function(b)
         rf_guard(.rf_tensor_to_r(b, NULL)))), 1 + n_rest)
     rest <- outs[-1]
@@ -343,6 +344,8 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   # An interrupt (or an error) leaves write_back() the last completed step's parameters.
   on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)
   t_first <- NULL
+  aux <- NULL
+  on.exit(if (!is.null(aux)) aux$flush(), add = TRUE, after = FALSE) # before write_back
   for (s in seq_len(steps)) {
     k <- 2L - s %% 2L   # this step's set: 1, 2, 1, ...
     o <- 3L - k
@@ -373,18 +376,17 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
     }
     outputs <- c(list(L[[k]]), P[[o]], unlist(S[[o]], recursive = FALSE))
     handles <- lapply(outputs, tensor_buffer)
-    n_aux <- length(unlist(lapply(entry$trace$aux, `[[`, "ids")))
-    if (n_aux) { # batch statistics: fresh tensors, handed to the running-statistics updates
-      aux_types <- entry$aux_types %||% (entry$aux_types <- aux_output_types(entry$trace, n_aux))
-      handles <- c(handles, lapply(aux_types, function(len) rf_guard(.rf_tensor_empty(len, ir_dtype(dtype), device))))
-    }
-    run_grad_entry(state, entry, args, extra, outputs = handles)
+    if (is.null(aux)) aux <- aux_buffers(entry$trace, empty, dtype)
+    if (aux$n) handles <- c(handles, lapply(aux$out[[k]], tensor_buffer))
+    run_grad_entry(state, entry, args, extra, outputs = handles, defer_aux = TRUE)
+    if (aux$n) aux$keep(k, s)
     rf_guard(.rf_tensor_copy_elements(tensor_buffer(history), s - 1, tensor_buffer(L[[k]]), 0, 1))
     done <- s
     last <- o
     if (s == 1L) { .rf_synchronize(); t_first <- Sys.time() }
     if (!is.null(bar)) cli::cli_progress_update(id = bar)
   }
+  if (!is.null(aux)) aux$flush()
   .rf_synchronize()
   step_s <- if (steps > 1) as.double(difftime(Sys.time(), t_first, units = "secs")) / (steps - 1) else NA
   if (!is.null(bar)) cli::cli_progress_done(id = bar)
@@ -395,11 +397,50 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
                  step_seconds = step_s, device = device), class = "rf_training")
 }
 
-# Lengths of a step program's auxiliary outputs (batch statistics), from the trace.
-aux_output_types <- function(tr, n_aux) {
-  lens <- unlist(lapply(tr$aux, function(a) a$lens))
-  if (length(lens) != n_aux) rf_abort("rfuse_error", "internal: the batch statistics' shapes are unknown")
-  as.list(as.integer(lens))
+# A step program's auxiliary outputs (batch statistics, for the running statistics) in a training
+# loop: written into two alternating sets of tensors (so the step stays one replayed graph),
+# copied on the device into a history of up to `chunk` steps, and handed to the updates, in step
+# order, when the history is full, at the end, or on an interrupt: no download, so no wait for
+# the device, per step.
+aux_buffers <- function(tr, empty, dtype, chunk = 64L) {
+  lens <- as.integer(unlist(lapply(tr$aux, function(a) a$lens)))
+  n <- length(lens)
+  if (n != length(unlist(lapply(tr$aux, `[[`, "ids"))))
+    rf_abort("rfuse_error", "internal: the batch statistics' shapes are unknown")
+  self <- new.env(parent = emptyenv())
+  self$n <- n
+  self$flush <- function() invisible()
+  if (!n) return(self)
+  self$out <- lapply(1:2, function(k) lapply(lens, function(len) empty(dtype, len, NULL)))
+  hist <- lapply(lens, function(len) empty(dtype, len * chunk, NULL))
+  self$pending <- integer()
+  self$keep <- function(k, s) {
+    slot <- length(self$pending)
+    for (j in seq_len(n))
+      rf_guard(.rf_tensor_copy_elements(tensor_buffer(hist[[j]]), slot * lens[j], tensor_buffer(self$out[[k]][[j]]),
+                                        0, lens[j]))
+    self$pending <- c(self$pending, s)
+    if (length(self$pending) == chunk) self$flush()
+  }
+  self$flush <- function() {
+    m <- length(self$pending)
+    if (!m) return(invisible())
+    values <- lapply(hist, function(h) as.vector(tensor_values(h)))
+    for (slot in seq_len(m)) {
+      j <- 0L
+      for (a in tr$aux) {
+        vals <- lapply(seq_along(a$ids), function(q) {
+          jj <- j + q
+          values[[jj]][(slot - 1L) * lens[jj] + seq_len(lens[jj])]
+        })
+        a$update(vals)
+        j <- j + length(a$ids)
+      }
+    }
+    self$pending <- integer()
+    invisible()
+  }
+  self
 }
 
 # Bytes of training data rf_train() keeps on the GPU: options(rfuse.data_budget), else half the

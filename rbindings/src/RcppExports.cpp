@@ -643,6 +643,35 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_profile_start
+void rf_profile_start();
+RcppExport SEXP _rfuse_rf_profile_start() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_profile_start();
+    return R_NilValue;
+END_RCPP
+}
+// rf_profile_stop
+DataFrame rf_profile_stop();
+RcppExport SEXP _rfuse_rf_profile_stop() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_profile_stop());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_sitrep_info
+List rf_sitrep_info();
+RcppExport SEXP _rfuse_rf_sitrep_info() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_sitrep_info());
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -696,6 +725,9 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_synchronize", (DL_FUNC) &_rfuse_rf_synchronize, 0},
     {"_rfuse_rf_tensor_copy_from_r", (DL_FUNC) &_rfuse_rf_tensor_copy_from_r, 2},
     {"_rfuse_rf_host_copy_seconds", (DL_FUNC) &_rfuse_rf_host_copy_seconds, 1},
+    {"_rfuse_rf_profile_start", (DL_FUNC) &_rfuse_rf_profile_start, 0},
+    {"_rfuse_rf_profile_stop", (DL_FUNC) &_rfuse_rf_profile_stop, 0},
+    {"_rfuse_rf_sitrep_info", (DL_FUNC) &_rfuse_rf_sitrep_info, 0},
     {NULL, NULL, 0}
 };
 

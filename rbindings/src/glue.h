@@ -11,6 +11,7 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Options.h"
+#include "rfuse/Runtime/Profile.h"
 #include "rfuse/Runtime/Tensor.h"
 
 #include <memory>

@@ -274,3 +274,60 @@ double rf_host_copy_seconds(double bytes) {
     return best;
   });
 }
+
+// ---- rf_profile() and rf_sitrep() ------------------------------------------------------------
+
+// [[Rcpp::export(.rf_profile_start)]]
+void rf_profile_start() { rfuse::startProfile(); }
+
+// [[Rcpp::export(.rf_profile_stop)]]
+DataFrame rf_profile_stop() {
+  std::vector<rfuse::ProfileRecord> recs = rfuse::stopProfile();
+  std::vector<std::string> program, step, how, source, device;
+  std::vector<double> ms, bytes, flops;
+  for (const rfuse::ProfileRecord &r : recs) {
+    program.push_back(r.program);
+    step.push_back(r.step);
+    how.push_back(r.how);
+    source.push_back(r.source);
+    device.push_back(r.device);
+    ms.push_back(r.ms);
+    bytes.push_back(r.bytes);
+    flops.push_back(r.flops);
+  }
+  return DataFrame::create(_["program"] = program, _["step"] = step, _["how"] = how, _["source"] = source,
+                           _["device"] = device, _["ms"] = ms, _["bytes"] = bytes, _["flops"] = flops,
+                           _["stringsAsFactors"] = false);
+}
+
+// [[Rcpp::export(.rf_sitrep_info)]]
+List rf_sitrep_info() {
+  const rfuse::cuda::DeviceInfo &d = rfuse::cuda::deviceInfo();
+  rfuse::cuda::LibraryVersions v = rfuse::cuda::libraryVersions();
+  std::vector<std::string> archs = rfuse::cuda::supportedArchitectures();
+  rfuse::DeviceMemory m = rfuse::deviceMemory();
+  List out; // (more fields than List::create takes)
+  out["gpu_available"] = d.available;
+  out["gpu_reason"] = d.reason;
+  out["gpu_name"] = d.name;
+  out["arch"] = d.available ? d.arch() : std::string();
+  out["multiprocessors"] = d.multiprocessors;
+  out["arch_supported"] = d.available && std::find(archs.begin(), archs.end(), d.arch()) != archs.end();
+  out["supported_archs"] = CharacterVector(archs.begin(), archs.end());
+  out["driver"] = v.driver;
+  out["driver_error"] = v.driverError;
+  out["nvrtc"] = v.nvrtc;
+  out["nvrtc_error"] = v.nvrtcError;
+  out["cublaslt"] = (double)v.cublasLt;
+  out["cublaslt_error"] = v.cublasLtError;
+  out["cudnn"] = (double)v.cudnn;
+  out["cudnn_error"] = v.cudnnError;
+  out["memory_free"] = (double)m.free;
+  out["memory_total"] = (double)m.total;
+  out["memory_in_use"] = (double)m.inUse;
+  out["memory_cached"] = (double)m.cached;
+  out["cache_dir"] = rfuse::cuda::kernelCacheDir();
+  out["default_device"] = rfuse::deviceName(rfuse::defaultDevice());
+  out["option_device"] = rfuse::getOption("device");
+  return out;
+}

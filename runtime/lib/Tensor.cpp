@@ -75,7 +75,7 @@ Storage::~Storage() {
 
 bool allocationPressure(uint64_t threshold) {
   if (!threshold) {
-    threshold = (uint64_t)1 << 30;
+    threshold = (uint64_t)256 << 20; // host: the block cache holds these for reuse
     if (cuda::deviceInfo().available) {
       size_t free = 0, total = 0;
       static size_t deviceTotal = (cuda::driver().cuMemGetInfo(&free, &total), total);

@@ -1,4 +1,8 @@
 #include "CpuExecutor.h"
+
+#include "rfuse/Runtime/Profile.h"
+
+#include <chrono>
 #include "Blas.h"
 #include "CpuJit.h"
 
@@ -35,6 +39,22 @@ void narrow(const std::vector<double> &from, void *to) {
 
 struct CpuProgram::Impl : runtime::StepBackend {
   codegen::ExecutionPlan plan;
+
+  // Profiling: host timers around each step (runs may overlap on several threads: per thread).
+  static inline thread_local std::chrono::steady_clock::time_point stepStart;
+  void beforeStep(size_t) override {
+    if (profiling())
+      stepStart = std::chrono::steady_clock::now();
+  }
+  void afterStep(size_t i) override {
+    if (!profiling())
+      return;
+    const Step &s = plan.steps[i];
+    if (s.kind == Step::Kind::Alias)
+      return;
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stepStart).count();
+    recordProfile({plan.entry, s.label, s.describe(codegen::Backend::Cpu), s.source, "cpu", ms, s.bytes, s.flops});
+  }
   std::vector<std::shared_ptr<CompiledFunction>> compiled; // per step
   std::vector<std::string> jitted, interpreted;
 

@@ -135,6 +135,7 @@ const CublasLtApi &cublasLt() {
       return a;
     bool ok = true;
     RF_BIND(cublasLtCreate, "cublasLtCreate");
+    RF_BIND(cublasLtGetVersion, "cublasLtGetVersion");
     RF_BIND(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
     RF_BIND(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");
     RF_BIND(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
@@ -166,6 +167,7 @@ const CudnnApi &cudnn() {
     bool ok = true;
 #define RF_BIND(field, sym) ok &= bind(lib, a.field, sym, a.error)
     RF_BIND(cudnnCreate, "cudnnCreate");
+    RF_BIND(cudnnGetVersion, "cudnnGetVersion");
     RF_BIND(cudnnSetStream, "cudnnSetStream");
     RF_BIND(cudnnGetErrorString, "cudnnGetErrorString");
     RF_BIND(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
@@ -249,6 +251,31 @@ int nvrtcVersion() {
   nvrtc().nvrtcVersion(&major, &minor);
   return major * 1000 + minor * 10;
 }
+
+LibraryVersions libraryVersions() {
+  LibraryVersions v;
+  const DriverApi &d = driver();
+  if (d.loaded)
+    d.cuDriverGetVersion(&v.driver);
+  else
+    v.driverError = d.error;
+  v.nvrtc = nvrtcVersion();
+  if (!nvrtc().loaded)
+    v.nvrtcError = nvrtc().error;
+  const CublasLtApi &lt = cublasLt();
+  if (lt.loaded)
+    v.cublasLt = lt.cublasLtGetVersion();
+  else
+    v.cublasLtError = lt.error;
+  const CudnnApi &dnn = cudnn();
+  if (dnn.loaded)
+    v.cudnn = dnn.cudnnGetVersion();
+  else
+    v.cudnnError = dnn.error;
+  return v;
+}
+
+std::vector<std::string> supportedArchitectures() { return {"sm_86", "sm_89", "sm_90"}; }
 
 // ---- Kernel cache ----------------------------------------------------------------------------
 

@@ -75,6 +75,7 @@ struct CublasLtApi {
   bool loaded = false;
   std::string error;
   cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *);
+  size_t (*cublasLtGetVersion)();
   cublasStatus_t (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
   cublasStatus_t (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t);
   cublasStatus_t (*cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t,
@@ -113,6 +114,7 @@ struct CudnnApi {
   bool loaded = false;
   std::string error;
   cudnnStatus_t (*cudnnCreate)(cudnnHandle_t *);
+  size_t (*cudnnGetVersion)();
   cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, cudaStream_t);
   const char *(*cudnnGetErrorString)(cudnnStatus_t);
   cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t *);

@@ -5,6 +5,7 @@
 #include "../StepLoop.h"
 
 #include "rfuse/Runtime/Options.h"
+#include "rfuse/Runtime/Profile.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/Format.h"
@@ -150,19 +151,24 @@ struct GpuProgram::Impl : runtime::StepBackend {
   std::vector<double> stepMs;
   int profiledRuns = 0;
 
+  bool timing() const { return options.profileSteps || profiling(); }
   void beforeStep(size_t) override {
-    if (options.profileSteps)
+    if (timing())
       driver().cuEventRecord(e0, dev.stream);
   }
   void afterStep(size_t i) override {
-    if (!options.profileSteps)
+    if (!timing())
       return;
     const DriverApi &api = driver();
     api.cuEventRecord(e1, dev.stream);
     api.cuEventSynchronize(e1);
     float ms = 0;
     api.cuEventElapsedTime(&ms, e0, e1);
-    stepMs[i] += ms;
+    if (options.profileSteps)
+      stepMs[i] += ms;
+    const Step &s = plan.steps[i];
+    if (profiling() && s.kind != Step::Kind::Alias)
+      recordProfile({plan.entry, s.label, s.describe(codegen::Backend::Cuda), s.source, "cuda", ms, s.bytes, s.flops});
   }
 
   void printProfile() const {
@@ -180,6 +186,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 
   void execute() {
+    if (timing() && !e0) {
+      driver().cuEventCreate(&e0, 0);
+      driver().cuEventCreate(&e1, 0);
+    }
     if (options.profileSteps) {
       if (!e0) {
         driver().cuEventCreate(&e0, 0);
@@ -214,7 +224,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   static constexpr size_t stagedBytesLimit = 8u << 20;
 
   bool graphable() const {
-    if (graphFailed || options.profileSteps || !options.cudaGraphs)
+    if (graphFailed || options.profileSteps || profiling() || !options.cudaGraphs)
       return false;
     for (const Step &s : plan.steps)
       if (s.kind == Step::Kind::Host)

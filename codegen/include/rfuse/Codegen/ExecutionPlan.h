@@ -58,6 +58,12 @@ struct Step {
   std::string cpuModule; ///< cpuFunction's module in the LLVM dialect (the JIT's input)
   std::optional<LibraryCall> library;
   std::string why; ///< Host: why the interpreter runs it
+  /// The source expressions the step came from (the R calls rf_jit recorded as op locations),
+  /// "; "-separated; empty when unknown.
+  std::string source;
+  /// Bytes the step reads and writes (its slots), and its floating-point operations when known
+  /// (library calls): what a profile turns into GB/s and TFLOP/s.
+  double bytes = 0, flops = 0;
 
   bool hasEpilogue() const { return cudaKernel.has_value() || cpuFunction.has_value(); }
   /// How the step runs: "cuda pointwise grid 528 block 256 vector 4", "BLAS + compiled

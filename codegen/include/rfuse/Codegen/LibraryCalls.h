@@ -62,6 +62,8 @@ struct LibraryCall {
 
   /// Bytes of the library's result.
   size_t productBytes() const;
+  /// Floating-point operations (a multiply-add counts two; pools count none).
+  double flops() const;
   /// e.g. "matmul 1x64x64x64 tB + bias, relu", "cudnn conv forward 8x3x32x32 -> 16 k3 s1".
   std::string describe() const;
 };

@@ -38,6 +38,22 @@ const DeviceInfo &deviceInfo();
 /// NVRTC's version as major * 1000 + minor * 10, or 0 when NVRTC cannot be loaded.
 int nvrtcVersion();
 
+/// What rf_sitrep() reports: the libraries found and their versions (0 / the error when not),
+/// the architectures rfuse generates code for.
+struct LibraryVersions {
+  int driver = 0;                  ///< cuDriverGetVersion (e.g. 13000)
+  std::string driverError;
+  int nvrtc = 0;                   ///< as nvrtcVersion()
+  std::string nvrtcError;
+  size_t cublasLt = 0;             ///< cublasLtGetVersion
+  std::string cublasLtError;
+  size_t cudnn = 0;                ///< cudnnGetVersion
+  std::string cudnnError;
+};
+LibraryVersions libraryVersions();
+/// The architectures rfuse's generated kernels are made and tested for.
+std::vector<std::string> supportedArchitectures();
+
 struct CompiledKernel {
   std::string arch;
   std::vector<char> cubin;

@@ -104,7 +104,7 @@ struct DeviceMemory {
 };
 DeviceMemory deviceMemory();
 /// Whether tensors allocated since the last call that answered true exceed `thresholdBytes`
-/// (0: the default, a few GiB on a GPU, a GiB on the host): a front end with a garbage
+/// (0: the default, a few GiB on a GPU, 256 MiB on the host): a front end with a garbage
 /// collector (R) runs a collection then, so that dropped tensors give their memory back to the
 /// allocators' caches before new memory is asked of the driver.
 bool allocationPressure(uint64_t thresholdBytes = 0);
