@@ -8,7 +8,8 @@
 #          alternately, twice each. torch-best: ../shared/device/torch_best.py (PyTorch's best setting).
 # r-setup: unpacks Debian's R from .rdeb (carried alone: R's debs and the bundle do not fit one
 #          call) into /opt/r, where the next call, back to back, finds it.
-# r: the R package's tests on the GPU, then r-bench. r-bench: rfuse-bench, torch_best.py and
+# r: the R package's tests on the GPU. r-quick: its device, profile and tensor tests, then
+#          r-bench.R alone (RFUSE_BENCH_ONLY=W5,W3 picks workloads). r-bench: rfuse-bench, torch_best.py and
 #          benchmarks/r-bench.R in one run, side by side (the product's benchmark, from R).
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
@@ -63,7 +64,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = r-bench ]; then
+if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -74,6 +75,10 @@ fi
 if [ "$what" = r ]; then
   echo "== R package tests on the GPU"
   (cd "$R/R-tests" && timeout 500 Rscript -e 'library(testthat); library(rfuse); cat("device:", rf_default_device(), attr(rf_default_device(), "description"), "\n"); test_dir("testthat", reporter = "summary", stop_on_failure = FALSE)' 2>&1 | tee "$out/r-tests.log" | tail -n 60)
+fi
+if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-bench (RFUSE_BENCH_ONLY)
+  (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in c("test-device.R", "test-profile.R", "test-tensors.R")) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 30)
+  OUT="$out" timeout 250 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = r-bench ]; then
   echo "== rfuse-bench (C++)"

@@ -35,7 +35,7 @@ check_arg <- function(a, name, is_static) {
 #' later calls with the same signature only run the compiled program.
 #'
 #' Traced base R: arithmetic and comparison operators, `exp log sqrt abs tanh sin cos`,
-#' `pmax pmin ifelse`, `%*% t crossprod tcrossprod`, `sweep` (one MARGIN, FUN one of
+#' `pmax pmin ifelse`, `\%*\% t crossprod tcrossprod`, `sweep` (one MARGIN, FUN one of
 #' `+ - * /`), `rowSums colSums rowMeans colMeans sum mean max min`, `nrow ncol dim length`,
 #' `matrix`, `as.vector`, with R's recycling rules. Functions you wrote that `f` calls are traced
 #' too. Anything else given a traced value raises an error of class `rfuse_unsupported`.

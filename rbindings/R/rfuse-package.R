@@ -7,6 +7,6 @@
 #' @importFrom Rcpp sourceCpp
 #' @importFrom methods new is setClass setMethod Arith Logic Math Ops Summary show
 #' @exportClass rf_tensor
-#' @exportMethod Ops Arith Logic Math Summary %*% t mean dim length as.array as.vector show !
+#' @exportMethod Ops Arith Logic Math Summary %*% t mean dim length as.array as.vector as.numeric as.logical [ $ show !
 #' @keywords internal
 "_PACKAGE"

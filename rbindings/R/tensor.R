@@ -8,10 +8,12 @@
 #'
 #' An `rf_tensor` holds its values (or, in lazy mode, the recorded operation producing them) in
 #' an environment. Methods: the `Ops` (`Arith`, `Compare`, `Logic`, `!`), `Math` and `Summary`
-#' groups, `%*%`, `t`, `mean`, `dim`, `length`, `as.array`, `as.vector`, `show`.
+#' groups, `\%*\%`, `t`, `mean`, `dim`, `length`, `as.array`, `as.vector`, `as.numeric`,
+#' `as.logical`, `[` (the values, indexed as in R), `show`; `$` is described in
+#' [rf_tensor-autograd].
 #'
 #' @slot env Environment with the values, the pending operation, dtype and device.
-#' @param x,e1,e2,y,object,mode,na.rm,... As for the base generics.
+#' @param x,e1,e2,y,object,mode,na.rm,i,j,drop,... As for the base generics.
 #' @docType class
 #' @name rf_tensor-class
 #' @aliases rf_tensor-class Ops,rf_tensor,rf_tensor-method Ops,rf_tensor,ANY-method
@@ -19,7 +21,8 @@
 #'   !,rf_tensor-method Math,rf_tensor-method Summary,rf_tensor-method
 #'   %*%,rf_tensor,ANY-method %*%,ANY,rf_tensor-method %*%,rf_tensor,rf_tensor-method
 #'   t,rf_tensor-method mean,rf_tensor-method dim,rf_tensor-method length,rf_tensor-method
-#'   as.array,rf_tensor-method as.vector,rf_tensor-method show,rf_tensor-method
+#'   as.array,rf_tensor-method as.vector,rf_tensor-method as.numeric,rf_tensor-method
+#'   as.logical,rf_tensor-method [,rf_tensor-method show,rf_tensor-method
 #' @keywords classes
 NULL
 
@@ -53,7 +56,7 @@ check_dtype <- function(dtype) {
 #' `rf_tensor()` copies a numeric or logical vector, matrix or array onto a device, where it
 #' stays: its values live in device (or, for `"cpu"`, host) memory in their own dtype and come
 #' back to R only when R asks (`as.array()`, `as.vector()`, `print()`, `[`). Arithmetic,
-#' comparisons, the Math and Summary groups, `%*%`, `t()`, `mean()` and the base-R functions
+#' comparisons, the Math and Summary groups, `\%*\%`, `t()`, `mean()` and the base-R functions
 #' [rf_jit()] traces (`pmax`, `ifelse`, `sweep`, `rowSums`, `crossprod`, ...) work on tensors
 #' and give tensors on the same device; so do functions from [rf_jit()] and jitted models.
 #' With `options(gpu.kernel.fusion = TRUE)` operations are recorded and run fused when a value
@@ -344,29 +347,45 @@ tensor_fn <- function(name, traced, base_fn) {
 #'
 #' @param x,y,test,yes,no,MARGIN,STATS,FUN,check.margin,na.rm,dims,... As for base R.
 #' @return As base R's, or an `rf_tensor`.
+#' @examples
+#' x <- rf_tensor(matrix(c(-1, 2, -3, 4, 5, -6), 2))
+#' as.array(pmax(x, 0))
+#' as.array(rowSums(x))
+#' as.array(sweep(x, 2, colMeans(x)))
+#' rowSums(matrix(1:6, 2))   # not a tensor: base R's rowSums()
 #' @name rf_tensor-base
 #' @aliases pmax pmin ifelse sweep rowSums colSums rowMeans colMeans crossprod tcrossprod
 NULL
 
+#' @rdname rf_tensor-base
 #' @export
 pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax)
+#' @rdname rf_tensor-base
 #' @export
 pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin)
+#' @rdname rf_tensor-base
 #' @export
 ifelse <- tensor_fn("ifelse", function(test, yes, no) rf_ifelse(test, yes, no), base::ifelse)
+#' @rdname rf_tensor-base
 #' @export
 sweep <- tensor_fn("sweep", function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...)
   rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep)
+#' @rdname rf_tensor-base
 #' @export
 rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums)
+#' @rdname rf_tensor-base
 #' @export
 colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums)
+#' @rdname rf_tensor-base
 #' @export
 rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans)
+#' @rdname rf_tensor-base
 #' @export
 colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans)
+#' @rdname rf_tensor-base
 #' @export
 crossprod <- tensor_fn("crossprod", function(x, y = NULL) rf_crossprod(x, y), base::crossprod)
+#' @rdname rf_tensor-base
 #' @export
 tcrossprod <- tensor_fn("tcrossprod", function(x, y = NULL) rf_tcrossprod(x, y), base::tcrossprod)
 
