@@ -416,13 +416,7 @@ SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string
   try {
     return runProgram(p, args, dtypes, outDims, device);
   } catch (const Rcpp::exception &e) {
-    std::string msg = e.what();
-    size_t colon = msg.find(": ");
-    CharacterVector failure = CharacterVector::create(
-        colon == std::string::npos ? std::string("rfuse_error") : msg.substr(0, colon),
-        colon == std::string::npos ? msg : msg.substr(colon + 2));
-    failure.attr("class") = "rfuse_failure";
-    return failure;
+    return rfuse::r::failureValue(e);
   }
 }
 

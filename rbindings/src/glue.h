@@ -88,6 +88,18 @@ inline Tensor &tensorOf(SEXP handle) {
   return *static_cast<Tensor *>(R_ExternalPtrAddr(handle));
 }
 
+/// A failure as a value (class "rfuse_failure": condition class, message), for the hot paths that
+/// R checks without a tryCatch per call.
+inline SEXP failureValue(const Rcpp::exception &e) {
+  std::string msg = e.what();
+  size_t colon = msg.find(": ");
+  Rcpp::CharacterVector failure = Rcpp::CharacterVector::create(
+      colon == std::string::npos ? std::string("rfuse_error") : msg.substr(0, colon),
+      colon == std::string::npos ? msg : msg.substr(colon + 2));
+  failure.attr("class") = "rfuse_failure";
+  return failure;
+}
+
 /// f(), and once more after a full garbage collection when it runs out of device memory: dropped
 /// rf_tensors whose finalizers have not yet run hold memory R does not see.
 template <class F> auto retryAfterCollection(F &&f) -> decltype(f()) {

@@ -423,6 +423,12 @@ std::vector<Tensor> uploadAll(const std::vector<HostTensor> &inputs) {
     t.push_back(fromHostTensor(h, rfuse::Device::Cuda));
   return t;
 }
+std::vector<Buffer> addresses(const std::vector<Tensor> &ts) {
+  std::vector<Buffer> b;
+  for (const Tensor &t : ts)
+    b.push_back((Buffer)t.data());
+  return b;
+}
 } // namespace
 
 std::vector<Tensor> GpuProgram::allocateResults() const {
@@ -437,11 +443,7 @@ std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
     throw CudaError("the program takes " + std::to_string(impl->plan.argSlots.size()) + " inputs, got " +
                     std::to_string(inputs.size()));
   std::vector<Tensor> in = uploadAll(inputs), out = allocateResults();
-  std::vector<Buffer> ins, outs;
-  for (const Tensor &t : in)
-    ins.push_back((Buffer)t.data());
-  for (const Tensor &t : out)
-    outs.push_back((Buffer)t.data());
+  std::vector<Buffer> ins = addresses(in), outs = addresses(out);
   run(ins, outs);
   std::vector<HostTensor> results;
   for (const Tensor &t : out)
@@ -451,11 +453,7 @@ std::vector<HostTensor> GpuProgram::run(const std::vector<HostTensor> &inputs) {
 
 GpuTiming GpuProgram::benchmark(const std::vector<HostTensor> &inputs, int iterations) {
   std::vector<Tensor> in = uploadAll(inputs), out = allocateResults();
-  std::vector<Buffer> ins, outs;
-  for (const Tensor &t : in)
-    ins.push_back((Buffer)t.data());
-  for (const Tensor &t : out)
-    outs.push_back((Buffer)t.data());
+  std::vector<Buffer> ins = addresses(in), outs = addresses(out);
   const DriverApi &api = driver();
   CUevent start, stop;
   check(api.cuEventCreate(&start, 0), "cuEventCreate", "benchmark");
