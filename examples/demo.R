@@ -47,7 +47,8 @@ cat("   fused IR:\n")
 cat(paste0("     ", strsplit(rf_explain(jscores, X, W)$fused, "\n")[[1]]), sep = "\n")
 cat("\n")
 
-# 3. A small MLP forward pass in float32 (layer norm + GELU-like tanh + residual).
+# 3. A small MLP forward pass at rf_jit's default dtype (float64 on the CPU, float32 on a GPU):
+#    layer norm + GELU-like tanh + residual.
 mlp <- function(x, w1, b1, w2, b2) {
   h <- sweep(x %*% w1, 2, b1, "+")
   h <- sweep(h, 1, rowMeans(h), "-")
@@ -59,7 +60,7 @@ X <- matrix(rnorm(128 * 16), 128)
 w1 <- matrix(rnorm(16 * 32) / 4, 16); b1 <- rnorm(32) / 10
 w2 <- matrix(rnorm(32 * 16) / 6, 32); b2 <- rnorm(16) / 10
 jmlp <- rf_jit(mlp)
-report("MLP block", mlp, jmlp, list(X, w1, b1, w2, b2), "float32")
+report("MLP block", mlp, jmlp, list(X, w1, b1, w2, b2), if (rf_default_device() == "cpu") "float64" else "float32")
 ex <- rf_explain(jmlp, X, w1, b1, w2, b2)
 cat("   kernels:", paste(sprintf("%s (%s)", ex$kernel_names, names(ex$kernel_names)), collapse = ", "), "\n")
 cat("   library calls:", paste(ex$library_calls, collapse = "; "), "\n\n")
@@ -90,9 +91,13 @@ cat("\n")
 old <- options(gpu.kernel.fusion = TRUE)
 a <- rf_tensor(matrix(rnorm(1000), 100))
 b <- tanh(a * 2 + 1) / 3 - a
-cat("== lazy tensors: recorded", if (is.null(b@env$value)) "(not yet run)" else "(ran)", "\n")
+cat("== lazy tensors: recorded", if (is.null(b@env$buf)) "(not yet run)" else "(ran)", "\n")
 cat(sprintf("   max |lazy - base R| = %.1e\n\n", max(abs(as.array(b) - (tanh(as.array(a) * 2 + 1) / 3 - as.array(a))))))
 options(old)
+# Tensors stay where they are (device memory on a GPU); rf_profile() shows each step of the run.
+p <- rf_profile(rf_jit(function(x) exp(x) / rowSums(exp(x)))(a))
+cat(sprintf("== rf_profile: %d step(s), %.3f ms on the %s, %.0f bytes crossed the host\n\n", nrow(p$steps),
+            p$summary[["device_ms"]], a$device, p$transfers[["host_to_device_bytes"]] + p$transfers[["device_to_host_bytes"]]))
 
 # 6. Gradients and training: rfuse differentiates the traced program (rfuse-autodiff) and
 # compiles forward + backward + SGD as one program per step.
