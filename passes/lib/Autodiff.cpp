@@ -149,23 +149,55 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     Location loc = grad.getLoc();
     Block *entry = &grad.getBody().front();
     SmallVector<Value> velocities;
-    for (auto [i, g] : llvm::zip(args, grads)) {
+    // With lr-input, the learning rate is the last argument, added after every buffer.
+    SmallVector<Value> buffers;
+    if (momentum != 0)
+      for (unsigned i : args)
+        buffers.push_back(entry->addArgument(entry->getArgument(i).getType(), loc));
+    Value lrScalar = learningRateArgument(grad, b);
+    for (auto [k, i, g] : llvm::enumerate(args, grads)) {
       Value p = entry->getArgument(i);
       Value step = g;
       if (weightDecay != 0)
         step = b.create<AddOp>(loc, g.getType(), g,
                                b.create<MulOp>(loc, g.getType(), p, splat(b, loc, g.getType(), weightDecay)));
       if (momentum != 0) {
-        Value v = entry->addArgument(p.getType(), loc);
+        Value v = buffers[k];
         step = b.create<AddOp>(loc, g.getType(),
                                b.create<MulOp>(loc, g.getType(), v, splat(b, loc, g.getType(), momentum)), step);
         velocities.push_back(step);
       }
       results.push_back(b.create<SubOp>(loc, g.getType(), p,
-                                        b.create<MulOp>(loc, g.getType(), step, splat(b, loc, g.getType(), learningRate))));
+                                        b.create<MulOp>(loc, g.getType(), step, lr(b, loc, g.getType(), lrScalar))));
     }
     results.append(velocities.begin(), velocities.end());
     return success();
+  }
+
+  // The learning-rate argument (lr-input: a tensor<1x...> appended last, as a scalar), or null.
+  Value learningRateArgument(func::FuncOp grad, OpBuilder &b) {
+    if (!learningRateInput)
+      return {};
+    Block *entry = &grad.getBody().front();
+    Location loc = grad.getLoc();
+    Type elem = llvm::cast<RankedTensorType>(entry->getArgument(0).getType()).getElementType();
+    for (BlockArgument a : entry->getArguments())
+      if (auto t = llvm::dyn_cast<RankedTensorType>(a.getType()); t && llvm::isa<FloatType>(t.getElementType())) {
+        elem = t.getElementType();
+        break;
+      }
+    Value arg = entry->addArgument(RankedTensorType::get({1}, elem), loc);
+    return b.create<ReshapeOp>(loc, RankedTensorType::get({}, elem), arg);
+  }
+  // The learning rate as a tensor of type t: the argument broadcast, or the `lr` constant.
+  Value lr(OpBuilder &b, Location loc, Type t, Value lrScalar) {
+    if (!lrScalar)
+      return splat(b, loc, t, learningRate);
+    Value s = lrScalar;
+    Type elem = llvm::cast<RankedTensorType>(t).getElementType();
+    if (llvm::cast<RankedTensorType>(s.getType()).getElementType() != elem)
+      s = b.create<CastOp>(loc, RankedTensorType::get({}, elem), s);
+    return b.create<BroadcastInDimOp>(loc, t, s, b.getDenseI64ArrayAttr({}));
   }
 
   // Adam (PyTorch's): g' = g + wd p (adam) or p <- p - lr wd p first (adamw, decoupled);
@@ -181,6 +213,7 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     for (unsigned i : args)
       vs.push_back(entry->addArgument(entry->getArgument(i).getType(), loc));
     SmallVector<Value> newM, newV;
+    Value lrScalar;
     for (auto [k, i] : llvm::enumerate(args)) {
       Value p = entry->getArgument(i), g = grads[k];
       Type t = p.getType();
@@ -193,19 +226,20 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       if (k == 0) {
         stepArg = entry->addArgument(RankedTensorType::get({1}, elem), loc);
         stepScalar = b.create<ReshapeOp>(loc, RankedTensorType::get({}, elem), stepArg);
+        lrScalar = learningRateArgument(grad, b); // after the step number
       }
       Value step = b.create<BroadcastInDimOp>(loc, t, stepScalar, b.getDenseI64ArrayAttr({}));
       if (weightDecay != 0 && !decoupled)
         g = add(g, mul(p, c(weightDecay)));
       if (weightDecay != 0 && decoupled)
-        p = b.create<SubOp>(loc, t, p, mul(p, c(learningRate * weightDecay)));
+        p = b.create<SubOp>(loc, t, p, mul(p, mul(lr(b, loc, t, lrScalar), c(weightDecay))));
       Value m = add(mul(ms[k], c(beta1)), mul(g, c(1 - beta1)));
       Value v = add(mul(vs[k], c(beta2)), mul(mul(g, g), c(1 - beta2)));
       Value c1 = b.create<SubOp>(loc, t, c(1), b.create<PowOp>(loc, t, c(beta1), step));
       Value c2 = b.create<SubOp>(loc, t, c(1), b.create<PowOp>(loc, t, c(beta2), step));
       Value mhat = b.create<DivOp>(loc, t, m, c1), vhat = b.create<DivOp>(loc, t, v, c2);
       Value denom = add(b.create<SqrtOp>(loc, t, vhat), c(epsilon));
-      results.push_back(b.create<SubOp>(loc, t, p, mul(c(learningRate), b.create<DivOp>(loc, t, mhat, denom))));
+      results.push_back(b.create<SubOp>(loc, t, p, mul(lr(b, loc, t, lrScalar), b.create<DivOp>(loc, t, mhat, denom))));
       newM.push_back(m);
       newV.push_back(v);
     }

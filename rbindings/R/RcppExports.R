@@ -85,8 +85,8 @@
     .Call(`_rfuse_rf_compile`, text, pipeline, recordPasses)
 }
 
-.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps) {
-    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps)
+.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE) {
+    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput)
 }
 
 .rf_program_info <- function(p) {

@@ -98,7 +98,8 @@ grad_entry <- function(state, args) {
   apply_r_options()
   program <- rf_guard(.rf_compile_grad(tr$text, state$pipeline, match(wrt, traced) - 1L, isTRUE(m$recompute),
                                        m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
-                                       m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8))
+                                       m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8,
+                                       isTRUE(m$lr_input)))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -252,7 +253,9 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 #' @param batch_size Samples per step (default: all); batches cycle through the data in order.
 #' @param optimizer `"sgd"`, `"adam"` or `"adamw"` (PyTorch's semantics; AdamW's weight decay is
 #'   decoupled).
-#' @param lr,momentum,weight_decay Learning rate, SGD momentum, weight decay.
+#' @param lr,momentum,weight_decay Learning rate (a number, or a schedule: a function of the
+#'   step number 1, 2, ... returning it; either way an input of the compiled step, so a schedule
+#'   compiles nothing new), SGD momentum, weight decay.
 #' @param betas,eps Adam's coefficients.
 #' @param dtype `"float32"` (default) or `"float64"`.
 #' @param progress Show a progress bar (the cli package).
@@ -293,8 +296,11 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
     rf_abort("rfuse_type_error", "`data` must be a named list (or a dataloader())")
   if (!is.numeric(steps) || length(steps) != 1 || is.na(steps) || steps < 1)
     rf_abort("rfuse_type_error", "`steps` must be a positive number")
-  mode <- list(optimizer = optimizer, lr = lr, momentum = momentum, weight_decay = weight_decay,
-               betas = betas, eps = eps)
+  if (!is.function(lr) && !(is.numeric(lr) && length(lr) == 1 && !is.na(lr) && lr >= 0))
+    rf_abort("rfuse_type_error", "`lr` must be a non-negative number or a function of the step number")
+  # The learning rate is an input of the step program (a schedule runs the same program).
+  mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
+               betas = betas, eps = eps, lr_input = TRUE)
   state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n <- if (length(data)) NROW(data[[1]]) else 1L
   for (nm in names(data)) if (NROW(data[[nm]]) != n)
@@ -333,6 +339,12 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
     list(table = table, t = lapply(1:2, function(k) empty_like(table, 1, NULL)))
   }
   history <- empty_like(P[[1]][[1]], steps, NULL)
+  lr_values <- if (is.function(lr)) vapply(seq_len(steps), function(s) as.double(lr(s)), 0) else rep(lr, 1)
+  if (anyNA(lr_values) || any(lr_values < 0))
+    rf_abort("rfuse_type_error", "the learning-rate schedule gave a negative or missing value")
+  lr_table <- rf_tensor(lr_values, dtype = dtype, device = device) # uploaded once
+  lr_t <- lapply(1:2, function(k) { t <- empty(dtype, 1, NULL); if (!is.function(lr))
+    rf_guard(.rf_tensor_copy_elements(tensor_buffer(t), 0, tensor_buffer(lr_table), 0, 1)); t })
   rows <- NULL
   bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
     cli::cli_progress_bar("Training", total = steps) else NULL
@@ -374,6 +386,9 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
       rf_guard(.rf_tensor_copy_elements(tensor_buffer(step_no$t[[k]]), 0, tensor_buffer(step_no$table), s - 1, 1))
       extra <- c(extra, list(step_no$t[[k]]))
     }
+    if (is.function(lr))
+      rf_guard(.rf_tensor_copy_elements(tensor_buffer(lr_t[[k]]), 0, tensor_buffer(lr_table), s - 1, 1))
+    extra <- c(extra, list(lr_t[[k]]))
     outputs <- c(list(L[[k]]), P[[o]], unlist(S[[o]], recursive = FALSE))
     handles <- lapply(outputs, tensor_buffer)
     if (is.null(aux)) aux <- aux_buffers(entry$trace, empty, dtype)
@@ -551,7 +566,9 @@ plot.rf_training <- function(x, ...) {
 #' @param lr Learning rate.
 #' @param momentum,weight_decay SGD momentum; weight decay (AdamW: decoupled).
 #' @param betas,eps Adam's coefficients.
-#' @return An optimizer: an environment with `step()` and `zero_grad()`.
+#' @return An optimizer: an environment with `step()`, `zero_grad()` and `lr` (assign
+#'   `opt$lr <- value` to change the learning rate: an input of the compiled update, so nothing
+#'   recompiles).
 #' @examples
 #' w <- rf_tensor(matrix(0, 2, 1), dtype = "float64", requires_grad = TRUE)
 #' x <- matrix(rnorm(20), 10); y <- x %*% c(1, -2)
@@ -599,8 +616,12 @@ new_optimizer <- function(params, mode, class) {
     for (i in seq_len(n)) s <- s + sum(a[[i]] * a[[n + i]])
     s
   }
+  mode$lr_input <- TRUE # the learning rate is an input: opt$lr <- value takes effect at the next step
+  lr <- mode$lr
+  mode$lr <- 0
   state <- grad_state(update, paste0("p", seq_len(n)), dtypes, "default", character(), mode)
   self <- new.env(parent = emptyenv())
+  self$lr <- lr
   self$params <- params
   self$steps <- 0L
   self$buffers <- NULL
@@ -618,6 +639,9 @@ new_optimizer <- function(params, mode, class) {
     self$steps <- self$steps + 1L
     extra <- unname(unlist(self$buffers, recursive = FALSE))
     if (mode$optimizer != "sgd") extra <- c(extra, list(self$steps))
+    if (!is.numeric(self$lr) || length(self$lr) != 1 || is.na(self$lr) || self$lr < 0)
+      rf_abort("rfuse_type_error", "opt$lr must be a non-negative number")
+    extra <- c(extra, list(as.double(self$lr)))
     out <- grad_call(state, stats::setNames(c(values, grads), c(paste0("p", seq_len(n)), paste0("g", seq_len(n)))),
                      extra)
     for (i in seq_len(n)) params[[i]]@env$buf <- out$rest[[i]]@env$buf

@@ -292,8 +292,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile_grad
-SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps);
-RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP) {
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -308,7 +308,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< double >::type beta1(beta1SEXP);
     Rcpp::traits::input_parameter< double >::type beta2(beta2SEXP);
     Rcpp::traits::input_parameter< double >::type eps(epsSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps));
+    Rcpp::traits::input_parameter< bool >::type lrInput(lrInputSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -695,7 +696,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
-    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 11},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 12},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},

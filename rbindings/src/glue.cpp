@@ -232,13 +232,14 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
 // [[Rcpp::export(.rf_compile_grad)]]
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
                      std::string optimizer, double lr, double momentum, double weightDecay,
-                     double beta1, double beta2, double eps) {
+                     double beta1, double beta2, double eps, bool lrInput = false) {
   return guarded([&] {
     rfuse::GradientRequest r;
     r.wrt.assign(wrt.begin(), wrt.end());
     r.recomputePointwise = recompute;
     r.optimizer = optimizer;
     r.learningRate = lr;
+    r.learningRateInput = lrInput;
     r.momentum = momentum;
     r.weightDecay = weightDecay;
     r.beta1 = beta1;

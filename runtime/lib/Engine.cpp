@@ -141,6 +141,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     options.recomputePointwise = gradient->recomputePointwise;
     options.optimizer = gradient->optimizer;
     options.learningRate = gradient->learningRate;
+    options.learningRateInput = gradient->learningRateInput;
     options.momentum = gradient->momentum;
     options.weightDecay = gradient->weightDecay;
     options.beta1 = gradient->beta1;

@@ -223,3 +223,30 @@ test_that("device out of memory is rfuse_oom, saying how much, and the session g
                class = "rfuse_oom")
   expect_equal(as.vector(rf_tensor(c(1, 2), device = "cuda") * 2), c(2, 4))
 })
+
+test_that("a learning-rate schedule is an input of the one compiled step and follows SGD's definition", {
+  set.seed(36)
+  x <- matrix(rnorm(60), 20); y <- x %*% c(1, -1, 2)
+  loss <- function(w, x, y) nnf_mse_loss(x %*% w, y)
+  sched <- function(s) 0.1 / s
+  fit <- rf_train(loss, list(w = matrix(0, 3, 1)), list(x = x, y = y), steps = 5, lr = sched,
+                  dtype = "float64", device = "cpu", progress = FALSE)
+  w <- matrix(0, 3, 1)
+  for (s in 1:5) w <- w - sched(s) * 2 * crossprod(x, x %*% w - y) / 20
+  expect_equal(fit$params$w, w, tolerance = 1e-12)
+  # optim_sgd: opt$lr takes effect at the next step, through the same compiled update.
+  tw <- rf_tensor(matrix(0, 3, 1), dtype = "float64", device = "cpu", requires_grad = TRUE)
+  opt <- optim_sgd(tw, lr = 0.1)
+  w <- matrix(0, 3, 1)
+  for (s in 1:3) {
+    opt$zero_grad()
+    l <- mean((x %*% tw - y)^2)
+    l$backward()
+    opt$lr <- 0.1 / s
+    opt$step()
+    w <- w - (0.1 / s) * 2 * crossprod(x, x %*% w - y) / 20
+  }
+  expect_equal(as.array(tw), w, tolerance = 1e-12)
+  expect_error(rf_train(loss, list(w = matrix(0, 3, 1)), list(x = x, y = y), steps = 2, lr = -1, progress = FALSE),
+               class = "rfuse_type_error")
+})

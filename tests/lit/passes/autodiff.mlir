@@ -134,3 +134,4 @@ func.func @with_aux(%x: tensor<4x3xf32>, %w: tensor<3xf32>) -> (tensor<f32>, ten
 // AUX-SAME: -> (tensor<f32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>)
 // AUX: %[[M:.*]] = rfuse.reduce_mean %arg0
 // AUX: return %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] : tensor<f32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>
+

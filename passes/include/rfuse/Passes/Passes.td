@@ -131,6 +131,9 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's beta2">,
     Option<"epsilon", "eps", "double", /*default=*/"1e-8", "Adam's epsilon">,
     Option<"learningRate", "lr", "double", /*default=*/"0.01", "SGD learning rate">,
+    Option<"learningRateInput", "lr-input", "bool", /*default=*/"false",
+           "Take the learning rate from a last argument (a tensor<1x...>) instead of `lr`: a "
+           "schedule changes it without a new program">,
     Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum (PyTorch's, no dampening)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0", "SGD weight decay (L2, added to the gradient)">,
   ];

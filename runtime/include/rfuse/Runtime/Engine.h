@@ -58,6 +58,9 @@ struct GradientRequest {
   /// moments and the step number).
   std::string optimizer = "none"; ///< none, sgd, adam, adamw
   double learningRate = 0.01, momentum = 0, weightDecay = 0;
+  /// The learning rate from a last input (a one-element tensor) instead of learningRate: a
+  /// schedule changes it without a new program (rfuse-autodiff's lr-input).
+  bool learningRateInput = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; ///< adam / adamw
 };
 
