@@ -20,7 +20,8 @@ OutOfMemoryError::OutOfMemoryError(size_t requested, size_t free, size_t total)
       requested(requested), free(free), total(total) {}
 
 namespace {
-std::atomic<uint64_t> allocatedSinceCollection{0};
+std::atomic<uint64_t> allocatedSinceCollection{0};       // host tensors
+std::atomic<uint64_t> deviceAllocatedSinceCollection{0}; // GPU tensors
 
 // Large host blocks are kept for reuse (up to hostCacheLimit bytes): a fresh one from the
 // system is mapped page by page on first touch, which costs more than the work on it.
@@ -62,7 +63,7 @@ void hostRelease(void *p, size_t n) {
 std::shared_ptr<Storage> Storage::allocate(Device device, size_t bytes) {
   size_t n = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   void *p = device == Device::Cuda ? (void *)cuda::Device::get().alloc(n) : hostAllocate(n);
-  allocatedSinceCollection += n;
+  (device == Device::Cuda ? deviceAllocatedSinceCollection : allocatedSinceCollection) += n;
   return std::shared_ptr<Storage>(new Storage(device, p, n));
 }
 
@@ -74,17 +75,25 @@ Storage::~Storage() {
 }
 
 bool allocationPressure(uint64_t threshold) {
-  if (!threshold) {
-    threshold = (uint64_t)256 << 20; // host: the block cache holds these for reuse
+  // Host and device allocations count against their own thresholds: a few GiB (a twentieth of
+  // the device) on the GPU, 256 MiB on the host (its block cache holds what is dropped).
+  uint64_t hostThreshold = threshold ? threshold : (uint64_t)256 << 20;
+  uint64_t deviceThreshold = threshold;
+  if (!deviceThreshold) {
+    deviceThreshold = (uint64_t)4 << 30;
     if (cuda::deviceInfo().available) {
-      size_t free = 0, total = 0;
-      static size_t deviceTotal = (cuda::driver().cuMemGetInfo(&free, &total), total);
-      threshold = std::min<uint64_t>((uint64_t)4 << 30, deviceTotal / 20);
+      static const size_t total = [] {
+        size_t free = 0, t = 0;
+        return cuda::driver().cuMemGetInfo(&free, &t) == CUDA_SUCCESS ? t : (size_t)0;
+      }();
+      if (total)
+        deviceThreshold = std::min<uint64_t>(deviceThreshold, total / 20);
     }
   }
-  if (allocatedSinceCollection < threshold)
+  if (allocatedSinceCollection < hostThreshold && deviceAllocatedSinceCollection < deviceThreshold)
     return false;
   allocatedSinceCollection = 0;
+  deviceAllocatedSinceCollection = 0;
   return true;
 }
 

@@ -363,7 +363,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
       planResultBinding();
     bool staged = deviceSteps() >= 2 && externalBytes() <= stagedBytesLimit;
     bool keyed = !staged && deviceSteps() >= 4;
-    if (!graphable() || executions++ == 0 || !(staged || keyed)) { // the first run tunes, computes constants
+    // Once a staged graph exists its argument and result slots are fixed buffers: a run without
+    // the graph (profiling, graphs switched off) stages through them too, never rebinding them.
+    bool stagedGraph = staged && !graphs.empty();
+    if (!stagedGraph && (!graphable() || executions++ == 0 || !(staged || keyed))) { // the first run tunes
       executeBound(ins, outs);
       return;
     }
@@ -377,7 +380,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
       }
       for (size_t k = 0; k < ins.size(); ++k)
         copyDevice(loop.buffer(*this, plan.argSlots[k]), ins[k], plan.slots[plan.argSlots[k]].bytes, "staging an argument");
-      launch(graphs.front());
+      if (graphable())
+        launch(graphs.front());
+      else
+        execute();
       for (size_t k = 0; k < outs.size(); ++k)
         copyDevice(outs[k], loop.buffer(*this, plan.resultSlots[k]), plan.slots[plan.resultSlots[k]].bytes,
                    "copying a result");
