@@ -322,20 +322,26 @@ any_tensor <- function(...) {
   for (a in list(...)) if (is_tensor(a)) return(TRUE)
   FALSE
 }
-tensor_fn <- function(name, traced, base_fn) {
+# `check`: the arguments that make a call a tensor call (all of `...` for "..."), tested first and
+# alone, so a call on plain values costs one test more than base's, and no argument base would
+# leave unevaluated (ifelse's unused branch) is forced.
+tensor_fn <- function(name, traced, base_fn, check) {
   force(name); force(traced); force(base_fn)
   f <- function() NULL
   formals(f) <- formals(base_fn)
   nms <- names(formals(base_fn))
   # base's function called with the arguments as given (by name after `...`).
-  base_call <- as.call(c(list(base_fn), stats::setNames(lapply(nms, as.name), base::ifelse(nms == "...", "", nms))))
+  base_call <- as.call(c(list(as.name("base_fn")), stats::setNames(lapply(nms, as.name), base::ifelse(nms == "...", "", nms))))
+  tests <- lapply(check, function(a) if (a == "...") quote(any_tensor(...)) else
+    bquote(inherits(.(as.name(a)), "rf_tensor")))
+  is_tensor_call <- Reduce(function(a, b) call("||", a, b), tests)
   body(f) <- bquote({
-    args <- mget(.(names(formals(base_fn))[names(formals(base_fn)) != "..."]), inherits = FALSE)
-    all_args <- .(if ("..." %in% names(formals(base_fn))) quote(c(list(...), args)) else quote(args))
-    if (!do.call(any_tensor, unname(all_args))) return(.(base_call))
-    record(.(name), .(traced), all_args)
+    if (!.(is_tensor_call)) return(.(base_call))
+    args <- mget(.(nms[nms != "..."]), inherits = FALSE)
+    record(.(name), traced, .(if ("..." %in% nms) quote(c(list(...), args)) else quote(args)))
   })
-  environment(f) <- environment(record)
+  # base's function and the traced one live in the closure's own frame (printing shows names).
+  environment(f) <- list2env(list(base_fn = base_fn, traced = traced), parent = environment(record))
   f
 }
 
@@ -343,7 +349,9 @@ tensor_fn <- function(name, traced, base_fn) {
 #'
 #' rfuse's versions of these base-R functions take [rf_tensor]s as well: on tensors they run
 #' on the tensors' device (or are recorded, under `options(gpu.kernel.fusion = TRUE)`) and return a
-#' tensor; on anything else they are base R's own, called unchanged.
+#' tensor; on anything else they are base R's own, called unchanged. A call is a tensor call when
+#' `x` (or `STATS` for `sweep`, `y` for the cross products, any argument of `pmax`/`pmin`) is an
+#' `rf_tensor`; `ifelse` looks at `test` only, so its unused branch stays unevaluated, as in base R.
 #'
 #' @param x,y,test,yes,no,MARGIN,STATS,FUN,check.margin,na.rm,dims,... As for base R.
 #' @return As base R's, or an `rf_tensor`.
@@ -359,35 +367,35 @@ NULL
 
 #' @rdname rf_tensor-base
 #' @export
-pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax)
+pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax, "...")
 #' @rdname rf_tensor-base
 #' @export
-pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin)
+pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin, "...")
 #' @rdname rf_tensor-base
 #' @export
-ifelse <- tensor_fn("ifelse", function(test, yes, no) rf_ifelse(test, yes, no), base::ifelse)
+ifelse <- tensor_fn("ifelse", function(test, yes, no) rf_ifelse(test, yes, no), base::ifelse, "test")
 #' @rdname rf_tensor-base
 #' @export
 sweep <- tensor_fn("sweep", function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...)
-  rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep)
+  rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep, c("x", "STATS"))
 #' @rdname rf_tensor-base
 #' @export
-rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums)
+rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums, "x")
 #' @rdname rf_tensor-base
 #' @export
-colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums)
+colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums, "x")
 #' @rdname rf_tensor-base
 #' @export
-rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans)
+rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans, "x")
 #' @rdname rf_tensor-base
 #' @export
-colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans)
+colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans, "x")
 #' @rdname rf_tensor-base
 #' @export
-crossprod <- tensor_fn("crossprod", function(x, y = NULL) rf_crossprod(x, y), base::crossprod)
+crossprod <- tensor_fn("crossprod", function(x, y = NULL) rf_crossprod(x, y), base::crossprod, c("x", "y"))
 #' @rdname rf_tensor-base
 #' @export
-tcrossprod <- tensor_fn("tcrossprod", function(x, y = NULL) rf_tcrossprod(x, y), base::tcrossprod)
+tcrossprod <- tensor_fn("tcrossprod", function(x, y = NULL) rf_tcrossprod(x, y), base::tcrossprod, c("x", "y"))
 
 # ---- Autograd, torch style: requires_grad leaves, loss$backward(), $grad, $zero_grad() ----------
 # The recorded graph under the loss is the same one materialize() traces; backward() traces it as

@@ -250,3 +250,16 @@ test_that("a learning-rate schedule is an input of the one compiled step and fol
   expect_error(rf_train(loss, list(w = matrix(0, 3, 1)), list(x = x, y = y), steps = 2, lr = -1, progress = FALSE),
                class = "rfuse_type_error")
 })
+
+test_that("rfuse's base-R functions cost base R one test and keep its laziness", {
+  expect_identical(ifelse(TRUE, 1, stop("ifelse must not evaluate its unused branch")), 1)
+  expect_identical(pmax(c(1, 5), 3), base::pmax(c(1, 5), 3))
+  expect_identical(pmin(c(1, NA), 3, na.rm = TRUE), base::pmin(c(1, NA), 3, na.rm = TRUE))
+  m <- matrix(1:6, 2)
+  expect_identical(sweep(m, 2, 1:3), base::sweep(m, 2, 1:3))
+  expect_identical(rowSums(m), base::rowSums(m))
+  expect_identical(crossprod(m), base::crossprod(m))
+  t <- rf_tensor(matrix(c(-1, 2, 3, -4), 2), device = "cpu")
+  expect_identical(as.vector(ifelse(t > 0, t, 0)), c(0, 2, 3, 0))
+  expect_identical(as.vector(sweep(t, 2, c(1, 2))), c(-2, 1, 1, -6))
+})
