@@ -85,7 +85,7 @@ check_dtype <- function(dtype) {
 rf_tensor <- function(x, dtype = NULL, device = rf_default_device(), requires_grad = FALSE) {
   device <- check_device(device)
   if (is_tensor(x)) {
-    t <- tensor_to(x, device, dtype %||% x@env$dtype)
+    t <- tensor_to(x, device, dtype %||% materialize(x)@env$dtype)
     if (isTRUE(requires_grad)) t@env$requires_grad <- TRUE
     return(t)
   }
@@ -138,6 +138,7 @@ tensor_values <- function(t) rf_guard(.rf_tensor_to_r(tensor_buffer(t), t@env$rd
 
 # A copy on `device` in `dtype` (the tensor itself when nothing changes).
 tensor_to <- function(t, device = t@env$device, dtype = t@env$dtype) {
+  materialize(t) # (a pending tensor's dtype is known once it is computed)
   device <- check_device(device)
   dtype <- check_dtype(dtype)
   buf <- tensor_buffer(t)

@@ -100,3 +100,23 @@ test_that("optim_sgd / optim_adam / optim_adamw step rf_tensors as torch does", 
   tw <- rf_tensor(w0, requires_grad = TRUE)
   expect_error(optim_sgd(tw, lr = 0.1)$step(), "backward", class = "rfuse_autodiff_error")
 })
+
+test_that("rf_tensor() of a pending (lazily recorded) tensor computes it first", {
+  old <- options(gpu.kernel.fusion = TRUE)
+  on.exit(options(old))
+  a <- rf_tensor(c(1, 2, 3), device = "cpu")
+  b <- a * 2
+  c2 <- rf_tensor(b, dtype = "float64")
+  expect_identical(c2$dtype, "float64")
+  expect_identical(as.vector(c2), c(2, 4, 6))
+  expect_identical(rf_tensor(b)$dtype, "float32")
+})
+
+test_that("$cpu() and $to() of a pending tensor compute it first", {
+  old <- options(gpu.kernel.fusion = TRUE)
+  on.exit(options(old))
+  b <- rf_tensor(c(1, 2), device = "cpu") + 1
+  expect_identical(as.vector(b$cpu()), c(2, 3))
+  b2 <- rf_tensor(c(1, 2), device = "cpu") + 1
+  expect_identical(b2$to(dtype = "float64")$dtype, "float64")
+})
