@@ -417,8 +417,12 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' rf_cache_info()
 #' @export
 rf_cache_info <- function() {
-  programs <- sum(vapply(ls(.rf_caches), function(id) length(ls(.rf_caches[[id]], all.names = TRUE)),
-                         integer(1)))
+  # A jitted function's finalizer may drop its cache meanwhile (a collection can run at any
+  # allocation): an id whose cache is gone counts nothing.
+  programs <- sum(vapply(ls(.rf_caches), function(id) {
+    e <- .rf_caches[[id]]
+    if (is.null(e)) 0L else length(ls(e, all.names = TRUE))
+  }, integer(1)))
   list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits)
 }
 
@@ -426,7 +430,10 @@ rf_cache_info <- function() {
 #' @export
 rf_cache_clear <- function() {
   n <- rf_cache_info()$programs
-  for (id in ls(.rf_caches)) rm(list = ls(.rf_caches[[id]], all.names = TRUE), envir = .rf_caches[[id]])
+  for (id in ls(.rf_caches)) {
+    e <- .rf_caches[[id]]
+    if (!is.null(e)) rm(list = ls(e, all.names = TRUE), envir = e)
+  }
   for (nm in ls(eager_cache)) { # rfuse's own eager programs too
     st <- attr(eager_cache[[nm]], "rfuse")
     rm(list = ls(st$cache, all.names = TRUE), envir = st$cache)

@@ -24,3 +24,13 @@ test_that("scalar parameters are inputs, not constants: new values do not recomp
   expect_equal(jf(1:4, 3), (1:4) * 3)
   expect_equal(rf_cache_info()$compiles, n)
 })
+
+test_that("the cache report survives a jitted function collected while it runs", {
+  # A finalizer can drop a cache between ls() and the lookup (a collection runs at any
+  # allocation): an id without its cache counts nothing.
+  caches <- rfuse:::.rf_caches
+  assign("rfuse-test-gone", NULL, envir = caches)
+  on.exit(rm(list = "rfuse-test-gone", envir = caches))
+  expect_true(is.numeric(rf_cache_info()$programs))
+  expect_gte(rf_cache_clear(), 0)
+})
