@@ -158,15 +158,17 @@ common_device <- function(tensors) {
   devices[1]
 }
 
-# Data operands of an op become graph leaves; scalars and non-numeric settings (MARGIN, FUN,
-# na.rm, ...) are part of the op itself (and of its cache key).
-is_data_arg <- function(a) is_tensor(a) || ((is.numeric(a) || is.logical(a)) && (length(a) != 1 || !is.null(dim(a))))
+# Data operands of an op become graph leaves (numbers too, so `x * i` in a loop runs one
+# program); an op's settings (`settings`: MARGIN, na.rm, dims, ...), logical scalars and
+# non-numeric values are part of the op itself, and of its cache key.
+is_data_arg <- function(a) is_tensor(a) || is.numeric(a) || (is.logical(a) && (length(a) != 1 || !is.null(dim(a))))
 
 # Records `name` applied to `args` (tensors or R values); runs it now unless fusion is lazy.
-record <- function(name, fn, args) {
+record <- function(name, fn, args, settings = character()) {
   tensors <- Filter(is_tensor, args)
   device <- common_device(tensors)
-  t <- make_tensor(node = list(name = name, fn = fn, args = args), dtype = NA_character_, device = device)
+  t <- make_tensor(node = list(name = name, fn = fn, args = args, settings = settings), dtype = NA_character_,
+                   device = device)
   # A tensor on the way from a requires_grad leaf keeps its recorded operation for backward().
   t@env$requires_grad <- any(vapply(tensors, function(x) isTRUE(x@env$requires_grad), logical(1)))
   if (!isTRUE(getOption("gpu.kernel.fusion", FALSE))) materialize(t)
@@ -186,11 +188,15 @@ flatten_graph <- function(t, pending = TRUE) {
       key <- format(x@env)
       if (!is.null(seen[[key]])) return(c(1L, seen[[key]]))
       consts <- list()
-      refs <- lapply(x@env$node$args, function(a) {
-        if (is_data_arg(a)) return(visit(a))
+      args <- x@env$node$args
+      setting <- (names(args) %||% rep("", length(args))) %in% x@env$node$settings
+      refs <- lapply(seq_along(args), function(i) {
+        a <- args[[i]]
+        if (!setting[i] && is_data_arg(a)) return(visit(a))
         consts[length(consts) + 1] <<- list(a)
         c(2L, length(consts))
       })
+      names(refs) <- names(args)
       steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs, consts = consts)
       assign(key, length(steps), envir = seen)
       return(c(1L, length(steps)))
@@ -287,6 +293,8 @@ setMethod("Math", "rf_tensor", function(x) {
 })
 setMethod("Summary", "rf_tensor", function(x, ..., na.rm = FALSE) {
   op <- .Generic
+  if (!identical(na.rm, FALSE))
+    rf_abort("rfuse_unsupported", sprintf("%s(na.rm = TRUE) on an rf_tensor: tensors hold NaN, not NA (drop them first)", op))
   record(op, function(...) get(op, envir = baseenv())(...), c(list(x), list(...)))
 })
 setMethod("%*%", signature("rf_tensor", "ANY"), function(x, y) record("%*%", rf_matprod, list(x, y)))
@@ -326,7 +334,7 @@ any_tensor <- function(...) {
 # `check`: the arguments that make a call a tensor call (all of `...` for "..."), tested first and
 # alone, so a call on plain values costs one test more than base's, and no argument base would
 # leave unevaluated (ifelse's unused branch) is forced.
-tensor_fn <- function(name, traced, base_fn, check) {
+tensor_fn <- function(name, traced, base_fn, check, settings = character()) {
   force(name); force(traced); force(base_fn)
   f <- function() NULL
   formals(f) <- formals(base_fn)
@@ -339,7 +347,7 @@ tensor_fn <- function(name, traced, base_fn, check) {
   body(f) <- bquote({
     if (!.(is_tensor_call)) return(.(base_call))
     args <- mget(.(nms[nms != "..."]), inherits = FALSE)
-    record(.(name), traced, .(if ("..." %in% nms) quote(c(list(...), args)) else quote(args)))
+    record(.(name), traced, .(if ("..." %in% nms) quote(c(list(...), args)) else quote(args)), .(settings))
   })
   # base's function and the traced one live in the closure's own frame (printing shows names).
   environment(f) <- list2env(list(base_fn = base_fn, traced = traced), parent = environment(record))
@@ -368,29 +376,34 @@ NULL
 
 #' @rdname rf_tensor-base
 #' @export
-pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax, "...")
+pmax <- tensor_fn("pmax", function(..., na.rm = FALSE) rf_pmax(..., na.rm = na.rm), base::pmax, "...", "na.rm")
 #' @rdname rf_tensor-base
 #' @export
-pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin, "...")
+pmin <- tensor_fn("pmin", function(..., na.rm = FALSE) rf_pmin(..., na.rm = na.rm), base::pmin, "...", "na.rm")
 #' @rdname rf_tensor-base
 #' @export
 ifelse <- tensor_fn("ifelse", function(test, yes, no) rf_ifelse(test, yes, no), base::ifelse, "test")
 #' @rdname rf_tensor-base
 #' @export
 sweep <- tensor_fn("sweep", function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...)
-  rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep, c("x", "STATS"))
+  rf_sweep(x, MARGIN, STATS, FUN, check.margin, ...), base::sweep, c("x", "STATS"),
+  c("MARGIN", "FUN", "check.margin"))
 #' @rdname rf_tensor-base
 #' @export
-rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums, "x")
+rowSums <- tensor_fn("rowSums", function(x, na.rm = FALSE, dims = 1L) rf_rowSums(x, na.rm, dims), base::rowSums, "x",
+  c("na.rm", "dims"))
 #' @rdname rf_tensor-base
 #' @export
-colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums, "x")
+colSums <- tensor_fn("colSums", function(x, na.rm = FALSE, dims = 1L) rf_colSums(x, na.rm, dims), base::colSums, "x",
+  c("na.rm", "dims"))
 #' @rdname rf_tensor-base
 #' @export
-rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans, "x")
+rowMeans <- tensor_fn("rowMeans", function(x, na.rm = FALSE, dims = 1L) rf_rowMeans(x, na.rm, dims), base::rowMeans, "x",
+  c("na.rm", "dims"))
 #' @rdname rf_tensor-base
 #' @export
-colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans, "x")
+colMeans <- tensor_fn("colMeans", function(x, na.rm = FALSE, dims = 1L) rf_colMeans(x, na.rm, dims), base::colMeans, "x",
+  c("na.rm", "dims"))
 #' @rdname rf_tensor-base
 #' @export
 crossprod <- tensor_fn("crossprod", function(x, y = NULL) rf_crossprod(x, y), base::crossprod, c("x", "y"))

@@ -120,3 +120,14 @@ test_that("$cpu() and $to() of a pending tensor compute it first", {
   b2 <- rf_tensor(c(1, 2), device = "cpu") + 1
   expect_identical(b2$to(dtype = "float64")$dtype, "float64")
 })
+
+test_that("eager ops with a changing number compile once; na.rm on tensors is refused, not ignored", {
+  x <- rf_tensor(c(1, 2, 3), device = "cpu")
+  y <- x * 1.5 # compiled once for this structure
+  before <- rf_cache_info()$compiles
+  for (i in c(2, 3.5, 5)) y <- x * i
+  expect_equal(rf_cache_info()$compiles, before)
+  expect_identical(as.vector(y), c(5, 10, 15))
+  expect_error(sum(x, na.rm = TRUE), class = "rfuse_unsupported")
+  expect_identical(as.vector(sweep(rf_tensor(matrix(1:4, 2), device = "cpu"), 1, c(1, 2))), c(0, 0, 2, 2))
+})
