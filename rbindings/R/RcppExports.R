@@ -153,20 +153,12 @@
     .Call(`_rfuse_rf_tensor_empty`, shape, dtype, device)
 }
 
-.rf_tensor_describe <- function(handle) {
-    .Call(`_rfuse_rf_tensor_describe`, handle)
-}
-
 .rf_tensor_valid <- function(handle) {
     .Call(`_rfuse_rf_tensor_valid`, handle)
 }
 
 .rf_tensor_to_device <- function(handle, device) {
     .Call(`_rfuse_rf_tensor_to_device`, handle, device)
-}
-
-.rf_tensor_clone <- function(handle) {
-    .Call(`_rfuse_rf_tensor_clone`, handle)
 }
 
 .rf_tensor_cast <- function(handle, dtype) {

@@ -112,7 +112,7 @@ grad_call <- function(state, args, extra = list()) {
   run_grad_entry(state, je$entry, je$args, extra)
 }
 
-run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL, defer_aux = FALSE) {
+run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
   tr <- e$trace
   ci <- call_inputs(tr, args)
   inputs <- c(ci$values, extra)
@@ -121,20 +121,21 @@ run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL, defer
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
   tensors <- Filter(is_tensor, inputs)
   if (length(tensors)) {
-    # On rf_tensors: the program runs on their device and gives tensors (into `outputs`, when
-    # given: a training loop's two alternating sets).
+    # On rf_tensors: the program runs on their device and gives tensors; with `outputs` (a
+    # training loop's alternating sets, batch statistics included) it writes into those, which
+    # stay the caller's: nothing is returned.
     device <- common_device(tensors)
     values <- lapply(inputs, function(v) if (is_tensor(v)) tensor_buffer(v) else v)
     bufs <- .rf_run_tensors(e$program, values, dtypes, device, outputs)
     if (inherits(bufs, "rfuse_failure")) rf_abort(bufs[[1]], bufs[[2]])
+    if (!is.null(outputs)) return(invisible(NULL))
     lens <- c(1, vapply(rep(e$lens, length.out = n_rest), as.double, 0))
     dt <- r_dtype(if (state$dtype == "f32") "f32" else "f64")
-    outs <- lapply(seq_along(bufs), function(k)
-      if (k <= 1 + n_rest) tensor_of_buffer(bufs[[k]], rdims[[k]], lens[k], device, dt) else bufs[[k]])
-    if (defer_aux) outs <- outs[seq_len(1 + n_rest)] # the caller keeps the batch statistics
-    else if (length(outs) > 1 + n_rest)
-      outs <- apply_aux(tr, c(outs[seq_len(1 + n_rest)], lapply(outs[-seq_len(1 + n_rest)], function(b)
-        rf_guard(.rf_tensor_to_r(b, NULL)))), 1 + n_rest)
+    outs <- lapply(seq_len(1 + n_rest), function(k)
+      make_tensor(buf = bufs[[k]], dtype = dt, device = device, rdim = rdims[[k]], len = lens[k]))
+    if (length(bufs) > 1 + n_rest)
+      apply_aux(tr, c(outs, lapply(bufs[-seq_len(1 + n_rest)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))),
+                1 + n_rest)
     rest <- outs[-1]
     names(rest) <- rep(e$wrt, length.out = n_rest)
     return(list(value = outs[[1]], rest = rest, wrt = e$wrt))
@@ -339,7 +340,7 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
     list(table = table, t = lapply(1:2, function(k) empty_like(table, 1, NULL)))
   }
   history <- empty_like(P[[1]][[1]], steps, NULL)
-  lr_values <- if (is.function(lr)) vapply(seq_len(steps), function(s) as.double(lr(s)), 0) else rep(lr, 1)
+  lr_values <- if (is.function(lr)) vapply(seq_len(steps), function(s) as.double(lr(s)), 0) else lr
   if (anyNA(lr_values) || any(lr_values < 0))
     rf_abort("rfuse_type_error", "the learning-rate schedule gave a negative or missing value")
   lr_table <- rf_tensor(lr_values, dtype = dtype, device = device) # uploaded once
@@ -371,29 +372,24 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
       for (nm in names(D))
         rf_guard(.rf_tensor_gather(tensor_buffer(D[[nm]]), tensor_buffer(rows), b * bs, bs, tensor_buffer(X[[k]][[nm]])))
     }
-    args <- c(P[[k]], X[[k]])
-    if (is.null(entry)) {
-      je <- grad_entry(state, args)
-      entry <- je$entry
-    }
-    if (is.null(P[[o]])) { # the second set, shaped like the first
-      P[[o]] <- lapply(P[[k]], function(p) empty_like(p, p@env$len, p@env$rdim))
-      S[[o]] <- lapply(S[[k]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
+    if (is.null(entry)) { # traced and compiled once; then both sets and what each step passes
+      entry <- grad_entry(state, c(P[[1]], X[[1]]))$entry
+      P[[2]] <- lapply(P[[1]], function(p) empty_like(p, p@env$len, p@env$rdim))
+      S[[2]] <- lapply(S[[1]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
       L <- lapply(1:2, function(j) empty_like(history, 1, NULL))
+      aux <- aux_buffers(entry$trace, empty, dtype)
+      step_args <- lapply(1:2, function(j) c(P[[j]], X[[j]]))
+      step_extra <- lapply(1:2, function(j) c(unname(unlist(S[[j]], recursive = FALSE)),
+                                              if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
+      # Set j's step writes the other set (and its own batch statistics).
+      step_outputs <- lapply(1:2, function(j) lapply(c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
+                                                       if (aux$n) aux$out[[j]]), tensor_buffer))
     }
-    extra <- unname(unlist(S[[k]], recursive = FALSE))
-    if (adam) {
+    if (adam)
       rf_guard(.rf_tensor_copy_elements(tensor_buffer(step_no$t[[k]]), 0, tensor_buffer(step_no$table), s - 1, 1))
-      extra <- c(extra, list(step_no$t[[k]]))
-    }
     if (is.function(lr))
       rf_guard(.rf_tensor_copy_elements(tensor_buffer(lr_t[[k]]), 0, tensor_buffer(lr_table), s - 1, 1))
-    extra <- c(extra, list(lr_t[[k]]))
-    outputs <- c(list(L[[k]]), P[[o]], unlist(S[[o]], recursive = FALSE))
-    handles <- lapply(outputs, tensor_buffer)
-    if (is.null(aux)) aux <- aux_buffers(entry$trace, empty, dtype)
-    if (aux$n) handles <- c(handles, lapply(aux$out[[k]], tensor_buffer))
-    run_grad_entry(state, entry, args, extra, outputs = handles, defer_aux = TRUE)
+    run_grad_entry(state, entry, step_args[[k]], step_extra[[k]], outputs = step_outputs[[k]])
     if (aux$n) aux$keep(k, s)
     rf_guard(.rf_tensor_copy_elements(tensor_buffer(history), s - 1, tensor_buffer(L[[k]]), 0, 1))
     done <- s

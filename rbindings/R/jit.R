@@ -152,13 +152,20 @@ call_key <- function(state, args) {
   list(key = k$key, names = nms, static = k$static)
 }
 
-# The float dtype a call is traced in (see rf_jit's `dtype`).
-trace_dtype <- function(state, args, device) {
-  if (!is.null(state$dtype)) return(state$dtype)
-  for (a in args) if (is_tensor(a)) return(if (any(vapply(Filter(is_tensor, args), function(t)
-    t@env$dtype == "float64", NA))) "f64" else "f32")
-  if (device == "cpu") "f64" else "f32"
+# The compute dtype of calls on rf_tensors: "f64" if any tensor among `args` is float64, "f32" if
+# there are tensors, NULL if there are none.
+tensors_dtype <- function(args) {
+  found <- NULL
+  for (a in args) if (is_tensor(a)) {
+    if (identical(attr(a, "env")$dtype, "float64")) return("f64")
+    found <- "f32"
+  }
+  found
 }
+
+# The float dtype a call is traced in (see rf_jit's `dtype`).
+trace_dtype <- function(state, args, device)
+  state$dtype %||% tensors_dtype(args) %||% if (device == "cpu") "f64" else "f32"
 
 # Looks up (or traces and compiles) the program for these arguments.
 jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_device())) {
@@ -288,25 +295,22 @@ jit_call <- function(state, args) {
 # is modified, so a changed one is a new object and goes over again).
 jit_call_tensors <- function(state, args) {
   device <- NULL
-  f64 <- FALSE
-  for (a in args) if (is_tensor(a)) { # one pass: computed, one device, the float dtype
+  for (a in args) if (is_tensor(a)) { # computed, on one device
     e <- attr(a, "env")
     if (is.null(e$buf)) materialize(a)
     if (is.null(device)) device <- e$device
     else if (e$device != device) common_device(Filter(is_tensor, args))
-    if (identical(e$dtype, "float64")) f64 <- TRUE
   }
   if (!is.null(state$model)) {
     n <- length(state$notes$slots)
     args[length(args) - n + seq_len(n)] <- device_parameters(state, args[length(args) - n + seq_len(n)], device)
   }
-  je <- jit_entry(state, args, state$dtype %||% if (f64) "f64" else "f32")
+  je <- jit_entry(state, args, trace_dtype(state, args, device))
   tr <- je$entry$trace
-  values <- je$args[tr$input_index]
-  if (length(tr$random)) values <- call_inputs(tr, je$args)$values
+  inputs <- call_inputs(tr, je$args)
+  values <- inputs$values
   for (i in seq_along(values)) if (is_tensor(values[[i]])) values[[i]] <- attr(values[[i]], "env")$buf
-  outs <- .rf_run_tensors(je$entry$program, values, c(tr$input_dtypes, vapply(tr$random, function(r) r$dtype, "")),
-                          device, NULL)
+  outs <- .rf_run_tensors(je$entry$program, values, inputs$dtypes, device, NULL)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   collect_if_pressed(outs)
   n_main <- length(tr$out$ids)

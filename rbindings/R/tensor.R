@@ -115,12 +115,6 @@ make_tensor <- function(buf = NULL, node = NULL, dtype, device, rdim = NULL, len
   t
 }
 .rf_tensor_prototype <- new.env(parent = emptyenv())
-# A tensor around a program's result handle.
-tensor_of_buffer <- function(buf, rdim, len, device, dtype = NULL) {
-  dtype <- dtype %||% r_dtype(.rf_tensor_describe(buf)$dtype)
-  make_tensor(buf = buf, dtype = dtype, device = device, rdim = rdim, len = len)
-}
-
 is_tensor <- function(x) inherits(x, "rf_tensor")
 
 # The handle of a computed tensor; a classed error when its memory is gone.
@@ -232,11 +226,8 @@ graph_evaluator <- function(steps) {
   }
 }
 
-# The compute dtype of a graph over these leaves: float64 if any tensor is, else float32.
-leaves_dtype <- function(leaves) {
-  dts <- vapply(Filter(is_tensor, leaves), function(t) t@env$dtype, "")
-  if ("float64" %in% dts) "float64" else "float32"
-}
+# The compute dtype of a graph over these leaves (see tensors_dtype()).
+leaves_dtype <- function(leaves) r_dtype(tensors_dtype(leaves) %||% "f32")
 
 # Flattens the pending graph under `t` into steps over leaves, traces and runs it.
 materialize <- function(t) {

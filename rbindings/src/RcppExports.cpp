@@ -493,17 +493,6 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// rf_tensor_describe
-List rf_tensor_describe(SEXP handle);
-RcppExport SEXP _rfuse_rf_tensor_describe(SEXP handleSEXP) {
-BEGIN_RCPP
-    Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_tensor_describe(handle));
-    return rcpp_result_gen;
-END_RCPP
-}
 // rf_tensor_valid
 bool rf_tensor_valid(SEXP handle);
 RcppExport SEXP _rfuse_rf_tensor_valid(SEXP handleSEXP) {
@@ -524,17 +513,6 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_to_device(handle, device));
-    return rcpp_result_gen;
-END_RCPP
-}
-// rf_tensor_clone
-SEXP rf_tensor_clone(SEXP handle);
-RcppExport SEXP _rfuse_rf_tensor_clone(SEXP handleSEXP) {
-BEGIN_RCPP
-    Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_tensor_clone(handle));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -713,10 +691,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_to_r", (DL_FUNC) &_rfuse_rf_tensor_to_r, 2},
     {"_rfuse_rf_tensor_empty", (DL_FUNC) &_rfuse_rf_tensor_empty, 3},
-    {"_rfuse_rf_tensor_describe", (DL_FUNC) &_rfuse_rf_tensor_describe, 1},
     {"_rfuse_rf_tensor_valid", (DL_FUNC) &_rfuse_rf_tensor_valid, 1},
     {"_rfuse_rf_tensor_to_device", (DL_FUNC) &_rfuse_rf_tensor_to_device, 2},
-    {"_rfuse_rf_tensor_clone", (DL_FUNC) &_rfuse_rf_tensor_clone, 1},
     {"_rfuse_rf_tensor_cast", (DL_FUNC) &_rfuse_rf_tensor_cast, 2},
     {"_rfuse_rf_tensor_copy_elements", (DL_FUNC) &_rfuse_rf_tensor_copy_elements, 5},
     {"_rfuse_rf_tensor_gather", (DL_FUNC) &_rfuse_rf_tensor_gather, 5},

@@ -76,7 +76,6 @@ Device deviceOf(const std::string &d) {
     return Device::Cpu;
   fail("rfuse_error", "unknown device '" + d + "' (use \"cpu\" or \"cuda\")");
 }
-const char *deviceLabel(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 } // namespace
 
 // [[Rcpp::export(.rf_tensor_from_r)]]
@@ -97,26 +96,12 @@ SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device)
   });
 }
 
-// [[Rcpp::export(.rf_tensor_describe)]]
-List rf_tensor_describe(SEXP handle) {
-  return guarded([&] {
-    const Tensor &t = tensorOf(handle);
-    return List::create(_["dtype"] = std::string(rfuse::dtypeName(t.dtype)), _["device"] = std::string(deviceLabel(t.device())),
-                        _["shape"] = IntegerVector(t.shape.begin(), t.shape.end()), _["bytes"] = (double)t.bytes());
-  });
-}
-
 // [[Rcpp::export(.rf_tensor_valid)]]
 bool rf_tensor_valid(SEXP handle) { return TYPEOF(handle) == EXTPTRSXP && R_ExternalPtrAddr(handle); }
 
 // [[Rcpp::export(.rf_tensor_to_device)]]
 SEXP rf_tensor_to_device(SEXP handle, std::string device) {
   return guarded([&] { return rfuse::r::wrapTensor(rfuse::toDevice(tensorOf(handle), deviceOf(device))); });
-}
-
-// [[Rcpp::export(.rf_tensor_clone)]]
-SEXP rf_tensor_clone(SEXP handle) {
-  return guarded([&] { return rfuse::r::wrapTensor(rfuse::cloneTensor(tensorOf(handle))); });
 }
 
 // The same values in another dtype, on the tensor's device: a one-op program (rfuse.cast's

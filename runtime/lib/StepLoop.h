@@ -57,8 +57,6 @@ public:
     if (!owned[slot])
       buffers[slot] = 0;
   }
-  /// Whether the slot (its root) has memory now.
-  bool hasBuffer(int slot) const { return buffers[plan.root(slot)] != 0; }
   /// The slot's buffer, allocated (and owned) on first use.
   Buffer buffer(StepBackend &backend, int slot);
   /// Runs every step.

@@ -69,6 +69,8 @@ struct GpuProgram::Impl : runtime::StepBackend {
       state[owners[k]].fn = dev.function(names[k], compiled[k]);
     for (const std::string &f : fallbacks)
       llvm::errs() << "rfuse: warning: " << f << "\n";
+    planResultBinding();
+    chooseGraphMode();
   }
 
   ~Impl() override {
@@ -231,19 +233,18 @@ struct GpuProgram::Impl : runtime::StepBackend {
         return false;
     return true;
   }
-  size_t deviceSteps() const {
-    size_t n = 0;
+  // How replays get the caller's memory, fixed by the plan (see above); chosen once.
+  bool staged = false, keyed = false;
+  void chooseGraphMode() {
+    size_t deviceSteps = 0, externalBytes = 0;
     for (const Step &s : plan.steps)
-      n += s.kind == Step::Kind::Kernel || s.kind == Step::Kind::Library;
-    return n;
-  }
-  size_t externalBytes() const {
-    size_t n = 0;
+      deviceSteps += s.kind == Step::Kind::Kernel || s.kind == Step::Kind::Library;
     for (int sl : plan.argSlots)
-      n += plan.slots[sl].bytes;
+      externalBytes += plan.slots[sl].bytes;
     for (int sl : plan.resultSlots)
-      n += plan.slots[sl].bytes;
-    return n;
+      externalBytes += plan.slots[sl].bytes;
+    staged = deviceSteps >= 2 && externalBytes <= stagedBytesLimit;
+    keyed = !staged && deviceSteps >= 4;
   }
 
   void dropGraphs() {
@@ -359,10 +360,6 @@ struct GpuProgram::Impl : runtime::StepBackend {
       throw CudaError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs and " +
                       std::to_string(plan.resultSlots.size()) + " outputs, got " + std::to_string(ins.size()) +
                       " and " + std::to_string(outs.size()));
-    if (resultBound.empty() && !plan.resultSlots.empty())
-      planResultBinding();
-    bool staged = deviceSteps() >= 2 && externalBytes() <= stagedBytesLimit;
-    bool keyed = !staged && deviceSteps() >= 4;
     // Once a staged graph exists its argument and result slots are fixed buffers: a run without
     // the graph (profiling, graphs switched off) stages through them too, never rebinding them.
     bool stagedGraph = staged && !graphs.empty();
