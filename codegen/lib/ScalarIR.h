@@ -116,6 +116,7 @@ RFUSE_IR_MATH1(sqrt, SqrtOp)
 RFUSE_IR_MATH1(tanh, TanhOp)
 RFUSE_IR_MATH1(sin, SinOp)
 RFUSE_IR_MATH1(cos, CosOp)
+RFUSE_IR_MATH1(floor, FloorOp)
 #undef RFUSE_IR_MATH1
 
 inline IrVal fma(IrVal a, IrVal b, IrVal c) { return (mlir::Value)B().create<mlir::math::FmaOp>(L(), a.v, b.v, c.v); }

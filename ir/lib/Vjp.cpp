@@ -102,6 +102,7 @@ LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
   }
   case ScalarOpKind::Sin: set(0, e.mul(g, e.b.create<CosOp>(e.loc, x.getType(), x))); break;
   case ScalarOpKind::Cos: set(0, e.neg(e.mul(g, e.b.create<SinOp>(e.loc, x.getType(), x)))); break;
+  case ScalarOpKind::Floor: set(0, e.zero(g)); break; // piecewise constant
   case ScalarOpKind::Add: set(0, g); set(1, g); break;
   case ScalarOpKind::Sub: set(0, g); set(1, e.neg(g)); break;
   case ScalarOpKind::Mul: set(0, e.mul(g, op->getOperand(1))); set(1, e.mul(g, x)); break;

@@ -276,6 +276,9 @@ jit_call <- function(state, args) {
       !is.null(r <- base_r_call(state, args, "hold NA or NaN values"))) return(r$value)
   if (level == "na" && has_true_na(numeric_inputs) &&
       !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
+  if (!is.null(tr$int_guard) && !int_guard_holds(tr$int_guard, je$args) &&
+      !is.null(r <- base_r_call(state, args, "could take R's integers out of their range (or divide one by 0)")))
+    return(r$value)
   outs <- .rf_run(je$entry$program, inputs$values, inputs$dtypes, tr$out$rdims, device)
   if (inherits(outs, "rfuse_failure")) rf_abort(outs[[1]], outs[[2]])
   # Inputs not scanned before the run: an NA among them shows as a NaN in the results.
@@ -283,6 +286,7 @@ jit_call <- function(state, args) {
       has_true_na(numeric_inputs) &&
       !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
   outs <- apply_aux(tr, outs, length(tr$out$ids))
+  for (k in which(tr$out$int)) storage.mode(outs[[k]]) <- "integer"
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }

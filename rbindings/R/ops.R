@@ -19,10 +19,16 @@ Ops.rf_sym <- function(e1, e2) {
   call <- generic_call(.Generic)
   op <- .Generic
   if (missing(e2)) { # unary
-    if (op == "+") return(to_dtype(e1, trace_float(), call))
+    ib <- if (is_int_value(e1)) int_ref(e1)
+    if (op == "+") {
+      s <- to_dtype(e1, trace_float(), call)
+      s$ib <- ib
+      return(s)
+    }
     if (op == "-") {
       s <- to_dtype(e1, trace_float(), call)
-      return(new_sym(emit(.rf_b_unary, "neg", s$id, call = call), s$rdim, s$len, s$dtype))
+      return(new_sym(emit(.rf_b_unary, "neg", s$id, call = call), s$rdim, s$len, s$dtype,
+                     if (!is.null(ib)) int_bound("same", ib)))
     }
     if (op == "!") {
       s <- to_dtype(e1, "i1", call)
@@ -38,8 +44,12 @@ Ops.rf_sym <- function(e1, e2) {
     }
     ab <- align2(e1, e2, call, "arith")
     id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
-    return(new_sym(id, ab$target$rdim, ab$target$len, trace_float()))
+    # Integer + - * integer is an integer in R; / and ^ are doubles.
+    ib <- if (op %in% c("+", "-", "*") && is_int_value(e1) && is_int_value(e2))
+      int_bound(arith_ops[[op]], int_ref(e1), int_ref(e2))
+    return(new_sym(id, ab$target$rdim, ab$target$len, trace_float(), ib))
   }
+  if (op %in% c("%/%", "%%")) return(integer_division(op, e1, e2, call))
   if (op %in% names(compare_ops)) {
     ab <- align2(e1, e2, call, "compare")
     id <- emit(.rf_b_binary, compare_ops[[op]], ab$a$id, ab$b$id, call = call)
@@ -53,17 +63,45 @@ Ops.rf_sym <- function(e1, e2) {
   rf_unsupported(op, call)
 }
 
+# R's %/% and %% on integers (logicals included): floor(x / y) and x - floor(x / y) * y, exact
+# for integers within the guard's range (see int_bound); a divisor that may be 0 (R: NA) must be
+# an argument, checked on every call, or a constant. On doubles R computes them in long double
+# with special cases of its own, which rfuse does not reproduce: refused.
+integer_division <- function(op, e1, e2, call) {
+  if (!is_int_value(e1) || !is_int_value(e2))
+    rf_unsupported(op, call, "it is supported on integers only (R computes it on doubles in long double precision)")
+  ib2 <- int_ref(e2)
+  nonzero <- if (!is_sym(e2)) int_bound("const", v = if (any(e2 == 0, na.rm = TRUE)) Inf else 0)
+    else if (.rf_state$int_bounds[[ib2]]$kind == "input") int_bound("nonzero", i = .rf_state$int_bounds[[ib2]]$i)
+    else rf_unsupported(op, call, paste("its divisor is computed inside the function and may be 0, where R",
+                                        "gives NA; divide by an argument or a constant"))
+  ab <- align2(e1, e2, call, "arith")
+  q <- emit(.rf_b_unary, "floor", emit(.rf_b_binary, "div", ab$a$id, ab$b$id, call = call), call = call)
+  ib1 <- int_ref(e1)
+  if (op == "%/%")
+    return(new_sym(q, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("same", ib1), nonzero)))
+  id <- emit(.rf_b_binary, "sub", ab$a$id, emit(.rf_b_binary, "mul", q, ab$b$id, call = call), call = call)
+  new_sym(id, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("mod", ib1, ib2), nonzero))
+}
+
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
-              cos = "cos")
+              cos = "cos", floor = "floor")
 
 #' @export
 Math.rf_sym <- function(x, ...) {
   call <- generic_call(.Generic)
   op <- .Generic
-  if (!op %in% names(math_ops)) rf_unsupported(op, call)
+  if (!op %in% c(names(math_ops), "ceiling")) rf_unsupported(op, call)
   if (op == "log" && length(list(...)) > 0) rf_unsupported("log", call, "log() with a base is not supported yet; use log(x) / log(base)")
   s <- to_dtype(x, trace_float(), call)
-  new_sym(emit(.rf_b_unary, math_ops[[op]], s$id, call = call), s$rdim, s$len, s$dtype)
+  if (op == "ceiling") { # -floor(-x)
+    neg <- emit(.rf_b_unary, "neg", s$id, call = call)
+    return(new_sym(emit(.rf_b_unary, "neg", emit(.rf_b_unary, "floor", neg, call = call), call = call),
+                   s$rdim, s$len, s$dtype))
+  }
+  # abs() of an integer is an integer in R; floor() and the others are doubles.
+  ib <- if (op == "abs" && is_int_value(x)) int_bound("same", int_ref(x))
+  new_sym(emit(.rf_b_unary, math_ops[[op]], s$id, call = call), s$rdim, s$len, s$dtype, ib)
 }
 
 # Reduces every element of a symbolic value to a length-1 vector.
@@ -80,9 +118,18 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
   call <- generic_call(.Generic)
   op <- .Generic
   if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
-  parts <- lapply(list(...), function(x) reduce_all(op, x, call))
+  args <- list(...)
+  # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
+  # the guard sends such calls to base R).
+  int <- all(vapply(args, is_int_value, TRUE))
+  parts <- lapply(args, function(x) {
+    s <- reduce_all(op, x, call)
+    if (int) s$ib <- if (op == "sum") int_bound("sum", int_ref(x), n = rlen(x)) else int_bound("same", int_ref(x))
+    s
+  })
   combine <- c(sum = "add", max = "max", min = "min")[[op]]
-  Reduce(function(a, b) new_sym(emit(.rf_b_binary, combine, a$id, b$id, call = call), NULL, 1L, a$dtype),
+  Reduce(function(a, b) new_sym(emit(.rf_b_binary, combine, a$id, b$id, call = call), NULL, 1L, a$dtype,
+                                if (int) int_bound(if (op == "sum") "add" else "max", a$ib, b$ib)),
          parts)
 }
 
@@ -107,7 +154,7 @@ t.rf_sym <- function(x) {
   if (is.null(x$rdim)) return(reshape_sym(x, c(1L, x$len)))
   if (length(x$rdim) != 2) rf_abort("rfuse_shape_error", "argument is not a matrix", call)
   id <- emit(.rf_b_transpose, x$id, c(1L, 0L), call = call)
-  new_sym(id, rev(x$rdim), x$len, x$dtype)
+  new_sym(id, rev(x$rdim), x$len, x$dtype, x$ib)
 }
 
 # ---- Plain functions bound in the traced function's environment -----------------------------
@@ -228,10 +275,12 @@ rf_sweep <- function(x, MARGIN, STATS, FUN = "-", check.margin = TRUE, ...) {
 
 pminmax <- function(kind, args, call) {
   args <- args[!vapply(args, is.null, logical(1))]
+  # Of integers or logicals an integer.
+  int <- all(vapply(args, is_int_value, TRUE))
   Reduce(function(a, b) {
     ab <- align2(a, b, call, "arith", lenient = TRUE)
     new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim,
-            ab$target$len, trace_float())
+            ab$target$len, trace_float(), if (int) int_bound("max", int_ref(a), int_ref(b)))
   }, args)
 }
 
@@ -259,7 +308,10 @@ rf_ifelse <- function(test, yes, no) {
     to_dtype(expand_to(v, target, call), trace_float(), call)
   }
   y <- branch(yes); n <- branch(no)
-  new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float())
+  # Integer branches give an integer (R's type of mixed branches depends on which are taken: a
+  # double here).
+  ib <- if (is_int_value(yes) && is_int_value(no)) int_bound("max", int_ref(yes), int_ref(no))
+  new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float(), ib)
 }
 
 rf_as_vector <- function(x, mode = "any") {

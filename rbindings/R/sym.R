@@ -6,8 +6,10 @@
 
 .rf_state <- new.env(parent = emptyenv())
 
-new_sym <- function(id, rdim, len, dtype) {
-  structure(list(id = id, rdim = rdim, len = len, dtype = dtype), class = "rf_sym")
+# `ib`: for a value R types as integer (computed in the trace's float dtype), its magnitude bound
+# (an entry of the trace's integer guard, see int_bound); NULL for doubles and logicals.
+new_sym <- function(id, rdim, len, dtype, ib = NULL) {
+  structure(list(id = id, rdim = rdim, len = len, dtype = dtype, ib = ib), class = "rf_sym")
 }
 
 is_sym <- function(x) inherits(x, "rf_sym")
@@ -46,7 +48,7 @@ as_sym <- function(x, call = NULL) if (is_sym(x)) x else lift_constant(x, call)
 # generated kernels quote in their leading comment.
 emit <- function(fun, ..., call = NULL) {
   b <- current_builder()
-  where <- if (is.null(call)) "" else paste(deparse(call, width.cutoff = 60L), collapse = " ")
+  where <- if (is.null(call)) "" else call_text(call)
   if (!identical(where, .rf_state$location)) {
     .rf_b_set_location(b, where)
     .rf_state$location <- where
@@ -56,13 +58,61 @@ emit <- function(fun, ..., call = NULL) {
 
 cast_sym <- function(s, dtype) {
   if (s$dtype == dtype) return(s)
-  new_sym(emit(.rf_b_cast, s$id, dtype), s$rdim, s$len, dtype)
+  new_sym(emit(.rf_b_cast, s$id, dtype), s$rdim, s$len, dtype, if (dtype == "i1") NULL else s$ib)
 }
 
 reshape_sym <- function(s, rdim, len = if (is.null(rdim)) s$len else prod(rdim)) {
   target <- tshape(rdim, len)
   id <- if (identical(target, sym_tshape(s))) s$id else emit(.rf_b_reshape, s$id, target)
-  new_sym(id, rdim, len, s$dtype)
+  new_sym(id, rdim, len, s$dtype, s$ib)
+}
+
+# ---- R's integers ------------------------------------------------------------------------------
+# Traced code computes R's integers in the trace's float dtype, where they are exact as long as
+# they stay small: below 2^31 (R's range) in float64, below 2^24 in float32. Each integer-typed
+# value carries a bound on its magnitude, an entry of the trace's integer guard written in terms
+# of the inputs' magnitudes; before each call the guard evaluates the bounds on the actual
+# inputs, and a call that could leave the exact range (overflow, where R gives NA and a warning)
+# or divide an integer by zero (R: NA) is answered by base R instead.
+int_bound <- function(kind, a = NULL, b = NULL, v = NULL, n = NULL, i = NULL) {
+  k <- length(.rf_state$int_bounds) + 1L
+  .rf_state$int_bounds[[k]] <- list(kind = kind, a = a, b = b, v = v, n = n, i = i)
+  k
+}
+# Whether R types `x` as integer in arithmetic (logicals count: TRUE + TRUE is 2L).
+is_int_value <- function(x)
+  if (is_sym(x)) !is.null(x$ib) || x$dtype == "i1" else is.integer(x) || is.logical(x)
+# The bound entry of an integer-typed value (see is_int_value).
+int_ref <- function(x) {
+  if (is_sym(x)) return(x$ib %||% int_bound("const", v = 1))
+  int_bound("const", v = if (length(x) && !all(is.na(x))) max(abs(as.double(x)), na.rm = TRUE) else 0)
+}
+# The magnitude up to which a float dtype holds every integer exactly (float32: 2^24 - 1, so
+# that floor(x / y) is exact too).
+int_limit <- function(dtype)
+  switch(dtype, f64 = .Machine$integer.max, f32 = 2^24 - 1, f16 = 2^11 - 1, bf16 = 2^8 - 1, 0)
+
+# Whether a call's inputs keep every integer value of the trace within `guard$limit`.
+int_guard_holds <- function(guard, args) {
+  ents <- guard$entries
+  b <- numeric(length(ents))
+  for (k in seq_along(ents)) {
+    e <- ents[[k]]
+    b[k] <- switch(e$kind,
+      const = e$v,
+      input = {
+        x <- args[[e$i]]
+        if (!length(x) || all(is.na(x))) 0 else max(abs(range(x, na.rm = TRUE)))
+      },
+      nonzero = if (any(args[[e$i]] == 0L, na.rm = TRUE)) Inf else 0,
+      add = , sub = b[e$a] + b[e$b],
+      mul = b[e$a] * b[e$b],
+      same = b[e$a],
+      mod = b[e$b],
+      max = max(b[e$a], b[e$b]),
+      sum = e$n * b[e$a])
+  }
+  all(b <= guard$limit)
 }
 
 #' @export

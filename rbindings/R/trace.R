@@ -24,19 +24,28 @@ group_generic_names <- c(
   "sinh", "tanh", "acosh", "asinh", "atanh", "lgamma", "gamma", "digamma", "trigamma",
   "cumsum", "cumprod", "cummax", "cummin", "all", "any", "prod", "range")
 
-# Names of the functions called anywhere in an expression.
+# Names of the functions called anywhere in an expression. Iterative: a deeply nested
+# expression (that base R evaluates) must not overflow the C stack here.
 called_names <- function(expr) {
-  out <- character()
-  walk <- function(e) {
+  out <- vector("list", 64L); n_out <- 0L
+  stack <- vector("list", 64L); stack[[1]] <- expr; top <- 1L
+  while (top > 0L) {
+    e <- stack[[top]]
+    top <- top - 1L
     if (is.call(e)) {
-      if (is.symbol(e[[1]])) out <<- c(out, as.character(e[[1]]))
-      for (part in as.list(e)) if (!missing(part)) walk(part)
-    } else if (is.pairlist(e) || is.expression(e) || is.list(e)) {
-      for (part in as.list(e)) if (!missing(part)) walk(part)
+      if (is.symbol(e[[1]])) {
+        n_out <- n_out + 1L
+        if (n_out > length(out)) length(out) <- 2L * length(out)
+        out[[n_out]] <- as.character(e[[1]])
+      }
+    } else if (!(is.pairlist(e) || is.expression(e) || is.list(e))) next
+    for (part in as.list(e)) if (!missing(part) && (is.call(part) || is.pairlist(part) || is.list(part))) {
+      top <- top + 1L
+      if (top > length(stack)) length(stack) <- 2L * length(stack)
+      stack[[top]] <- part
     }
   }
-  walk(expr)
-  unique(out)
+  unique(as.character(unlist(out[seq_len(n_out)])))
 }
 
 # Library functions live directly in a namespace (or base); any other closure is user code —
@@ -81,8 +90,56 @@ mask_function <- function(f, side_effect_guards = TRUE) {
     assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
   }
   if (side_effect_guards) add_side_effect_guards(mask)
+  add_control_flow_guards(mask)
+  if (any(c("if", "while", "for") %in% all.names(body(f)))) body(f) <- guard_control_flow(body(f))
   environment(f) <- mask
   f
+}
+
+# One program serves every value of a traced argument, so a branch or a loop cannot depend on
+# one. R's own errors for that ("the condition has length > 1", "invalid 'x' type in 'x && y'")
+# do not say so: the traced body's if/while conditions and for sequences are wrapped in guards
+# that name the construct in a classed rfuse_unsupported error, and && / || refuse traced values.
+guard_control_flow <- function(expr) {
+  rewrite <- function(e) {
+    head <- e[[1]]
+    if (is.symbol(head) && as.character(head) %in% c("quote", "bquote", "~", "substitute")) return(e)
+    for (i in seq_along(e)[-1]) if (is.call(e[[i]])) e[[i]] <- rewrite(e[[i]])
+    if (identical(head, quote(`if`)) || identical(head, quote(`while`)))
+      e[[2]] <- call(".rfuse_condition", e[[2]], as.character(head))
+    else if (identical(head, quote(`for`)))
+      e[[3]] <- call(".rfuse_for_sequence", e[[3]])
+    e
+  }
+  # A body nested too deeply for this recursion keeps R's own messages.
+  if (!is.call(expr)) return(expr)
+  tryCatch(rewrite(expr), error = function(e) expr)
+}
+
+add_control_flow_guards <- function(mask) {
+  branch <- "rfuse compiles one program for every value of the traced arguments, so a branch cannot depend on their values"
+  hint <- "use ifelse() or pmax()/pmin(), or make the value a static argument (rf_jit(static = ...))"
+  assign(".rfuse_condition", function(value, construct) {
+    if (is_sym(value))
+      rf_unsupported(construct, substitute(value), paste0("its condition is a traced value: ", branch, "; ", hint))
+    value
+  }, envir = mask)
+  assign(".rfuse_for_sequence", function(value) {
+    if (is_sym(value))
+      rf_unsupported("for", substitute(value), paste0("it loops over the elements of a traced value: rfuse ",
+                                                      "compiles one program for every value of the traced ",
+                                                      "arguments, so a loop cannot run over their values; ",
+                                                      "write it as vector operations"))
+    value
+  }, envir = mask)
+  for (op in c("&&", "||")) assign(op, local({
+    op <- op; base_op <- get(op, baseenv())
+    function(x, y) {
+      if (is_sym(x)) rf_unsupported(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |"))
+      base_op(x, if (is_sym(y)) rf_unsupported(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |")) else y)
+    }
+  }), envir = mask)
+  invisible(mask)
 }
 
 # Side effects run once, while tracing, not on every call of the compiled function (and an
@@ -135,7 +192,8 @@ collect_outputs <- function(res) {
        ids = vapply(syms, function(s) as.integer(s$id), integer(1)),
        rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)),
        lens = vapply(syms, function(s) as.double(s$len), 0),
-       dtypes = vapply(syms, function(s) s$dtype, ""))
+       dtypes = vapply(syms, function(s) s$dtype, ""),
+       int = vapply(syms, function(s) !is.null(s$ib), TRUE)) # R integers: converted back
 }
 
 # A user helper called with symbolic arguments: traced once per argument signature as its own
@@ -145,7 +203,8 @@ trace_helper <- function(name, fun, args, call) {
   if (!any(syms)) return(do.call(fun, args))
   masked <- mask_function(fun)
   if (!all(syms)) return(do.call(masked, args))
-  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x")), ""),
+  # An integer argument's bound entry is part of the key: the helper's own bounds refer to it.
+  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x"), a$ib %||% ""), ""),
                collapse = "|")
   entry <- .rf_state$helpers[[key]]
   b <- current_builder()
@@ -154,7 +213,7 @@ trace_helper <- function(name, fun, args, call) {
     fname <- paste0(gsub("[^A-Za-z0-9_]", "_", name), "_", .rf_state$nhelpers)
     rf_guard(.rf_b_begin_function(b, fname), call)
     inner <- lapply(args, function(a)
-      new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype))
+      new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib))
     outer <- .rf_state$in_helper
     .rf_state$in_helper <- TRUE
     out <- collect_outputs(do.call(masked, inner))
@@ -163,12 +222,12 @@ trace_helper <- function(name, fun, args, call) {
       rf_unsupported(name, call, "a traced helper must return symbolic values only")
     fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
     entry <- list(fid = fid, single = out$single,
-                  structure = lapply(out$items, function(s) s[c("rdim", "len", "dtype")]),
+                  structure = lapply(out$items, function(s) s[c("rdim", "len", "dtype", "ib")]),
                   names = names(out$items))
     .rf_state$helpers[[key]] <- entry
   }
   ids <- rf_guard(.rf_b_call(b, entry$fid, vapply(args, function(a) as.integer(a$id), integer(1))), call)
-  outs <- Map(function(id, s) new_sym(id, s$rdim, s$len, s$dtype), ids, entry$structure)
+  outs <- Map(function(id, s) new_sym(id, s$rdim, s$len, s$dtype, s$ib), ids, entry$structure)
   if (entry$single) outs[[1]] else stats::setNames(outs, entry$names)
 }
 
@@ -188,6 +247,7 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$in_helper <- FALSE
   .rf_state$random <- list() # inputs drawn from R's RNG at each call (dropout masks)
   .rf_state$aux <- list()    # extra outputs applied to R state after each call (batch statistics)
+  .rf_state$int_bounds <- list() # the integer guard's entries (int_bound)
   sym_args <- args
   input_index <- integer()
   input_dtypes <- character()
@@ -198,7 +258,7 @@ trace_function <- function(f, args, dtype, static_args) {
     # the trace's float dtype.
     dt <- if (is_tensor(a)) ir_dtype(a@env$dtype) else if (is.logical(a)) "i1" else dtype
     id <- rf_guard(.rf_b_input(b, tshape(dim(a), length(a)), dt, names(args)[i] %||% ""))
-    s <- new_sym(id, dim(a), length(a), dt)
+    s <- new_sym(id, dim(a), length(a), dt, if (is.integer(a)) int_bound("input", i = i))
     if (dt != "i1" && dt != dtype) s <- cast_sym(s, dtype)
     sym_args[i] <- list(s)
     input_index <- c(input_index, i)
@@ -209,8 +269,9 @@ trace_function <- function(f, args, dtype, static_args) {
   aux <- .rf_state$aux
   aux_ids <- as.integer(unlist(lapply(aux, function(a) a$ids)))
   fin <- rf_guard(.rf_b_finish(b, c(out$ids, aux_ids)))
+  int_guard <- if (length(.rf_state$int_bounds)) list(entries = .rf_state$int_bounds, limit = int_limit(dtype))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
-       input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux)
+       input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard)
 }
 
 # Hands a call's auxiliary outputs (after the `n_main` others) to the state updates recorded

@@ -231,6 +231,7 @@ const std::map<std::string, KindOp> &kindOps() {
       {"GeluTanhGrad", {"%r = rfuse.gelu_grad %x approximate = tanh : T", "float"}},
       {"Sin", {"%r = rfuse.sin %x : T", "float"}},
       {"Cos", {"%r = rfuse.cos %x : T", "float"}},
+      {"Floor", {"%r = rfuse.floor %x : T", "float"}},
       {"Add", {"%r = rfuse.add %x, %y : T", "float"}},
       {"Sub", {"%r = rfuse.sub %x, %y : T", "float"}},
       {"Mul", {"%r = rfuse.mul %x, %y : T", "float"}},

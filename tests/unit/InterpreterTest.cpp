@@ -49,6 +49,7 @@ std::vector<UnaryCase> unaryCases() {
        -4, 4},
       {"sin", [](double x) { return std::sin(x); }, -6, 6},
       {"cos", [](double x) { return std::cos(x); }, -6, 6},
+      {"floor", [](double x) { return std::floor(x); }, -6, 6},
   };
 }
 

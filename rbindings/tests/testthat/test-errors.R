@@ -1,6 +1,6 @@
 test_that("untraceable functions are rfuse_unsupported and name the function", {
   x <- rnd(3, 3)
-  expect_error(rf_jit(function(x) floor(x))(x), "`floor\\(\\)` in `floor\\(x\\)`",
+  expect_error(rf_jit(function(x) round(x))(x), "`round\\(\\)` in `round\\(x\\)`",
                class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x %% 2)(x), "%%", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) cumsum(x))(x), "cumsum", class = "rfuse_unsupported")
@@ -21,7 +21,7 @@ test_that("non-numeric input is a clear rfuse_type_error", {
 })
 
 test_that("every rfuse error is also an rfuse_error, and the session survives", {
-  for (f in list(function(x) floor(x), function(x) x %*% c(1, 2))) {
+  for (f in list(function(x) round(x), function(x) x %*% c(1, 2))) {
     err <- tryCatch(rf_jit(f)(rnd(3, 3)), error = identity)
     expect_s3_class(err, "rfuse_error")
   }
@@ -33,4 +33,25 @@ test_that("static arguments are R values at trace time", {
   jf <- rf_jit(f, dtype = "float64", static = c("n", "how"))
   expect_equal(jf(c(1, 2), 3, "neg"), f(c(1, 2), 3, "neg"))
   expect_equal(jf(c(1, 2), 1, "pos"), f(c(1, 2), 1, "pos"))
+})
+
+test_that("branches and loops on traced values are classed refusals that say why", {
+  expect_error(rf_jit(function(x) if (x > 0) x else -x)(c(1, 2)), class = "rfuse_unsupported",
+               regexp = "`if\\(\\)` in `x > 0`: its condition is a traced value")
+  expect_error(rf_jit(function(x) { while (sum(x) > 1) x <- x / 2; x })(c(1, 2)), class = "rfuse_unsupported",
+               regexp = "`while\\(\\)`")
+  expect_error(rf_jit(function(x) { s <- 0; for (v in x) s <- s + v; s })(c(1, 2)), class = "rfuse_unsupported",
+               regexp = "loops over the elements of a traced value")
+  expect_error(rf_jit(function(x) if (TRUE && x) 1 else 2)(c(1, 2)), class = "rfuse_unsupported",
+               regexp = "`&&\\(\\)`")
+  # Branches and loops on R values trace as before (next and break included).
+  f <- function(x) { y <- 0; for (i in seq_len(3)) { if (i == 2) next; y <- y + x * i }; if (length(x) > 1 && TRUE) y else -y }
+  expect_identical(rf_jit(f, dtype = "float64")(c(1, 2)), f(c(1, 2)))
+})
+
+test_that("a deeply nested expression that base R evaluates traces too", {
+  ex <- quote(x)
+  for (i in 1:2000) ex <- call("+", ex, 1)
+  f <- eval(call("function", as.pairlist(alist(x = )), ex))
+  expect_identical(rf_jit(f, dtype = "float64")(c(1, 2)), f(c(1, 2)))
 })

@@ -46,7 +46,7 @@ test_that("tensor errors are classed", {
   expect_error(rf_tensor(1:3, device = "tpu"), "unknown device", class = "rfuse_error")
   if (as.vector(rf_default_device()) == "cpu")
     expect_error(rf_tensor(1:3, device = "cuda"), "no CUDA device", class = "rfuse_runtime_error")
-  expect_error(floor(rf_tensor(c(1.5, 2))), class = "rfuse_unsupported")
+  expect_error(round(rf_tensor(c(1.5, 2))), class = "rfuse_unsupported")
 })
 
 test_that("optim_sgd / optim_adam / optim_adamw step rf_tensors as torch does", {

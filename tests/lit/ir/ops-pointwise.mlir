@@ -63,8 +63,10 @@ func.func @unary_float(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %12 = rfuse.neg %11 : tensor<4x8xf32>
   // CHECK: %[[A:.+]] = rfuse.abs %[[N]] : tensor<4x8xf32>
   %13 = rfuse.abs %12 : tensor<4x8xf32>
-  // CHECK: return %[[A]] : tensor<4x8xf32>
-  return %13 : tensor<4x8xf32>
+  // CHECK: %[[F:.+]] = rfuse.floor %[[A]] : tensor<4x8xf32>
+  %14 = rfuse.floor %13 : tensor<4x8xf32>
+  // CHECK: return %[[F]] : tensor<4x8xf32>
+  return %14 : tensor<4x8xf32>
 }
 
 // The float element types other than f32, and rank 0.

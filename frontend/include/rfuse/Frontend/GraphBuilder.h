@@ -96,6 +96,7 @@ public:
   TracedValue gelu(TracedValue x, bool tanhApproximation = false);
   TracedValue sin(TracedValue x);
   TracedValue cos(TracedValue x);
+  TracedValue floor(TracedValue x);
   TracedValue logicalNot(TracedValue x);
 
   TracedValue add(TracedValue a, TracedValue b);

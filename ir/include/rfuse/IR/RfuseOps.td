@@ -64,6 +64,8 @@ def Rfuse_SigmoidOp : Rfuse_UnaryOp<"sigmoid", "Sigmoid", Rfuse_FloatTensor,
 def Rfuse_ReluOp : Rfuse_UnaryOp<"relu", "Relu", Rfuse_NumericTensor, "max(x, 0)">;
 def Rfuse_SinOp : Rfuse_UnaryOp<"sin", "Sin", Rfuse_FloatTensor, "the sine">;
 def Rfuse_CosOp : Rfuse_UnaryOp<"cos", "Cos", Rfuse_FloatTensor, "the cosine">;
+def Rfuse_FloorOp : Rfuse_UnaryOp<"floor", "Floor", Rfuse_FloatTensor,
+                                  "the largest integer not greater than x">;
 
 def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
                                    Rfuse_VjpOpInterface]> {

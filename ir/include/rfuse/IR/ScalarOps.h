@@ -108,6 +108,8 @@ template <class T> RF_FN T rf_gelu_tanh_grad(T x) {
 }
 template <class T> RF_FN T rf_sin(T x) { return RF_M(sin)(x); }
 template <class T> RF_FN T rf_cos(T x) { return RF_M(cos)(x); }
+// The largest integer not above x (R's floor(); %/% and %% are built from it).
+template <class T> RF_FN T rf_floor(T x) { return RF_M(floor)(x); }
 
 template <class T> RF_FN T rf_add(T a, T b) { return a + b; }
 template <class T> RF_FN T rf_sub(T a, T b) { return a - b; }
