@@ -10,6 +10,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <optional>
+
 using namespace mlir;
 
 namespace rfuse::fusion {
@@ -57,6 +59,7 @@ public:
   Grouper(func::FuncOp fn, const Options &options) : fn(fn), options(options) {
     for (Operation &op : fn.getBody().front()) {
       position[&op] = ops.size();
+      order[&op] = ops.size();
       ops.push_back(&op);
     }
   }
@@ -102,6 +105,96 @@ private:
   std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, size_t> position;
   llvm::EquivalenceClasses<Operation *> classes;
+  // A topological order of the contracted graph (each group one node, every other op of the
+  // block its own), kept valid across merges (Pearce & Kelly's dynamic topological order): a
+  // merge's cycle check only visits the nodes ordered between the two it merges. Keyed by node
+  // (a group's leader).
+  llvm::DenseMap<Operation *, int64_t> order;
+
+  // The node an op of the block stands for: its group's leader, or itself.
+  Operation *nodeOf(Operation *op) {
+    auto it = classes.findValue(op);
+    return it == classes.end() ? op : classes.getLeaderValue(op);
+  }
+  SmallVector<Operation *> nodeMembers(Operation *node) {
+    if (classes.findValue(node) == classes.end())
+      return {node};
+    return membersOf(node);
+  }
+  // The nodes `node` reads from (succ = false) or feeds (succ = true), itself excluded.
+  template <class F> void forEachNeighbour(Operation *node, bool succ, F &&f) {
+    Block *block = &fn.getBody().front();
+    for (Operation *m : nodeMembers(node)) {
+      if (succ) {
+        for (Operation *user : m->getUsers())
+          if (Operation *u = block->findAncestorOpInBlock(*user))
+            if (Operation *n = nodeOf(u); n != node)
+              f(n);
+      } else {
+        for (Value v : m->getOperands())
+          if (Operation *d = v.getDefiningOp(); d && d->getBlock() == block)
+            if (Operation *n = nodeOf(d); n != node)
+              f(n);
+      }
+    }
+  }
+
+  // Whether nodes a -> b (an edge: b reads a) can be merged without a cycle, i.e. no other path
+  // leads from a to b. If so, reorders the nodes between them so that the merged node has a
+  // valid place in the order, and returns that place.
+  std::optional<int64_t> orderForMerge(Operation *a, Operation *b) {
+    int64_t lo = order[a], hi = order[b];
+    // Forward from a, through nodes ordered before b (later ones cannot reach b).
+    SmallVector<Operation *> stack, forward, backward;
+    llvm::SmallPtrSet<Operation *, 32> seen;
+    bool cycle = false;
+    auto visitForward = [&](Operation *n) {
+      if (n == b) {
+        cycle = true;
+        return;
+      }
+      if (order[n] < hi && seen.insert(n).second) {
+        stack.push_back(n);
+        forward.push_back(n);
+      }
+    };
+    forEachNeighbour(a, true, [&](Operation *n) {
+      if (n != b)
+        visitForward(n);
+    });
+    while (!stack.empty() && !cycle)
+      forEachNeighbour(stack.pop_back_val(), true, visitForward);
+    if (cycle)
+      return std::nullopt;
+    // Backward from b, through nodes ordered after a.
+    auto visitBackward = [&](Operation *n) {
+      if (n != a && order[n] > lo && seen.insert(n).second) {
+        stack.push_back(n);
+        backward.push_back(n);
+      }
+    };
+    forEachNeighbour(b, false, visitBackward);
+    while (!stack.empty())
+      forEachNeighbour(stack.pop_back_val(), false, visitBackward);
+    // Reassign their places: b's ancestors take the lowest, in their order (so each moves
+    // down), a's descendants the highest (each moves up), the merged node the one after the
+    // ancestors; nodes in between that are neither keep theirs. One place is left unused.
+    auto byOrder = [&](Operation *x, Operation *y) { return order[x] < order[y]; };
+    llvm::sort(forward, byOrder);
+    llvm::sort(backward, byOrder);
+    SmallVector<int64_t> slots = {lo, hi};
+    for (Operation *n : forward)
+      slots.push_back(order[n]);
+    for (Operation *n : backward)
+      slots.push_back(order[n]);
+    llvm::sort(slots);
+    for (size_t k = 0; k < backward.size(); ++k)
+      order[backward[k]] = slots[k];
+    int64_t merged = slots[backward.size()];
+    for (size_t k = 0; k < forward.size(); ++k)
+      order[forward[k]] = slots[slots.size() - forward.size() + k];
+    return merged;
+  }
 
   bool isCandidate(Operation *op) {
     if (op->getParentOp() != fn.getOperation() || op->getNumResults() != 1)
@@ -131,9 +224,13 @@ private:
       set.insert(m);
     if (options.maxOps && set.size() > options.maxOps)
       return;
-    if (!isValid(set) || !isConvex(set))
+    if (!isValid(set))
       return;
+    std::optional<int64_t> place = orderForMerge(nodeOf(a), nodeOf(b));
+    if (!place)
+      return; // the merged group would need its own result: a cycle between regions
     classes.unionSets(a, b);
+    order[classes.getLeaderValue(a)] = *place;
   }
 
   // --- Validity: the iteration-space rules of each mode ---------------------------------------
@@ -205,8 +302,10 @@ private:
       // that cuBLASLt adds for free (beta = 1), inside it would force a generated epilogue.
       bool sideValues = isConvolutionOp(anchor);
       llvm::SmallPtrSet<Operation *, 16> dependent = {anchor};
-      for (Operation *op : ops) // program order: operands before users
-        if (set.contains(op) && op != anchor &&
+      SmallVector<Operation *> inOrder(set.begin(), set.end());
+      llvm::sort(inOrder, [&](Operation *x, Operation *y) { return position[x] < position[y]; });
+      for (Operation *op : inOrder) // program order: operands before users
+        if (op != anchor &&
             llvm::any_of(op->getOperands(), [&](Value v) {
               return v.getDefiningOp() && dependent.contains(v.getDefiningOp());
             }))
@@ -233,46 +332,6 @@ private:
         return false;
       if (isa<BroadcastInDimOp, TransposeOp>(op) && inside(op->getOperand(0)))
         return false;
-    }
-    return true;
-  }
-
-  // A merged group must keep the graph of regions acyclic: no value may leave the group and flow
-  // back into it through outside ops, where an outside op that belongs to another group stands
-  // for its whole group (a region runs as one unit, so it waits for all of its inputs). Without
-  // that second part two groups can each be convex and yet need each other's results.
-  bool isConvex(const llvm::SmallPtrSetImpl<Operation *> &set) {
-    llvm::SmallPtrSet<Operation *, 32> visited;
-    SmallVector<Operation *> stack;
-    auto pushOperandsOf = [&](Operation *op) -> bool {
-      for (Value v : op->getOperands()) {
-        Operation *d = v.getDefiningOp();
-        if (!d || d->getBlock() != &fn.getBody().front())
-          continue;
-        if (set.contains(d))
-          return false;
-        if (!visited.contains(d))
-          stack.push_back(d);
-      }
-      return true;
-    };
-    for (Operation *op : set)
-      for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp(); d && !set.contains(d) && d->getBlock() == &fn.getBody().front())
-          stack.push_back(d);
-    while (!stack.empty()) {
-      Operation *op = stack.pop_back_val();
-      if (!visited.insert(op).second)
-        continue;
-      if (classes.findValue(op) != classes.end()) {
-        for (auto it = classes.findLeader(op); it != classes.member_end(); ++it) {
-          visited.insert(*it);
-          if (!pushOperandsOf(*it))
-            return false;
-        }
-      } else if (!pushOperandsOf(op)) {
-        return false;
-      }
     }
     return true;
   }

@@ -1,7 +1,8 @@
 // The grouping engine shared by the three fusion passes. Each pass chooses a Mode; the engine
 // grows groups along def-use edges in program order (union-find), accepting a merge only when
 // the merged group is valid for the mode (iteration-space rules, see FusionGrouping.cpp) and
-// convex (no path leaves the group and re-enters it), then materializes the chosen groups as
+// keeps the graph of groups acyclic (no path leaves the group and re-enters it; checked against
+// a maintained topological order of the groups), then materializes the chosen groups as
 // rfuse.fusion ops.
 #ifndef RFUSE_PASSES_FUSIONGROUPING_H
 #define RFUSE_PASSES_FUSIONGROUPING_H
@@ -17,7 +18,7 @@ enum class Mode { Elementwise, Reduction, MatmulEpilogue };
 
 struct Options {
   Mode mode;
-  unsigned maxOps = 0;              ///< 0: unbounded
+  unsigned maxOps = 512;            ///< 0: unbounded (see the max-ops pass option)
   bool testFlipSubOperands = false; ///< deliberately wrong, for testing the property suite
 };
 

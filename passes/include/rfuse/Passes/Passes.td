@@ -41,8 +41,10 @@ def FuseElementwise : Pass<"rfuse-fuse-elementwise", "mlir::func::FuncOp"> {
   }];
   let dependentDialects = ["::rfuse::RfuseDialect"];
   let options = [
-    Option<"maxOps", "max-ops", "unsigned", /*default=*/"0",
-           "Largest region in ops (0: unbounded)">,
+    Option<"maxOps", "max-ops", "unsigned", /*default=*/"512",
+           "Largest region in ops (0: unbounded). The bound keeps each merge's checks, and so "
+           "fusion, linear in the function's size, and generated kernels of a size NVRTC compiles "
+           "quickly">,
     Option<"testFlipSubOperands", "test-flip-sub-operands", "bool", /*default=*/"false",
            "TESTING ONLY: swap the operands of rfuse.sub when moving it into a region, a "
            "deliberately wrong transformation the property tests must catch">,
