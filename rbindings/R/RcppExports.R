@@ -141,6 +141,10 @@
     invisible(.Call(`_rfuse_rf_clear_compiled_caches`))
 }
 
+.rf_release_cached_memory <- function() {
+    invisible(.Call(`_rfuse_rf_release_cached_memory`))
+}
+
 .rf_tensor_from_r <- function(x, dtype, device) {
     .Call(`_rfuse_rf_tensor_from_r`, x, dtype, device)
 }

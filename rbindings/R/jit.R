@@ -447,7 +447,8 @@ rf_cache_clear <- function() {
     rm(list = ls(st$cache, all.names = TRUE), envir = st$cache)
   }
   .rf_clear_compiled_caches()
-  gc(verbose = FALSE) # the programs' finalizers give their memory back
+  gc(verbose = FALSE) # the programs' finalizers give their memory back to the allocators,
+  .rf_release_cached_memory() # which give it back to the system
   invisible(n)
 }
 

@@ -455,6 +455,15 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_release_cached_memory
+void rf_release_cached_memory();
+RcppExport SEXP _rfuse_rf_release_cached_memory() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_release_cached_memory();
+    return R_NilValue;
+END_RCPP
+}
 // rf_tensor_from_r
 SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device);
 RcppExport SEXP _rfuse_rf_tensor_from_r(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
@@ -688,6 +697,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
+    {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_to_r", (DL_FUNC) &_rfuse_rf_tensor_to_r, 2},
     {"_rfuse_rf_tensor_empty", (DL_FUNC) &_rfuse_rf_tensor_empty, 3},

@@ -510,3 +510,9 @@ std::string rf_build_dir() { return RFUSE_BUILD_DIR; }
 void rf_clear_compiled_caches() {
   guarded([&] { rfuse::clearCompiledCaches(); });
 }
+
+// After a collection has run the finalizers of dropped programs and tensors.
+// [[Rcpp::export(.rf_release_cached_memory)]]
+void rf_release_cached_memory() {
+  guarded([&] { rfuse::releaseCachedMemory(); });
+}

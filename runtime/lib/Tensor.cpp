@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include "rfuse/Runtime/Tensor.h"
 #include "rfuse/Runtime/Cuda.h"
 
@@ -109,6 +110,15 @@ void releaseHostCache() {
       std::free(p);
   hostFree.clear();
   hostCached = 0;
+}
+
+void releaseCachedMemory() {
+  releaseHostCache();
+  if (cuda::deviceInfo().available) {
+    synchronizeDevice();
+    cuda::Device::get().releaseCache();
+  }
+  malloc_trim(0);
 }
 
 int64_t Tensor::numel() const {

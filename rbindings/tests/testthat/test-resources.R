@@ -43,3 +43,40 @@ test_that("labels implying more classes than the model's outputs are a shape err
   expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), class = "rfuse_shape_error")
   expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), "3 classes.*2 classes")
 })
+
+# Resident memory of this process in MB (Linux).
+rss_mb <- function() {
+  s <- readLines("/proc/self/status")
+  as.numeric(sub("[^0-9]*([0-9]+).*", "\\1", s[grep("^VmRSS", s)])) / 1024
+}
+
+test_that("cached calls and tensor graphs keep memory bounded", {
+  skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc (Linux)")
+  jf <- rf_jit(function(x) x * 2 + 1)
+  x <- c(1, 2, 3)
+  for (i in 1:35000) jf(x) # warm-up: R's heap settles after ~30,000 calls
+  gc(); before <- rss_mb()
+  for (i in 1:30000) jf(x)
+  gc(); expect_lt(rss_mb() - before, 5)
+  xt <- rf_tensor(c(1, 2, 3))
+  for (i in 1:2000) as.numeric(xt * 2 + 1)
+  gc(); before <- rss_mb()
+  for (i in 1:10000) as.numeric(xt * 2 + 1)
+  gc(); expect_lt(rss_mb() - before, 5)
+})
+
+test_that("200 shapes stay within the cache limit's memory, and rf_cache_clear() gives it back", {
+  skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc (Linux)")
+  sf <- rf_jit(function(x) exp(x) * 2 + 1)
+  sf(c(1.5, 2)); rf_cache_clear()
+  start <- rss_mb()
+  suppressWarnings(for (n in 1:200) sf(seq_len(n) + 0.5))
+  gc(); full <- rss_mb()
+  rf_cache_clear()
+  cleared <- rss_mb()
+  expect_lt(cleared - start, (full - start) / 2) # most of it back to the system
+  suppressWarnings(for (n in 201:400) sf(seq_len(n) + 0.5)) # 200 new shapes: no growth beyond the limit's
+  gc(); expect_lt(rss_mb() - full, 30)
+  rf_cache_clear()
+  expect_lt(rss_mb() - cleared, 25) # what a cycle leaves behind is bounded (allocator noise)
+})

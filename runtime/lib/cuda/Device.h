@@ -56,6 +56,11 @@ public:
   size_t bytesInUse() const { return inUse; }
   size_t bytesCached() const { return cached; }
   static constexpr size_t stagingChunk = 16u << 20;
+  /// Frees the cached blocks (the caller has synchronized: none is in flight).
+  void releaseCache() {
+    std::lock_guard<std::mutex> lock(mu);
+    releaseCached();
+  }
 
 private:
   Device();
@@ -70,7 +75,7 @@ private:
   CUevent stagingFree[2] = {nullptr, nullptr};
   std::mutex stagingMu;
   void ensureStaging();
-  void releaseCached();
+  void releaseCached(); // with `mu` held
 };
 
 } // namespace rfuse::cuda

@@ -112,6 +112,10 @@ bool allocationPressure(uint64_t thresholdBytes = 0);
 /// faults), and gives them back to the system.
 size_t hostCachedBytes();
 void releaseHostCache();
+/// Gives every cache of freed memory back to the system: the host block cache, the device
+/// allocator's cached blocks (when a GPU is in use), and the C heap's free pages (malloc_trim),
+/// so that memory dropped programs and tensors held shows as free, not just reusable.
+void releaseCachedMemory();
 /// Waits until everything queued on the device has run.
 void synchronizeDevice();
 
