@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds, then
 #   1. ctest: GoogleTest (tests/unit), lit/FileCheck (tests/lit), the docs check;
-#   2. the R package: installed into the machine's R library, its testthat suite, and
+#   2. scripts/sanitize.sh: the unit tests built with clang, ASan and UBSan, and each libFuzzer
+#      target (MLIR parser + verifier, .npy reader, call key) for 60 s on its seed corpus;
+#   3. the R package: installed into the machine's R library, its testthat suite, and
 #      R CMD check --no-manual (no ERROR, no WARNING allowed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "== ctest"
 (cd build && ctest --output-on-failure -j"$(nproc)")
+
+scripts/sanitize.sh
 
 echo "== R package: install"
 scripts/install-r-package.sh > build/r-install.log 2>&1 || { cat build/r-install.log; exit 1; }

@@ -4,6 +4,7 @@
 // ever crosses into R unconverted.
 #include "glue.h"
 
+#include "rfuse/Frontend/CallKey.h"
 #include "rfuse/Frontend/GraphBuilder.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Engine.h"
@@ -310,54 +311,50 @@ std::string rf_device_description() {
   });
 }
 
-// The cache key of an rf_jit call (see R/jit.R: call_key): per argument its name, type and dims;
-// which arguments are static (named in `staticNames`, or logical scalars) is returned for R to
-// add their values. In C++ because it runs on every call.
+// The cache key of an rf_jit call (see R/jit.R: call_key and rfuse/Frontend/CallKey.h): which
+// arguments are static (named in `staticNames`, or logical scalars) is returned for R to add
+// their values. In C++ because it runs on every call.
 // [[Rcpp::export(.rf_call_key)]]
 List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) {
-  std::string key;
+  std::vector<rfuse::ArgSignature> sigs(args.size());
   LogicalVector isStatic(args.size());
+  auto dimsOf = [](SEXP dim, rfuse::ArgSignature &s) {
+    s.hasDims = true;
+    for (R_xlen_t d = 0; d < Rf_xlength(dim); ++d)
+      s.dims.push_back(INTEGER(dim)[d]);
+  };
   for (R_xlen_t i = 0; i < args.size(); ++i) {
     SEXP a = args[i];
-    std::string name = as<std::string>(names[i]);
+    rfuse::ArgSignature &s = sigs[i];
+    s.name = as<std::string>(names[i]);
     if (IS_S4_OBJECT(a) && R_has_slot(a, Rf_install("env"))) { // an rf_tensor: dtype, device, dims
       SEXP env = R_do_slot(a, Rf_install("env"));
       auto field = [&](const char *n) { return Rf_findVarInFrame(env, Rf_install(n)); };
       SEXP dt = field("dtype"), dev = field("device"), rdim = field("rdim"), len = field("len");
-      key += name + ":T" + (TYPEOF(dt) == STRSXP ? CHAR(STRING_ELT(dt, 0)) : "?") + "@" +
-             (TYPEOF(dev) == STRSXP ? CHAR(STRING_ELT(dev, 0)) : "?") + "[";
-      if (TYPEOF(rdim) == INTSXP) {
-        key += "d";
-        for (R_xlen_t d = 0; d < Rf_xlength(rdim); ++d)
-          key += (d ? "x" : "") + std::to_string(INTEGER(rdim)[d]);
-      } else if (TYPEOF(len) == REALSXP || TYPEOF(len) == INTSXP) {
-        key += std::to_string((long long)Rf_asReal(len));
-      }
-      key += "];";
+      s.kind = rfuse::ArgSignature::Kind::Tensor;
+      s.type = std::string(TYPEOF(dt) == STRSXP ? CHAR(STRING_ELT(dt, 0)) : "?") + "@" +
+               (TYPEOF(dev) == STRSXP ? CHAR(STRING_ELT(dev, 0)) : "?");
+      if (TYPEOF(rdim) == INTSXP)
+        dimsOf(rdim, s);
+      else if (TYPEOF(len) == REALSXP || TYPEOF(len) == INTSXP)
+        s.length = (int64_t)Rf_asReal(len);
       continue;
     }
     SEXP dim = Rf_getAttrib(a, R_DimSymbol);
-    bool st = std::find(staticNames.begin(), staticNames.end(), name) != staticNames.end() ||
+    bool st = std::find(staticNames.begin(), staticNames.end(), s.name) != staticNames.end() ||
               (TYPEOF(a) == LGLSXP && Rf_xlength(a) == 1 && Rf_isNull(dim));
     isStatic[i] = st;
-    key += name;
     if (st) {
-      key += "=?;";
+      s.kind = rfuse::ArgSignature::Kind::Static;
       continue;
     }
-    key += ":";
-    key += Rf_type2char(TYPEOF(a));
-    key += "[";
-    if (Rf_isNull(dim)) { // a vector and a 1-d array of the same length are two signatures
-      key += std::to_string((long long)Rf_xlength(a));
-    } else {
-      key += "d";
-      for (R_xlen_t d = 0; d < Rf_xlength(dim); ++d)
-        key += (d ? "x" : "") + std::to_string(INTEGER(dim)[d]);
-    }
-    key += "];";
+    s.type = Rf_type2char(TYPEOF(a));
+    if (Rf_isNull(dim))
+      s.length = (int64_t)Rf_xlength(a);
+    else
+      dimsOf(dim, s);
   }
-  return List::create(_["key"] = key, _["static"] = isStatic);
+  return List::create(_["key"] = rfuse::callKey(sigs), _["static"] = isStatic);
 }
 
 // [[Rcpp::export(.rf_check_pipeline)]]

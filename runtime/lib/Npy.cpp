@@ -1,5 +1,6 @@
 #include "rfuse/Runtime/Npy.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstring>
@@ -27,21 +28,36 @@ std::string field(const std::string &header, const std::string &key, const std::
   if (k == std::string::npos)
     throw NpyError(path + ": .npy header has no '" + key + "'");
   size_t colon = header.find(':', k);
-  size_t end = key == "shape" ? header.find(')', colon) + 1 : header.find(',', colon);
+  size_t end = key == "shape" ? header.find(')', colon) : header.find(',', colon);
+  if (colon == std::string::npos || end == std::string::npos)
+    throw NpyError(path + ": malformed .npy header (its '" + key + "' entry)");
+  if (key == "shape")
+    ++end;
   return llvm::StringRef(header.substr(colon + 1, end - colon - 1)).trim(" '\"").str();
 }
 
 } // namespace
 
 HostTensor readNpy(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     throw NpyError("cannot open '" + path + "'");
+  uint64_t size = (uint64_t)in.tellg();
+  in.seekg(0);
+  return readNpy(in, size, path);
+}
+
+// Every size is checked against the bytes the stream holds before anything is allocated: a
+// file rfuse did not write (a truncated or hostile one) gives an NpyError, never a huge
+// allocation, an overflow or a read past its end.
+HostTensor readNpy(std::istream &in, uint64_t size, const std::string &name) {
   char magic[8];
   in.read(magic, 8);
   if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    throw NpyError(path + ": not a .npy file (bad magic)");
-  uint32_t headerLen = 0;
+    throw NpyError(name + ": not a .npy file (bad magic)");
+  if (magic[6] < 1 || magic[6] > 3)
+    throw NpyError(name + ": unsupported .npy format version " + std::to_string((int)magic[6]));
+  uint64_t headerLen = 0, prefix = magic[6] == 1 ? 10 : 12;
   if (magic[6] == 1) {
     unsigned char b[2];
     in.read((char *)b, 2);
@@ -51,22 +67,24 @@ HostTensor readNpy(const std::string &path) {
     in.read((char *)b, 4);
     headerLen = b[0] | (b[1] << 8) | (b[2] << 16) | ((uint32_t)b[3] << 24);
   }
+  if (!in || headerLen > size - std::min(size, prefix))
+    throw NpyError(name + ": truncated header");
   std::string header(headerLen, '\0');
   in.read(header.data(), headerLen);
   if (!in)
-    throw NpyError(path + ": truncated header");
-  std::string descr = field(header, "descr", path);
-  if (field(header, "fortran_order", path) != "False")
-    throw NpyError(path + ": Fortran-ordered arrays are not supported; save with C order");
-  std::string shapeText = field(header, "shape", path);
+    throw NpyError(name + ": truncated header");
+  std::string descr = field(header, "descr", name);
+  if (field(header, "fortran_order", name) != "False")
+    throw NpyError(name + ": Fortran-ordered arrays are not supported; save with C order");
+  std::string shapeText = field(header, "shape", name);
   std::vector<int64_t> shape;
   for (llvm::StringRef rest = llvm::StringRef(shapeText).trim("() "); !rest.empty();) {
     auto [dim, tail] = rest.split(',');
     dim = dim.trim();
     if (!dim.empty()) {
       int64_t d;
-      if (dim.getAsInteger(10, d))
-        throw NpyError(path + ": bad shape " + shapeText);
+      if (dim.getAsInteger(10, d) || d < 0)
+        throw NpyError(name + ": bad shape " + shapeText);
       shape.push_back(d);
     }
     rest = tail.trim();
@@ -78,14 +96,21 @@ HostTensor readNpy(const std::string &path) {
   else if (descr == "|b1") dt = DType::I1;
   else if (descr == "<i4") dt = DType::I32;
   else if (descr == "<i8") dt = DType::I64;
-  else throw NpyError(path + ": unsupported dtype '" + descr + "'");
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  std::vector<char> raw(n * dtypeSize(dt));
+  else throw NpyError(name + ": unsupported dtype '" + descr + "'");
+  uint64_t available = size - std::min(size, prefix + headerLen), bytes = dtypeSize(dt);
+  if (llvm::is_contained(shape, 0))
+    bytes = 0;
+  else
+    for (int64_t d : shape) // the product, stopping before it could overflow
+      if (bytes > available / (uint64_t)d)
+        throw NpyError(name + ": truncated data (its shape " + shapeText + " needs more than the " +
+                       std::to_string(available) + " bytes the file holds)");
+      else
+        bytes *= (uint64_t)d;
+  std::vector<char> raw(bytes);
   in.read(raw.data(), raw.size());
   if (!in)
-    throw NpyError(path + ": truncated data (expected " + std::to_string(raw.size()) + " bytes)");
+    throw NpyError(name + ": truncated data (expected " + std::to_string(raw.size()) + " bytes)");
   return HostTensor::fromBytes(dt, shape, raw.data());
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 using namespace rfuse;
 
@@ -79,3 +80,41 @@ TEST(Npy, RejectsBadFiles) {
 }
 
 } // namespace
+
+namespace {
+// A .npy image: magic, version 1.0, the header dict padded to 64 bytes, then `data`.
+std::string npyImage(const std::string &dict, const std::string &data) {
+  std::string header = dict;
+  size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += (char)(header.size() & 0xff);
+  out += (char)(header.size() >> 8);
+  return out + header + data;
+}
+HostTensor readImage(const std::string &bytes) {
+  std::istringstream in(bytes);
+  return readNpy(in, bytes.size(), "image");
+}
+} // namespace
+
+TEST(Npy, HostileSizesAreErrorsNotAllocations) {
+  std::string eight(8, '\0');
+  EXPECT_EQ(readImage(npyImage("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", eight)).f.size(), 1u);
+  // A shape whose data the file does not hold, one that overflows 64 bits, a negative dim.
+  for (const char *shape : {"(1000000000000,)", "(4294967296, 4294967296, 16)", "(-1,)", "(3, -2)"})
+    EXPECT_THROW(readImage(npyImage(std::string("{'descr': '<f8', 'fortran_order': False, 'shape': ") +
+                                    shape + ", }", eight)),
+                 NpyError)
+        << shape;
+  // An empty array is fine, whatever its other dims.
+  EXPECT_EQ(readImage(npyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1000000000000), }", ""))
+                .f.size(), 0u);
+  // A header longer than the file, a header without its keys or their ends, an unknown version.
+  std::string longHeader = std::string("\x93NUMPY\x02\x00", 8) + std::string("\xff\xff\xff\x7f", 4) + "{";
+  EXPECT_THROW(readImage(longHeader), NpyError);
+  EXPECT_THROW(readImage(npyImage("{'descr': '<f8', 'fortran_order': False, 'shape': (1, ", eight)), NpyError);
+  EXPECT_THROW(readImage(npyImage("{'descr'", eight)), NpyError);
+  EXPECT_THROW(readImage(std::string("\x93NUMPY\x07\x00", 8)), NpyError);
+  EXPECT_THROW(readImage(std::string("\x93NUM", 5)), NpyError);
+}

@@ -5,6 +5,7 @@
 
 #include "rfuse/Runtime/HostTensor.h"
 
+#include <istream>
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,9 @@ public:
 };
 
 HostTensor readNpy(const std::string &path);
+/// Reads a .npy image of `size` bytes from `in` (`name` appears in errors). Every size in it is
+/// validated before use: malformed input is an NpyError.
+HostTensor readNpy(std::istream &in, uint64_t size, const std::string &name);
 void writeNpy(const std::string &path, const HostTensor &t);
 
 } // namespace rfuse

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing part of the test command (scripts/test.sh runs it):
+#   1. rfuse's code built with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
+#      build-sanitize/ (-DRFUSE_SANITIZE=address,undefined -DRFUSE_FUZZERS=ON);
+#   2. the unit tests run there (RFUSE_SANITIZE_FILTER: a gtest filter, default all);
+#   3. each libFuzzer target (tests/fuzz) for RFUSE_FUZZ_SECONDS (default 60) on its seed corpus,
+#      new inputs kept under build-sanitize/fuzz/, a finding's input there too.
+# Installs what is missing (clang, its sanitizer runtimes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+for p in clang libclang-rt-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "== installing: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+b=build-sanitize
+if [ ! -f $b/build.ninja ]; then
+  CC=clang CXX=clang++ cmake -G Ninja -S . -B $b -DCMAKE_BUILD_TYPE=Release \
+    -DRFUSE_SANITIZE=address,undefined -DRFUSE_FUZZERS=ON > $b.configure.log 2>&1 || { cat $b.configure.log; exit 1; }
+fi
+fuzzers=(mlir-parser npy call-key)
+echo "== sanitizer build (clang, ASan + UBSan)"
+ninja -C $b -j"${RFUSE_JOBS:-$(nproc)}" rfuse-unit-tests "${fuzzers[@]/#/rfuse-fuzz-}"
+
+# Leaks are reported too; MLIR's and LLVM's process-lifetime singletons are not leaks.
+# allow_user_poisoning=0: LLVM's allocator poisons from header code inlined into our instrumented
+# code but not in Debian's uninstrumented libMLIR, which reads as use-after-poison.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allow_user_poisoning=0"
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+echo "== unit tests under ASan + UBSan"
+$b/bin/rfuse-unit-tests --gtest_filter="${RFUSE_SANITIZE_FILTER:-*}" --gtest_brief=1 2>&1 | tail -n 30
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || { echo "unit tests under sanitizers failed ($status)"; exit 1; }
+
+for f in "${fuzzers[@]}"; do
+  echo "== fuzzing $f for ${RFUSE_FUZZ_SECONDS:-60} s"
+  work=$b/fuzz/$f
+  mkdir -p "$work"
+  $b/bin/rfuse-fuzz-$f -max_total_time="${RFUSE_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$work/" -print_final_stats=1 "$work" tests/fuzz/corpus/$f > "$work.log" 2>&1 || {
+    tail -n 40 "$work.log"; echo "fuzzer $f found a problem: its input is in $work/"; exit 1; }
+  grep -E "^(stat::number_of_executed_units|stat::new_units_added)" "$work.log" | tr '\n' ' '; echo
+done
+echo "== sanitizers and fuzzers: clean"
