@@ -10,6 +10,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -338,14 +339,22 @@ bool trustedCacheDir(const std::string &dir) {
 // Entry layout: magic, key (16 hex chars), payload size (u64), xxh3 of the payload (u64), payload.
 bool readEntry(const std::string &path, const std::string &key, std::vector<char> &cubin,
                std::string &problem) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0)
+  // Opened without following a link, then checked on the open file itself: a link or another
+  // user's file planted there (even between a check and the open) is never read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      problem = "a symbolic link";
     return false;
-  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) { // a link planted there, say
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
     problem = "not a regular file of this user's";
     return false;
   }
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in("/proc/self/fd/" + std::to_string(fd), std::ios::binary);
+  ::close(fd); // the stream holds its own descriptor of the same file
   if (!in)
     return false;
   char magic[8], k[16];
