@@ -287,6 +287,7 @@ jit_call <- function(state, args) {
       !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
   outs <- apply_aux(tr, outs, length(tr$out$ids))
   for (k in which(tr$out$int)) storage.mode(outs[[k]]) <- "integer"
+  for (w in tr$warnings) warning(w, call. = FALSE)
   items <- tr$out$items
   k <- 0
   for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }

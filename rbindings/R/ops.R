@@ -127,6 +127,9 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
     if (int) s$ib <- if (op == "sum") int_bound("sum", int_ref(x), n = rlen(x)) else int_bound("same", int_ref(x))
     s
   })
+  if (op != "sum" && sum(vapply(args, rlen, 0)) == 0) # R's -Inf / Inf, with its warning on every call
+    .rf_state$warnings <- c(.rf_state$warnings,
+                            sprintf("no non-missing arguments to %s; returning %s", op, if (op == "max") "-Inf" else "Inf"))
   combine <- c(sum = "add", max = "max", min = "min")[[op]]
   Reduce(function(a, b) new_sym(emit(.rf_b_binary, combine, a$id, b$id, call = call), NULL, 1L, a$dtype,
                                 if (int) int_bound(if (op == "sum") "add" else "max", a$ib, b$ib)),
@@ -179,7 +182,7 @@ matmul_syms <- function(x, y, call, ta = FALSE, tb = FALSE) {
   if (k1 != k2) rf_shape_error("non-conformable arguments", call)
   x <- to_dtype(x, trace_float(), call); y <- to_dtype(y, trace_float(), call)
   id <- emit(.rf_b_matmul, y$id, x$id, tb, ta, call = call)
-  new_sym(id, c(m, n), m * n, trace_float())
+  new_sym(id, c(m, n), as.double(m) * n, trace_float()) # beyond 2^31 elements too
 }
 
 rf_matprod <- function(x, y) {
@@ -323,17 +326,20 @@ rf_as_numeric <- function(x, ...) {
   to_dtype(reshape_sym(x, NULL, x$len), trace_float(), sys.call())
 }
 
-rf_matrix <- function(data = NA, ...) {
-  if (!is_sym(data)) return(base::matrix(data, ...)) # keeps base R's missing(nrow) logic
+rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = NULL) {
+  if (!is_sym(data)) { # base R's, with its missing(nrow) / missing(ncol) logic
+    mc <- match.call()
+    mc[[1]] <- quote(base::matrix)
+    return(eval(mc, parent.frame()))
+  }
   call <- sys.call()
-  a <- list(...)
-  nrow <- a$nrow %||% (if (length(a) >= 1 && (is.null(names(a)) || names(a)[1] == "")) a[[1]])
-  ncol <- a$ncol
-  if (is.null(nrow) && is.null(ncol)) { nrow <- data$len; ncol <- 1 }
-  if (is.null(ncol)) ncol <- data$len / nrow
-  if (is.null(nrow)) nrow <- data$len / ncol
-  if (isTRUE(a$byrow) || nrow * ncol != data$len)
-    rf_unsupported("matrix", call, "only reshaping all of a traced vector column by column")
+  n <- data$len
+  if (missing(nrow) && missing(ncol)) { nrow <- n; ncol <- 1 }
+  else if (missing(ncol)) ncol <- ceiling(n / nrow)
+  else if (missing(nrow)) nrow <- ceiling(n / ncol)
+  if (!identical(byrow, FALSE) || !is.null(dimnames) || as.double(nrow) * ncol != n)
+    rf_unsupported("matrix", call, paste("only reshaping all of a traced vector column by column is supported",
+                                         "(no recycling, byrow or dimnames)"))
   reshape_sym(data, as.integer(c(nrow, ncol)))
 }
 

@@ -248,6 +248,7 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$random <- list() # inputs drawn from R's RNG at each call (dropout masks)
   .rf_state$aux <- list()    # extra outputs applied to R state after each call (batch statistics)
   .rf_state$int_bounds <- list() # the integer guard's entries (int_bound)
+  .rf_state$warnings <- character() # R's warnings the traced code gives on every call
   sym_args <- args
   input_index <- integer()
   input_dtypes <- character()
@@ -271,7 +272,8 @@ trace_function <- function(f, args, dtype, static_args) {
   fin <- rf_guard(.rf_b_finish(b, c(out$ids, aux_ids)))
   int_guard <- if (length(.rf_state$int_bounds)) list(entries = .rf_state$int_bounds, limit = int_limit(dtype))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
-       input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard)
+       input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard,
+       warnings = .rf_state$warnings)
 }
 
 # Hands a call's auxiliary outputs (after the `n_main` others) to the state updates recorded

@@ -223,7 +223,9 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
   return guarded([&] {
     rfuse::CompileOptions options;
     options.recordPasses = recordPasses;
-    auto program = rfuse::compileProgram(text, pipeline, "main", options);
+    auto program = rfuse::r::interruptible([text, pipeline, options] {
+      return rfuse::compileProgram(text, pipeline, "main", options);
+    });
     return XPtr<std::shared_ptr<rfuse::Program>>(new std::shared_ptr<rfuse::Program>(program), true);
   });
 }
@@ -249,7 +251,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.epsilon = eps;
     std::shared_ptr<rfuse::Program> program;
     try {
-      program = rfuse::compileGradientProgram(text, pipeline, r);
+      program = rfuse::r::interruptible([text, pipeline, r] { return rfuse::compileGradientProgram(text, pipeline, r); });
     } catch (const rfuse::CompileError &e) {
       std::string msg = e.what();
       if (msg.rfind("cannot differentiate", 0) == 0)
@@ -424,6 +426,17 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
     const rfuse::Program &prog = program(p);
     rfuse::Device dev = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     const auto &types = prog.resultTypes();
+    // Results become R vectors (at most 8 bytes an element): one the host cannot hold is an
+    // rfuse_oom naming its size, before anything computes (R's own allocation would longjmp).
+    size_t resultBytes = 0;
+    for (const auto &[dt, shape] : types) {
+      size_t n = 8;
+      for (int64_t d : shape)
+        n *= (size_t)d;
+      resultBytes += n;
+    }
+    if (resultBytes >= ((size_t)1 << 30))
+      rfuse::ensureHostMemory(resultBytes);
     List out(types.size());
     auto rdim = [&](size_t k) -> SEXP { return k < (size_t)outDims.size() ? (SEXP)outDims[k] : R_NilValue; };
     if (dev == rfuse::Device::Cpu) {

@@ -17,6 +17,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <chrono>
+#include <future>
+#include <thread>
 #include <vector>
 
 namespace rfuse::r {
@@ -51,6 +54,22 @@ template <class F> auto guarded(F &&f) -> decltype(f()) {
   } catch (const std::exception &e) {
     fail("rfuse_error", e.what());
   }
+}
+
+// Runs `f` (a compile: no R API inside; it must own what it uses, captured by value) on a worker
+// thread while this one watches for the user's interrupt every 50 ms. On one, the call returns to
+// R at once with R's interrupt; the abandoned compile finishes on its own and is dropped, so
+// every cache stays as it was.
+inline void checkInterrupt(void *) { R_CheckUserInterrupt(); }
+template <class F> auto interruptible(F f) -> decltype(f()) {
+  using T = decltype(f());
+  auto task = std::make_shared<std::packaged_task<T()>>(std::move(f));
+  std::future<T> result = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+    if (!R_ToplevelExec(checkInterrupt, nullptr))
+      throw Rcpp::internal::InterruptedException();
+  return result.get(); // rethrows the compile's own exception here
 }
 
 inline GraphBuilder &builder(SEXP b) {

@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -15,10 +17,34 @@
 
 namespace rfuse {
 
-OutOfMemoryError::OutOfMemoryError(size_t requested, size_t free, size_t total)
-    : std::runtime_error("out of device memory: asked for " + std::to_string(requested) + " bytes, " +
-                         std::to_string(free) + " of " + std::to_string(total) + " bytes are free"),
+namespace {
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / 1073741824.0);
+  return buf;
+}
+} // namespace
+
+OutOfMemoryError::OutOfMemoryError(size_t requested, size_t free, size_t total, const char *where)
+    : std::runtime_error(std::string("out of ") + where + " memory: asked for " + gib(requested) + " (" +
+                         std::to_string(requested) + " bytes), " + gib(free) + " of " + gib(total) +
+                         " are free"),
       requested(requested), free(free), total(total) {}
+
+void ensureHostMemory(size_t bytes) {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t value = 0, available = 0, total = 0, swap = 0;
+  bool known = false;
+  while (in >> key >> value) {
+    if (key == "MemAvailable:") available = value * 1024, known = true;
+    else if (key == "MemTotal:") total = value * 1024;
+    else if (key == "SwapFree:") swap = value * 1024;
+    in.ignore(64, '\n');
+  }
+  if (known && bytes > available + swap)
+    throw OutOfMemoryError(bytes, available + swap, total, "host");
+}
 
 namespace {
 std::atomic<uint64_t> allocatedSinceCollection{0};       // host tensors
@@ -42,9 +68,11 @@ void *hostAllocate(size_t n) {
       return p;
     }
   }
+  if (n >= ((size_t)1 << 30))
+    ensureHostMemory(n);
   void *p = std::aligned_alloc(64, n);
   if (!p)
-    throw std::bad_alloc();
+    throw OutOfMemoryError(n, 0, 0, "host");
   return p;
 }
 

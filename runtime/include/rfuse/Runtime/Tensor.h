@@ -23,9 +23,14 @@ enum class Device { Cpu, Cuda };
 /// how much the device had free.
 class OutOfMemoryError : public std::runtime_error {
 public:
-  OutOfMemoryError(size_t requested, size_t free, size_t total);
+  OutOfMemoryError(size_t requested, size_t free, size_t total, const char *where = "device");
   size_t requested, free, total;
 };
+
+/// Throws OutOfMemoryError ("host") when `bytes` more than the memory the system reports
+/// available (MemAvailable + free swap) are asked for: a request that cannot be held is a
+/// classed error naming the size, before anything allocates or computes.
+void ensureHostMemory(size_t bytes);
 
 /// Bytes a Tensor owns: 64-byte aligned host memory, or device memory from the GPU's caching
 /// allocator (back to its cache when the last Tensor referring to it goes).
