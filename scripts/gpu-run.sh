@@ -8,8 +8,8 @@
 #          alternately, twice each. torch-best: ../shared/device/torch_best.py (PyTorch's best setting).
 # r-setup: unpacks Debian's R from .rdeb (carried alone: R's debs and the bundle do not fit one
 #          call) into /opt/r, where the next call, back to back, finds it.
-# r: the R package's tests on the GPU. r-quick: its device, profile and tensor tests, then
-#          r-bench.R alone (RFUSE_BENCH_ONLY=W5,W3 picks workloads). r-bench: rfuse-bench, torch_best.py and
+# r: the R package's tests on the GPU. r-quick: its device, profile and tensor tests (or the files
+#          in RFUSE_R_TESTS), then r-bench.R alone (RFUSE_BENCH_ONLY=W5,W3 picks workloads). r-bench: rfuse-bench, torch_best.py and
 #          benchmarks/r-bench.R in one run, side by side (the product's benchmark, from R).
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
@@ -77,7 +77,9 @@ if [ "$what" = r ]; then
   (cd "$R/R-tests" && timeout 500 Rscript -e 'library(testthat); library(rfuse); cat("device:", rf_default_device(), attr(rf_default_device(), "description"), "\n"); test_dir("testthat", reporter = "summary", stop_on_failure = FALSE)' 2>&1 | tee "$out/r-tests.log" | tail -n 60)
 fi
 if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-bench (RFUSE_BENCH_ONLY)
-  (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in c("test-device.R", "test-profile.R", "test-tensors.R")) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 30)
+  # RFUSE_R_TESTS: the test files (default: the device, profile and tensor tests).
+  export RFUSE_R_TESTS="${RFUSE_R_TESTS:-test-device.R test-profile.R test-tensors.R}"
+  (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in strsplit(Sys.getenv("RFUSE_R_TESTS"), " ")[[1]]) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 40)
   OUT="$out" timeout 250 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = r-bench ]; then

@@ -23,9 +23,10 @@ rf_guard <- function(expr, call = NULL) {
 # (deparsing every op's full call made tracing quadratic).
 call_text <- function(call, depth = 3L) {
   shorten <- function(e, d) {
+    if (is_sym(e)) return(as.name("<traced value>")) # R put the value itself into the call (round())
     if (!is.call(e)) return(e)
     if (d >= depth) return(as.name("..."))
-    for (i in seq_along(e)[-1]) if (!is.null(e[[i]]) && is.call(e[[i]])) e[[i]] <- shorten(e[[i]], d + 1L)
+    for (i in seq_along(e)[-1]) if (!is.null(e[[i]]) && (is.call(e[[i]]) || is_sym(e[[i]]))) e[[i]] <- shorten(e[[i]], d + 1L)
     e
   }
   paste(deparse(shorten(call, 0L), width.cutoff = 60L, nlines = 3L), collapse = " ")

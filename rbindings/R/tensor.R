@@ -18,7 +18,7 @@
 #' @name rf_tensor-class
 #' @aliases rf_tensor-class Ops,rf_tensor,rf_tensor-method Ops,rf_tensor,ANY-method
 #'   Ops,ANY,rf_tensor-method Arith,rf_tensor,missing-method Logic,rf_tensor,missing-method
-#'   !,rf_tensor-method Math,rf_tensor-method Summary,rf_tensor-method
+#'   !,rf_tensor-method Math,rf_tensor-method Math2,rf_tensor-method Summary,rf_tensor-method
 #'   %*%,rf_tensor,ANY-method %*%,ANY,rf_tensor-method %*%,rf_tensor,rf_tensor-method
 #'   t,rf_tensor-method mean,rf_tensor-method dim,rf_tensor-method length,rf_tensor-method
 #'   as.array,rf_tensor-method as.vector,rf_tensor-method as.numeric,rf_tensor-method
@@ -282,6 +282,8 @@ setMethod("Math", "rf_tensor", function(x) {
   op <- .Generic
   record(op, function(a) get(op, envir = baseenv())(a), list(x))
 })
+setMethod("Math2", "rf_tensor", function(x, digits) # round(), signif()
+  rf_abort("rfuse_unsupported", sprintf("%s() on an rf_tensor is not supported yet", .Generic)))
 setMethod("Summary", "rf_tensor", function(x, ..., na.rm = FALSE) {
   op <- .Generic
   if (!identical(na.rm, FALSE))

@@ -1,6 +1,6 @@
 test_that("untraceable functions are rfuse_unsupported and name the function", {
   x <- rnd(3, 3)
-  expect_error(rf_jit(function(x) round(x))(x), "`round\\(\\)` in `round\\(x\\)`",
+  expect_error(rf_jit(function(x) round(x))(x), "`round\\(\\)` in `round\\(`<traced value>`\\)`",
                class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x %% 2)(x), "%%", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) cumsum(x))(x), "cumsum", class = "rfuse_unsupported")

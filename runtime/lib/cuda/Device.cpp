@@ -9,6 +9,13 @@ namespace rfuse::cuda {
 
 Device &Device::get() {
   static Device d;
+  // The driver's current context is per thread: every thread that uses the device (R's, and
+  // the worker threads an interruptible compile runs on) makes the primary context current once.
+  thread_local bool current = false;
+  if (!current) {
+    check(driver().cuCtxSetCurrent(d.context), "cuCtxSetCurrent", "using device 0 on this thread");
+    current = true;
+  }
   return d;
 }
 
@@ -19,9 +26,8 @@ Device::Device() {
   const DriverApi &api = driver();
   CUdevice dev;
   check(api.cuDeviceGet(&dev, 0), "cuDeviceGet", "opening device 0");
-  CUcontext ctx;
-  check(api.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "opening device 0");
-  check(api.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "opening device 0");
+  check(api.cuDevicePrimaryCtxRetain(&context, dev), "cuDevicePrimaryCtxRetain", "opening device 0");
+  check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent", "opening device 0");
   check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "creating a stream");
   sms = info.multiprocessors;
   arch = info.arch();

@@ -64,6 +64,7 @@ public:
 
 private:
   Device();
+  CUcontext context = nullptr;
   std::mutex mu;
   std::map<size_t, std::vector<CUdeviceptr>> freeLists;
   std::map<std::string, CUfunction> functions;
