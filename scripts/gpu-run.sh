@@ -11,6 +11,8 @@
 # r: the R package's tests on the GPU. r-quick: its device, profile and tensor tests (or the files
 #          in RFUSE_R_TESTS), then r-bench.R alone (RFUSE_BENCH_ONLY=W5,W3 picks workloads). r-bench: rfuse-bench, torch_best.py and
 #          benchmarks/r-bench.R in one run, side by side (the product's benchmark, from R).
+# r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
+# gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -64,7 +66,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ]; then
+if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -75,6 +77,15 @@ fi
 if [ "$what" = r ]; then
   echo "== R package tests on the GPU"
   (cd "$R/R-tests" && timeout 500 Rscript -e 'library(testthat); library(rfuse); cat("device:", rf_default_device(), attr(rf_default_device(), "description"), "\n"); test_dir("testthat", reporter = "summary", stop_on_failure = FALSE)' 2>&1 | tee "$out/r-tests.log" | tail -n 60)
+fi
+if [ "$what" = r-each ]; then # each file of RFUSE_R_TESTS in its own R process, with its exit status
+  for f in ${RFUSE_R_TESTS:-test-device.R}; do
+    (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); test_file(file.path("testthat", commandArgs(TRUE)[1]), reporter = "summary")' "$f" > "$out/r-each-$f.log" 2>&1)
+    echo "$f: exit $? ($(grep -cE '^── [0-9]+\. (Failure|Error)' "$out/r-each-$f.log") failures)"
+  done
+fi
+if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
+  "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20
 fi
 if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-bench (RFUSE_BENCH_ONLY)
   # RFUSE_R_TESTS: the test files (default: the device, profile and tensor tests).

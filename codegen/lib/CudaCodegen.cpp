@@ -400,7 +400,7 @@ public:
         invariant.clear();
         vec = 1;
         chunks = 0;
-        if ((redLen + bs - 1) / bs <= 16) {
+        if (redLen > 0 && (redLen + bs - 1) / bs <= 16) { // (an empty row caches nothing)
           for (Value in : r.inputs)
             if (space.lookup(in) == Space::Full && !in.use_empty())
               cached.push_back(in);

@@ -475,7 +475,8 @@ CUfunction gatherKernel(size_t es) {
                        "  }\n"
                        "}\n";
   cuda::Device &dev = cuda::Device::get();
-  CUfunction fn = dev.function(name, cuda::compileKernel(name, source, dev.arch));
+  // Held for the process's lifetime (one per element size).
+  CUfunction fn = dev.acquireFunction(name, cuda::compileKernel(name, source, dev.arch)).function;
   loaded[es] = fn;
   return fn;
 }

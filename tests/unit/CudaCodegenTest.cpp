@@ -323,3 +323,21 @@ TEST(CudaCodegen, ChannelReductionsRunABlockPerOutput) {
   // (A column reduction, the innermost dim kept, still runs a thread per output, reading
   // coalesced: softmax_cols_f32 in LaunchPlansAndVectorization.)
 }
+
+TEST(CudaCodegen, ReductionsOverNothingCompile) {
+  // R's max(numeric(0)) and colSums of a 0-row matrix: rows of length 0 (a row kernel must not
+  // declare zero-length register caches) and outputs over an empty reduced dim.
+  if (cuda::nvrtcVersion() == 0)
+    GTEST_SKIP() << "NVRTC is not installed on this machine";
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{0}, std::vector<int64_t>{3, 0}, std::vector<int64_t>{0, 3}}) {
+    GraphBuilder g("main");
+    TracedValue x = g.input(shape, DType::F64, "x");
+    TracedValue mx = g.reduceMax(x, {(int64_t)shape.size() - 1});
+    TracedValue s = g.reduceSum(g.exp(x), {(int64_t)shape.size() - 1});
+    g.finish({mx, s});
+    Kernels k = kernelsOf(g.moduleText());
+    setOption("disk_cache", "0");
+    EXPECT_NO_THROW(cuda::compileKernels(k.names, k.sources, "sm_90")) << "shape [" << shape[0] << "...]";
+    setOption("disk_cache", "1");
+  }
+}

@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <list>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,7 @@ const DriverApi &driver() {
     RF_BIND(cuMemsetD32Async, "cuMemsetD32Async");
     RF_BIND(cuMemsetD8Async, "cuMemsetD8Async");
     RF_BIND(cuModuleLoadData, "cuModuleLoadData");
+    RF_BIND(cuModuleUnload, "cuModuleUnload");
     RF_BIND(cuModuleGetFunction, "cuModuleGetFunction");
     RF_BIND(cuLaunchKernel, "cuLaunchKernel");
     RF_BIND(cuStreamCreate, "cuStreamCreate");
@@ -282,8 +284,41 @@ std::vector<std::string> supportedArchitectures() { return {"sm_86", "sm_89", "s
 
 namespace {
 
+// The in-memory cache of compiled kernels, least recently used first out beyond
+// kMemoryCacheBytes of binaries (every distinct shape is a new kernel: unbounded, a process
+// tracing many shapes would keep them all; the disk cache still has them).
 std::mutex cacheMutex;
-std::map<std::string, CompiledKernel> memoryCache;
+constexpr size_t kMemoryCacheBytes = 64u << 20;
+struct MemoryCache {
+  std::list<std::string> order; // least recently used first
+  std::map<std::string, std::pair<CompiledKernel, std::list<std::string>::iterator>> entries;
+  size_t bytes = 0;
+  const CompiledKernel *find(const std::string &key) {
+    auto it = entries.find(key);
+    if (it == entries.end())
+      return nullptr;
+    order.splice(order.end(), order, it->second.second);
+    return &it->second.first;
+  }
+  void put(const std::string &key, const CompiledKernel &k) {
+    if (entries.count(key))
+      return;
+    order.push_back(key);
+    entries.emplace(key, std::make_pair(k, std::prev(order.end())));
+    bytes += k.cubin.size();
+    while (bytes > kMemoryCacheBytes && order.size() > 1) {
+      auto victim = entries.find(order.front());
+      bytes -= victim->second.first.cubin.size();
+      entries.erase(victim);
+      order.pop_front();
+    }
+  }
+  void clear() {
+    order.clear();
+    entries.clear();
+    bytes = 0;
+  }
+} memoryCache;
 KernelCacheStats stats;
 
 constexpr char kMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
@@ -461,10 +496,9 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
   std::string key = kernelCacheKey(source, arch);
   if (useCache) {
     std::lock_guard<std::mutex> lock(cacheMutex);
-    auto it = memoryCache.find(key);
-    if (it != memoryCache.end()) {
+    if (const CompiledKernel *hit = memoryCache.find(key)) {
       ++stats.memoryHits;
-      CompiledKernel k = it->second;
+      CompiledKernel k = *hit;
       k.cached = true;
       return k;
     }
@@ -479,7 +513,7 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
       CompiledKernel k{arch, std::move(cubin), "", true};
       std::lock_guard<std::mutex> lock(cacheMutex);
       ++stats.diskHits;
-      memoryCache[key] = k;
+      memoryCache.put(key, k);
       return k;
     }
     if (!problem.empty()) {
@@ -493,7 +527,7 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
   std::lock_guard<std::mutex> lock(cacheMutex);
   ++stats.compiles;
   if (useCache)
-    memoryCache[key] = k;
+    memoryCache.put(key, k);
   if (useDisk && writeEntry(dir, key, k.cubin))
     ++stats.diskWrites;
   return k;

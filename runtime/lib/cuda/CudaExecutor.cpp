@@ -65,8 +65,11 @@ struct GpuProgram::Impl : runtime::StepBackend {
     }
     // Every kernel of the program compiles in parallel (through the kernel cache).
     std::vector<CompiledKernel> compiled = compileKernels(names, sources, dev.arch);
-    for (size_t k = 0; k < owners.size(); ++k)
-      state[owners[k]].fn = dev.function(names[k], compiled[k]);
+    for (size_t k = 0; k < owners.size(); ++k) {
+      Device::KernelRef ref = dev.acquireFunction(names[k], compiled[k]);
+      state[owners[k]].fn = ref.function;
+      kernelKeys.push_back(ref.key);
+    }
     for (const std::string &f : fallbacks)
       llvm::errs() << "rfuse: warning: " << f << "\n";
     planResultBinding();
@@ -76,7 +79,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
   ~Impl() override {
     dropGraphs();
     loop.releaseEverything(*this);
+    for (const std::string &key : kernelKeys) // after the graphs that launch them are gone
+      dev.releaseFunction(key);
   }
+  std::vector<std::string> kernelKeys; // the modules this program holds
   std::mutex mu; // one run at a time: the loop and the graphs are the program's
 
   // ---- StepBackend -------------------------------------------------------------------------

@@ -143,18 +143,36 @@ void Device::download(CUdeviceptr src, size_t bytes, const std::function<void(si
   countTransfer(false, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-CUfunction Device::function(const std::string &name, const CompiledKernel &k) {
+Device::KernelRef Device::acquireFunction(const std::string &name, const CompiledKernel &k) {
   std::lock_guard<std::mutex> lock(mu);
   std::string key = name + "@" + std::to_string(std::hash<std::string>()(std::string(k.cubin.begin(), k.cubin.end())));
-  auto it = functions.find(key);
-  if (it != functions.end())
-    return it->second;
-  CUmodule mod;
-  check(driver().cuModuleLoadData(&mod, k.cubin.data()), "cuModuleLoadData", "loading kernel " + name);
-  CUfunction fn;
-  check(driver().cuModuleGetFunction(&fn, mod, name.c_str()), "cuModuleGetFunction", "kernel " + name);
-  functions[key] = fn;
-  return fn;
+  auto it = modules.find(key);
+  if (it == modules.end()) {
+    LoadedModule m;
+    check(driver().cuModuleLoadData(&m.module, k.cubin.data()), "cuModuleLoadData", "loading kernel " + name);
+    if (CUresult r = driver().cuModuleGetFunction(&m.function, m.module, name.c_str()); r != CUDA_SUCCESS) {
+      driver().cuModuleUnload(m.module);
+      check(r, "cuModuleGetFunction", "kernel " + name);
+    }
+    it = modules.emplace(key, m).first;
+  }
+  ++it->second.users;
+  return {it->second.function, key};
+}
+
+size_t loadedKernelModules() {
+  return deviceInfo().available ? Device::get().moduleCount() : 0;
+}
+
+void Device::releaseFunction(const std::string &key) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = modules.find(key);
+  if (it == modules.end() || --it->second.users > 0)
+    return;
+  // The last program using it is gone; nothing queued may still run its kernel.
+  driver().cuStreamSynchronize(stream);
+  driver().cuModuleUnload(it->second.module);
+  modules.erase(it);
 }
 
 cublasLtHandle_t Device::lt() {

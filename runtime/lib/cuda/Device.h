@@ -31,8 +31,19 @@ public:
   CUdeviceptr alloc(size_t bytes);
   /// Back to the cache (stream-ordered reuse: the stream orders later users after earlier ones).
   void release(CUdeviceptr p, size_t bytes);
-  /// The loaded function `name` of a compiled kernel (loaded once per binary).
-  CUfunction function(const std::string &name, const CompiledKernel &k);
+  /// The loaded function `name` of a compiled kernel: its module is loaded once per binary and
+  /// unloaded when the last user releases it (programs hold their kernels while they live, so
+  /// dropped programs give their modules back).
+  struct KernelRef {
+    CUfunction function = nullptr;
+    std::string key;
+  };
+  KernelRef acquireFunction(const std::string &name, const CompiledKernel &k);
+  void releaseFunction(const std::string &key);
+  size_t moduleCount() {
+    std::lock_guard<std::mutex> lock(mu);
+    return modules.size();
+  }
 
   /// cuBLASLt's handle (and the shared workspace), created on first use.
   cublasLtHandle_t lt();
@@ -67,7 +78,12 @@ private:
   CUcontext context = nullptr;
   std::mutex mu;
   std::map<size_t, std::vector<CUdeviceptr>> freeLists;
-  std::map<std::string, CUfunction> functions;
+  struct LoadedModule {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    int users = 0;
+  };
+  std::map<std::string, LoadedModule> modules; // by kernel name and cubin hash
   cublasLtHandle_t ltHandle = nullptr;
   cudnnHandle_t dnnHandle = nullptr;
   CUdeviceptr workspace_ = 0;

@@ -81,6 +81,9 @@ struct KernelCacheStats {
 KernelCacheStats kernelCacheStats();
 /// Forgets the in-memory cache (the disk cache stays).
 void clearMemoryKernelCache();
+/// Kernel modules loaded on the device now (programs hold theirs while they live; 0 without a
+/// device in use).
+size_t loadedKernelModules();
 
 /// The cache key of a kernel: hash of source (the canonical kernel, with its shapes and dtypes),
 /// arch, rfuse version and NVRTC version.
