@@ -79,9 +79,11 @@ if [ "$what" = r ]; then
   (cd "$R/R-tests" && timeout 500 Rscript -e 'library(testthat); library(rfuse); cat("device:", rf_default_device(), attr(rf_default_device(), "description"), "\n"); test_dir("testthat", reporter = "summary", stop_on_failure = FALSE)' 2>&1 | tee "$out/r-tests.log" | tail -n 60)
 fi
 if [ "$what" = r-each ]; then # each file of RFUSE_R_TESTS in its own R process, with its exit status
-  for f in ${RFUSE_R_TESTS:-test-device.R}; do
-    (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); test_file(file.path("testthat", commandArgs(TRUE)[1]), reporter = "summary")' "$f" > "$out/r-each-$f.log" 2>&1)
-    echo "$f: exit $? ($(grep -cE '^── [0-9]+\. (Failure|Error)' "$out/r-each-$f.log") failures)"
+  for f in ${RFUSE_R_TESTS:-test-device.R}; do # a test file's name, or a script's path in the tree
+    if [ -f "$f" ]; then p="$PWD/$f"; else p="testthat/$f"; fi
+    log="$out/r-each-$(basename "$f").log"
+    (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); test_file(commandArgs(TRUE)[1], reporter = "summary")' "$p" > "$log" 2>&1)
+    echo "$f: exit $? ($(grep -cE '^── [0-9]+\. (Failure|Error)' "$log") failures)"
   done
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER

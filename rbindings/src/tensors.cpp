@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -114,7 +115,10 @@ SEXP rf_tensor_cast(SEXP handle, std::string dtype) {
     if (t.dtype == to)
       return rfuse::r::wrapTensor(t);
     static std::mutex mu;
-    static std::map<std::string, std::shared_ptr<rfuse::Program>> programs;
+    // Never destroyed (programs must not be torn down during exit), and bounded: a cast per
+    // (dtypes, shape), the oldest dropped beyond 64.
+    static auto &programs = *new std::map<std::string, std::shared_ptr<rfuse::Program>>;
+    static auto &order = *new std::deque<std::string>;
     std::string key = std::string(rfuse::dtypeName(t.dtype)) + ">" + rfuse::dtypeName(to);
     for (int64_t d : t.shape)
       key += "x" + std::to_string(d);
@@ -126,8 +130,13 @@ SEXP rf_tensor_cast(SEXP handle, std::string dtype) {
         rfuse::GraphBuilder g("main");
         g.finish({g.cast(g.input(t.shape, t.dtype, "x"), to)});
         slot = rfuse::compileProgram(g.moduleText(), "default");
+        order.push_back(key);
       }
       p = slot;
+      if (order.size() > 64) {
+        programs.erase(order.front());
+        order.pop_front();
+      }
     }
     return rfuse::r::wrapTensor(p->run(std::vector<Tensor>{t}, t.device())[0]);
   });

@@ -78,8 +78,10 @@ test_that("200 shapes stay within the cache limit's memory, and rf_cache_clear()
   rf_cache_clear()
   cleared <- rss_mb()
   expect_lt(cleared - start, (full - start) / 2) # most of it back to the system
-  suppressWarnings(for (n in 201:400) sf(seq_len(n) + 0.5)) # 200 new shapes: no growth beyond the limit's
-  gc(); expect_lt(rss_mb() - full, 30)
+  # 200 new shapes: the cache holds the same number of programs, so (far) less growth than the
+  # first 200 gave.
+  suppressWarnings(for (n in 201:400) sf(seq_len(n) + 0.5))
+  gc(); expect_lt(rss_mb() - full, (full - start) / 2)
   rf_cache_clear()
-  expect_lt(rss_mb() - cleared, 25) # what a cycle leaves behind is bounded (allocator noise)
+  expect_lt(rss_mb() - cleared, (full - start) / 4) # what a cycle leaves behind is bounded (allocator noise)
 })

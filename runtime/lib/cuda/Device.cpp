@@ -8,7 +8,9 @@
 namespace rfuse::cuda {
 
 Device &Device::get() {
-  static Device d;
+  // Never destroyed: programs and tensors that outlive it in static storage (a cache of the R
+  // glue, say) release into it during exit, in whatever order statics go.
+  static Device &d = *new Device;
   // The driver's current context is per thread: every thread that uses the device (R's, and
   // the worker threads an interruptible compile runs on) makes the primary context current once.
   thread_local bool current = false;
