@@ -472,6 +472,10 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
         }
       }
       prog.run(inputs, outputs, dev);
+      // The converted inputs go before the results become R vectors: a float32 call holds at
+      // most its input, its output and one float32 copy (the result) at a time.
+      inputs.clear();
+      converted.clear();
       for (size_t k = 0; k < types.size(); ++k)
         if (types[k].first != rfuse::DType::F64)
           out[k] = rfuse::r::tensorToR(results[k], rdim(k));
