@@ -62,8 +62,9 @@ check_dtype <- function(dtype) {
 #' With `options(gpu.kernel.fusion = TRUE)` operations are recorded and run fused when a value
 #' is needed; with `FALSE` (default) each runs at once. Both give the same numbers.
 #'
-#' Tensors follow torch's conventions where R's and torch's differ: `NA` becomes `NaN` in float
-#' dtypes (and is refused by integer ones); float16/bfloat16/integer tensors compute in float32.
+#' Tensors follow torch's conventions where R's and torch's differ: they hold `NaN` but not R's
+#' `NA`, which is refused (class `rfuse_type_error`, naming the element) where R values become
+#' tensors; float16/bfloat16/integer tensors compute in float32.
 #' `$to(device =, dtype =)`, `$cpu()`, `$cuda()` copy; `$dtype`, `$device`, `$shape` describe.
 #' Tensors on different devices in one operation are an error (class `rfuse_device_error`),
 #' never a silent copy.

@@ -79,9 +79,34 @@ Device deviceOf(const std::string &d) {
 }
 } // namespace
 
+// Tensors hold NaN but not R's NA (as torch's): their ops would answer NA differently from R
+// (NaN > 0 is FALSE, R's NA > 0 is NA; float32 and the GPU drop NA's payload). R values with NA
+// are refused where they become tensors, naming the first.
+static void refuseNA(SEXP x) {
+  R_xlen_t n = Rf_xlength(x), at = -1;
+  if (TYPEOF(x) == REALSXP) {
+    const double *v = REAL(x);
+    for (R_xlen_t i = 0; i < n && at < 0; ++i)
+      if (ISNAN(v[i]) && R_IsNA(v[i]))
+        at = i;
+  } else if (TYPEOF(x) == INTSXP || TYPEOF(x) == LGLSXP) {
+    const int *v = TYPEOF(x) == INTSXP ? INTEGER(x) : LOGICAL(x);
+    for (R_xlen_t i = 0; i < n && at < 0; ++i)
+      if (v[i] == NA_INTEGER)
+        at = i;
+  }
+  if (at >= 0)
+    fail("rfuse_type_error", "element " + std::to_string((long long)at + 1) +
+                                 " is NA: tensors hold NaN but not R's NA (their comparisons and float32 "
+                                 "would not keep it); replace NA first, e.g. x[is.na(x)] <- NaN");
+}
+
 // [[Rcpp::export(.rf_tensor_from_r)]]
 SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
-  return guarded([&] { return rfuse::r::wrapTensor(rfuse::r::tensorFromR(x, dtypeOf(dtype), deviceOf(device))); });
+  return guarded([&] {
+    refuseNA(x);
+    return rfuse::r::wrapTensor(rfuse::r::tensorFromR(x, dtypeOf(dtype), deviceOf(device)));
+  });
 }
 
 // [[Rcpp::export(.rf_tensor_to_r)]]
@@ -172,7 +197,8 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
             fail("rfuse_type_error", "input " + std::to_string(k + 1) + " is " + rfuse::dtypeName(t.dtype) +
                                          " but the program takes " + rfuse::dtypeName(want));
           inputs.push_back(t);
-        } else {
+        } else { // an R value beside tensors becomes one: the same NA rule
+          refuseNA(a);
           inputs.push_back(rfuse::r::tensorFromR(a, dtypeOf(as<std::string>(dtypes[k])), dev));
         }
       }
@@ -235,6 +261,7 @@ void rf_tensor_copy_from_r(SEXP handle, SEXP x) {
     if ((int64_t)Rf_xlength(x) != t.numel())
       fail("rfuse_shape_error", "a tensor of " + std::to_string(t.numel()) + " elements cannot take " +
                                     std::to_string((long long)Rf_xlength(x)) + " values");
+    refuseNA(x);
     switch (TYPEOF(x)) {
     case REALSXP: rfuse::copyFromDoubles(REAL(x), t); break;
     case INTSXP: rfuse::copyFromInts(INTEGER(x), NA_INTEGER, t); break;

@@ -29,8 +29,9 @@ test_that("every dtype round-trips on every device", {
     b <- rf_tensor(c(TRUE, FALSE, TRUE), device = device)
     expect_identical(b$dtype, "bool")
     expect_identical(as.vector(b), c(TRUE, FALSE, TRUE))
-    # NA: NaN in floats (torch's convention), refused by integers, with the element named.
-    expect_true(is.nan(as.vector(rf_tensor(c(1, NA), device = device))[2]))
+    # R's NA is refused (tensors hold NaN, not NA), with the element named; NaN is a value.
+    expect_error(rf_tensor(c(1, NA), device = device), "element 2 is NA", class = "rfuse_type_error")
+    expect_true(is.nan(as.vector(rf_tensor(c(1, NaN), device = device))[2]))
     expect_error(rf_tensor(c(1L, NA), dtype = "int32", device = device), "element 2", class = "rfuse_type_error")
   }
   expect_error(rf_tensor(1:3, dtype = "complex64"), "unknown dtype", class = "rfuse_type_error")

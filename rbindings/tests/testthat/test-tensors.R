@@ -131,3 +131,13 @@ test_that("eager ops with a changing number compile once; na.rm on tensors is re
   expect_error(sum(x, na.rm = TRUE), class = "rfuse_unsupported")
   expect_identical(as.vector(sweep(rf_tensor(matrix(1:4, 2), device = "cpu"), 1, c(1, 2))), c(0, 0, 2, 2))
 })
+
+test_that("R's NA is refused where values become tensors (tensors hold NaN, not NA)", {
+  expect_error(rf_tensor(c(1, NA, 3)), "element 2 is NA", class = "rfuse_type_error")
+  expect_error(rf_tensor(c(1L, NA)), "element 2 is NA", class = "rfuse_type_error")
+  expect_error(rf_tensor(c(TRUE, NA)), class = "rfuse_type_error")
+  expect_true(is.nan(as.numeric(rf_tensor(c(1, NaN)))[2])) # NaN is a tensor value
+  jf <- rf_jit(function(a, b) a + b)
+  expect_error(jf(rf_tensor(c(1, 2)), c(1, NA)), "element 2 is NA", class = "rfuse_type_error")
+  expect_equal(as.numeric(jf(rf_tensor(c(1, 2)), c(1, 2))), c(2, 4))
+})
