@@ -173,6 +173,7 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   k$key <- paste0(dtype, "|", k$key)
   names(args) <- k$names
   entry <- state$cache[[k$key]]
+  if (!is.null(entry) && !captures_hold(state, entry$captures)) entry <- NULL # traced again
   if (!is.null(entry)) {
     .rf_counters$hits <- .rf_counters$hits + 1
     order <- state$notes$order
@@ -186,17 +187,62 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype),
-                rdtypes = r_dtype(tr$out$dtypes))
+                rdtypes = r_dtype(tr$out$dtypes),
+                captures = if (is.null(state$model)) captured_values(state$f))
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
   list(entry = entry, args = args)
 }
 
+# Numbers a traced function (or a helper of the user's it calls) reads from outside itself are
+# constants of the compiled program. Each entry records them, as found at trace time, and a call
+# whose lookups now find other values traces again (R would use the new ones), with a note once.
+captured_values <- function(f) {
+  out <- list()
+  todo <- list(f)
+  seen <- list()
+  while (length(todo)) {
+    g <- todo[[1]]
+    todo <- todo[-1]
+    env <- environment(g) %||% globalenv()
+    for (nm in setdiff(all.names(body(g)), names(formals(g)))) {
+      where <- env
+      while (!identical(where, emptyenv()) && !exists(nm, envir = where, inherits = FALSE)) where <- parent.env(where)
+      if (identical(where, emptyenv()) || isNamespace(where) || identical(where, baseenv())) next
+      v <- get(nm, envir = where)
+      if (is.function(v)) {
+        if (is_user_closure(v) && !any(vapply(seen, identical, TRUE, v))) {
+          seen[[length(seen) + 1L]] <- v
+          todo[[length(todo) + 1L]] <- v
+        }
+      } else if (is.numeric(v) || is.logical(v)) {
+        out[[length(out) + 1L]] <- list(name = nm, lookup = env, value = v)
+      }
+    }
+  }
+  out
+}
+
+captures_hold <- function(state, captures) {
+  for (c in captures)
+    if (!identical(get0(c$name, envir = c$lookup, inherits = TRUE), c$value)) {
+      if (is.null(state$notes$captures_changed)) {
+        assign("captures_changed", TRUE, envir = state$notes)
+        message(structure(class = c("rfuse_retrace", "message", "condition"), list(
+          message = sprintf(paste0("rfuse: `%s`, which the function reads from outside itself, has changed since ",
+                                   "it was traced: tracing again (pass values that change as arguments; this ",
+                                   "note is shown once per function)\n"), c$name), call = NULL)))
+      }
+      return(FALSE)
+    }
+  TRUE
+}
+
 # Each jitted function keeps at most getOption("rfuse.cache_limit", 64) compiled signatures,
 # dropping the least recently used; the first drop warns once, naming the signatures.
 bound_cache <- function(state, key) {
-  order <- c(intersect(state$notes$order, ls(state$cache, all.names = TRUE)), key) # after rf_cache_clear()
+  order <- c(setdiff(intersect(state$notes$order, ls(state$cache, all.names = TRUE)), key), key) # after rf_cache_clear()
   limit <- getOption("rfuse.cache_limit", 64L)
   if (!is.numeric(limit) || length(limit) != 1 || is.na(limit) || limit < 1)
     rf_abort("rfuse_option_error", "options(rfuse.cache_limit) must be a positive number of programs")

@@ -317,6 +317,38 @@ rf_ifelse <- function(test, yes, no) {
   new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float(), ib)
 }
 
+# Base functions that would look inside a traced value's record (a list) instead of its elements:
+# is.na, names and is.numeric answer as for the R value (no NA and no names reach a compiled
+# program: such inputs are answered by base R), the others refuse a traced value.
+#' @export
+is.na.rf_sym <- function(x) { # NaN computed inside (0/0): x != x
+  call <- sys.call()
+  new_sym(emit(.rf_b_binary, "ne", x$id, x$id, call = call), x$rdim, x$len, "i1")
+}
+#' @export
+names.rf_sym <- function(x) NULL
+#' @export
+is.numeric.rf_sym <- function(x) x$dtype != "i1"
+
+# `deep`: traced values inside list arguments count too (unlist(list(x)), paste of a list);
+# otherwise only the arguments themselves (lapply over a list of traced values is fine).
+refuse_traced_data <- function(name, why, deep = FALSE) {
+  base_fun <- get(name, envir = baseenv())
+  force(why)
+  force(deep)
+  function(...) {
+    args <- list(...)
+    if (deep) args <- unlist(lapply(args, function(a) if (is.list(a) && !is_sym(a)) a else list(a)), recursive = FALSE)
+    if (any(vapply(args, is_sym, TRUE)))
+      rf_unsupported(name, sys.call(), why)
+    base_fun(...)
+  }
+}
+loop_refusal <- paste("it loops over the elements of a traced value: rfuse compiles one program for every value",
+                      "of the traced arguments; write it as vector operations")
+text_refusal <- "a traced value has no text before the program runs (format results after the call)"
+list_refusal <- "it would take a traced value apart element by element; rfuse has no element access yet"
+
 rf_as_vector <- function(x, mode = "any") {
   if (!is_sym(x)) return(base::as.vector(x, mode))
   reshape_sym(x, NULL, x$len)
@@ -349,5 +381,11 @@ traced_functions <- function() {
        rowSums = rf_rowSums, colSums = rf_colSums, rowMeans = rf_rowMeans, colMeans = rf_colMeans,
        sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
        as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
-       matrix = rf_matrix)
+       matrix = rf_matrix,
+       lapply = refuse_traced_data("lapply", loop_refusal), sapply = refuse_traced_data("sapply", loop_refusal),
+       vapply = refuse_traced_data("vapply", loop_refusal), Map = refuse_traced_data("Map", loop_refusal),
+       Filter = refuse_traced_data("Filter", loop_refusal), Reduce = refuse_traced_data("Reduce", loop_refusal),
+       paste = refuse_traced_data("paste", text_refusal, TRUE), paste0 = refuse_traced_data("paste0", text_refusal, TRUE),
+       sprintf = refuse_traced_data("sprintf", text_refusal, TRUE), unlist = refuse_traced_data("unlist", list_refusal, TRUE),
+       `[[` = refuse_traced_data("[[", list_refusal))
 }

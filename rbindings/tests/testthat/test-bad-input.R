@@ -75,3 +75,34 @@ test_that("an interrupt stops a long compile within a second, and caches stay us
   expect_lt(elapsed, 1.5) # the compile itself takes several seconds
   expect_identical(rf_jit(function(x) x * 3 + 1, dtype = "float64")(c(1, 2)), c(4, 7))
 })
+
+test_that("a number the function reads from outside itself is re-read when it changes", {
+  y <- 3
+  jf <- rf_jit(function(x) x * y, dtype = "float64")
+  expect_identical(jf(1), 3)
+  y <- 4
+  expect_message(r <- jf(1), "`y`, which the function reads from outside itself, has changed", class = "rfuse_retrace")
+  expect_identical(r, 4)
+  expect_identical(jf(1), 4)
+  z <- 1
+  h <- function(a) a + z # a helper's free variable too
+  jg <- rf_jit(function(x) h(x) * 2, dtype = "float64")
+  expect_identical(jg(1), 4)
+  z <- 10
+  expect_identical(suppressMessages(jg(1)), 22)
+})
+
+test_that("base functions that would look inside a traced value answer as R or refuse", {
+  x <- c(1, 2, 3)
+  same <- function(f) expect_identical(rf_jit(f, dtype = "float64")(x), f(x))
+  same(function(x) is.na(x / x))
+  same(function(x) names(x))
+  same(function(x) is.numeric(x))
+  same(function(x) is.numeric(x > 1))
+  for (f in list(function(x) x[[1]], function(x) sapply(x, function(v) v * 2), function(x) lapply(x, sqrt),
+                 function(x) Reduce(`+`, x), function(x) Filter(function(a) a > 1, x), function(x) unlist(list(x)),
+                 function(x) paste(x), function(x) sprintf("%f", x)))
+    expect_error(rf_jit(f)(x), class = "rfuse_unsupported")
+  # Lists of traced values still work with the loop functions.
+  same(function(x) Reduce(`+`, list(x, x * 2, x * 3)))
+})
