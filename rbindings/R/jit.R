@@ -188,7 +188,7 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype),
                 rdtypes = r_dtype(tr$out$dtypes),
-                captures = if (is.null(state$model)) captured_values(state$f))
+                captures = if (is.null(state$model)) tr$captures)
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
@@ -196,34 +196,9 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
 }
 
 # Numbers a traced function (or a helper of the user's it calls) reads from outside itself are
-# constants of the compiled program. Each entry records them, as found at trace time, and a call
-# whose lookups now find other values traces again (R would use the new ones), with a note once.
-captured_values <- function(f) {
-  out <- list()
-  todo <- list(f)
-  seen <- list()
-  while (length(todo)) {
-    g <- todo[[1]]
-    todo <- todo[-1]
-    env <- environment(g) %||% globalenv()
-    for (nm in setdiff(all.names(body(g)), names(formals(g)))) {
-      where <- env
-      while (!identical(where, emptyenv()) && !exists(nm, envir = where, inherits = FALSE)) where <- parent.env(where)
-      if (identical(where, emptyenv()) || isNamespace(where) || identical(where, baseenv())) next
-      v <- get(nm, envir = where)
-      if (is.function(v)) {
-        if (is_user_closure(v) && !any(vapply(seen, identical, TRUE, v))) {
-          seen[[length(seen) + 1L]] <- v
-          todo[[length(todo) + 1L]] <- v
-        }
-      } else if (is.numeric(v) || is.logical(v)) {
-        out[[length(out) + 1L]] <- list(name = nm, lookup = env, value = v)
-      }
-    }
-  }
-  out
-}
-
+# constants of the compiled program. Each entry records the ones read while tracing
+# (watch_outside_numbers), and a call whose lookups now find other values traces again (R would
+# use the new ones), with a note once.
 captures_hold <- function(state, captures) {
   for (c in captures)
     if (!identical(get0(c$name, envir = c$lookup, inherits = TRUE), c$value)) {

@@ -89,11 +89,38 @@ mask_function <- function(f, side_effect_guards = TRUE) {
     if (is.null(fun) || identical(environment(fun), rfuse_namespace())) next
     assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
   }
-  if (side_effect_guards) add_side_effect_guards(mask)
+  if (side_effect_guards) {
+    add_side_effect_guards(mask)
+    watch_outside_numbers(mask, env, setdiff(all.names(body(f)), c(ls(mask, all.names = TRUE), own)))
+  }
   add_control_flow_guards(mask)
   if (any(c("if", "while", "for") %in% all.names(body(f)))) body(f) <- guard_control_flow(body(f))
   environment(f) <- mask
   f
+}
+
+# Numbers the traced code reads from outside itself become constants of the program: each such
+# name gets an active binding in the mask that records the value read (in .rf_state$captures;
+# the call checks it, see captures_hold) and returns it. Reads of the function's own variables
+# never reach the mask.
+watch_outside_numbers <- function(mask, env, names) {
+  for (nm in names) {
+    where <- env
+    while (!identical(where, emptyenv()) && !exists(nm, envir = where, inherits = FALSE)) where <- parent.env(where)
+    if (identical(where, emptyenv()) || isNamespace(where) || identical(where, baseenv())) next
+    v <- get(nm, envir = where)
+    if (!(is.numeric(v) || is.logical(v)) || is.object(v)) next
+    local({
+      name <- nm
+      makeActiveBinding(name, function(value) {
+        if (!missing(value))
+          rf_unsupported("<<-", NULL, sprintf("`%s <<- ...` assigns outside the traced function", name))
+        current <- get(name, envir = env)
+        .rf_state$captures[[length(.rf_state$captures) + 1L]] <- list(name = name, lookup = env, value = current)
+        current
+      }, mask)
+    })
+  }
 }
 
 # One program serves every value of a traced argument, so a branch or a loop cannot depend on
@@ -249,6 +276,7 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$aux <- list()    # extra outputs applied to R state after each call (batch statistics)
   .rf_state$int_bounds <- list() # the integer guard's entries (int_bound)
   .rf_state$warnings <- character() # R's warnings the traced code gives on every call
+  .rf_state$captures <- list() # numbers read from outside (watch_outside_numbers)
   sym_args <- args
   input_index <- integer()
   input_dtypes <- character()
@@ -273,7 +301,7 @@ trace_function <- function(f, args, dtype, static_args) {
   int_guard <- if (length(.rf_state$int_bounds)) list(entries = .rf_state$int_bounds, limit = int_limit(dtype))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
        input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard,
-       warnings = .rf_state$warnings)
+       warnings = .rf_state$warnings, captures = unique(.rf_state$captures))
 }
 
 # Hands a call's auxiliary outputs (after the `n_main` others) to the state updates recorded

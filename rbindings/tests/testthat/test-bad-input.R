@@ -106,3 +106,20 @@ test_that("base functions that would look inside a traced value answer as R or r
   # Lists of traced values still work with the loop functions.
   same(function(x) Reduce(`+`, list(x, x * 2, x * 3)))
 })
+
+test_that("a local variable named like a global is not an outside read (no retrace)", {
+  y <- 100
+  g <- function(x) { y <- x * 2; y + 1 }
+  jf <- rf_jit(g, dtype = "float64")
+  before <- rf_cache_info()$compiles
+  expect_identical(jf(1), 3)
+  y <- 5
+  expect_silent(r <- jf(1))
+  expect_identical(r, 3)
+  expect_identical(rf_cache_info()$compiles - before, 1)
+  k <- 2 # read before the local assignment: an outside read
+  jk <- rf_jit(function(x) { k <- k + 1; x * k }, dtype = "float64")
+  expect_identical(jk(1), 3)
+  k <- 5
+  expect_identical(suppressMessages(jk(1)), 6)
+})
