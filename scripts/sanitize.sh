@@ -8,17 +8,7 @@
 # Installs what is missing (clang, its sanitizer runtimes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-missing=()
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "== installing: ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+scripts/install-missing.sh clang libclang-rt-14-dev
 b=build-sanitize
 if [ ! -f $b/build.ninja ]; then
   CC=clang CXX=clang++ cmake -G Ninja -S . -B $b -DCMAKE_BUILD_TYPE=Release \

@@ -330,20 +330,7 @@ names.rf_sym <- function(x) NULL
 #' @export
 is.numeric.rf_sym <- function(x) x$dtype != "i1"
 
-# `deep`: traced values inside list arguments count too (unlist(list(x)), paste of a list);
-# otherwise only the arguments themselves (lapply over a list of traced values is fine).
-refuse_traced_data <- function(name, why, deep = FALSE) {
-  base_fun <- get(name, envir = baseenv())
-  force(why)
-  force(deep)
-  function(...) {
-    args <- list(...)
-    if (deep) args <- unlist(lapply(args, function(a) if (is.list(a) && !is_sym(a)) a else list(a)), recursive = FALSE)
-    if (any(vapply(args, is_sym, TRUE)))
-      rf_unsupported(name, sys.call(), why)
-    base_fun(...)
-  }
-}
+# The guards (make_guard) of base functions that would look inside a traced value: their reasons.
 loop_refusal <- paste("it loops over the elements of a traced value: rfuse compiles one program for every value",
                       "of the traced arguments; write it as vector operations")
 text_refusal <- "a traced value has no text before the program runs (format results after the call)"
@@ -375,6 +362,8 @@ rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = N
   reshape_sym(data, as.integer(c(nrow, ncol)))
 }
 
+base_guard <- function(name, why, deep = FALSE) make_guard(name, get(name, envir = baseenv()), why, deep)
+
 # The functions bound (as these names) in a traced function's environment.
 traced_functions <- function() {
   list(`%*%` = rf_matprod, crossprod = rf_crossprod, tcrossprod = rf_tcrossprod,
@@ -382,10 +371,10 @@ traced_functions <- function() {
        sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
        as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
        matrix = rf_matrix,
-       lapply = refuse_traced_data("lapply", loop_refusal), sapply = refuse_traced_data("sapply", loop_refusal),
-       vapply = refuse_traced_data("vapply", loop_refusal), Map = refuse_traced_data("Map", loop_refusal),
-       Filter = refuse_traced_data("Filter", loop_refusal), Reduce = refuse_traced_data("Reduce", loop_refusal),
-       paste = refuse_traced_data("paste", text_refusal, TRUE), paste0 = refuse_traced_data("paste0", text_refusal, TRUE),
-       sprintf = refuse_traced_data("sprintf", text_refusal, TRUE), unlist = refuse_traced_data("unlist", list_refusal, TRUE),
-       `[[` = refuse_traced_data("[[", list_refusal))
+       lapply = base_guard("lapply", loop_refusal), sapply = base_guard("sapply", loop_refusal),
+       vapply = base_guard("vapply", loop_refusal), Map = base_guard("Map", loop_refusal),
+       Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
+       paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
+       sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = base_guard("unlist", list_refusal, TRUE),
+       `[[` = base_guard("[[", list_refusal))
 }

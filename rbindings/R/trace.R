@@ -58,12 +58,15 @@ is_user_closure <- function(fun) {
 
 rfuse_namespace <- function() environment(rfuse_namespace)
 
-make_guard <- function(name, fun) {
-  force(name); force(fun)
+# `why`: the refusal's reason; `deep`: traced values inside list arguments count too
+# (unlist(list(x)), paste of a list), otherwise only the arguments themselves.
+make_guard <- function(name, fun, why = "it is not supported by rfuse yet", deep = FALSE) {
+  force(name); force(fun); force(why); force(deep)
   function(...) {
     for (i in seq_len(...length())) { # empty arguments (x[1, ]) stay unforced
       v <- tryCatch(...elt(i), error = function(e) NULL)
-      if (is_sym(v)) rf_unsupported(name, sys.call())
+      if (is_sym(v) || (deep && is.list(v) && any(vapply(v, is_sym, TRUE))))
+        rf_unsupported(name, sys.call(), why)
     }
     fun(...)
   }

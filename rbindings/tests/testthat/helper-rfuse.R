@@ -49,3 +49,10 @@ expect_grads_match <- function(f, args, wrt = names(args)) {
     expect_lt(max(abs(got - num)) / max(abs(num), 1e-8), 1e-6)
   }
 }
+
+# An expression's value and the messages of the warnings it gave, in order.
+warnings_of <- function(expr) {
+  w <- character()
+  v <- withCallingHandlers(expr, warning = function(c) { w <<- c(w, conditionMessage(c)); invokeRestart("muffleWarning") })
+  list(value = v, warnings = w)
+}

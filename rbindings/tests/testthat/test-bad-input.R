@@ -51,11 +51,6 @@ test_that("matrix() of a traced vector reads nrow and ncol as base R does", {
 test_that("max() and min() of nothing are R's -Inf and Inf with R's warning, on every call", {
   f <- function(x) max(x) + min(x) * 0 + 1
   jf <- rf_jit(f, dtype = "float64")
-  warnings_of <- function(expr) {
-    w <- character()
-    v <- withCallingHandlers(expr, warning = function(c) { w <<- c(w, conditionMessage(c)); invokeRestart("muffleWarning") })
-    list(value = v, warnings = w)
-  }
   for (i in 1:2) expect_identical(warnings_of(jf(numeric(0))), warnings_of(f(numeric(0))))
 })
 

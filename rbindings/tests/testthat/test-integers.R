@@ -3,14 +3,9 @@
 
 # The value, type and warnings of a jitted call against base R's.
 expect_integer_semantics <- function(f, ..., dtype = "float64", compiled = TRUE) {
-  warned <- function(expr) {
-    w <- character()
-    v <- withCallingHandlers(expr, warning = function(c) { w <<- c(w, conditionMessage(c)); invokeRestart("muffleWarning") })
-    list(value = v, warnings = w)
-  }
   jf <- rf_jit(f, dtype = dtype)
-  ref <- warned(f(...))
-  got <- warned(suppressMessages(jf(...)))
+  ref <- warnings_of(f(...))
+  got <- warnings_of(suppressMessages(jf(...)))
   expect_identical(got$value, ref$value)
   expect_identical(got$warnings, ref$warnings)
   if (compiled) expect_silent(jf(...)) # ran compiled: no fallback note
