@@ -234,16 +234,18 @@ public:
       return (int)keys.size() - 1;
     };
     AffineMap identity = b.getMultiDimIdentityMap(rank);
+    beginIndex = begin;
+    splitDim = split;
+    arguments = entry->getArguments();
     for (Operation *op : r.ops) {
-      if (isa<BroadcastInDimOp, TransposeOp>(op)) {
-        Value src = op->getOperand(0);
-        if (src.getDefiningOp<ConstantOp>())
-          continue;
-        if (r.indexOf(src) < 0)
-          return fail(why, "an index map over a computed value"), std::nullopt;
-        slotOf[op] = addInput(src, indexMap(op, rank));
+      if (hidden.contains(op))
+        continue; // read element by element by the index-read ops over it
+      if (isa<BroadcastInDimOp, TransposeOp>(op) && r.indexOf(op->getOperand(0)) >= 0) {
+        slotOf[op] = addInput(op->getOperand(0), indexMap(op, rank));
         continue;
       }
+      if (isIndexReadOp(op)) // a splat broadcast, or read element by element (readElement)
+        continue;
       for (Value v : op->getOperands())
         if (r.indexOf(v) >= 0)
           directSlot[v] = addInput(v, identity);
@@ -276,6 +278,48 @@ private:
   ScalarBuilder sb;
   llvm::DenseMap<Operation *, int> slotOf; // index-map op -> linalg input
   llvm::DenseMap<Value, int> directSlot;   // kernel input read directly -> linalg input
+  llvm::DenseSet<Operation *> hidden = codegen::readThroughIndexMaps(r); // computed only where read
+  Value beginIndex;                        // the split dim's first index in this call
+  int64_t splitDim = -1;
+  ValueRange arguments;                    // (begin, end, inputs..., outputs...)
+
+  // readElement's expressions as arith ops on index values; loads from the whole input memrefs.
+  struct IndexExprs {
+    using T = Value;
+    OpBuilder &b;
+    Location l;
+    PointwiseLowering &p;
+    std::string &why;
+    T cst(int64_t c) { return b.create<arith::ConstantIndexOp>(l, c); }
+    T add(T x, T y) { return b.create<arith::AddIOp>(l, x, y); }
+    T sub(T x, T y) { return b.create<arith::SubIOp>(l, x, y); }
+    T mulc(T x, int64_t c) { return c == 1 ? x : b.create<arith::MulIOp>(l, x, cst(c)).getResult(); }
+    T divc(T x, int64_t c) { return c == 1 ? x : b.create<arith::DivSIOp>(l, x, cst(c)).getResult(); }
+    T remc(T x, int64_t c) { return b.create<arith::RemSIOp>(l, x, cst(c)); }
+    T clamp(T x, int64_t lo, int64_t hi) {
+      return b.create<arith::MinSIOp>(l, b.create<arith::MaxSIOp>(l, x, cst(lo)), cst(hi));
+    }
+    T lt(T x, T y) { return b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, x, y); }
+    T ge(T x, T y) { return b.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, x, y); }
+    T eq(T x, T y) { return b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, x, y); }
+    T both(T x, T y) { return b.create<arith::AndIOp>(l, x, y); }
+    T select(T c, T x, T y) { return b.create<arith::SelectOp>(l, c, x, y); }
+    T load(int i, ArrayRef<T> coords) {
+      return b.create<memref::LoadOp>(l, p.arguments[2 + i], ValueRange(coords));
+    }
+    T index(int i, T position) {
+      Value v = b.create<memref::LoadOp>(l, p.arguments[2 + i], ValueRange{position});
+      return b.create<arith::IndexCastOp>(l, b.getIndexType(), v);
+    }
+    T splat(ConstantOp c) { return p.sb.constant(b, l, c, why); }
+    T apply(Operation *op, ArrayRef<T> operands) { return p.sb.apply(b, l, op, operands, why); }
+    T padValue(double v, Value like) {
+      Type t = elemOf(like);
+      if (llvm::isa<FloatType>(t))
+        return b.create<arith::ConstantOp>(l, b.getFloatAttr(t, v));
+      return b.create<arith::ConstantOp>(l, b.getIntegerAttr(t, (int64_t)v));
+    }
+  };
 
   AffineMap indexMap(Operation *op, int64_t rank) {
     MLIRContext *ctx = op->getContext();
@@ -295,11 +339,23 @@ private:
       Value res;
       if (auto c = dyn_cast<ConstantOp>(op)) {
         res = sb.constant(nb, l, c, why);
-      } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
-        if (auto c = op->getOperand(0).getDefiningOp<ConstantOp>())
-          res = scalarOf.lookup(c.getResult());
-        else
-          res = args[slotOf.lookup(op)];
+      } else if (isa<BroadcastInDimOp, TransposeOp>(op) && slotOf.count(op)) {
+        res = args[slotOf.lookup(op)];
+      } else if (isa<BroadcastInDimOp, TransposeOp>(op) && op->getOperand(0).getDefiningOp<ConstantOp>()) {
+        res = scalarOf.lookup(op->getOperand(0));
+      } else if (hidden.contains(op)) {
+        continue; // read element by element by the index-read ops over it
+      } else if (isIndexReadOp(op)) {
+        auto shape = codegen::shapeOf(op->getResult(0));
+        if (shape != codegen::shapeOf(r.outputs[0]))
+          return fail(why, "an index map of another shape than the kernel's");
+        SmallVector<Value> coords;
+        for (int64_t d = 0; d < (int64_t)shape.size(); ++d) {
+          Value c = nb.create<linalg::IndexOp>(l, d);
+          coords.push_back(d == splitDim ? nb.create<arith::AddIOp>(l, c, beginIndex).getResult() : c);
+        }
+        IndexExprs e{nb, l, *this, why};
+        res = codegen::readElement(e, r, op->getResult(0), coords, why);
       } else {
         SmallVector<Value> a;
         for (Value v : op->getOperands())
@@ -870,7 +926,7 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
   }
   if (codegen::isReduction(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);
-  if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op))
+  if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op))
     return lowerRegion(r, FusionKind::pointwise, target, name, why);
   why = "no CPU code for '" + op->getName().getStringRef().str() + "'";
   return std::nullopt;

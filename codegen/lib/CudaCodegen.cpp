@@ -3,6 +3,7 @@
 
 #include "KernelRegion.h"
 
+#include "rfuse/IR/Geometry.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOps.h"
 
@@ -165,7 +166,67 @@ std::string describeOps(ArrayRef<Operation *> ops, Location loc) {
 
 std::string prelude() {
   return std::string("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n") + scalarOpsSource() +
-         "\nusing namespace rfuse::scalar;\n";
+         "\nusing namespace rfuse::scalar;\n"
+         "__device__ __forceinline__ long long rf_clampi(long long x, long long lo, long long hi) {\n"
+         "  return x < lo ? lo : (x > hi ? hi : x);\n}\n";
+}
+
+// readElement's expressions as CUDA C++ text (KernelRegion.h): index arithmetic in long long.
+struct CudaIndexExprs {
+  using T = std::string;
+  const Region &r;
+  T cst(int64_t c) { return std::to_string(c) + "LL"; }
+  T add(T a, T b) { return "(" + a + " + " + b + ")"; }
+  T sub(T a, T b) { return "(" + a + " - " + b + ")"; }
+  T mulc(T a, int64_t c) { return c == 1 ? a : "(" + a + " * " + cst(c) + ")"; }
+  T divc(T a, int64_t c) { return c == 1 ? a : "(" + a + " / " + cst(c) + ")"; }
+  T remc(T a, int64_t c) { return "(" + a + " % " + cst(c) + ")"; }
+  T clamp(T a, int64_t lo, int64_t hi) { return "rf_clampi(" + a + ", " + cst(lo) + ", " + cst(hi) + ")"; }
+  T lt(T a, T b) { return "(" + a + " < " + b + ")"; }
+  T ge(T a, T b) { return "(" + a + " >= " + b + ")"; }
+  T eq(T a, T b) { return "(" + a + " == " + b + ")"; }
+  T both(T a, T b) { return "(" + a + " && " + b + ")"; }
+  T select(T c, T a, T b) { return "(" + c + " ? " + a + " : " + b + ")"; }
+  T load(int i, ArrayRef<T> coords) {
+    Value in = r.inputs[i];
+    auto shape = shapeOf(in);
+    auto strides = stridesOf(shape);
+    std::string off;
+    for (size_t d = 0; d < coords.size(); ++d)
+      if (shape[d] != 1)
+        off += (off.empty() ? "" : " + ") + mulc(coords[d], strides[d]);
+    return loadExpr("in" + std::to_string(i), off.empty() ? "0" : off, dtypeOf(in));
+  }
+  T index(int i, T position) { return "((long long)in" + std::to_string(i) + "[" + position + "])"; }
+  T apply(Operation *op, ArrayRef<T> operands) {
+    std::string why;
+    return opExpr(op, operands, why);
+  }
+  T splat(ConstantOp c) {
+    std::string why;
+    return splatLiteral(c, why);
+  }
+  T padValue(double v, Value like) {
+    DType d = dtypeOf(like);
+    if (d == DType::I1)
+      return v != 0 ? "true" : "false";
+    if (!isFloat(d))
+      return "(" + std::string(computeType(d)) + ")" + std::to_string((int64_t)v) + "LL";
+    return floatLiteral(v, computeType(d));
+  }
+};
+
+// The coordinates of flat index `idx` over `space`, row-major.
+SmallVector<std::string> coordsOf(const std::string &idx, ArrayRef<int64_t> space) {
+  auto strides = stridesOf(space);
+  SmallVector<std::string> c;
+  for (size_t d = 0; d < space.size(); ++d) {
+    std::string e = strides[d] == 1 ? idx : "((" + idx + ") / " + std::to_string(strides[d]) + "LL)";
+    if (d > 0)
+      e = "(" + e + " % " + std::to_string(space[d]) + "LL)";
+    c.push_back(e);
+  }
+  return c;
 }
 
 // Names the values of one emission site (a loop body or a row scope).
@@ -247,13 +308,14 @@ private:
   const Region &r;
   std::string name;
   SmallVector<int64_t> space;
+  llvm::DenseSet<Operation *> hidden = readThroughIndexMaps(r); // computed only where read
 
   // Whether an input is read at the iteration index (rather than only through index maps).
   bool isDirect(Value in) {
     if (llvm::is_contained(r.outputs, in))
       return true;
     return llvm::any_of(in.getUsers(), [&](Operation *u) {
-      return !isa<BroadcastInDimOp, TransposeOp>(u) && llvm::is_contained(r.ops, u);
+      return !isIndexReadOp(u) && !hidden.contains(u) && llvm::is_contained(r.ops, u);
     });
   }
 
@@ -306,6 +368,19 @@ private:
         if (lit.empty())
           return false;
         os << ind << "const " << ct << " " << nm << " = " << lit << ";\n";
+      } else if (hidden.contains(op)) {
+        continue; // read element by element by the index-read ops over it
+      } else if (isIndexingOp(op) || (isa<BroadcastInDimOp, TransposeOp>(op) && r.indexOf(op->getOperand(0)) < 0 &&
+                                      !op->getOperand(0).getDefiningOp<ConstantOp>())) {
+        if (shapeOf(res) != ArrayRef<int64_t>(space)) {
+          why = "an index map of another shape than the kernel's";
+          return false;
+        }
+        CudaIndexExprs e{r};
+        std::string x = readElement(e, r, res, coordsOf("idx", space), why);
+        if (x.empty())
+          return false;
+        os << ind << "const " << ct << " " << nm << " = " << x << ";\n";
       } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {
         Value in = op->getOperand(0);
         if (auto c = in.getDefiningOp<ConstantOp>()) { // a splat constant, broadcast
@@ -1087,7 +1162,7 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   } else if (isReduction(op)) {
     plan.kind = "reduction";
     plan.kernel = ReductionEmitter(r, name, options).emit(why);
-  } else if (isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op)) {
+  } else if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op)) {
     plan.kind = "pointwise";
     plan.kernel = PointwiseEmitter(r, name).emit(why);
   } else if (isPoolingOp(op)) {

@@ -20,6 +20,25 @@ Region regionOf(func::FuncOp fn) {
   return r;
 }
 
+llvm::DenseSet<Operation *> readThroughIndexMaps(const Region &r) {
+  llvm::DenseSet<Operation *> hidden;
+  for (Operation *op : llvm::reverse(r.ops)) { // users before their operands
+    bool pointwise = isa<PointwiseOpInterface, CastOp>(op);
+    if ((!isIndexReadOp(op) && !pointwise) || op->use_empty() || llvm::is_contained(r.outputs, op->getResult(0)))
+      continue;
+    bool readThrough = llvm::all_of(op->getUsers(), [&](Operation *u) {
+      if (!llvm::is_contained(r.ops, u))
+        return false;
+      if (hidden.contains(u))
+        return true;
+      return pointwise ? isa<ConcatOp, PadOp>(u) : isIndexReadOp(u);
+    });
+    if (readThrough)
+      hidden.insert(op);
+  }
+  return hidden;
+}
+
 Region regionOfOperation(Operation *op) {
   Region r{{}, {op}, {}, op->getLoc()};
   for (Value v : op->getOperands())

@@ -4,10 +4,12 @@
 #ifndef RFUSE_CODEGEN_KERNELREGION_H
 #define RFUSE_CODEGEN_KERNELREGION_H
 
+#include "rfuse/IR/Geometry.h"
 #include "rfuse/IR/RfuseDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -67,6 +69,125 @@ llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
 /// The index map of a broadcast or transpose reading an input, as result dim -> input dim (-1
 /// where a broadcast adds the dim).
 llvm::SmallVector<int64_t> indexMap(mlir::Operation *op);
+
+/// The ops of a pointwise region whose results are only read through index maps: by other
+/// index-read ops (a slice of a gather), or, for pointwise ops, by a concatenation or pad
+/// (directly or through other such ops). The kernel never computes them at its own iteration
+/// index, only element by element where a reader needs one (readElement); they may have any
+/// shape.
+llvm::DenseSet<mlir::Operation *> readThroughIndexMaps(const Region &r);
+
+/// The element of `v` at `coords` (one index per dim of v), read through chains of index-read
+/// ops (slice, reverse, pad, concat, gather, broadcast, transpose) down to region inputs and
+/// splat constants: one definition of every index map for both code generators. `E` builds the
+/// expressions of one emitter (strings for CUDA, MLIR values for the CPU), all of one type T:
+///   T cst(int64_t); T add(T, T); T sub(T, T); T mulc(T, int64_t); T divc(T, int64_t);
+///   T remc(T, int64_t); T clamp(T, int64_t lo, int64_t hi); T lt(T, T); T ge(T, T); T eq(T, T);
+///   T both(T, T) (conditions); T load(int input, ArrayRef<T> coords); T splat(ConstantOp);
+///   T padValue(double, Value like); T select(T cond, T onTrue, T onFalse);
+///   T index(int input, T position) (an element of a 1-D integer input, as an index);
+///   T apply(Operation *pointwiseOrCast, ArrayRef<T> operands).
+/// Reads are clamped into range, so an emitter may evaluate both sides of a select. A pointwise
+/// op of the region (behind a concatenation or pad) is computed at the coordinates read.
+template <class E, class T = typename E::T>
+T readElement(E &e, const Region &r, mlir::Value v, llvm::SmallVector<T> coords, std::string &why) {
+  using namespace mlir;
+  if (int i = r.indexOf(v); i >= 0)
+    return e.load(i, coords);
+  Operation *op = v.getDefiningOp();
+  if (auto c = llvm::dyn_cast_if_present<ConstantOp>(op)) {
+    if (llvm::isa<SplatElementsAttr>(c.getValue()))
+      return e.splat(c);
+    why = "a dense constant read inside a kernel";
+    return T();
+  }
+  if (!op || !llvm::is_contained(r.ops, op) || !(isIndexReadOp(op) || llvm::isa<PointwiseOpInterface, CastOp>(op))) {
+    why = "an index map over a value computed in the kernel";
+    return T();
+  }
+  if (!isIndexReadOp(op)) {
+    llvm::SmallVector<T> args;
+    for (Value x : op->getOperands()) {
+      args.push_back(readElement(e, r, x, coords, why));
+      if (!why.empty())
+        return T();
+    }
+    return e.apply(op, args);
+  }
+  Value in = op->getOperand(0);
+  auto inShape = shapeOf(in);
+  llvm::SmallVector<T> src(inShape.size(), e.cst(0));
+  if (auto s = llvm::dyn_cast<SliceOp>(op)) {
+    for (size_t d = 0; d < inShape.size(); ++d)
+      src[d] = e.add(e.cst(s.getStart()[d]), e.mulc(coords[d], s.getStrides()[d]));
+    return readElement(e, r, in, src, why);
+  }
+  if (auto rv = llvm::dyn_cast<ReverseOp>(op)) {
+    for (size_t d = 0; d < inShape.size(); ++d)
+      src[d] = llvm::is_contained(rv.getDims(), (int64_t)d) ? e.sub(e.cst(inShape[d] - 1), coords[d]) : coords[d];
+    return readElement(e, r, in, src, why);
+  }
+  if (auto b = llvm::dyn_cast<BroadcastInDimOp>(op)) {
+    for (size_t d = 0; d < inShape.size(); ++d)
+      src[d] = inShape[d] == 1 ? e.cst(0) : coords[b.getDims()[d]];
+    return readElement(e, r, in, src, why);
+  }
+  if (auto t = llvm::dyn_cast<TransposeOp>(op)) {
+    for (size_t d = 0; d < coords.size(); ++d)
+      src[t.getPerm()[d]] = coords[d];
+    return readElement(e, r, in, src, why);
+  }
+  if (auto g = llvm::dyn_cast<GatherOp>(op)) {
+    int idx = r.indexOf(g.getIndices());
+    if (idx < 0) {
+      why = "a gather by indices computed in the kernel";
+      return T();
+    }
+    int64_t dim = g.getDim();
+    src = coords;
+    src[dim] = e.clamp(e.index(idx, coords[dim]), 0, inShape[dim] - 1);
+    return readElement(e, r, in, src, why);
+  }
+  if (auto p = llvm::dyn_cast<PadOp>(op)) {
+    T inside;
+    bool any = false;
+    for (size_t d = 0; d < inShape.size(); ++d) {
+      int64_t low = p.getLow()[d], step = p.getInterior()[d] + 1;
+      int64_t span = inShape[d] == 0 ? 0 : (inShape[d] - 1) * step + 1;
+      T t = e.sub(coords[d], e.cst(low));
+      T ok = e.both(e.ge(t, e.cst(0)), e.lt(t, e.cst(span)));
+      if (step > 1)
+        ok = e.both(ok, e.eq(e.remc(e.clamp(t, 0, span), step), e.cst(0)));
+      inside = any ? e.both(inside, ok) : ok;
+      any = true;
+      src[d] = step > 1 ? e.divc(e.clamp(t, 0, span - 1), step) : e.clamp(t, 0, inShape[d] - 1);
+    }
+    T fill = e.padValue(p.getValue().convertToDouble(), v);
+    if (llvm::is_contained(inShape, 0))
+      return fill;
+    T x = readElement(e, r, in, src, why);
+    return any ? e.select(inside, x, fill) : x;
+  }
+  auto c = llvm::cast<ConcatOp>(op);
+  int64_t dim = c.getDim(), offset = 0;
+  llvm::SmallVector<std::pair<int64_t, Value>> parts; // (end offset, operand), non-empty ones
+  for (Value x : c.getInputs()) {
+    int64_t n = shapeOf(x)[dim];
+    if (n > 0)
+      parts.push_back({offset += n, x});
+  }
+  if (parts.empty())
+    return e.padValue(0.0, v); // (an empty result: never read)
+  T result;
+  for (size_t k = parts.size(); k-- > 0;) {
+    int64_t begin = k == 0 ? 0 : parts[k - 1].first, n = parts[k].first - begin;
+    llvm::SmallVector<T> at = coords;
+    at[dim] = e.clamp(e.sub(coords[dim], e.cst(begin)), 0, n - 1);
+    T x = readElement(e, r, parts[k].second, at, why);
+    result = k + 1 == parts.size() ? x : e.select(e.lt(coords[dim], e.cst(parts[k].first)), x, result);
+  }
+  return result;
+}
 
 bool isReduction(mlir::Operation *op);
 llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);

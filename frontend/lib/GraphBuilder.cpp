@@ -357,6 +357,76 @@ TracedValue GraphBuilder::reshape(TracedValue x, const std::vector<int64_t> &sha
   return impl->wrap(impl->create<ReshapeOp>("reshape", type, v));
 }
 
+TracedValue GraphBuilder::slice(TracedValue x, const std::vector<int64_t> &start,
+                                const std::vector<int64_t> &limit, const std::vector<int64_t> &strides) {
+  Value v = impl->get(x, "slice");
+  Shape out;
+  std::string err;
+  if (!inferSliceShape(Impl::typeOf(v).getShape(), start, limit, strides, out, err))
+    Impl::shapeFail("slice", err);
+  auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
+  auto &b = impl->b;
+  return impl->wrap(impl->create<SliceOp>("slice", type, v, b.getDenseI64ArrayAttr(start),
+                                          b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(strides)));
+}
+
+TracedValue GraphBuilder::reverse(TracedValue x, const std::vector<int64_t> &dims) {
+  Value v = impl->get(x, "reverse");
+  std::string err;
+  if (!checkReverseDims(Impl::typeOf(v).getShape(), dims, err))
+    Impl::shapeFail("reverse", err);
+  return impl->wrap(impl->create<ReverseOp>("reverse", v.getType(), v, impl->b.getDenseI64ArrayAttr(dims)));
+}
+
+TracedValue GraphBuilder::pad(TracedValue x, const std::vector<int64_t> &low, const std::vector<int64_t> &high,
+                              const std::vector<int64_t> &interior, double value) {
+  Value v = impl->get(x, "pad");
+  Shape out;
+  std::string err;
+  if (!inferPadShape(Impl::typeOf(v).getShape(), low, high, interior, out, err))
+    Impl::shapeFail("pad", err);
+  auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
+  auto &b = impl->b;
+  return impl->wrap(impl->create<PadOp>("pad", type, v, b.getDenseI64ArrayAttr(low), b.getDenseI64ArrayAttr(high),
+                                        b.getDenseI64ArrayAttr(interior), b.getF64FloatAttr(value)));
+}
+
+TracedValue GraphBuilder::concat(const std::vector<TracedValue> &xs, int64_t dim) {
+  SmallVector<Value> vs;
+  SmallVector<SmallVector<int64_t, 4>> shapes;
+  for (TracedValue x : xs) {
+    vs.push_back(impl->get(x, "concat"));
+    shapes.emplace_back(Impl::typeOf(vs.back()).getShape());
+  }
+  Shape out;
+  std::string err;
+  if (!inferConcatShape(shapes, dim, out, err))
+    Impl::shapeFail("concat", err);
+  for (Value v : vs)
+    if (Impl::typeOf(v).getElementType() != Impl::typeOf(vs[0]).getElementType())
+      Impl::shapeFail("concat", "operands have different element types");
+  auto type = RankedTensorType::get(out, Impl::typeOf(vs[0]).getElementType());
+  return impl->wrap(impl->create<ConcatOp>("concat", type, vs, impl->b.getI64IntegerAttr(dim)));
+}
+
+TracedValue GraphBuilder::gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim) {
+  Value v = impl->get(x, "gather");
+  auto shape = Impl::typeOf(v).getShape();
+  Shape out;
+  std::string err;
+  if (!inferGatherShape(shape, {(int64_t)indices.size()}, dim, out, err))
+    Impl::shapeFail("gather", err);
+  for (int64_t i : indices)
+    if (i < 0 || i >= shape[dim])
+      Impl::shapeFail("gather", "index " + std::to_string(i) + " is out of range [0, " +
+                                    std::to_string(shape[dim]) + ") of dim " + std::to_string(dim));
+  auto idxType = RankedTensorType::get({(int64_t)indices.size()}, impl->b.getI64Type());
+  Value idx = impl->create<ConstantOp>("constant", idxType,
+                                       DenseElementsAttr::get(idxType, ArrayRef<int64_t>(indices)));
+  auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
+  return impl->wrap(impl->create<GatherOp>("gather", type, v, idx, impl->b.getI64IntegerAttr(dim)));
+}
+
 TracedValue GraphBuilder::reduceSum(TracedValue x, const std::vector<int64_t> &d, bool k) {
   return impl->reduce<ReduceSumOp>(x, d, k, "reduce_sum");
 }

@@ -75,6 +75,10 @@ bool isPoolingOp(Operation *op) {
   return isa<MaxPool2dOp, AvgPool2dOp, MaxPool2dBackwardOp, AvgPool2dBackwardOp>(op);
 }
 
+bool isIndexingOp(Operation *op) { return isa<SliceOp, ReverseOp, PadOp, ConcatOp, GatherOp>(op); }
+
+bool isIndexReadOp(Operation *op) { return isIndexingOp(op) || isa<BroadcastInDimOp, TransposeOp>(op); }
+
 ConvGeometry convGeometry(Operation *op) {
   return llvm::TypeSwitch<Operation *, ConvGeometry>(op)
       .Case([](Conv2dOp c) { return fill(c, ConvDirection::Forward, c.getInput(), c.getFilter(), c.getResult()); })

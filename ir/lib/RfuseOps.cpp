@@ -210,6 +210,111 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
+//===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto in = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  Shape out;
+  std::string err;
+  if (!inferSliceShape(in.getShape(), adaptor.getStart(), adaptor.getLimit(), adaptor.getStrides(), out, err))
+    return shapeError(loc, "slice", err);
+  types.push_back(RankedTensorType::get(out, in.getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput(); // all of every dim, step 1
+  return {};
+}
+
+LogicalResult ReverseOp::verify() {
+  std::string err;
+  if (!checkReverseDims(getInput().getType().getShape(), getDims(), err))
+    return emitOpError(err);
+  return success();
+}
+
+OpFoldResult ReverseOp::fold(FoldAdaptor) {
+  auto shape = getInput().getType().getShape();
+  if (llvm::all_of(getDims(), [&](int64_t d) { return shape[d] <= 1; }))
+    return getInput();
+  // reverse(reverse(x, d), d) = x
+  if (auto inner = getInput().getDefiningOp<ReverseOp>()) {
+    SmallVector<int64_t> a(getDims()), b(inner.getDims());
+    llvm::sort(a);
+    llvm::sort(b);
+    if (a == b)
+      return inner.getInput();
+  }
+  return {};
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
+  auto in = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  Shape out;
+  std::string err;
+  if (!inferPadShape(in.getShape(), adaptor.getLow(), adaptor.getHigh(), adaptor.getInterior(), out, err))
+    return shapeError(loc, "pad", err);
+  types.push_back(RankedTensorType::get(out, in.getElementType()));
+  return success();
+}
+
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput(); // nothing added
+  return {};
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  SmallVector<SmallVector<int64_t, 4>> shapes;
+  for (Value v : adaptor.getInputs())
+    shapes.emplace_back(llvm::cast<RankedTensorType>(v.getType()).getShape());
+  Shape out;
+  std::string err;
+  if (!inferConcatShape(shapes, adaptor.getDim(), out, err))
+    return shapeError(loc, "concat", err);
+  types.push_back(RankedTensorType::get(
+      out, llvm::cast<RankedTensorType>(adaptor.getInputs()[0].getType()).getElementType()));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1)
+    return getInputs()[0];
+  return {};
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto in = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  auto idx = llvm::cast<RankedTensorType>(adaptor.getIndices().getType());
+  Shape out;
+  std::string err;
+  if (!inferGatherShape(in.getShape(), idx.getShape(), adaptor.getDim(), out, err))
+    return shapeError(loc, "gather", err);
+  types.push_back(RankedTensorType::get(out, in.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  auto c = getIndices().getDefiningOp<ConstantOp>();
+  if (!c)
+    return success();
+  auto attr = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+  int64_t n = getInput().getType().getShape()[getDim()];
+  if (attr)
+    for (const APInt &v : attr.getValues<APInt>())
+      if (v.getSExtValue() < 0 || v.getSExtValue() >= n)
+        return emitOpError("index ") << v.getSExtValue() << " is out of range [0, " << n << ") of dim " << getDim();
+  return success();
+}
+
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
   if (llvm::equal(getPerm(), llvm::seq<int64_t>(0, getPerm().size())))
     return getInput();

@@ -216,6 +216,76 @@ bool checkReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, std::string &err)
   return true;
 }
 
+bool inferSliceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> start, ArrayRef<int64_t> limit,
+                     ArrayRef<int64_t> strides, Shape &out, std::string &err) {
+  if (start.size() != in.size() || limit.size() != in.size() || strides.size() != in.size())
+    return fail(err, "start, limit and strides need one entry per operand dimension (", in.size(),
+                "), got ", start.size(), ", ", limit.size(), " and ", strides.size());
+  out.clear();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (strides[d] < 1)
+      return fail(err, "strides must be >= 1, got ", shapeToString(strides));
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > in[d])
+      return fail(err, "dimension ", d, ": the range [", start[d], ", ", limit[d],
+                  ") does not lie within [0, ", in[d], "]");
+    out.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+  }
+  return true;
+}
+
+bool inferPadShape(ArrayRef<int64_t> in, ArrayRef<int64_t> low, ArrayRef<int64_t> high,
+                   ArrayRef<int64_t> interior, Shape &out, std::string &err) {
+  if (low.size() != in.size() || high.size() != in.size() || interior.size() != in.size())
+    return fail(err, "low, high and interior need one entry per operand dimension (", in.size(),
+                "), got ", low.size(), ", ", high.size(), " and ", interior.size());
+  out.clear();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return fail(err, "padding must be non-negative, got low ", shapeToString(low), ", high ",
+                  shapeToString(high), ", interior ", shapeToString(interior));
+    out.push_back(low[d] + high[d] + (in[d] == 0 ? 0 : in[d] + (in[d] - 1) * interior[d]));
+  }
+  return true;
+}
+
+bool inferConcatShape(ArrayRef<llvm::SmallVector<int64_t, 4>> ins, int64_t dim, Shape &out,
+                      std::string &err) {
+  if (ins.empty())
+    return fail(err, "needs at least one operand");
+  size_t rank = ins[0].size();
+  if (dim < 0 || dim >= (int64_t)rank)
+    return fail(err, "dim ", dim, " is out of range for operands of rank ", rank);
+  out.assign(ins[0].begin(), ins[0].end());
+  out[dim] = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].size() != rank)
+      return fail(err, "operand ", i, " has rank ", ins[i].size(), ", operand 0 rank ", rank);
+    for (size_t d = 0; d < rank; ++d)
+      if ((int64_t)d != dim && ins[i][d] != ins[0][d])
+        return fail(err, "operand ", i, " has shape ", shapeToString(ins[i]), ", which differs from operand 0's ",
+                    shapeToString(ins[0]), " outside dim ", dim);
+    out[dim] += ins[i][dim];
+  }
+  return true;
+}
+
+bool inferGatherShape(ArrayRef<int64_t> in, ArrayRef<int64_t> indices, int64_t dim, Shape &out,
+                      std::string &err) {
+  if (dim < 0 || dim >= (int64_t)in.size())
+    return fail(err, "dim ", dim, " is out of range for an operand of rank ", in.size());
+  if (indices.size() != 1)
+    return fail(err, "indices must be a vector, got shape ", shapeToString(indices));
+  if (in[dim] == 0 && indices[0] > 0)
+    return fail(err, "indices select from an empty dimension ", dim);
+  out.assign(in.begin(), in.end());
+  out[dim] = indices[0];
+  return true;
+}
+
+bool checkReverseDims(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, std::string &err) {
+  return checkDimList(dims, in.size(), "reversed dimension", err);
+}
+
 bool broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b, Shape &out, std::string &err) {
   size_t rank = std::max(a.size(), b.size());
   out.assign(rank, 1);

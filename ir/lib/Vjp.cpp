@@ -202,6 +202,87 @@ LogicalResult convVjp(Conv2dOp c, Emit &e, Value g, SmallVectorImpl<Value> &grad
   return success();
 }
 
+// The cotangent of a strided slice: g's elements back in place, zeros between (a pad).
+LogicalResult indexingVjp(SliceOp s, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  auto in = tensorOf(s.getInput()).getShape(), out = tensorOf(g).getShape();
+  SmallVector<int64_t> low(s.getStart()), high, interior;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t st = s.getStrides()[d];
+    int64_t covered = out[d] == 0 ? 0 : (out[d] - 1) * st + 1;
+    if (out[d] == 0)
+      low[d] = 0;
+    high.push_back(in[d] - low[d] - covered);
+    interior.push_back(out[d] <= 1 ? 0 : st - 1);
+  }
+  grads[0] = e.b.create<PadOp>(e.loc, g, e.b.getDenseI64ArrayAttr(low), e.b.getDenseI64ArrayAttr(high),
+                               e.b.getDenseI64ArrayAttr(interior), e.b.getF64FloatAttr(0.0));
+  return success();
+}
+
+// The cotangent of a pad: the input's positions read back (a strided slice); the padding
+// value is an attribute and gets none.
+LogicalResult indexingVjp(PadOp p, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  auto in = tensorOf(p.getInput()).getShape();
+  SmallVector<int64_t> start, limit, strides;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t st = p.getInterior()[d] + 1;
+    start.push_back(in[d] == 0 ? 0 : p.getLow()[d]);
+    limit.push_back(in[d] == 0 ? 0 : p.getLow()[d] + (in[d] - 1) * st + 1);
+    strides.push_back(st);
+  }
+  grads[0] = e.b.create<SliceOp>(e.loc, g, start, limit, strides);
+  return success();
+}
+
+LogicalResult indexingVjp(ConcatOp c, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  auto out = tensorOf(g).getShape();
+  int64_t dim = c.getDim(), offset = 0;
+  for (auto [i, v] : llvm::enumerate(c.getInputs())) {
+    auto shape = tensorOf(v).getShape();
+    SmallVector<int64_t> start(out.size(), 0), limit(out), strides(out.size(), 1);
+    start[dim] = offset;
+    limit[dim] = offset + shape[dim];
+    grads[i] = e.b.create<SliceOp>(e.loc, g, start, limit, strides);
+    offset += shape[dim];
+  }
+  return success();
+}
+
+// The cotangent of a gather by constant indices: input position j sums g over every i with
+// indices[i] = j. Occurrences are split into layers (the k-th occurrence of each j), each an
+// injective map and so a gather back from g padded with one zero entry; the layers add up.
+LogicalResult indexingVjp(GatherOp gather, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  auto c = gather.getIndices().getDefiningOp<ConstantOp>();
+  auto attr = c ? llvm::dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  if (!attr)
+    return gather.emitOpError("has no vector-Jacobian product for computed indices");
+  int64_t dim = gather.getDim(), n = tensorOf(gather.getInput()).getShape()[dim];
+  auto gShape = tensorOf(g).getShape();
+  int64_t m = gShape[dim];
+  SmallVector<SmallVector<int64_t>> layers; // layers[k][j]: position of j's k-th occurrence, or m
+  SmallVector<int64_t> seen(n, 0);
+  int64_t i = 0;
+  for (const APInt &v : attr.getValues<APInt>()) {
+    int64_t j = v.getSExtValue(), k = seen[j]++;
+    if ((int64_t)layers.size() <= k)
+      layers.emplace_back(n, m);
+    layers[k][j] = i++;
+  }
+  SmallVector<int64_t> low(gShape.size(), 0), high(gShape.size(), 0), interior(gShape.size(), 0);
+  high[dim] = 1;
+  Value padded = e.b.create<PadOp>(e.loc, g, e.b.getDenseI64ArrayAttr(low), e.b.getDenseI64ArrayAttr(high),
+                                   e.b.getDenseI64ArrayAttr(interior), e.b.getF64FloatAttr(0.0));
+  Value sum;
+  for (auto &layer : layers) {
+    auto idxType = RankedTensorType::get({n}, e.b.getI64Type());
+    Value idx = e.b.create<ConstantOp>(e.loc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(layer)));
+    Value part = e.b.create<GatherOp>(e.loc, padded, idx, dim);
+    sum = sum ? e.add(sum, part) : part;
+  }
+  grads[0] = sum ? sum : e.zero(gather.getInput());
+  return success();
+}
+
 LogicalResult poolVjp(MaxPool2dOp p, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
   grads[0] = e.b.create<MaxPool2dBackwardOp>(e.loc, p.getInput().getType(), p.getInput(), p.getResult(), g,
                                              p.getKernelAttr(), p.getStridesAttr(), p.getPaddingAttr(),
@@ -241,6 +322,11 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
         operandGrads[0] = builder.create<TransposeOp>(e.loc, g, inverse);
       })
       .Case([&](ReshapeOp r) { operandGrads[0] = e.reshape(g, tensorOf(r.getInput()).getShape()); })
+      .Case([&](ReverseOp r) { operandGrads[0] = builder.create<ReverseOp>(e.loc, g, r.getDims()); })
+      .Case([&](SliceOp s) { result = indexingVjp(s, e, g, operandGrads); })
+      .Case([&](PadOp p) { result = indexingVjp(p, e, g, operandGrads); })
+      .Case([&](ConcatOp c) { result = indexingVjp(c, e, g, operandGrads); })
+      .Case([&](GatherOp ga) { result = indexingVjp(ga, e, g, operandGrads); })
       .Case([&](ReduceSumOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMeanOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })

@@ -17,7 +17,7 @@ using namespace mlir;
 namespace rfuse::fusion {
 
 bool isElementwiseLike(Operation *op) {
-  return isa<PointwiseOpInterface, CastOp, BroadcastInDimOp, TransposeOp>(op);
+  return isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op);
 }
 
 namespace {
@@ -268,6 +268,8 @@ private:
           kept.push_back(d);
       for (Operation *op : elementwise) {
         ArrayRef<int64_t> s = shapeOf(op->getResult(0));
+        if (isIndexingOp(op)) // read only by pointwise kernels (KernelRegion.h's readElement)
+          return false;
         if (s != full && s != ArrayRef<int64_t>(keep) && s != ArrayRef<int64_t>(drop))
           return false;
         if (isa<TransposeOp>(op) && inside(op->getOperand(0)))
@@ -311,7 +313,7 @@ private:
             }))
           dependent.insert(op);
       for (Operation *op : elementwise) {
-        if (shapeOf(op->getResult(0)) != out)
+        if (shapeOf(op->getResult(0)) != out || isIndexingOp(op))
           return false;
         bool isIndexMap = isa<BroadcastInDimOp, TransposeOp>(op);
         if (isIndexMap) {
@@ -325,12 +327,36 @@ private:
       return true;
     }
 
-    // Pointwise only: one iteration space; index maps read region inputs.
-    ArrayRef<int64_t> s = shapeOf(elementwise[0]->getResult(0));
+    // Pointwise only: one iteration space. Index-read ops read region inputs or other
+    // index-read ops of the region (a slice of a gather); a concatenation or pad computed at the
+    // iteration index may also read pointwise values of the region, which the kernel then
+    // computes at the positions read (once per element: never through a second index map).
+    // Values only read that way may have any shape (codegen's readThroughIndexMaps).
+    llvm::DenseSet<Operation *> hidden;
+    SmallVector<Operation *> inOrder(elementwise);
+    llvm::sort(inOrder, [&](Operation *x, Operation *y) { return position[x] < position[y]; });
+    for (Operation *op : llvm::reverse(inOrder)) {
+      bool pointwise = !isIndexReadOp(op);
+      if (op->use_empty())
+        continue;
+      if (llvm::all_of(op->getUsers(), [&](Operation *u) {
+            return set.contains(u) &&
+                   (hidden.contains(u) || (pointwise ? isa<ConcatOp, PadOp>(u) : isIndexReadOp(u)));
+          }))
+        hidden.insert(op);
+    }
+    std::optional<ArrayRef<int64_t>> s;
     for (Operation *op : elementwise) {
-      if (shapeOf(op->getResult(0)) != s)
-        return false;
-      if (isa<BroadcastInDimOp, TransposeOp>(op) && inside(op->getOperand(0)))
+      if (isIndexReadOp(op))
+        for (Value v : op->getOperands())
+          if (inside(v) && !isIndexReadOp(v.getDefiningOp()) &&
+              !(isa<ConcatOp, PadOp>(op) && !hidden.contains(op)))
+            return false;
+      if (hidden.contains(op))
+        continue;
+      if (!s)
+        s = shapeOf(op->getResult(0));
+      else if (shapeOf(op->getResult(0)) != *s)
         return false;
     }
     return true;

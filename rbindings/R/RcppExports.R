@@ -41,6 +41,26 @@
     .Call(`_rfuse_rf_b_reshape`, b, x, shape)
 }
 
+.rf_b_slice <- function(b, x, start, limit, strides) {
+    .Call(`_rfuse_rf_b_slice`, b, x, start, limit, strides)
+}
+
+.rf_b_reverse <- function(b, x, dims) {
+    .Call(`_rfuse_rf_b_reverse`, b, x, dims)
+}
+
+.rf_b_pad <- function(b, x, low, high, interior, value) {
+    .Call(`_rfuse_rf_b_pad`, b, x, low, high, interior, value)
+}
+
+.rf_b_concat <- function(b, xs, dim) {
+    .Call(`_rfuse_rf_b_concat`, b, xs, dim)
+}
+
+.rf_b_gather <- function(b, x, indices, dim) {
+    .Call(`_rfuse_rf_b_gather`, b, x, indices, dim)
+}
+
 .rf_b_reduce <- function(b, kind, x, dims, keep) {
     .Call(`_rfuse_rf_b_reduce`, b, kind, x, dims, keep)
 }

@@ -143,6 +143,77 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_slice
+int rf_b_slice(SEXP b, int x, IntegerVector start, IntegerVector limit, IntegerVector strides);
+RcppExport SEXP _rfuse_rf_b_slice(SEXP bSEXP, SEXP xSEXP, SEXP startSEXP, SEXP limitSEXP, SEXP stridesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type start(startSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type limit(limitSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type strides(stridesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_slice(b, x, start, limit, strides));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_reverse
+int rf_b_reverse(SEXP b, int x, IntegerVector dims);
+RcppExport SEXP _rfuse_rf_b_reverse(SEXP bSEXP, SEXP xSEXP, SEXP dimsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type dims(dimsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_reverse(b, x, dims));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_pad
+int rf_b_pad(SEXP b, int x, IntegerVector low, IntegerVector high, IntegerVector interior, double value);
+RcppExport SEXP _rfuse_rf_b_pad(SEXP bSEXP, SEXP xSEXP, SEXP lowSEXP, SEXP highSEXP, SEXP interiorSEXP, SEXP valueSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type low(lowSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type high(highSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type interior(interiorSEXP);
+    Rcpp::traits::input_parameter< double >::type value(valueSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_pad(b, x, low, high, interior, value));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_concat
+int rf_b_concat(SEXP b, IntegerVector xs, int dim);
+RcppExport SEXP _rfuse_rf_b_concat(SEXP bSEXP, SEXP xsSEXP, SEXP dimSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type xs(xsSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_concat(b, xs, dim));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_gather
+int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim);
+RcppExport SEXP _rfuse_rf_b_gather(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type indices(indicesSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_gather(b, x, indices, dim));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_reduce
 int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep);
 RcppExport SEXP _rfuse_rf_b_reduce(SEXP bSEXP, SEXP kindSEXP, SEXP xSEXP, SEXP dimsSEXP, SEXP keepSEXP) {
@@ -672,6 +743,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_broadcast", (DL_FUNC) &_rfuse_rf_b_broadcast, 4},
     {"_rfuse_rf_b_transpose", (DL_FUNC) &_rfuse_rf_b_transpose, 3},
     {"_rfuse_rf_b_reshape", (DL_FUNC) &_rfuse_rf_b_reshape, 3},
+    {"_rfuse_rf_b_slice", (DL_FUNC) &_rfuse_rf_b_slice, 5},
+    {"_rfuse_rf_b_reverse", (DL_FUNC) &_rfuse_rf_b_reverse, 3},
+    {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
+    {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
+    {"_rfuse_rf_b_gather", (DL_FUNC) &_rfuse_rf_b_gather, 4},
     {"_rfuse_rf_b_reduce", (DL_FUNC) &_rfuse_rf_b_reduce, 5},
     {"_rfuse_rf_b_matmul", (DL_FUNC) &_rfuse_rf_b_matmul, 5},
     {"_rfuse_rf_b_conv2d", (DL_FUNC) &_rfuse_rf_b_conv2d, 8},

@@ -118,6 +118,36 @@ int rf_b_reshape(SEXP b, int x, IntegerVector shape) {
   return guarded([&] { return builder(b).reshape(tv(x), toShape(shape)).id; });
 }
 
+// [[Rcpp::export(.rf_b_slice)]]
+int rf_b_slice(SEXP b, int x, IntegerVector start, IntegerVector limit, IntegerVector strides) {
+  return guarded([&] { return builder(b).slice(tv(x), toShape(start), toShape(limit), toShape(strides)).id; });
+}
+
+// [[Rcpp::export(.rf_b_reverse)]]
+int rf_b_reverse(SEXP b, int x, IntegerVector dims) {
+  return guarded([&] { return builder(b).reverse(tv(x), toShape(dims)).id; });
+}
+
+// [[Rcpp::export(.rf_b_pad)]]
+int rf_b_pad(SEXP b, int x, IntegerVector low, IntegerVector high, IntegerVector interior, double value) {
+  return guarded([&] { return builder(b).pad(tv(x), toShape(low), toShape(high), toShape(interior), value).id; });
+}
+
+// [[Rcpp::export(.rf_b_concat)]]
+int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
+  return guarded([&] {
+    std::vector<TracedValue> vs;
+    for (int x : xs)
+      vs.push_back(tv(x));
+    return builder(b).concat(vs, dim).id;
+  });
+}
+
+// [[Rcpp::export(.rf_b_gather)]]
+int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim) {
+  return guarded([&] { return builder(b).gather(tv(x), toShape(indices), dim).id; });
+}
+
 // [[Rcpp::export(.rf_b_reduce)]]
 int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep) {
   return guarded([&] {

@@ -79,6 +79,39 @@ std::vector<CorpusGraph> canonicalCorpus() {
     out.push_back(make("transpose_chain" + sfx, {{5, 7}, {7, 5}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.add(g.mul(g.transpose(v[0], {1, 0}), g.scalar(2.0, g.dtype(v[0]))), v[1])};
     }, seed++));
+    // Indexing read through index maps, fused into the pointwise work that reads them.
+    out.push_back(make("stencil_slices" + sfx, {{1000}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue mid = g.slice(v[0], {1}, {999}, {1}), left = g.slice(v[0], {0}, {998}, {1});
+      TracedValue right = g.slice(v[0], {2}, {1000}, {1});
+      TracedValue lap = g.add(g.sub(left, g.mul(mid, g.scalar(2.0, g.dtype(v[0])))), right);
+      return V{g.add(mid, g.mul(lap, g.scalar(0.25, g.dtype(v[0])))), g.slice(v[0], {3}, {1000}, {7})};
+    }, seed++));
+    out.push_back(make("heat_step_boundaries" + sfx, {{300}, {299}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue mid = g.slice(v[0], {1}, {299}, {1});
+      TracedValue lap = g.add(g.sub(g.slice(v[0], {0}, {298}, {1}), g.mul(mid, g.scalar(2.0, d))),
+                              g.slice(v[0], {2}, {300}, {1}));
+      TracedValue inner = g.add(mid, g.mul(lap, g.scalar(0.2, d)));
+      TracedValue next = g.concat({g.slice(v[0], {0}, {1}, {1}), inner, g.slice(v[0], {299}, {300}, {1})}, 0);
+      // diff(x) with a leading 0: a pad of a computed value.
+      TracedValue dx = g.sub(g.slice(v[1], {1}, {299}, {1}), g.slice(v[1], {0}, {298}, {1}));
+      return V{g.mul(next, next), g.exp(g.pad(g.mul(dx, dx), {1}, {0}, {0}, 0.0))};
+    }, seed++));
+    out.push_back(make("gathered_columns" + sfx, {{7, 50}, {7, 50}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue cols = g.gather(v[0], {3, 0, 0, 6}, 0);
+      TracedValue rows = g.slice(v[1], {1, 0}, {5, 50}, {1, 1});
+      return V{g.mul(g.tanh(cols), rows)};
+    }, seed++));
+    out.push_back(make("reverse_pad_concat" + sfx, {{10}, {5}, {4, 3}, {4, 2}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue a = g.reverse(v[0], {0}), b = g.pad(v[1], {2}, {1}, {1}, 0.5);
+      TracedValue wide = g.concat({v[2], g.reverse(v[3], {0, 1})}, 1);
+      return V{g.tanh(g.concat({a, b, g.slice(v[0], {4}, {7}, {1})}, 0)), g.mul(wide, wide)};
+    }, seed++));
+    out.push_back(make("index_chains" + sfx, {{6, 9}, {9}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue t = g.slice(g.gather(g.transpose(v[0], {1, 0}), {5, 1, 2}, 1), {1, 0}, {9, 3}, {3, 1});
+      TracedValue b = g.broadcastInDim(g.slice(v[1], {2}, {5}, {1}), {3, 3}, {1});
+      return V{g.add(g.exp(t), b), g.pad(g.slice(v[1], {0}, {9}, {2}), {1}, {2}, {0}, -1.0)};
+    }, seed++));
     out.push_back(make("cnn_block" + sfx, {{4, 3, 12, 12}, {8, 3, 3, 3}, {8}}, dt, [](GraphBuilder &g, V &v) {
       Conv2dParams c;
       c.padding = {1, 1, 1, 1};

@@ -8,6 +8,8 @@
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOps.h"
 
+#include <algorithm>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -197,6 +199,11 @@ private:
         .Case([&](CastOp c) { return std::vector<HostTensor>{in[0].castTo(effective(c.getType()))}; })
         .Case([&](BroadcastInDimOp b) { return std::vector<HostTensor>{broadcast(b, in[0])}; })
         .Case([&](TransposeOp t) { return std::vector<HostTensor>{transpose(t, in[0])}; })
+        .Case([&](SliceOp s) { return std::vector<HostTensor>{slice(s, in[0])}; })
+        .Case([&](ReverseOp r) { return std::vector<HostTensor>{reverse(r, in[0])}; })
+        .Case([&](PadOp p) { return std::vector<HostTensor>{pad(p, in[0])}; })
+        .Case([&](ConcatOp c) { return std::vector<HostTensor>{concat(c, in)}; })
+        .Case([&](GatherOp g) { return std::vector<HostTensor>{gatherAlong(g, in[0], in[1])}; })
         .Case([&](ReshapeOp r) {
           HostTensor out = in[0];
           out.shape = toVec(r.getType().getShape());
@@ -316,6 +323,83 @@ private:
       int64_t src = 0;
       for (size_t d = 0; d < dims.size(); ++d)
         src += (in.shape[d] == 1 ? 0 : idx[dims[d]]) * st[d];
+      return src;
+    });
+  }
+
+  HostTensor slice(SliceOp s, const HostTensor &in) {
+    auto start = s.getStart(), strides = s.getStrides();
+    return gather(s.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t src = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        src += (start[d] + idx[d] * strides[d]) * st[d];
+      return src;
+    });
+  }
+
+  HostTensor reverse(ReverseOp r, const HostTensor &in) {
+    auto dims = r.getDims();
+    return gather(r.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t src = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        src += (llvm::is_contained(dims, (int64_t)d) ? in.shape[d] - 1 - idx[d] : idx[d]) * st[d];
+      return src;
+    });
+  }
+
+  // Copies `in` into `out` with input index idx landing at place(idx).
+  template <class PlaceFn> void scatterInto(HostTensor &out, const HostTensor &in, PlaceFn &&place) {
+    auto outStrides = stridesOf(out.shape);
+    forEachIndex(in.shape, [&](int64_t k, const std::vector<int64_t> &idx) {
+      int64_t dst = place(idx, outStrides);
+      if (out.isFloat())
+        out.f[dst] = in.f[k];
+      else
+        out.i[dst] = in.i[k];
+    });
+  }
+
+  HostTensor pad(PadOp p, const HostTensor &in) {
+    HostTensor out = alloc(p.getResult());
+    double value = p.getValue().convertToDouble();
+    for (int64_t k = 0; k < out.numel(); ++k)
+      out.set(k, value);
+    auto low = p.getLow(), interior = p.getInterior();
+    scatterInto(out, in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t dst = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        dst += (low[d] + idx[d] * (interior[d] + 1)) * st[d];
+      return dst;
+    });
+    return out;
+  }
+
+  HostTensor concat(ConcatOp c, const std::vector<HostTensor> &in) {
+    HostTensor out = alloc(c.getResult());
+    int64_t dim = c.getDim(), offset = 0;
+    for (const HostTensor &t : in) {
+      scatterInto(out, t, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+        int64_t dst = 0;
+        for (size_t d = 0; d < idx.size(); ++d)
+          dst += (idx[d] + ((int64_t)d == dim ? offset : 0)) * st[d];
+        return dst;
+      });
+      offset += t.shape[dim];
+    }
+    return out;
+  }
+
+  // A computed index outside [0, n) is clamped, as the generated kernels do.
+  HostTensor gatherAlong(GatherOp g, const HostTensor &in, const HostTensor &indices) {
+    int64_t dim = g.getDim(), n = in.shape[dim];
+    return gather(g.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t src = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        int64_t c = idx[d];
+        if ((int64_t)d == dim)
+          c = std::clamp<int64_t>(indices.i[idx[d]], 0, n - 1);
+        src += c * st[d];
+      }
       return src;
     });
   }

@@ -107,3 +107,21 @@ func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256
   %c = rfuse.cast %s : tensor<256xf32> to tensor<256xbf16>
   return %c : tensor<256xbf16>
 }
+
+// -----
+
+// Indexing fused into a pointwise kernel: the input is read at the mapped positions (a strided
+// slice's start + i * stride; a concatenation's part chosen by position, clamped reads).
+// CHECK-LABEL: func.func @indexing
+// CHECK: call @indexing_k0_pointwise{{.*}}rfuse.plan = "cuda pointwise
+// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel indexing_k0_pointwise: 6 elements, vector width 1
+// CHECK-SAME: ops: slice slice concat tanh
+// CHECK-SAME: rf_clampi
+// CHECK-SAME: ((idx < 4LL) ? in0[(1LL + (rf_clampi((idx - 0LL), 0LL, 3LL) * 2LL))] : in0[(0LL + rf_clampi((idx - 4LL), 0LL, 1LL))])
+func.func @indexing(%x: tensor<8xf32>) -> tensor<6xf32> {
+  %a = rfuse.slice %x {start = array<i64: 1>, limit = array<i64: 8>, strides = array<i64: 2>} : (tensor<8xf32>) -> tensor<4xf32>
+  %b = rfuse.slice %x {start = array<i64: 0>, limit = array<i64: 2>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<2xf32>
+  %c = rfuse.concat(%a, %b) dim = 0 : (tensor<4xf32>, tensor<2xf32>) -> tensor<6xf32>
+  %t = rfuse.tanh %c : tensor<6xf32>
+  return %t : tensor<6xf32>
+}

@@ -102,3 +102,24 @@ func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256
   %c = rfuse.cast %s : tensor<256xf32> to tensor<256xbf16>
   return %c : tensor<256xbf16>
 }
+
+// -----
+
+// Indexing fused into a pointwise kernel: the body computes each position (linalg.index, plus
+// the call's first index along the split dim) and loads the input there.
+// CHECK-LABEL: func.func @indexing
+// CHECK: call @indexing_k0_pointwise{{.*}}rfuse.plan = "compiled pointwise"
+// CHECK: func.func @rfuse_cpu_kernel(%[[B:[a-z0-9]+]]: index, %{{.*}}: index, %[[X:[a-z0-9]+]]: memref<8xf32>, %{{.*}}: memref<6xf32>)
+// CHECK: linalg.generic
+// CHECK: linalg.index 0
+// CHECK: arith.addi %{{.*}}, %[[B]]
+// CHECK: memref.load %[[X]]
+// CHECK: arith.select
+// CHECK: math.tanh
+func.func @indexing(%x: tensor<8xf32>) -> tensor<6xf32> {
+  %a = rfuse.slice %x {start = array<i64: 1>, limit = array<i64: 8>, strides = array<i64: 2>} : (tensor<8xf32>) -> tensor<4xf32>
+  %b = rfuse.slice %x {start = array<i64: 0>, limit = array<i64: 2>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<2xf32>
+  %c = rfuse.concat(%a, %b) dim = 0 : (tensor<4xf32>, tensor<2xf32>) -> tensor<6xf32>
+  %t = rfuse.tanh %c : tensor<6xf32>
+  return %t : tensor<6xf32>
+}

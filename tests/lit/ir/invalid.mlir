@@ -1466,3 +1466,90 @@ func.func @f(%g: tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32> {
   %d = rfuse.avg_pool2d_backward %g {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, layout = #rfuse.layout<NCHW>} : (tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32>
   return %d : tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// slice: a range outside the operand.
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+2 {{'rfuse.slice' op dimension 0: the range [2, 7) does not lie within [0, 6]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.slice %x {start = array<i64: 2>, limit = array<i64: 7>, strides = array<i64: 1>} : (tensor<6xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+// slice: a zero stride.
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+2 {{'rfuse.slice' op strides must be >= 1, got [0]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.slice %x {start = array<i64: 0>, limit = array<i64: 6>, strides = array<i64: 0>} : (tensor<6xf32>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+// slice: the declared result type differs from the inferred one.
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+2 {{'rfuse.slice' op inferred type(s) 'tensor<3xf32>' are incompatible with return type(s) of operation 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.slice %x {start = array<i64: 0>, limit = array<i64: 6>, strides = array<i64: 2>} : (tensor<6xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// reverse: a dim out of range.
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+1 {{'rfuse.reverse' op reversed dimension 1 is out of range for an operand of rank 1}}
+  %0 = rfuse.reverse %x, dims = [1] : tensor<6xf32>
+  return
+}
+
+// -----
+
+// pad: negative padding.
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+2 {{'rfuse.pad' op padding must be non-negative, got low [-1], high [0], interior [0]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.pad %x {low = array<i64: -1>, high = array<i64: 0>, interior = array<i64: 0>, value = 0.0 : f64} : (tensor<6xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+// concat: operands that differ outside the concatenated dim.
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+2 {{'rfuse.concat' op operand 1 has shape [2, 4], which differs from operand 0's [2, 3] outside dim 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = rfuse.concat(%a, %b) dim = 0 : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// concat: element types differ.
+func.func @f(%a: tensor<2xf32>, %b: tensor<2xf64>) {
+  // expected-error @+1 {{'rfuse.concat' op requires the same element type for all operands}}
+  %0 = rfuse.concat(%a, %b) dim = 0 : (tensor<2xf32>, tensor<2xf64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// gather: a constant index out of range.
+func.func @f(%x: tensor<6xf32>) {
+  %i = rfuse.constant dense<[1, 6]> : tensor<2xi64>
+  // expected-error @+1 {{'rfuse.gather' op index 6 is out of range [0, 6) of dim 0}}
+  %0 = rfuse.gather %x, %i, dim = 0 : (tensor<6xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// gather: float indices.
+func.func @f(%x: tensor<6xf32>, %i: tensor<2xf32>) {
+  // expected-error @+1 {{'rfuse.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2xf32>'}}
+  %0 = rfuse.gather %x, %i, dim = 0 : (tensor<6xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}

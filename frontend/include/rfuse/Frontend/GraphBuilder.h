@@ -122,6 +122,16 @@ public:
   TracedValue transpose(TracedValue x, const std::vector<int64_t> &perm);
   TracedValue reshape(TracedValue x, const std::vector<int64_t> &shape);
 
+  // Indexing (0-based, static): see the ops' descriptions in RfuseOps.td.
+  TracedValue slice(TracedValue x, const std::vector<int64_t> &start, const std::vector<int64_t> &limit,
+                    const std::vector<int64_t> &strides);
+  TracedValue reverse(TracedValue x, const std::vector<int64_t> &dims);
+  TracedValue pad(TracedValue x, const std::vector<int64_t> &low, const std::vector<int64_t> &high,
+                  const std::vector<int64_t> &interior, double value);
+  TracedValue concat(const std::vector<TracedValue> &xs, int64_t dim);
+  /// x's entries along `dim` at the given positions (each in [0, size)).
+  TracedValue gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim);
+
   // --- Reductions ---------------------------------------------------------------------------
   TracedValue reduceSum(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);
   TracedValue reduceMean(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);

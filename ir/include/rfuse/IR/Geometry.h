@@ -73,6 +73,12 @@ struct ConvGeometry {
 bool isConvolutionOp(mlir::Operation *op);
 bool isPoolingOp(mlir::Operation *op);
 
+/// rfuse.slice, reverse, pad, concat and gather: ops whose every element is an element of an
+/// operand (or pad's constant) read at a position the op's attributes map it to.
+bool isIndexingOp(mlir::Operation *op);
+/// The indexing ops, broadcasts and transposes: every op codegen reads through an index map.
+bool isIndexReadOp(mlir::Operation *op);
+
 /// The geometry of rfuse.conv2d, conv2d_backward_input or conv2d_backward_filter.
 ConvGeometry convGeometry(mlir::Operation *convOp);
 

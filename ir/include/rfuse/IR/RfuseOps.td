@@ -283,6 +283,107 @@ def Rfuse_ReshapeOp : Rfuse_Op<"reshape", [Pure, Rfuse_VjpOpInterface]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Indexing: static slices, reversal, padding, concatenation and gathers. Codegen reads them as
+// index maps (a kernel computes the element it needs at the mapped position), never as copies.
+//===----------------------------------------------------------------------===//
+
+def Rfuse_SliceOp : Rfuse_Op<"slice", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
+  let summary = "A static strided slice: result[i] = input[start + i * strides].";
+  let description = [{
+    Along each dimension d takes the elements start[d], start[d] + strides[d], ... below
+    limit[d] (0 <= start <= limit <= size, strides >= 1); the result has
+    ceil((limit - start) / strides) elements there. R's `x[2:5]`, `X[, j]` and `x[-1]` are
+    slices (0-based here).
+
+    Example (R's `x[2:4]` of a length-6 vector):
+    ```mlir
+    %s = rfuse.slice %x {start = array<i64: 1>, limit = array<i64: 4>, strides = array<i64: 1>} : (tensor<6xf32>) -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$start, DenseI64ArrayAttr:$limit,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Rfuse_ReverseOp : Rfuse_Op<"reverse", [Pure, SameOperandsAndResultType, Rfuse_VjpOpInterface]> {
+  let summary = "Reverses the order of elements along the given dimensions.";
+  let description = [{
+    result[..., i, ...] = input[..., n - 1 - i, ...] along every dimension in `dims` (unique,
+    in range). R's `rev(x)`.
+
+    Example:
+    ```mlir
+    %r = rfuse.reverse %x, dims = [0] : tensor<6xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input `,` `dims` `=` $dims attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Rfuse_PadOp : Rfuse_Op<"pad", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
+  let summary = "Pads with a constant: `low` before, `high` after, `interior` between elements.";
+  let description = [{
+    Along each dimension d the result holds low[d] copies of `value`, then the input's elements
+    with interior[d] copies of `value` between neighbours, then high[d] copies (all >= 0): a
+    result size of low + high + n + (n - 1) * interior (low + high when n = 0). The gradient of
+    a strided slice; R's `c(0, x)` of a traced `x`.
+
+    Example:
+    ```mlir
+    %p = rfuse.pad %x {low = array<i64: 1>, high = array<i64: 0>, interior = array<i64: 0>, value = 0.0 : f64} : (tensor<5xf32>) -> tensor<6xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
+                   DenseI64ArrayAttr:$interior, F64Attr:$value);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Rfuse_ConcatOp : Rfuse_Op<"concat", [Pure, SameOperandsElementType, InferTypeOpAdaptor,
+                                         Rfuse_VjpOpInterface]> {
+  let summary = "Concatenates tensors of one rank along dimension `dim`.";
+  let description = [{
+    Every other dimension must agree; the result's `dim` is the sum of the operands'. R's
+    `c()`, `cbind()` and `rbind()` of traced values.
+
+    Example:
+    ```mlir
+    %c = rfuse.concat(%a, %b) dim = 0 : (tensor<2xf32>, tensor<3xf32>) -> tensor<5xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Rfuse_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "`(` $inputs `)` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Rfuse_GatherOp : Rfuse_Op<"gather", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
+  let summary = "Selects entries along one dimension by an index vector.";
+  let description = [{
+    result[..., i, ...] = input[..., indices[i], ...] along dimension `dim`; `indices` is a
+    1-D i32 or i64 tensor of 0-based positions. A constant index vector out of range is a
+    verifier error; a computed one is clamped to [0, n - 1] (rfuse's frontend never passes
+    one it has not checked). R's `x[c(3, 1)]`, `X[, c(1, 1, 2)]`, `x[-c(2, 4)]`, `diag(X)`.
+
+    Example:
+    ```mlir
+    %i = rfuse.constant dense<[2, 0]> : tensor<2xi64>
+    %g = rfuse.gather %x, %i, dim = 0 : (tensor<6xf32>, tensor<2xi64>) -> tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$dim);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input `,` $indices `,` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

@@ -31,6 +31,17 @@ bool inferPool2dShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> kernel
 bool checkBroadcastInDim(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> dims,
                          llvm::ArrayRef<int64_t> out, std::string &err);
 bool checkReshape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out, std::string &err);
+bool inferSliceShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> start,
+                     llvm::ArrayRef<int64_t> limit, llvm::ArrayRef<int64_t> strides, Shape &out,
+                     std::string &err);
+bool inferPadShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> low,
+                   llvm::ArrayRef<int64_t> high, llvm::ArrayRef<int64_t> interior, Shape &out,
+                   std::string &err);
+bool inferConcatShape(llvm::ArrayRef<llvm::SmallVector<int64_t, 4>> ins, int64_t dim, Shape &out,
+                      std::string &err);
+bool inferGatherShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> indices, int64_t dim,
+                      Shape &out, std::string &err);
+bool checkReverseDims(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> dims, std::string &err);
 /// Numpy-style broadcast of two shapes (trailing dimensions aligned, 1 stretches).
 bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b, Shape &out,
                      std::string &err);
