@@ -269,6 +269,7 @@ RFUSE_UNARY_METHOD(relu, ReluOp, "relu")
 RFUSE_UNARY_METHOD(sin, SinOp, "sin")
 RFUSE_UNARY_METHOD(cos, CosOp, "cos")
 RFUSE_UNARY_METHOD(floor, FloorOp, "floor")
+RFUSE_UNARY_METHOD(erfc, ErfcOp, "erfc")
 RFUSE_UNARY_METHOD(logicalNot, NotOp, "not")
 #undef RFUSE_UNARY_METHOD
 

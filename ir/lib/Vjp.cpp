@@ -103,6 +103,11 @@ LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
   case ScalarOpKind::Sin: set(0, e.mul(g, e.b.create<CosOp>(e.loc, x.getType(), x))); break;
   case ScalarOpKind::Cos: set(0, e.neg(e.mul(g, e.b.create<SinOp>(e.loc, x.getType(), x)))); break;
   case ScalarOpKind::Floor: set(0, e.zero(g)); break; // piecewise constant
+  case ScalarOpKind::Erfc: { // -2/sqrt(pi) exp(-x^2)
+    Value ex = e.b.create<ExpOp>(e.loc, x.getType(), e.neg(e.mul(x, x)));
+    set(0, e.mul(g, e.scale(ex, -1.1283791670955126)));
+    break;
+  }
   case ScalarOpKind::Add: set(0, g); set(1, g); break;
   case ScalarOpKind::Sub: set(0, g); set(1, e.neg(g)); break;
   case ScalarOpKind::Mul: set(0, e.mul(g, op->getOperand(1))); set(1, e.mul(g, x)); break;

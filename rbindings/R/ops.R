@@ -87,12 +87,32 @@ integer_division <- function(op, e1, e2, call) {
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
               cos = "cos", floor = "floor")
 
+# Math functions written with the traced ops: each as accurate as R's to within a few ulps
+# (log1p and expm1 by Goldberg's correction of log(1 + x) and exp(x) - 1; sinh through expm1 so
+# small arguments do not cancel).
+composite_math <- list(
+  sign = function(x) rf_ifelse(x > 0, 1, rf_ifelse(x < 0, -1, x)),
+  trunc = function(x) rf_ifelse(x < 0, -floor(-x), floor(x)),
+  log1p = function(x) { u <- 1 + x; rf_ifelse(u == 1, x, log(u) * (x / (u - 1))) },
+  expm1 = function(x) {
+    u <- exp(x)
+    rf_ifelse(u == 1, x, rf_ifelse(u - 1 == -1, -1, rf_ifelse(u == Inf, u, (u - 1) * (x / log(u)))))
+  },
+  log2 = function(x) log(x) / log(2),
+  log10 = function(x) log(x) / log(10),
+  sinh = function(x) (composite_math$expm1(x) - composite_math$expm1(-x)) / 2,
+  cosh = function(x) (exp(x) + exp(-x)) / 2)
+
 #' @export
 Math.rf_sym <- function(x, ...) {
   call <- generic_call(.Generic)
   op <- .Generic
+  if (op %in% names(composite_math)) return(composite_math[[op]](to_dtype(x, trace_float(), call)))
   if (!op %in% c(names(math_ops), "ceiling")) rf_unsupported(op, call)
-  if (op == "log" && length(list(...)) > 0) rf_unsupported("log", call, "log() with a base is not supported yet; use log(x) / log(base)")
+  if (op == "log" && length(list(...)) > 0) {
+    base <- list(...)[[1]]
+    return(log(to_dtype(x, trace_float(), call)) / log(base))
+  }
   s <- to_dtype(x, trace_float(), call)
   if (op == "ceiling") { # -floor(-x)
     neg <- emit(.rf_b_unary, "neg", s$id, call = call)
@@ -117,6 +137,7 @@ reduce_all <- function(kind, x, call) {
 Summary.rf_sym <- function(..., na.rm = FALSE) {
   call <- generic_call(.Generic)
   op <- .Generic
+  if (op == "range") return(rf_c(min(...), max(...)))
   if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
   args <- list(...)
   # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
@@ -352,15 +373,101 @@ rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = N
     return(eval(mc, parent.frame()))
   }
   call <- sys.call()
+  if (!is.null(dimnames))
+    rf_unsupported("matrix", call, "traced results carry no dimnames (set them after the call)")
   n <- data$len
   if (missing(nrow) && missing(ncol)) { nrow <- n; ncol <- 1 }
   else if (missing(ncol)) ncol <- ceiling(n / nrow)
   else if (missing(nrow)) nrow <- ceiling(n / ncol)
-  if (!identical(byrow, FALSE) || !is.null(dimnames) || as.double(nrow) * ncol != n)
-    rf_unsupported("matrix", call, paste("only reshaping all of a traced vector column by column is supported",
-                                         "(no recycling, byrow or dimnames)"))
-  reshape_sym(data, as.integer(c(nrow, ncol)))
+  if (as.double(nrow) * ncol > .Machine$integer.max)
+    rf_unsupported("matrix", call, sprintf("a %.0f x %.0f matrix has more elements than rfuse traces (2^31 - 1)", nrow, ncol))
+  if (identical(byrow, FALSE) && as.double(nrow) * ncol == n) return(reshape_sym(data, as.integer(c(nrow, ncol))))
+  # The positions base R's matrix() would place (its recycling and byrow), gathered; its warnings
+  # (data length not a multiple) repeat on every call, as R's would.
+  pos <- withCallingHandlers(base::matrix(seq_len(n), nrow, ncol, byrow),
+                             warning = function(w) {
+                               .rf_state$warnings <- c(.rf_state$warnings, conditionMessage(w))
+                               invokeRestart("muffleWarning")
+                             })
+  s <- index_sym(reshape_sym(data, NULL, n), list(as.vector(pos)), TRUE, call)
+  reshape_sym(s, dim(pos))
 }
+
+# ---- Distributions (stats), on traced values ---------------------------------------------------
+erfc_sym <- function(x, call) {
+  s <- to_dtype(as_sym(x, call), trace_float(), call)
+  new_sym(emit(.rf_b_unary, "erfc", s$id, call = call), s$rdim, s$len, s$dtype)
+}
+# The call's arguments must be plain flags where R takes flags.
+flag <- function(v, name, fname, call) {
+  if (is_sym(v) || !is.logical(v) || length(v) != 1 || is.na(v))
+    rf_unsupported(fname, call, sprintf("'%s' must be TRUE or FALSE", name))
+  v
+}
+rf_pnorm <- function(q, mean = 0, sd = 1, lower.tail = TRUE, log.p = FALSE) {
+  if (!any_sym(q, mean, sd)) return(stats::pnorm(q, mean, sd, lower.tail, log.p))
+  call <- sys.call()
+  z <- (q - mean) / sd
+  p <- 0.5 * erfc_sym((if (flag(lower.tail, "lower.tail", "pnorm", call)) -z else z) / sqrt(2), call)
+  if (flag(log.p, "log.p", "pnorm", call)) log(p) else p
+}
+rf_dnorm <- function(x, mean = 0, sd = 1, log = FALSE) {
+  if (!any_sym(x, mean, sd)) return(stats::dnorm(x, mean, sd, log))
+  call <- sys.call()
+  z <- (x - mean) / sd
+  if (flag(log, "log", "dnorm", call)) -(0.918938533204672741780329736406 + 0.5 * z * z + base::log(sd))
+  else 0.398942280401432677939946059934 * exp(-0.5 * z * z) / sd
+}
+rf_plogis <- function(q, location = 0, scale = 1, lower.tail = TRUE, log.p = FALSE) {
+  if (!any_sym(q, location, scale)) return(stats::plogis(q, location, scale, lower.tail, log.p))
+  call <- sys.call()
+  z <- (q - location) / scale
+  if (!flag(lower.tail, "lower.tail", "plogis", call)) z <- -z
+  if (flag(log.p, "log.p", "plogis", call)) -log1p(exp(-z)) else 1 / (1 + exp(-z))
+}
+rf_dlogis <- function(x, location = 0, scale = 1, log = FALSE) {
+  if (!any_sym(x, location, scale)) return(stats::dlogis(x, location, scale, log))
+  call <- sys.call()
+  z <- abs((x - location) / scale)
+  e <- exp(-z)
+  if (flag(log, "log", "dlogis", call)) -z - 2 * log1p(e) - base::log(scale) else e / (1 + e)^2 / scale
+}
+rf_qlogis <- function(p, location = 0, scale = 1, lower.tail = TRUE, log.p = FALSE) {
+  if (!any_sym(p, location, scale)) return(stats::qlogis(p, location, scale, lower.tail, log.p))
+  call <- sys.call()
+  if (flag(log.p, "log.p", "qlogis", call)) rf_unsupported("qlogis", call, "log.p = TRUE is not supported")
+  r <- log(p / (1 - p))
+  location + scale * (if (flag(lower.tail, "lower.tail", "qlogis", call)) r else -r)
+}
+
+# ---- Type helpers on traced values --------------------------------------------------------------
+rf_is_matrix <- function(x) if (is_sym(x)) length(x$rdim) == 2 else base::is.matrix(x)
+rf_is_array <- function(x) if (is_sym(x)) !is.null(x$rdim) else base::is.array(x)
+rf_is_double <- function(x) if (is_sym(x)) x$dtype != "i1" && !is_int_value(x) else base::is.double(x)
+rf_is_integer <- function(x) if (is_sym(x)) x$dtype != "i1" && is_int_value(x) else base::is.integer(x)
+rf_is_logical <- function(x) if (is_sym(x)) x$dtype == "i1" else base::is.logical(x)
+rf_as_matrix <- function(x, ...) {
+  if (!is_sym(x)) return(base::as.matrix(x, ...))
+  if (...length()) rf_unsupported("as.matrix", sys.call(), "only as.matrix(x)")
+  if (length(x$rdim) == 2) x else reshape_sym(x, c(x$len, 1L), x$len)
+}
+rf_I <- function(x) if (is_sym(x)) x else base::I(x)
+rf_drop <- function(x) {
+  if (!is_sym(x)) return(base::drop(x))
+  if (is.null(x$rdim)) return(x)
+  keep <- x$rdim[x$rdim != 1L]
+  reshape_sym(x, if (length(keep) >= 2) keep else NULL, x$len)
+}
+#' @export
+is.finite.rf_sym <- function(x) {
+  s <- to_dtype(x, trace_float(), sys.call())
+  a <- abs(s)
+  a < Inf # NaN compares false
+}
+#' @export
+is.infinite.rf_sym <- function(x) abs(to_dtype(x, trace_float(), sys.call())) == Inf
+#' @export
+is.nan.rf_sym <- function(x) is.na.rf_sym(x)
 
 base_guard <- function(name, why, deep = FALSE) make_guard(name, get(name, envir = baseenv()), why, deep)
 
@@ -376,5 +483,12 @@ traced_functions <- function() {
        Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
        paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
        sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = base_guard("unlist", list_refusal, TRUE),
-       `[[` = base_guard("[[", list_refusal))
+       `[[` = base_guard("[[", list_refusal),
+       `[` = rf_index, `[<-` = rf_subassign, c = rf_c, cbind = rf_cbind, rbind = rf_rbind,
+       rev = rf_rev, head = rf_head, tail = rf_tail, diff = rf_diff, rep = rf_rep, rep_len = rf_rep_len,
+       outer = rf_outer, `%o%` = rf_outer_op, diag = rf_diag, `diag<-` = rf_diag_assign, apply = rf_apply,
+       pnorm = rf_pnorm, dnorm = rf_dnorm, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
+       is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
+       is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
+       drop = rf_drop)
 }

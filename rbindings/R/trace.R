@@ -13,13 +13,13 @@ passthrough_names <- c(
   "library", "require", "requireNamespace", "suppressWarnings", "suppressMessages", "tryCatch",
   "withCallingHandlers", "local", "switch", "match.arg", "eval", "evalq", "lapply", "sapply",
   "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
-  "is.numeric", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
+  "is.numeric", "is.finite", "is.infinite", "is.nan", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
   "match.call", "nargs", "interactive", "&&", "||", "::", ":::", "exists", "get", "get0",
   "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE", "[[", "[[<-", "vector")
 
 group_generic_names <- c(
   "+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "!",
-  "abs", "sign", "sqrt", "floor", "ceiling", "trunc", "round", "signif", "exp", "log", "expm1",
+  "abs", "sign", "sqrt", "floor", "ceiling", "trunc", "round", "signif", "exp", "log", "expm1", "log2", "log10",
   "log1p", "cos", "sin", "tan", "cospi", "sinpi", "tanpi", "acos", "asin", "atan", "cosh",
   "sinh", "tanh", "acosh", "asinh", "atanh", "lgamma", "gamma", "digamma", "trigamma",
   "cumsum", "cumprod", "cummax", "cummin", "all", "any", "prod", "range")
@@ -252,7 +252,7 @@ trace_helper <- function(name, fun, args, call) {
       rf_unsupported(name, call, "a traced helper must return symbolic values only")
     fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
     entry <- list(fid = fid, single = out$single,
-                  structure = lapply(out$items, function(s) s[c("rdim", "len", "dtype", "ib")]),
+                  structure = lapply(out$items, function(s) unclass(s)[c("rdim", "len", "dtype", "ib")]),
                   names = names(out$items))
     .rf_state$helpers[[key]] <- entry
   }

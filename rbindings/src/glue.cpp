@@ -64,6 +64,7 @@ int rf_b_unary(SEXP b, std::string op, int x) {
     if (op == "sin") return g.sin(v).id;
     if (op == "cos") return g.cos(v).id;
     if (op == "floor") return g.floor(v).id;
+    if (op == "erfc") return g.erfc(v).id;
     if (op == "not") return g.logicalNot(v).id;
     fail("rfuse_error", "unknown unary op '" + op + "'");
   });

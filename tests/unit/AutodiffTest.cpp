@@ -106,6 +106,7 @@ std::vector<Case> everyDifferentiableOp() {
       unary("sin", [](G &g, T x) { return g.sin(x); }),
       unary("cos", [](G &g, T x) { return g.cos(x); }),
       unary("floor", [](G &g, T x) { return g.floor(x); }, 0.1, 0.9), // away from the steps
+      unary("erfc", [](G &g, T x) { return g.erfc(x); }),
       unary("cast_f32_roundtrip_free", [](G &g, T x) { return g.cast(g.cast(x, DType::F64), DType::F64); }),
       binary("add", [](G &g, T a, T b) { return g.add(a, b); }),
       binary("sub", [](G &g, T a, T b) { return g.sub(a, b); }),

@@ -232,6 +232,7 @@ const std::map<std::string, KindOp> &kindOps() {
       {"Sin", {"%r = rfuse.sin %x : T", "float"}},
       {"Cos", {"%r = rfuse.cos %x : T", "float"}},
       {"Floor", {"%r = rfuse.floor %x : T", "float"}},
+      {"Erfc", {"%r = rfuse.erfc %x : T", "float"}},
       {"Add", {"%r = rfuse.add %x, %y : T", "float"}},
       {"Sub", {"%r = rfuse.sub %x, %y : T", "float"}},
       {"Mul", {"%r = rfuse.mul %x, %y : T", "float"}},

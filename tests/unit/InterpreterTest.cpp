@@ -50,6 +50,7 @@ std::vector<UnaryCase> unaryCases() {
       {"sin", [](double x) { return std::sin(x); }, -6, 6},
       {"cos", [](double x) { return std::cos(x); }, -6, 6},
       {"floor", [](double x) { return std::floor(x); }, -6, 6},
+      {"erfc", [](double x) { return std::erfc(x); }, -3, 3},
   };
 }
 

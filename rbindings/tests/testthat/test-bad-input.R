@@ -43,8 +43,10 @@ test_that("element counts beyond 2^31 are counted in 64 bits, and a result the h
 test_that("matrix() of a traced vector reads nrow and ncol as base R does", {
   expect_identical(rf_jit(function(x) matrix(x, 3, 2) * 2, dtype = "float64")(as.double(1:6)), matrix(1:6, 3, 2) * 2)
   expect_identical(rf_jit(function(x) matrix(x, ncol = 2), dtype = "float64")(as.double(1:6)), matrix(as.double(1:6), ncol = 2))
-  # R would recycle (with a warning): refused, not a 3 x 2 answer for a 3 x 4 question.
-  expect_error(rf_jit(function(x) matrix(x, 3, 4))(as.double(1:6)), class = "rfuse_unsupported")
+  # R recycles, and warns (on every call) when the length does not divide the matrix.
+  expect_identical(rf_jit(function(x) matrix(x, 3, 4), dtype = "float64")(as.double(1:6)), matrix(as.double(1:6), 3, 4))
+  f <- rf_jit(function(x) matrix(x, 2, 2) + 0, dtype = "float64")
+  for (k in 1:2) expect_warning(expect_identical(f(c(1, 2, 3)), matrix(c(1, 2, 3, 1), 2, 2)), "multiple")
   expect_error(rf_jit(function(x) matrix(x, 50000, 50000))(1), class = "rfuse_unsupported")
 })
 

@@ -4,10 +4,10 @@ test_that("untraceable functions are rfuse_unsupported and name the function", {
                class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x %% 2)(x), "%%", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) cumsum(x))(x), "cumsum", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) rev(x))(x), "`rev\\(\\)`", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) x[1, ])(x), "`\\[\\(\\)`", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) atan2(x, x))(x), "`atan2\\(\\)`", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x[x[, 1] > 0, ])(x), "`\\[\\(\\)`", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) prod(x))(x), "prod", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) apply(x, 1, sum))(x), "apply", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) apply(x, 1, function(r) r[1]))(x), "apply", class = "rfuse_unsupported")
 })
 
 test_that("non-numeric input is a clear rfuse_type_error", {

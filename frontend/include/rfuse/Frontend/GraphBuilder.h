@@ -97,6 +97,7 @@ public:
   TracedValue sin(TracedValue x);
   TracedValue cos(TracedValue x);
   TracedValue floor(TracedValue x);
+  TracedValue erfc(TracedValue x);
   TracedValue logicalNot(TracedValue x);
 
   TracedValue add(TracedValue a, TracedValue b);

@@ -66,6 +66,8 @@ def Rfuse_SinOp : Rfuse_UnaryOp<"sin", "Sin", Rfuse_FloatTensor, "the sine">;
 def Rfuse_CosOp : Rfuse_UnaryOp<"cos", "Cos", Rfuse_FloatTensor, "the cosine">;
 def Rfuse_FloorOp : Rfuse_UnaryOp<"floor", "Floor", Rfuse_FloatTensor,
                                   "the largest integer not greater than x">;
+def Rfuse_ErfcOp : Rfuse_UnaryOp<"erfc", "Erfc", Rfuse_FloatTensor,
+                                 "the complementary error function 1 - erf(x)">;
 
 def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
                                    Rfuse_VjpOpInterface]> {

@@ -1,0 +1,119 @@
+# Indexing and assembling traced values (rfuse.slice / reverse / pad / concat / gather) with R's
+# semantics, in float64 and float32, their gradients, and the classed refusals.
+
+test_that("x[i] forms match base R", {
+  set.seed(11)
+  x <- rnd(7); X <- rnd(4, 5); A <- rnd(3, 4, 2)
+  expect_matches_base(function(x) x[2:4] * 2, x)
+  expect_matches_base(function(x) x[-1] - x[-length(x)], x)
+  expect_matches_base(function(x) x[-c(2, 5)], x)
+  expect_matches_base(function(x) x[c(3, 1, 1, 7)] + 1, x)
+  expect_matches_base(function(x) x[c(TRUE, FALSE)], x)
+  expect_matches_base(function(x) x[7:3], x)
+  expect_matches_base(function(x) x[c(0, 2, 2.9)], x) # zeros dropped, fractions truncated
+  expect_matches_base(function(x) x[1] * x, x)
+  expect_matches_base(function(X) X[, 2] + X[2, 1:4] / 2, X[, 1:4])
+  expect_matches_base(function(X) X[2, ], X)
+  expect_matches_base(function(X) X[2:3, c(5, 1), drop = FALSE] * 3, X)
+  expect_matches_base(function(X) X[-1, ], X)
+  expect_matches_base(function(X) X[c(TRUE, FALSE), -2], X)
+  expect_matches_base(function(X) X[7], X) # linear index into the column-major data
+  expect_matches_base(function(A) A[2, , 1] + A[, 3, 2][1], A)
+  expect_matches_base(function(A) A[, 2:3, , drop = FALSE], A)
+  expect_matches_base(function(X) X[, 1][3] + X[1, 1], X)
+})
+
+test_that("assignment into parts matches base R", {
+  set.seed(12)
+  x <- rnd(6); X <- rnd(3, 4)
+  expect_matches_base(function(x) { x[x < 0] <- 0; x }, x)
+  expect_matches_base(function(x, y) { x[y > x] <- -1; x }, x, rnd(6))
+  expect_matches_base(function(x) { x[2] <- 10; x }, x)
+  expect_matches_base(function(x) { x[c(1, 3, 1)] <- c(7, 8, 9); x }, x) # the last of repeated positions
+  expect_matches_base(function(X) { X[2, ] <- c(9, 8, 7, 6); X }, X)
+  expect_matches_base(function(X) { X[, 1] <- X[, 1] * 2; X[3, 4] <- 0; X }, X)
+  expect_matches_base(function(X, v) { X[nrow(X), ] <- v; X }, X, rnd(4))
+  expect_matches_base(function(X) { diag(X) <- 0; X }, X[, 1:3])
+  # A base R array assigned a traced value becomes traced.
+  expect_matches_base(function(x) { out <- matrix(0, 2, 3); out[1, ] <- x[1:3]; out }, x)
+})
+
+test_that("c, cbind, rbind, rev, head, tail, diff, rep, outer, diag and apply match base R", {
+  set.seed(13)
+  x <- rnd(6); X <- rnd(4, 3)
+  expect_matches_base(function(x) c(x[1], x * 2, 5), x)
+  expect_matches_base(function(x, X) c(X, x), x, X)
+  expect_matches_base(function(x) cbind(1, x, x^2), x)
+  expect_matches_base(function(x) rbind(x, -x, 0), x)
+  expect_matches_base(function(X) cbind(X, X[, 1]) + 1, X)
+  expect_matches_base(function(X) rbind(X, colMeans(X)), X)
+  expect_matches_base(function(x) rev(x) * seq_along(x), x)
+  expect_matches_base(function(x) head(x, -1) + tail(x, 5), x)
+  expect_matches_base(function(X) head(X, 2) - tail(X, 2), X)
+  expect_matches_base(function(x) diff(x) + diff(x, lag = 2)[1], x)
+  expect_matches_base(function(x) diff(x, differences = 2), x)
+  expect_matches_base(function(X) diff(X), X)
+  expect_matches_base(function(x) rep(x, times = 2) + rep(x, each = 2), x)
+  expect_matches_base(function(x) rep(x, length.out = 9) + rep_len(x, 9), x)
+  expect_matches_base(function(x, y) outer(x, y) + outer(x, y, "+") + x %o% y, x, x[1:3])
+  expect_matches_base(function(x, y) outer(x, y, function(a, b) exp(-(a - b)^2)), x, rnd(4))
+  expect_matches_base(function(X) diag(X), X)
+  expect_matches_base(function(x) diag(x) + diag(x[1], 6), x)
+  expect_matches_base(function(X) apply(X, 1, max) + apply(X, 1, "sum") - apply(X, 2, mean)[2], X)
+  expect_matches_base(function(X) { S <- X %*% t(X); exp(S - apply(S, 1, max)) }, X)
+  expect_matches_base(function(x) matrix(x, 3, 4, byrow = TRUE) + matrix(x[1:2], 3, 4), x)
+  expect_matches_base(function(x) range(x) + is.matrix(x) + NCOL(x) + drop(as.matrix(x))[1], x)
+})
+
+test_that("math and distribution functions match base R", {
+  set.seed(14)
+  x <- rnd(20) * 2
+  expect_matches_base(function(x) sign(x) * log1p(abs(x)) + expm1(x / 10) + trunc(x * 3), x)
+  expect_matches_base(function(x) log1p(x * 1e-10) * 1e10 + expm1(x * 1e-9) * 1e9, x) # no cancellation
+  expect_matches_base(function(x) log2(abs(x)) + log10(abs(x)) + log(abs(x), 3) + sinh(x) + cosh(x), x)
+  expect_matches_base(function(x) pnorm(x) + dnorm(x, 0.5, 2) + pnorm(x, 1, 2, lower.tail = FALSE), x)
+  expect_matches_base(function(x) pnorm(x, log.p = TRUE) + dnorm(x, log = TRUE), x)
+  expect_matches_base(function(x) plogis(x) + dlogis(x, 1, 2) + qlogis(plogis(x / 4)) + plogis(x, log.p = TRUE), x)
+  # Inf and NaN computed inside (inputs holding them are answered by base R).
+  f <- function(x) cbind(is.finite(1 / x), is.nan(x / x), is.infinite(1 / x))
+  expect_equal(rf_jit(f, dtype = "float64")(c(1, 0, -2)), f(c(1, 0, -2)))
+})
+
+test_that("gradients flow through slices, gathers, pads, concatenations and reversals", {
+  set.seed(15)
+  x <- rnd(8); X <- rnd(4, 3)
+  expect_grads_match(function(x) sum((x[-1] - x[-length(x)])^2), list(x = x))
+  expect_grads_match(function(x) sum(x[c(2, 2, 5, 8)] * c(1, 2, 3, 4)), list(x = x))
+  expect_grads_match(function(x) sum(c(0, x, x[3])^3) + sum(rev(x) * seq_along(x)), list(x = x))
+  expect_grads_match(function(X) sum(cbind(X, X[, 1])^2) + sum(X[2:3, c(3, 1)]), list(X = X))
+  expect_grads_match(function(x) { y <- x; y[y < 0] <- 0; y[3] <- 2 * x[1]; sum(y^2) }, list(x = x))
+  expect_grads_match(function(x) sum(pnorm(x) + dnorm(x)), list(x = x))
+})
+
+test_that("indexing fuses: a stencil re-assembled with its boundary values is one kernel", {
+  heat <- function(u) c(u[1], u[2:7] + 0.2 * (u[1:6] - 2 * u[2:7] + u[3:8]), u[8])
+  u <- rnd(8)
+  expect_equal(rf_jit(heat, dtype = "float64")(u), heat(u), tolerance = 1e-12)
+  expect_equal(rf_explain(heat, u)$kernel_count, 1)
+  # A row-wise stable softmax with apply(): a row max, then the normalised exponentials.
+  X <- rnd(6, 5)
+  expect_lte(rf_explain(function(X) { e <- exp(X - apply(X, 1, max)); e / rowSums(e) }, X)$kernel_count, 2)
+})
+
+test_that("bad subscripts get R's errors or classed refusals", {
+  x <- rnd(5); X <- rnd(3, 2)
+  f <- rf_jit(function(x) x[x > 0], dtype = "float64")
+  expect_error(f(x), class = "rfuse_unsupported")
+  expect_error(f(x), "ifelse")
+  expect_error(rf_jit(function(x) x[7], dtype = "float64")(x), class = "rfuse_shape_error")
+  expect_error(rf_jit(function(X) X[4, 1], dtype = "float64")(X), "subscript out of bounds", class = "rfuse_shape_error")
+  expect_error(rf_jit(function(X) X[1, 1, 1], dtype = "float64")(X), "incorrect number of dimensions", class = "rfuse_shape_error")
+  expect_error(rf_jit(function(x) x[c(-1, 2)], dtype = "float64")(x), "mix", class = "rfuse_shape_error")
+  expect_error(rf_jit(function(x) x[c(1, NA)], dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x["a"], dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x[which.max(x)], dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x, v) { x[x > 0] <- v; x }, dtype = "float64")(x, rnd(5)), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) c(a = x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) cumsum(x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) { y <- x; y[1:3] <- c(1, 2); y }, dtype = "float64")(x), class = "rfuse_shape_error")
+})
