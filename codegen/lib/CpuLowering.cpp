@@ -905,6 +905,65 @@ std::optional<CpuKernel> lowerKernel(func::FuncOp kernel, ModuleOp target, const
   return lowerRegion(codegen::regionOf(kernel), kind.getValue(), target, name, why);
 }
 
+// A cumulative op: scf loops, a line per index of [begin, end) (the lines of the [outer, len,
+// inner] view), carrying the accumulator along the scanned dim; float sums and products in f64.
+std::optional<CpuKernel> lowerScan(ScanOp s, ModuleOp target, const std::string &name, std::string &why) {
+  Type et = elemOf(s.getInput());
+  if (!supportedType(et))
+    return fail(why, "f16/bf16 on the CPU backend"), std::nullopt;
+  auto shape = codegen::shapeOf(s.getInput());
+  int64_t dim = s.getDim(), len = shape[dim], inner = 1, outer = 1;
+  for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
+    if (d != dim)
+      (d < dim ? outer : inner) *= shape[d];
+  ScanKind kind = s.getKind();
+  bool isF = llvm::isa<FloatType>(et);
+  Type acc = isF && (kind == ScanKind::sum || kind == ScanKind::prod) ? Float64Type::get(et.getContext()) : et;
+  CpuFunction f;
+  f.name = name;
+  f.extent = len == 0 ? 0 : outer * inner; // (an empty scan: nothing to do)
+  f.workPerUnit = len;
+  SmallVector<int64_t> view = {outer, len, inner};
+  f.argShapes = {{outer, len, inner}, {outer, len, inner}};
+  Location loc = s.getLoc();
+  func::FuncOp fn = createFunction(target, loc, name, {memrefOf(view, et), memrefOf(view, et)});
+  Block *entry = &fn.getBody().front();
+  OpBuilder b(fn.getContext());
+  b.setInsertionPointToStart(entry);
+  Value in = entry->getArgument(2), out = entry->getArgument(3);
+  auto cidx = [&](OpBuilder &ob, int64_t v) { return ob.create<arith::ConstantIndexOp>(loc, v).getResult(); };
+  b.create<scf::ForOp>(loc, entry->getArgument(0), entry->getArgument(1), cidx(b, 1), ValueRange{},
+    [&](OpBuilder &lb, Location, Value line, ValueRange) {
+      Value o = lb.create<arith::DivUIOp>(loc, line, cidx(lb, inner));
+      Value i = lb.create<arith::RemUIOp>(loc, line, cidx(lb, inner));
+      Value first = lb.create<memref::LoadOp>(loc, in, ValueRange{o, cidx(lb, 0), i});
+      Value a0 = acc == et ? first : lb.create<arith::ExtFOp>(loc, acc, first).getResult();
+      lb.create<memref::StoreOp>(loc, first, out, ValueRange{o, cidx(lb, 0), i});
+      lb.create<scf::ForOp>(loc, cidx(lb, 1), cidx(lb, len), cidx(lb, 1), ValueRange{a0},
+        [&](OpBuilder &jb, Location, Value j, ValueRange carried) {
+          Value v = jb.create<memref::LoadOp>(loc, in, ValueRange{o, j, i});
+          if (acc != et)
+            v = jb.create<arith::ExtFOp>(loc, acc, v);
+          Value a = carried[0], r;
+          switch (kind) {
+          case ScanKind::sum: r = isF ? jb.create<arith::AddFOp>(loc, a, v).getResult() : jb.create<arith::AddIOp>(loc, a, v).getResult(); break;
+          case ScanKind::prod: r = isF ? jb.create<arith::MulFOp>(loc, a, v).getResult() : jb.create<arith::MulIOp>(loc, a, v).getResult(); break;
+          case ScanKind::max: r = isF ? jb.create<arith::MaximumFOp>(loc, a, v).getResult() : jb.create<arith::MaxSIOp>(loc, a, v).getResult(); break;
+          case ScanKind::min: r = isF ? jb.create<arith::MinimumFOp>(loc, a, v).getResult() : jb.create<arith::MinSIOp>(loc, a, v).getResult(); break;
+          }
+          Value stored = acc == et ? r : jb.create<arith::TruncFOp>(loc, et, r).getResult();
+          jb.create<memref::StoreOp>(loc, stored, out, ValueRange{o, j, i});
+          jb.create<scf::YieldOp>(loc, r);
+        });
+      lb.create<scf::YieldOp>(loc);
+    });
+  b.create<func::ReturnOp>(loc);
+  CpuKernel k;
+  k.kind = CpuKernel::Kind::Pointwise;
+  k.function = f;
+  return k;
+}
+
 std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const std::string &name,
                                         std::string &why) {
   Region r = codegen::regionOfOperation(op);
@@ -926,6 +985,8 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
   }
   if (codegen::isReduction(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);
+  if (auto s = dyn_cast<ScanOp>(op))
+    return lowerScan(s, target, name, why);
   if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op))
     return lowerRegion(r, FusionKind::pointwise, target, name, why);
   why = "no CPU code for '" + op->getName().getStringRef().str() + "'";

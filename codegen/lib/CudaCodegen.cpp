@@ -1149,6 +1149,52 @@ KernelPlan planKernel(func::FuncOp fn, const CudaTarget &target, const CodegenOp
   return plan;
 }
 
+// A cumulative op: a thread per line (grid-stride over the lines), each a sequential pass along
+// the scanned dim; float sums and products accumulate in double, as the interpreter's do.
+std::optional<KernelSpec> emitScan(ScanOp s, const std::string &name, std::string &why) {
+  auto shape = shapeOf(s.getInput());
+  int64_t dim = s.getDim(), len = shape[dim], inner = 1, outer = 1;
+  for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
+    if (d != dim)
+      (d < dim ? outer : inner) *= shape[d];
+  DType dt = dtypeOf(s.getInput());
+  std::string ct = computeType(dt);
+  bool wide = isFloat(dt) && (s.getKind() == ScanKind::sum || s.getKind() == ScanKind::prod);
+  std::string acc = wide ? "double" : isFloat(dt) ? ct : "long long";
+  std::string combine;
+  switch (s.getKind()) {
+  case ScanKind::sum: combine = "a + v"; break;
+  case ScanKind::prod: combine = "a * v"; break;
+  case ScanKind::max: combine = "rf_max<" + acc + ">(a, v)"; break;
+  case ScanKind::min: combine = "rf_min<" + acc + ">(a, v)"; break;
+  }
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// rfuse scan kernel " << name << ": " << outer * inner << " lines of " << len << "\n"
+     << describeOps({s.getOperation()}, s.getLoc()) << "\n" << prelude() << "\nextern \"C\" __global__ void " << name
+     << "(const " << storageType(dt) << "* __restrict__ in0, " << storageType(dt) << "* __restrict__ out0) {\n"
+     << "  const long long lines = " << outer * inner << "LL;\n"
+     << "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+     << "  for (long long line = (long long)blockIdx.x * blockDim.x + threadIdx.x; line < lines; line += stride) {\n"
+     << "    const long long base = (line / " << inner << "LL) * " << len * inner << "LL + line % " << inner << "LL;\n"
+     << "    " << acc << " a = 0;\n"
+     << "    for (long long j = 0; j < " << len << "LL; ++j) {\n"
+     << "      const " << acc << " v = (" << acc << ")" << loadExpr("in0", "base + j * " + std::to_string(inner) + "LL", dt) << ";\n"
+     << "      a = j == 0 ? v : " << combine << ";\n"
+     << "      " << storeStmt("out0", "base + j * " + std::to_string(inner) + "LL", "(" + ct + ")a", dt) << "\n"
+     << "    }\n  }\n}\n";
+  KernelSpec k;
+  k.name = name;
+  k.source = os.str();
+  k.launch = LaunchKind::GridStride;
+  k.elements = outer * inner;
+  k.vectorWidth = 1;
+  k.numInputs = 1;
+  k.numOutputs = 1;
+  (void)why;
+  return k;
+}
+
 KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarget &target,
                          const CodegenOptions &options) {
   KernelPlan plan;
@@ -1165,6 +1211,9 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   } else if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op)) {
     plan.kind = "pointwise";
     plan.kernel = PointwiseEmitter(r, name).emit(why);
+  } else if (auto s = dyn_cast<ScanOp>(op)) {
+    plan.kind = "scan";
+    plan.kernel = emitScan(s, name, why);
   } else if (isPoolingOp(op)) {
     plan.kind = "pool";
     ok = planPool(op, plan, why);

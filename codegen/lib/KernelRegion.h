@@ -12,6 +12,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -138,13 +139,20 @@ T readElement(E &e, const Region &r, mlir::Value v, llvm::SmallVector<T> coords,
     return readElement(e, r, in, src, why);
   }
   if (auto g = llvm::dyn_cast<GatherOp>(op)) {
+    int64_t dim = g.getDim();
+    src = coords;
+    // Indices all equal are a splat constant, cloned into the kernel: the position is known.
+    auto c = g.getIndices().getDefiningOp<ConstantOp>();
+    if (auto splat = c ? llvm::dyn_cast<SplatElementsAttr>(c.getValue()) : SplatElementsAttr()) {
+      int64_t at = splat.getSplatValue<llvm::APInt>().getSExtValue();
+      src[dim] = e.cst(std::clamp<int64_t>(at, 0, inShape[dim] - 1));
+      return readElement(e, r, in, src, why);
+    }
     int idx = r.indexOf(g.getIndices());
     if (idx < 0) {
       why = "a gather by indices computed in the kernel";
       return T();
     }
-    int64_t dim = g.getDim();
-    src = coords;
     src[dim] = e.clamp(e.index(idx, coords[dim]), 0, inShape[dim] - 1);
     return readElement(e, r, in, src, why);
   }

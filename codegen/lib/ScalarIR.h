@@ -117,8 +117,14 @@ RFUSE_IR_MATH1(tanh, TanhOp)
 RFUSE_IR_MATH1(sin, SinOp)
 RFUSE_IR_MATH1(cos, CosOp)
 RFUSE_IR_MATH1(floor, FloorOp)
+RFUSE_IR_MATH1(rint, RoundEvenOp)
+RFUSE_IR_MATH1(tan, TanOp)
+RFUSE_IR_MATH1(atan, AtanOp)
+RFUSE_IR_MATH1(asin, AsinOp)
+RFUSE_IR_MATH1(acos, AcosOp)
 #undef RFUSE_IR_MATH1
 
+inline IrVal atan2(IrVal y, IrVal x) { return (mlir::Value)B().create<mlir::math::Atan2Op>(L(), y.v, x.v); }
 inline IrVal fma(IrVal a, IrVal b, IrVal c) { return (mlir::Value)B().create<mlir::math::FmaOp>(L(), a.v, b.v, c.v); }
 inline IrVal pow(IrVal a, IrVal b) {
   if (a.isFloat())

@@ -270,6 +270,11 @@ RFUSE_UNARY_METHOD(sin, SinOp, "sin")
 RFUSE_UNARY_METHOD(cos, CosOp, "cos")
 RFUSE_UNARY_METHOD(floor, FloorOp, "floor")
 RFUSE_UNARY_METHOD(erfc, ErfcOp, "erfc")
+RFUSE_UNARY_METHOD(roundEven, RoundEvenOp, "round_even")
+RFUSE_UNARY_METHOD(tan, TanOp, "tan")
+RFUSE_UNARY_METHOD(atan, AtanOp, "atan")
+RFUSE_UNARY_METHOD(asin, AsinOp, "asin")
+RFUSE_UNARY_METHOD(acos, AcosOp, "acos")
 RFUSE_UNARY_METHOD(logicalNot, NotOp, "not")
 #undef RFUSE_UNARY_METHOD
 
@@ -289,6 +294,7 @@ RFUSE_BINARY_METHOD(sub, SubOp, "sub")
 RFUSE_BINARY_METHOD(mul, MulOp, "mul")
 RFUSE_BINARY_METHOD(div, DivOp, "div")
 RFUSE_BINARY_METHOD(pow, PowOp, "pow")
+RFUSE_BINARY_METHOD(atan2, Atan2Op, "atan2")
 RFUSE_BINARY_METHOD(maximum, MaxOp, "max")
 RFUSE_BINARY_METHOD(minimum, MinOp, "min")
 RFUSE_BINARY_METHOD(logicalAnd, AndOp, "and")
@@ -408,6 +414,19 @@ TracedValue GraphBuilder::concat(const std::vector<TracedValue> &xs, int64_t dim
       Impl::shapeFail("concat", "operands have different element types");
   auto type = RankedTensorType::get(out, Impl::typeOf(vs[0]).getElementType());
   return impl->wrap(impl->create<ConcatOp>("concat", type, vs, impl->b.getI64IntegerAttr(dim)));
+}
+
+TracedValue GraphBuilder::scan(TracedValue x, int64_t dim, const std::string &kind) {
+  Value v = impl->get(x, "scan");
+  auto k = symbolizeScanKind(kind);
+  if (!k)
+    Impl::shapeFail("scan", "unknown kind '" + kind + "' (sum, prod, max or min)");
+  if (dim < 0 || dim >= Impl::typeOf(v).getRank())
+    Impl::shapeFail("scan", "dim " + std::to_string(dim) + " is out of range");
+  if (Impl::typeOf(v).getElementType().isInteger(1))
+    Impl::shapeFail("scan", "a mask has no cumulative " + kind + " (cast it first)");
+  return impl->wrap(impl->create<ScanOp>("scan", v.getType(), v, impl->b.getI64IntegerAttr(dim),
+                                         ScanKindAttr::get(&impl->ctx, *k)));
 }
 
 TracedValue GraphBuilder::gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim) {

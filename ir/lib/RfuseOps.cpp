@@ -302,6 +302,13 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+LogicalResult ScanOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  if (getDim() < 0 || getDim() >= rank)
+    return emitOpError("dim ") << getDim() << " is out of range for an operand of rank " << rank;
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   auto c = getIndices().getDefiningOp<ConstantOp>();
   if (!c)

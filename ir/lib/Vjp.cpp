@@ -103,6 +103,21 @@ LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
   case ScalarOpKind::Sin: set(0, e.mul(g, e.b.create<CosOp>(e.loc, x.getType(), x))); break;
   case ScalarOpKind::Cos: set(0, e.neg(e.mul(g, e.b.create<SinOp>(e.loc, x.getType(), x)))); break;
   case ScalarOpKind::Floor: set(0, e.zero(g)); break; // piecewise constant
+  case ScalarOpKind::RoundEven: set(0, e.zero(g)); break; // piecewise constant
+  case ScalarOpKind::Tan: set(0, e.mul(g, e.add(e.splat(y, 1.0), e.mul(y, y)))); break;
+  case ScalarOpKind::Atan: set(0, e.div(g, e.add(e.splat(x, 1.0), e.mul(x, x)))); break;
+  case ScalarOpKind::Asin:
+  case ScalarOpKind::Acos: {
+    Value d = e.b.create<SqrtOp>(e.loc, x.getType(), e.sub(e.splat(x, 1.0), e.mul(x, x)));
+    set(0, kind == ScalarOpKind::Asin ? e.div(g, d) : e.neg(e.div(g, d)));
+    break;
+  }
+  case ScalarOpKind::Atan2: { // atan2(y, x): (x dy - y dx) / (x^2 + y^2)
+    Value xx = op->getOperand(1), r2 = e.add(e.mul(x, x), e.mul(xx, xx));
+    set(0, e.div(e.mul(g, xx), r2));
+    set(1, e.neg(e.div(e.mul(g, x), r2)));
+    break;
+  }
   case ScalarOpKind::Erfc: { // -2/sqrt(pi) exp(-x^2)
     Value ex = e.b.create<ExpOp>(e.loc, x.getType(), e.neg(e.mul(x, x)));
     set(0, e.mul(g, e.scale(ex, -1.1283791670955126)));
@@ -332,6 +347,17 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
       .Case([&](PadOp p) { result = indexingVjp(p, e, g, operandGrads); })
       .Case([&](ConcatOp c) { result = indexingVjp(c, e, g, operandGrads); })
       .Case([&](GatherOp ga) { result = indexingVjp(ga, e, g, operandGrads); })
+      .Case([&](ScanOp s) {
+        // d cumsum: the cotangent summed from the end (a reversed cumulative sum).
+        if (s.getKind() != ScanKind::sum) {
+          result = s.emitOpError("has no vector-Jacobian product for cumulative products, maxima or minima");
+          return;
+        }
+        SmallVector<int64_t> dims = {s.getDim()};
+        Value rg = builder.create<ReverseOp>(e.loc, g, dims);
+        Value cs = builder.create<ScanOp>(e.loc, rg, s.getDimAttr(), s.getKindAttr());
+        operandGrads[0] = builder.create<ReverseOp>(e.loc, cs, dims);
+      })
       .Case([&](ReduceSumOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMeanOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })

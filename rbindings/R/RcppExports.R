@@ -57,6 +57,10 @@
     .Call(`_rfuse_rf_b_concat`, b, xs, dim)
 }
 
+.rf_b_scan <- function(b, x, dim, kind) {
+    .Call(`_rfuse_rf_b_scan`, b, x, dim, kind)
+}
+
 .rf_b_gather <- function(b, x, indices, dim) {
     .Call(`_rfuse_rf_b_gather`, b, x, indices, dim)
 }

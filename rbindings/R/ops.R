@@ -85,7 +85,7 @@ integer_division <- function(op, e1, e2, call) {
 }
 
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
-              cos = "cos", floor = "floor")
+              cos = "cos", floor = "floor", tan = "tan", atan = "atan", asin = "asin", acos = "acos")
 
 # Math functions written with the traced ops: each as accurate as R's to within a few ulps
 # (log1p and expm1 by Goldberg's correction of log(1 + x) and exp(x) - 1; sinh through expm1 so
@@ -103,11 +103,31 @@ composite_math <- list(
   sinh = function(x) (composite_math$expm1(x) - composite_math$expm1(-x)) / 2,
   cosh = function(x) (exp(x) + exp(-x)) / 2)
 
+# R's cumulative functions of a traced value: over all its elements (dims dropped); integers
+# stay integers for cumsum / cummax / cummin (cumprod is a double, as in R).
+cumulative <- function(op, x, call) {
+  s <- reshape_sym(to_dtype(x, trace_float(), call), NULL, x$len)
+  kind <- c(cumsum = "sum", cumprod = "prod", cummax = "max", cummin = "min")[[op]]
+  ib <- if (is_int_value(x) && op != "cumprod")
+    if (op == "cumsum") int_bound("sum", int_ref(x), n = x$len) else int_bound("same", int_ref(x))
+  if (x$len == 0) return(new_sym(s$id, NULL, 0L, s$dtype, ib))
+  new_sym(emit(.rf_b_scan, s$id, 0L, kind, call = call), NULL, x$len, s$dtype, ib)
+}
+
 #' @export
 Math.rf_sym <- function(x, ...) {
   call <- generic_call(.Generic)
   op <- .Generic
+  if (op %in% c("cumsum", "cumprod", "cummax", "cummin")) return(cumulative(op, x, call))
   if (op %in% names(composite_math)) return(composite_math[[op]](to_dtype(x, trace_float(), call)))
+  if (op == "round") { # digits = 0: the nearest integer, ties to even (IEC 60559), as R
+    digits <- if (...length()) ..1 else 0
+    if (is_sym(digits) || !is.numeric(digits) || length(digits) != 1 || digits != 0)
+      rf_unsupported("round", call, "only round(x) (digits = 0) is traced; R rounds other digits in long double")
+    s <- to_dtype(x, trace_float(), call)
+    return(new_sym(emit(.rf_b_unary, "round_even", s$id, call = call), s$rdim, s$len, s$dtype,
+                   if (is_int_value(x)) int_bound("same", int_ref(x))))
+  }
   if (!op %in% c(names(math_ops), "ceiling")) rf_unsupported(op, call)
   if (op == "log" && length(list(...)) > 0) {
     base <- list(...)[[1]]
@@ -138,6 +158,11 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
   call <- generic_call(.Generic)
   op <- .Generic
   if (op == "range") return(rf_c(min(...), max(...)))
+  if (op == "prod") { # the last of the running products (a double, as R's)
+    all <- rf_c(..., 1)
+    cp <- cumulative("cumprod", all, call)
+    return(index_sym(cp, list(cp$len), TRUE, call))
+  }
   if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
   args <- list(...)
   # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
@@ -357,6 +382,46 @@ loop_refusal <- paste("it loops over the elements of a traced value: rfuse compi
 text_refusal <- "a traced value has no text before the program runs (format results after the call)"
 list_refusal <- "it would take a traced value apart element by element; rfuse has no element access yet"
 
+# sapply / vapply over a static sequence whose function returns traced values: the results
+# combined as base R's simplification would (length-1 results into a vector, equal-length ones
+# into the columns of a matrix); otherwise base R's own.
+simplify_traced <- function(fname, X, res, use_names, call) {
+  if (use_names && (is.character(X) || !is.null(names(X))))
+    rf_unsupported(fname, call, "traced results carry no names; use seq_along() or USE.NAMES = FALSE")
+  lens <- vapply(res, function(r) if (is_sym(r)) r$len else length(r), 0)
+  if (length(res) == 0 || any(lens != lens[1]) || !all(vapply(res, function(r) is_sym(r) || is.numeric(r) || is.logical(r), TRUE)))
+    return(res)
+  flat <- lapply(res, function(r) if (is_sym(r)) reshape_sym(r, NULL, r$len) else as.vector(r))
+  if (lens[1] == 1) do.call(rf_c, flat) else do.call(rf_cbind, unname(flat))
+}
+rf_sapply <- function(X, FUN, ..., simplify = TRUE, USE.NAMES = TRUE) {
+  call <- sys.call()
+  if (is_sym(X)) rf_unsupported("sapply", call, loop_refusal)
+  FUN <- match.fun(FUN)
+  res <- base::lapply(X, FUN, ...)
+  if (!any(vapply(res, is_sym, TRUE))) { # base R's sapply, on the results at hand
+    if (USE.NAMES && is.character(X) && is.null(names(res))) names(res) <- X
+    return(if (!isFALSE(simplify)) simplify2array(res, higher = (simplify == "array")) else res)
+  }
+  if (isFALSE(simplify)) return(res)
+  simplify_traced("sapply", X, res, USE.NAMES, call)
+}
+rf_vapply <- function(X, FUN, FUN.VALUE, ..., USE.NAMES = TRUE) {
+  call <- sys.call()
+  if (is_sym(X)) rf_unsupported("vapply", call, loop_refusal)
+  FUN <- match.fun(FUN)
+  res <- base::lapply(X, FUN, ...)
+  if (!any(vapply(res, is_sym, TRUE))) { # base R's vapply, on the results at hand
+    if (USE.NAMES && is.character(X) && is.null(names(res))) names(res) <- X
+    return(base::vapply(res, identity, FUN.VALUE, USE.NAMES = USE.NAMES))
+  }
+  for (r in res)
+    if ((if (is_sym(r)) r$len else length(r)) != length(FUN.VALUE))
+      rf_abort("rfuse_shape_error", sprintf("values must be length %d,\n but FUN(X[[i]]) result is length %d",
+                                            length(FUN.VALUE), if (is_sym(r)) r$len else length(r)), call)
+  simplify_traced("vapply", X, res, USE.NAMES, call)
+}
+
 rf_as_vector <- function(x, mode = "any") {
   if (!is_sym(x)) return(base::as.vector(x, mode))
   reshape_sym(x, NULL, x$len)
@@ -440,6 +505,13 @@ rf_qlogis <- function(p, location = 0, scale = 1, lower.tail = TRUE, log.p = FAL
   location + scale * (if (flag(lower.tail, "lower.tail", "qlogis", call)) r else -r)
 }
 
+rf_atan2 <- function(y, x) {
+  if (!any_sym(y, x)) return(base::atan2(y, x))
+  call <- sys.call()
+  ab <- align2(y, x, call, "arith")
+  new_sym(emit(.rf_b_binary, "atan2", ab$a$id, ab$b$id, call = call), ab$target$rdim, ab$target$len, trace_float())
+}
+
 # ---- Type helpers on traced values --------------------------------------------------------------
 rf_is_matrix <- function(x) if (is_sym(x)) length(x$rdim) == 2 else base::is.matrix(x)
 rf_is_array <- function(x) if (is_sym(x)) !is.null(x$rdim) else base::is.array(x)
@@ -478,8 +550,8 @@ traced_functions <- function() {
        sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
        as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
        matrix = rf_matrix,
-       lapply = base_guard("lapply", loop_refusal), sapply = base_guard("sapply", loop_refusal),
-       vapply = base_guard("vapply", loop_refusal), Map = base_guard("Map", loop_refusal),
+       lapply = base_guard("lapply", loop_refusal), sapply = rf_sapply,
+       vapply = rf_vapply, Map = base_guard("Map", loop_refusal),
        Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
        paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
        sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = base_guard("unlist", list_refusal, TRUE),
@@ -490,5 +562,5 @@ traced_functions <- function() {
        pnorm = rf_pnorm, dnorm = rf_dnorm, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
        is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
        is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
-       drop = rf_drop)
+       drop = rf_drop, atan2 = rf_atan2)
 }

@@ -13,7 +13,7 @@ passthrough_names <- c(
   "library", "require", "requireNamespace", "suppressWarnings", "suppressMessages", "tryCatch",
   "withCallingHandlers", "local", "switch", "match.arg", "eval", "evalq", "lapply", "sapply",
   "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
-  "is.numeric", "is.finite", "is.infinite", "is.nan", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
+  "%>%", "is.numeric", "is.finite", "is.infinite", "is.nan", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
   "match.call", "nargs", "interactive", "&&", "||", "::", ":::", "exists", "get", "get0",
   "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE", "[[", "[[<-", "vector")
 

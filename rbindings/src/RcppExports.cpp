@@ -200,6 +200,20 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_scan
+int rf_b_scan(SEXP b, int x, int dim, std::string kind);
+RcppExport SEXP _rfuse_rf_b_scan(SEXP bSEXP, SEXP xSEXP, SEXP dimSEXP, SEXP kindSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kind(kindSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_scan(b, x, dim, kind));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_gather
 int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
@@ -747,6 +761,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_reverse", (DL_FUNC) &_rfuse_rf_b_reverse, 3},
     {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
+    {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
     {"_rfuse_rf_b_gather", (DL_FUNC) &_rfuse_rf_b_gather, 4},
     {"_rfuse_rf_b_reduce", (DL_FUNC) &_rfuse_rf_b_reduce, 5},
     {"_rfuse_rf_b_matmul", (DL_FUNC) &_rfuse_rf_b_matmul, 5},

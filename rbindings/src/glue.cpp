@@ -65,6 +65,11 @@ int rf_b_unary(SEXP b, std::string op, int x) {
     if (op == "cos") return g.cos(v).id;
     if (op == "floor") return g.floor(v).id;
     if (op == "erfc") return g.erfc(v).id;
+    if (op == "round_even") return g.roundEven(v).id;
+    if (op == "tan") return g.tan(v).id;
+    if (op == "atan") return g.atan(v).id;
+    if (op == "asin") return g.asin(v).id;
+    if (op == "acos") return g.acos(v).id;
     if (op == "not") return g.logicalNot(v).id;
     fail("rfuse_error", "unknown unary op '" + op + "'");
   });
@@ -79,6 +84,7 @@ int rf_b_binary(SEXP b, std::string op, int x, int y) {
     if (op == "mul") return g.mul(tv(x), tv(y)).id;
     if (op == "div") return g.div(tv(x), tv(y)).id;
     if (op == "pow") return g.pow(tv(x), tv(y)).id;
+    if (op == "atan2") return g.atan2(tv(x), tv(y)).id;
     if (op == "max") return g.maximum(tv(x), tv(y)).id;
     if (op == "min") return g.minimum(tv(x), tv(y)).id;
     if (op == "and") return g.logicalAnd(tv(x), tv(y)).id;
@@ -142,6 +148,11 @@ int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
       vs.push_back(tv(x));
     return builder(b).concat(vs, dim).id;
   });
+}
+
+// [[Rcpp::export(.rf_b_scan)]]
+int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
+  return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });
 }
 
 // [[Rcpp::export(.rf_b_gather)]]

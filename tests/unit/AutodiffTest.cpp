@@ -107,12 +107,17 @@ std::vector<Case> everyDifferentiableOp() {
       unary("cos", [](G &g, T x) { return g.cos(x); }),
       unary("floor", [](G &g, T x) { return g.floor(x); }, 0.1, 0.9), // away from the steps
       unary("erfc", [](G &g, T x) { return g.erfc(x); }),
+      unary("tan", [](G &g, T x) { return g.tan(x); }, -1, 1),
+      unary("atan", [](G &g, T x) { return g.atan(x); }),
+      unary("asin", [](G &g, T x) { return g.asin(x); }, -0.8, 0.8),
+      unary("acos", [](G &g, T x) { return g.acos(x); }, -0.8, 0.8),
       unary("cast_f32_roundtrip_free", [](G &g, T x) { return g.cast(g.cast(x, DType::F64), DType::F64); }),
       binary("add", [](G &g, T a, T b) { return g.add(a, b); }),
       binary("sub", [](G &g, T a, T b) { return g.sub(a, b); }),
       binary("mul", [](G &g, T a, T b) { return g.mul(a, b); }),
       binary("div", [](G &g, T a, T b) { return g.div(a, b); }, 0.5, 3),
       binary("pow", [](G &g, T a, T b) { return g.pow(a, b); }, 0.5, 2),
+      binary("atan2", [](G &g, T a, T b) { return g.atan2(a, b); }, 0.5, 2),
       binary("max", [](G &g, T a, T b) { return g.maximum(a, b); }),
       binary("min", [](G &g, T a, T b) { return g.minimum(a, b); }),
       binary("select", [](G &g, T a, T b) {

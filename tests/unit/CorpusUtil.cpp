@@ -97,8 +97,12 @@ std::vector<CorpusGraph> canonicalCorpus() {
       TracedValue dx = g.sub(g.slice(v[1], {1}, {299}, {1}), g.slice(v[1], {0}, {298}, {1}));
       return V{g.mul(next, next), g.exp(g.pad(g.mul(dx, dx), {1}, {0}, {0}, 0.0))};
     }, seed++));
+    out.push_back(make("scans" + sfx, {{5, 40}, {3, 7}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue small = g.add(g.mul(v[1], g.scalar(0.1, g.dtype(v[1]))), g.scalar(1.0, g.dtype(v[1])));
+      return V{g.scan(v[0], 1, "sum"), g.scan(v[0], 0, "max"), g.scan(small, 1, "prod"), g.scan(v[1], 0, "min")};
+    }, seed++));
     out.push_back(make("gathered_columns" + sfx, {{7, 50}, {7, 50}}, dt, [](GraphBuilder &g, V &v) {
-      TracedValue cols = g.gather(v[0], {3, 0, 0, 6}, 0);
+      TracedValue cols = g.add(g.gather(v[0], {3, 0, 0, 6}, 0), g.gather(v[0], {2, 2, 2, 2}, 0)); // (a splat)
       TracedValue rows = g.slice(v[1], {1, 0}, {5, 50}, {1, 1});
       return V{g.mul(g.tanh(cols), rows)};
     }, seed++));
@@ -138,6 +142,10 @@ std::vector<CorpusGraph> canonicalCorpus() {
       t = g.add(t, g.mul(g.cos(b), g.div(a, pos)));
       t = g.add(t, g.sub(g.pow(pos, a), g.maximum(a, b)));
       t = g.add(t, g.minimum(a, b));
+      t = g.add(t, g.add(g.floor(a), g.erfc(b)));
+      t = g.add(t, g.add(g.mul(g.roundEven(g.mul(a, g.scalar(3.0, d))), g.scalar(0.1, d)), g.tan(b)));
+      t = g.add(t, g.add(g.atan(a), g.atan2(a, b)));
+      t = g.add(t, g.sub(g.asin(g.tanh(a)), g.acos(g.tanh(b))));
       TracedValue m = g.logicalOr(g.logicalAnd(g.compare(ComparePredicate::Lt, a, b),
                                                g.compare(ComparePredicate::Ge, a, g.scalar(-0.5, d))),
                                   g.logicalNot(g.compare(ComparePredicate::Ne, a, b)));

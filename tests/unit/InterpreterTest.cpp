@@ -51,6 +51,11 @@ std::vector<UnaryCase> unaryCases() {
       {"cos", [](double x) { return std::cos(x); }, -6, 6},
       {"floor", [](double x) { return std::floor(x); }, -6, 6},
       {"erfc", [](double x) { return std::erfc(x); }, -3, 3},
+      {"round_even", [](double x) { return std::nearbyint(x); }, -6, 6},
+      {"tan", [](double x) { return std::tan(x); }, -1.4, 1.4},
+      {"atan", [](double x) { return std::atan(x); }, -4, 4},
+      {"asin", [](double x) { return std::asin(x); }, -0.99, 0.99},
+      {"acos", [](double x) { return std::acos(x); }, -0.99, 0.99},
   };
 }
 
@@ -155,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(Arithmetic, BinaryOpTest,
 INSTANTIATE_TEST_SUITE_P(FloatOnly, BinaryOpTest,
                          ::testing::Combine(::testing::Values(
                                                 BinaryCase{"div", [](double a, double b) { return a / b; }, -3, 3},
-                                                BinaryCase{"pow", [](double a, double b) { return std::pow(a, b); }, 0.1, 3}),
+                                                BinaryCase{"pow", [](double a, double b) { return std::pow(a, b); }, 0.1, 3},
+                                                BinaryCase{"atan2", [](double a, double b) { return std::atan2(a, b); }, -2, 2}),
                                             ::testing::Values("f32", "f64")),
                          [](const auto &info) {
                            return std::string(std::get<0>(info.param).op) + "_" +

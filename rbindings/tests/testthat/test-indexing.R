@@ -65,6 +65,26 @@ test_that("c, cbind, rbind, rev, head, tail, diff, rep, outer, diag and apply ma
   expect_matches_base(function(x) range(x) + is.matrix(x) + NCOL(x) + drop(as.matrix(x))[1], x)
 })
 
+test_that("sapply / vapply over a static sequence, Reduce, and both pipes trace", {
+  set.seed(17)
+  X <- rnd(5, 4); x <- rnd(5)
+  expect_matches_base(function(X) sapply(seq_len(ncol(X)), function(j) sum(X[, j]^2)), X)
+  expect_matches_base(function(X) sapply(1:3, function(k) X[k, ] * k), X) # a 4 x 3 matrix
+  expect_matches_base(function(X) vapply(seq_len(4), function(j) max(X[, j]), numeric(1)), X)
+  expect_matches_base(function(X) Reduce(`+`, lapply(1:4, function(j) X[, j])), X)
+  expect_matches_base(function(x) x |> exp() |> sum(), x)
+  expect_matches_base(function(x) { `%>%` <- magrittr::`%>%`; x %>% abs() %>% sqrt() %>% cumsum() }, x)
+  expect_error(rf_jit(function(x) sapply(c(a = 1, b = 2), function(k) x[k]), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) sapply(x, function(v) v), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_identical(rf_jit(function(x) x * sapply(1:2, function(k) k), dtype = "float64")(c(1, 2)), c(1, 4))
+})
+
+test_that("linear algebra refuses cleanly (no broken .Internal)", {
+  A <- crossprod(rnd(4, 3)) + diag(3)
+  for (f in list(function(A) solve(A), function(A) chol(A), function(A) det(A), function(A) qr(A)))
+    expect_error(rf_jit(f, dtype = "float64")(A), class = "rfuse_unsupported")
+})
+
 test_that("math and distribution functions match base R", {
   set.seed(14)
   x <- rnd(20) * 2
@@ -77,6 +97,20 @@ test_that("math and distribution functions match base R", {
   # Inf and NaN computed inside (inputs holding them are answered by base R).
   f <- function(x) cbind(is.finite(1 / x), is.nan(x / x), is.infinite(1 / x))
   expect_equal(rf_jit(f, dtype = "float64")(c(1, 0, -2)), f(c(1, 0, -2)))
+})
+
+test_that("cumulative ops, prod, round and the inverse trigonometric functions match base R", {
+  set.seed(16)
+  x <- rnd(9); X <- rnd(3, 4)
+  expect_matches_base(function(x) cumsum(x) + cumprod(x / 2) - cummax(x) * cummin(x), x)
+  expect_matches_base(function(X) cumsum(X) / 2, X) # over all elements: a vector
+  expect_matches_base(function(x) { cs <- cumsum(x); (cs[3:9] - c(0, cs[1:6])) / 3 }, x)
+  expect_matches_base(function(x) prod(x) + prod(x, 2) + prod(x[1:3]), x)
+  expect_matches_base(function(x) c(round(x * 7), round(c(0.5, 1.5, 2.5, -0.5) * x[1] / x[1])), x)
+  expect_matches_base(function(x) atan(x) + atan2(x, rev(x)) + asin(x / 2) - acos(x / 2) + tan(x / 2), x)
+  expect_identical(rf_jit(function(i) cumsum(i), dtype = "float64")(1:6), cumsum(1:6)) # an integer
+  expect_grads_match(function(x) sum(cumsum(x)^2) + sum(atan2(x, 2) * atan(x)), list(x = x))
+  expect_error(rf_value_and_grad(function(x) sum(cumprod(x)), dtype = "float64")(x), class = "rfuse_autodiff_error")
 })
 
 test_that("gradients flow through slices, gathers, pads, concatenations and reversals", {
@@ -114,6 +148,7 @@ test_that("bad subscripts get R's errors or classed refusals", {
   expect_error(rf_jit(function(x) x[which.max(x)], dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x, v) { x[x > 0] <- v; x }, dtype = "float64")(x, rnd(5)), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) c(a = x), dtype = "float64")(x), class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) cumsum(x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) qnorm(x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) round(x, 2), dtype = "float64")(x), "digits", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) { y <- x; y[1:3] <- c(1, 2); y }, dtype = "float64")(x), class = "rfuse_shape_error")
 })

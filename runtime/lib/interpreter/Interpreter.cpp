@@ -204,6 +204,7 @@ private:
         .Case([&](PadOp p) { return std::vector<HostTensor>{pad(p, in[0])}; })
         .Case([&](ConcatOp c) { return std::vector<HostTensor>{concat(c, in)}; })
         .Case([&](GatherOp g) { return std::vector<HostTensor>{gatherAlong(g, in[0], in[1])}; })
+        .Case([&](ScanOp s) { return std::vector<HostTensor>{scan(s, in[0])}; })
         .Case([&](ReshapeOp r) {
           HostTensor out = in[0];
           out.shape = toVec(r.getType().getShape());
@@ -386,6 +387,37 @@ private:
       });
       offset += t.shape[dim];
     }
+    return out;
+  }
+
+  // Cumulative ops along a dim, line by line; float sums and products in double, max and min
+  // NaN-propagating (ScalarOps.h's rf_max / rf_min), integers wrapping like the hardware.
+  HostTensor scan(ScanOp s, const HostTensor &in) {
+    HostTensor out = alloc(s.getResult());
+    int64_t dim = s.getDim(), len = in.shape[dim], inner = 1, outer = 1;
+    for (int64_t d = 0; d < in.rank(); ++d)
+      (d < dim ? outer : inner) *= d == dim ? 1 : in.shape[d];
+    ScanKind kind = s.getKind();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double fa = kind == ScanKind::prod ? 1.0 : 0.0;
+        int64_t ia = kind == ScanKind::prod ? 1 : 0;
+        for (int64_t j = 0; j < len; ++j) {
+          int64_t k = (o * len + j) * inner + i;
+          if (in.isFloat()) {
+            double v = in.f[k];
+            fa = j == 0 ? v : kind == ScanKind::sum ? fa + v : kind == ScanKind::prod ? fa * v
+                                : kind == ScanKind::max ? scalar::rf_max(fa, v) : scalar::rf_min(fa, v);
+            out.set(k, fa);
+          } else {
+            int64_t v = in.i[k];
+            ia = j == 0 ? v : kind == ScanKind::sum ? (int64_t)((uint64_t)ia + (uint64_t)v)
+                            : kind == ScanKind::prod ? (int64_t)((uint64_t)ia * (uint64_t)v)
+                            : kind == ScanKind::max ? std::max(ia, v) : std::min(ia, v);
+            out.i[k] = wrapInteger(out.dtype, ia);
+          }
+        }
+      }
     return out;
   }
 

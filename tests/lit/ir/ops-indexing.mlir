@@ -5,6 +5,7 @@
 // RUN: rfuse-opt %s --mlir-print-op-generic | rfuse-opt | FileCheck %s
 // RUN: rfuse-opt %s --canonicalize | FileCheck %s --check-prefix=FOLD
 // RUN: rfuse-run %s --entry values --print-count 12 | FileCheck %s --check-prefix=VALUES
+// RUN: rfuse-run %s --entry scan_values | FileCheck %s --check-prefix=SCAN
 
 // CHECK-LABEL: func.func @indexing
 func.func @indexing(%x: tensor<6xf32>, %m: tensor<4x3xf64>, %b: tensor<2xf32>, %i: tensor<2xi32>)
@@ -69,4 +70,31 @@ func.func @values() -> (tensor<2xf64>, tensor<6xf64>, tensor<12xf64>, tensor<9xf
   %i = rfuse.constant dense<[5, 5, 0, 3]> : tensor<4xi64>
   %4 = rfuse.gather %x, %i, dim = 0 : (tensor<6xf64>, tensor<4xi64>) -> tensor<4xf64>
   return %0, %1, %2, %3, %4 : tensor<2xf64>, tensor<6xf64>, tensor<12xf64>, tensor<9xf64>, tensor<4xf64>
+}
+
+// Cumulative ops (rfuse.scan): round trip, and exact values.
+// CHECK-LABEL: func.func @scans
+// CHECK: rfuse.scan %{{.*}}, dim = 1, kind = sum : tensor<2x3xf32>
+// CHECK: rfuse.scan %{{.*}}, dim = 0, kind = max : tensor<2x3xf32>
+func.func @scans(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = rfuse.scan %x, dim = 1, kind = sum : tensor<2x3xf32>
+  %1 = rfuse.scan %x, dim = 0, kind = max : tensor<2x3xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+// SCAN: output 0: tensor<5xf64> shape [5]
+// SCAN-NEXT: first: 1 3 6 10 15
+// SCAN: output 1: tensor<5xf64> shape [5]
+// SCAN-NEXT: first: 1 2 6 24 120
+// SCAN: output 2: tensor<5xf64> shape [5]
+// SCAN-NEXT: first: 1 2 3 4 5
+// SCAN: output 3: tensor<5xi32> shape [5]
+// SCAN-NEXT: first: 1 1 1 1 1
+func.func @scan_values() -> (tensor<5xf64>, tensor<5xf64>, tensor<5xf64>, tensor<5xi32>) {
+  %x = rfuse.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0]> : tensor<5xf64>
+  %i = rfuse.constant dense<[1, 2, 3, 4, 5]> : tensor<5xi32>
+  %0 = rfuse.scan %x, dim = 0, kind = sum : tensor<5xf64>
+  %1 = rfuse.scan %x, dim = 0, kind = prod : tensor<5xf64>
+  %2 = rfuse.scan %x, dim = 0, kind = max : tensor<5xf64>
+  %3 = rfuse.scan %i, dim = 0, kind = min : tensor<5xi32>
+  return %0, %1, %2, %3 : tensor<5xf64>, tensor<5xf64>, tensor<5xf64>, tensor<5xi32>
 }

@@ -98,6 +98,11 @@ public:
   TracedValue cos(TracedValue x);
   TracedValue floor(TracedValue x);
   TracedValue erfc(TracedValue x);
+  TracedValue roundEven(TracedValue x);
+  TracedValue tan(TracedValue x);
+  TracedValue atan(TracedValue x);
+  TracedValue asin(TracedValue x);
+  TracedValue acos(TracedValue x);
   TracedValue logicalNot(TracedValue x);
 
   TracedValue add(TracedValue a, TracedValue b);
@@ -105,6 +110,7 @@ public:
   TracedValue mul(TracedValue a, TracedValue b);
   TracedValue div(TracedValue a, TracedValue b);
   TracedValue pow(TracedValue a, TracedValue b);
+  TracedValue atan2(TracedValue y, TracedValue x);
   TracedValue maximum(TracedValue a, TracedValue b);
   TracedValue minimum(TracedValue a, TracedValue b);
   TracedValue logicalAnd(TracedValue a, TracedValue b);
@@ -130,6 +136,8 @@ public:
   TracedValue pad(TracedValue x, const std::vector<int64_t> &low, const std::vector<int64_t> &high,
                   const std::vector<int64_t> &interior, double value);
   TracedValue concat(const std::vector<TracedValue> &xs, int64_t dim);
+  /// Cumulative "sum", "prod", "max" or "min" along `dim`.
+  TracedValue scan(TracedValue x, int64_t dim, const std::string &kind);
   /// x's entries along `dim` at the given positions (each in [0, size)).
   TracedValue gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim);
 

@@ -54,6 +54,14 @@ def Rfuse_GeluApprox : I32EnumAttr<"GeluApproximation", "gelu approximation", [
 }
 def Rfuse_GeluApproxAttr : EnumAttr<Rfuse_Dialect, Rfuse_GeluApprox, "gelu_approximation">;
 
+def Rfuse_ScanKind : I32EnumAttr<"ScanKind", "cumulative operation", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"prod", 1>, I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>]> {
+  let cppNamespace = "::rfuse";
+  let genSpecializedAttr = 0;
+}
+def Rfuse_ScanKindAttr : EnumAttr<Rfuse_Dialect, Rfuse_ScanKind, "scan_kind">;
+
 def Rfuse_Layout : I32EnumAttr<"Layout", "image tensor layout", [
     I32EnumAttrCase<"NCHW", 0>, I32EnumAttrCase<"NHWC", 1>]> {
   let cppNamespace = "::rfuse";

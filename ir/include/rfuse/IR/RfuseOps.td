@@ -68,6 +68,12 @@ def Rfuse_FloorOp : Rfuse_UnaryOp<"floor", "Floor", Rfuse_FloatTensor,
                                   "the largest integer not greater than x">;
 def Rfuse_ErfcOp : Rfuse_UnaryOp<"erfc", "Erfc", Rfuse_FloatTensor,
                                  "the complementary error function 1 - erf(x)">;
+def Rfuse_RoundEvenOp : Rfuse_UnaryOp<"round_even", "RoundEven", Rfuse_FloatTensor,
+                                      "the nearest integer, ties to even">;
+def Rfuse_TanOp : Rfuse_UnaryOp<"tan", "Tan", Rfuse_FloatTensor, "the tangent">;
+def Rfuse_AtanOp : Rfuse_UnaryOp<"atan", "Atan", Rfuse_FloatTensor, "the arc tangent">;
+def Rfuse_AsinOp : Rfuse_UnaryOp<"asin", "Asin", Rfuse_FloatTensor, "the arc sine">;
+def Rfuse_AcosOp : Rfuse_UnaryOp<"acos", "Acos", Rfuse_FloatTensor, "the arc cosine">;
 
 def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
                                    Rfuse_VjpOpInterface]> {
@@ -166,6 +172,8 @@ def Rfuse_DivOp : Rfuse_BinaryOp<"div", "Div", Rfuse_FloatTensor, "division (lhs
   let hasFolder = 1;
 }
 def Rfuse_PowOp : Rfuse_BinaryOp<"pow", "Pow", Rfuse_FloatTensor, "power (lhs ^ rhs)">;
+def Rfuse_Atan2Op : Rfuse_BinaryOp<"atan2", "Atan2", Rfuse_FloatTensor,
+                                   "the angle of the point (rhs, lhs): atan2(lhs, rhs)">;
 def Rfuse_MaxOp : Rfuse_BinaryOp<"max", "Max", Rfuse_NumericTensor,
                                  "maximum, propagating NaN (R's pmax)">;
 def Rfuse_MinOp : Rfuse_BinaryOp<"min", "Min", Rfuse_NumericTensor,
@@ -382,6 +390,25 @@ def Rfuse_GatherOp : Rfuse_Op<"gather", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
   let arguments = (ins Rfuse_Tensor:$input, StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$dim);
   let results = (outs Rfuse_Tensor:$result);
   let assemblyFormat = "$input `,` $indices `,` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Rfuse_ScanOp : Rfuse_Op<"scan", [Pure, SameOperandsAndResultType, Rfuse_VjpOpInterface]> {
+  let summary = "Cumulative sum, product, maximum or minimum along one dimension.";
+  let description = [{
+    result[..., i, ...] = input[..., 0, ...] op ... op input[..., i, ...] along `dim`. Float sums
+    and products accumulate in f64 (R's cumsum / cumprod accumulate in long double); max and min
+    propagate NaN from where it appears on, as R's cummax / cummin do. A kernel of its own: one
+    sequential pass per line.
+
+    Example (R's cumsum of a vector):
+    ```mlir
+    %c = rfuse.scan %x, dim = 0, kind = sum : tensor<6xf64>
+    ```
+  }];
+  let arguments = (ins Rfuse_NumericTensor:$input, I64Attr:$dim, Rfuse_ScanKindAttr:$kind);
+  let results = (outs Rfuse_NumericTensor:$result);
+  let assemblyFormat = "$input `,` `dim` `=` $dim `,` `kind` `=` $kind attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -28,6 +28,10 @@ namespace rfuse {
 namespace scalar {
 
 #if !(defined(__CUDACC_RTC__) || defined(__CUDACC__))
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
 using std::cos;
 using std::erfc;
 using std::exp;
@@ -36,7 +40,9 @@ using std::fma;
 using std::log;
 using std::pow;
 using std::sin;
+using std::rint;
 using std::sqrt;
+using std::tan;
 using std::tanh;
 #endif
 
@@ -110,6 +116,13 @@ template <class T> RF_FN T rf_sin(T x) { return RF_M(sin)(x); }
 template <class T> RF_FN T rf_cos(T x) { return RF_M(cos)(x); }
 // The largest integer not above x (R's floor(); %/% and %% are built from it).
 template <class T> RF_FN T rf_floor(T x) { return RF_M(floor)(x); }
+// The nearest integer, ties to even (R's round(x) with digits = 0: IEC 60559).
+template <class T> RF_FN T rf_round_even(T x) { return RF_M(rint)(x); }
+template <class T> RF_FN T rf_tan(T x) { return RF_M(tan)(x); }
+template <class T> RF_FN T rf_atan(T x) { return RF_M(atan)(x); }
+template <class T> RF_FN T rf_asin(T x) { return RF_M(asin)(x); }
+template <class T> RF_FN T rf_acos(T x) { return RF_M(acos)(x); }
+template <class T> RF_FN T rf_atan2(T y, T x) { return RF_M(atan2)(y, x); }
 
 template <class T> RF_FN T rf_add(T a, T b) { return a + b; }
 template <class T> RF_FN T rf_sub(T a, T b) { return a - b; }
