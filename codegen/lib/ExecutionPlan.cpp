@@ -106,11 +106,13 @@ std::string Step::describe(Backend backend) const {
   case Kind::Alias: return "alias";
   case Kind::Constant: return "constant";
   case Kind::Host: return "interpreted (" + why + ")";
-  case Kind::Kernel:
+  case Kind::Kernel: {
+    bool scan = op && isa<ScanOp>(op); // a thread (CPU: an index) per line, along it in turn
     if (backend == Backend::Cpu)
-      return "compiled " + kernelKind;
-    os << "cuda " << launchName(cudaKernel->launch) << " " << sizeOf(*cudaKernel);
+      return "compiled " + (scan ? std::string("scan") : kernelKind);
+    os << "cuda " << (scan ? "scan, a thread per line" : launchName(cudaKernel->launch)) << " " << sizeOf(*cudaKernel);
     return os.str();
+  }
   case Kind::Library:
     break;
   }

@@ -125,3 +125,15 @@ func.func @indexing(%x: tensor<8xf32>) -> tensor<6xf32> {
   %t = rfuse.tanh %c : tensor<6xf32>
   return %t : tensor<6xf32>
 }
+
+// -----
+
+// A cumulative sum: a scan kernel, a thread per line (here 4 lines of 64 along dim 0, inner 4),
+// f32 accumulated in double.
+// (A lone op's source is not attached to the IR; the NVRTC unit test compiles it.)
+// CHECK-LABEL: func.func @scan
+// CHECK: rfuse.scan {{.*}}rfuse.plan = "cuda scan, a thread per line grid 1 block 256 vector 1"
+func.func @scan(%x: tensor<64x4xf32>) -> tensor<64x4xf32> {
+  %c = rfuse.scan %x, dim = 0, kind = sum : tensor<64x4xf32>
+  return %c : tensor<64x4xf32>
+}

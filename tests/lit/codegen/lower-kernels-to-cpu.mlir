@@ -123,3 +123,19 @@ func.func @indexing(%x: tensor<8xf32>) -> tensor<6xf32> {
   %t = rfuse.tanh %c : tensor<6xf32>
   return %t : tensor<6xf32>
 }
+
+// -----
+
+// A cumulative maximum: scf loops over the lines of the [outer, len, inner] view, the running
+// value carried along the scanned dim.
+// CHECK-LABEL: func.func @scan
+// CHECK: rfuse.plan = "compiled scan"
+// CHECK: func.func @rfuse_cpu_kernel(%{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<8x5x3xf64>, %{{.*}}: memref<8x5x3xf64>)
+// CHECK: scf.for
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: arith.maximumf
+// CHECK: memref.store
+func.func @scan(%x: tensor<8x5x3xf64>) -> tensor<8x5x3xf64> {
+  %c = rfuse.scan %x, dim = 1, kind = max : tensor<8x5x3xf64>
+  return %c : tensor<8x5x3xf64>
+}

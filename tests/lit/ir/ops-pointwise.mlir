@@ -65,8 +65,22 @@ func.func @unary_float(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %13 = rfuse.abs %12 : tensor<4x8xf32>
   // CHECK: %[[F:.+]] = rfuse.floor %[[A]] : tensor<4x8xf32>
   %14 = rfuse.floor %13 : tensor<4x8xf32>
-  // CHECK: return %[[F]] : tensor<4x8xf32>
-  return %14 : tensor<4x8xf32>
+  // CHECK: %[[E:.+]] = rfuse.erfc %[[F]] : tensor<4x8xf32>
+  %15 = rfuse.erfc %14 : tensor<4x8xf32>
+  // CHECK: %[[R:.+]] = rfuse.round_even %[[E]] : tensor<4x8xf32>
+  %16 = rfuse.round_even %15 : tensor<4x8xf32>
+  // CHECK: %[[T:.+]] = rfuse.tan %[[R]] : tensor<4x8xf32>
+  %17 = rfuse.tan %16 : tensor<4x8xf32>
+  // CHECK: %[[AT:.+]] = rfuse.atan %[[T]] : tensor<4x8xf32>
+  %18 = rfuse.atan %17 : tensor<4x8xf32>
+  // CHECK: %[[AS:.+]] = rfuse.asin %[[AT]] : tensor<4x8xf32>
+  %19 = rfuse.asin %18 : tensor<4x8xf32>
+  // CHECK: %[[AC:.+]] = rfuse.acos %[[AS]] : tensor<4x8xf32>
+  %20 = rfuse.acos %19 : tensor<4x8xf32>
+  // CHECK: %[[A2:.+]] = rfuse.atan2 %[[AC]], %[[F]] : tensor<4x8xf32>
+  %21 = rfuse.atan2 %20, %14 : tensor<4x8xf32>
+  // CHECK: return %[[A2]] : tensor<4x8xf32>
+  return %21 : tensor<4x8xf32>
 }
 
 // The float element types other than f32, and rank 0.
