@@ -353,7 +353,7 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
           result = s.emitOpError("has no vector-Jacobian product for cumulative products, maxima or minima");
           return;
         }
-        SmallVector<int64_t> dims = {s.getDim()};
+        SmallVector<int64_t> dims = {(int64_t)s.getDim()};
         Value rg = builder.create<ReverseOp>(e.loc, g, dims);
         Value cs = builder.create<ScanOp>(e.loc, rg, s.getDimAttr(), s.getKindAttr());
         operandGrads[0] = builder.create<ReverseOp>(e.loc, cs, dims);

@@ -60,28 +60,34 @@ select_along <- function(s_id, shape, d, pos, call) {
   emit(.rf_b_gather, s_id, as.integer(pos), as.integer(d), call = call)
 }
 
+# An empty subscript (the j of x[i, ]): all of its dimension. (NULL is a subscript selecting nothing.)
+all_of_dim <- structure(list(), class = "rf_all_of_dim")
+is_all_of_dim <- function(i) inherits(i, "rf_all_of_dim")
+
 # The positions of each R dimension (or of the flattened vector) that the subscripts in `idx`
-# (a list, NULL entries for empty subscripts) select.
+# (a list, all_of_dim for empty subscripts) select.
 subscript_positions <- function(s, idx, call) {
   rd <- s$rdim
   if (length(idx) == 1) {
     i <- idx[[1]]
     if (is.matrix(i) && !is.logical(i))
       rf_unsupported("[", call, "indexing by a matrix of positions is not supported")
-    return(list(flat = TRUE, pos = if (is.null(i)) seq_len(s$len) else index_positions(i, s$len, call)))
+    return(list(flat = TRUE, pos = if (is_all_of_dim(i)) seq_len(s$len) else index_positions(i, s$len, call)))
   }
   if (length(idx) != length(rd)) rf_shape_error("incorrect number of dimensions", call)
   pos <- lapply(seq_along(rd), function(k)
-    if (is.null(idx[[k]])) seq_len(rd[k]) else index_positions(idx[[k]], rd[k], call, dim_bounds = TRUE))
+    if (is_all_of_dim(idx[[k]])) seq_len(rd[k]) else index_positions(idx[[k]], rd[k], call, dim_bounds = TRUE))
   list(flat = FALSE, pos = pos)
 }
 
-# The subscripts of a `[` / `[<-` call (after x), forced, with NULL for empty ones.
+# The subscripts of a `[` / `[<-` call (after x), each forced once, all_of_dim for empty ones.
 subscripts_of <- function(dots_expr, n, elt) {
   lapply(seq_len(n), function(k) {
-    if (k <= length(dots_expr) && identical(dots_expr[[k]], quote(expr = ))) NULL else list(elt(k))
+    if (k <= length(dots_expr) && identical(dots_expr[[k]], quote(expr = ))) all_of_dim else elt(k)
   })
 }
+# The subscripts as arguments of a call to base R's own `[` / `[<-`.
+as_call_args <- function(idx) lapply(idx, function(e) if (is_all_of_dim(e)) quote(expr = ) else e)
 
 # x[i], x[i, j, ...] on a traced x with static subscripts.
 index_sym <- function(x, idx, drop, call) {
@@ -115,7 +121,7 @@ index_sym <- function(x, idx, drop, call) {
   if (n == 0) return(x)
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
-  index_sym(x, lapply(idx, function(e) if (is.null(e)) NULL else e[[1]]), drop, call)
+  index_sym(x, idx, drop, call)
 }
 
 # The mask (a constant of x's shape) of the elements the static subscripts select, and `value`
@@ -181,7 +187,7 @@ assign_sym <- function(x, idx, value, call) {
   n <- nargs() - 2L
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
-  assign_sym(x, lapply(idx, function(e) if (is.null(e)) NULL else e[[1]]), value, call)
+  assign_sym(x, idx, value, call)
 }
 
 # `[` and `[<-` as bound in the traced function: a plain R array indexed by, or assigned, a
@@ -191,22 +197,20 @@ rf_index <- function(x, ..., drop = TRUE) {
   n <- nargs() - 1L - !missing(drop)
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
-  vals <- lapply(idx, function(e) if (is.null(e)) NULL else e[[1]])
-  if (is_sym(x)) return(index_sym(x, vals, drop, call))
-  if (any(vapply(vals, is_sym, TRUE))) rf_unsupported("[", call, data_dependent_why)
-  mc <- call; mc[[1]] <- base::`[`
-  eval(mc, parent.frame())
+  if (is_sym(x)) return(index_sym(x, idx, drop, call))
+  if (any(vapply(idx, is_sym, TRUE))) rf_unsupported("[", call, data_dependent_why)
+  # Base R's `[` on the values already computed (each subscript is evaluated once, as in R).
+  base_call <- as.call(c(list(base::`[`, x), as_call_args(idx), if (!missing(drop)) list(drop = drop)))
+  eval(base_call)
 }
 rf_subassign <- function(x, ..., value) {
   call <- sys.call()
   n <- nargs() - 2L
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
-  vals <- lapply(idx, function(e) if (is.null(e)) NULL else e[[1]])
-  if (is_sym(x) || is_sym(value) || any(vapply(vals, is_sym, TRUE)))
-    return(assign_sym(x, vals, value, call))
-  base_call <- as.call(c(list(base::`[<-`, x), lapply(idx, function(e) if (is.null(e)) quote(expr = ) else e[[1]]),
-                         list(value = value)))
+  if (is_sym(x) || is_sym(value) || any(vapply(idx, is_sym, TRUE)))
+    return(assign_sym(x, idx, value, call))
+  base_call <- as.call(c(list(base::`[<-`, x), as_call_args(idx), list(value = value)))
   eval(base_call)
 }
 
@@ -214,6 +218,44 @@ rf_subassign <- function(x, ..., value) {
 spread_scalar <- function(s, shape, call) {
   scalar <- emit(.rf_b_reshape, s$id, integer(), call = call)
   emit(.rf_b_broadcast, scalar, as.integer(shape), integer(), call = call)
+}
+
+# x[[i]] / x[[i, j]] of a traced value: one element, as x[i] / x[i, j]; x[[i]] <- v likewise.
+rf_index2 <- function(x, ..., exact = TRUE) {
+  call <- sys.call()
+  idx <- list(...)
+  if (!is_sym(x)) {
+    if (any(vapply(idx, is_sym, TRUE))) rf_unsupported("[[", call, data_dependent_why)
+    return(base::`[[`(x, ..., exact = exact))
+  }
+  if (length(idx) == 0 || any(vapply(idx, function(i) is_sym(i) || length(i) != 1, TRUE)))
+    rf_shape_error("subscript out of bounds (`[[` takes one position per dimension)", call)
+  if (any(vapply(idx, function(i) is.numeric(i) && i < 1, TRUE)))
+    rf_shape_error("invalid negative or zero subscript in get1index", call)
+  index_sym(x, idx, TRUE, call)
+}
+rf_subassign2 <- function(x, ..., value) {
+  call <- sys.call()
+  idx <- list(...)
+  if (!is_sym(x) && !(is_sym(value) && (is.numeric(x) || is.logical(x)))) # lists hold traced values as they are
+    return(base::`[[<-`(x, ..., value = value))
+  if (is_sym(value) && value$len != 1 || !is_sym(value) && length(value) != 1)
+    rf_shape_error("more elements supplied than there are to replace", call)
+  assign_sym(x, idx, value, call)
+}
+
+# unlist() of a list holding traced values (no names): their elements in order, as c() does.
+rf_unlist <- function(x, recursive = TRUE, use.names = TRUE) {
+  if (is_sym(x)) return(reshape_sym(x, NULL, x$len))
+  has_sym <- function(v) is_sym(v) || (is.list(v) && !is_sym(v) && any(vapply(v, has_sym, TRUE)))
+  if (!is.list(x) || !has_sym(x)) return(base::unlist(x, recursive, use.names))
+  call <- sys.call()
+  if (use.names && !is.null(names(x)) && any(nzchar(names(x))))
+    rf_unsupported("unlist", call, "traced results carry no names; unlist(x, use.names = FALSE)")
+  if (!isTRUE(recursive) && any(vapply(x, function(v) is.list(v) && !is_sym(v), TRUE)))
+    rf_unsupported("unlist", call, "unlist(recursive = FALSE) of nested lists holding traced values")
+  flat <- lapply(x, function(v) if (is.list(v) && !is_sym(v)) rf_unlist(v, recursive, use.names) else v)
+  do.call(rf_c, unname(flat))
 }
 
 # ---- Building vectors and matrices ------------------------------------------------------------
@@ -309,7 +351,7 @@ head_tail <- function(x, n, tail, call) {
   if (length(x$rdim) > 2) rf_unsupported(if (tail) "tail" else "head", call, "only vectors and matrices")
   k <- if (n >= 0) min(n, len) else max(len + n, 0)
   pos <- if (tail) seq_len(k) + (len - k) else seq_len(k)
-  if (length(x$rdim) == 2) index_sym(x, list(pos, NULL), FALSE, call)
+  if (length(x$rdim) == 2) index_sym(x, list(pos, all_of_dim), FALSE, call)
   else index_sym(reshape_sym(x, NULL, x$len), list(pos), TRUE, call)
 }
 rf_head <- function(x, n = 6L, ...) {
@@ -335,8 +377,8 @@ rf_diff <- function(x, lag = 1L, differences = 1L, ...) {
     n <- if (length(r$rdim) == 2) r$rdim[1] else r$len
     if (lag >= n) rf_unsupported("diff", call, "the result would be empty")
     hi <- seq.int(lag + 1L, n); lo <- seq_len(n - lag)
-    a <- if (length(r$rdim) == 2) index_sym(r, list(hi, NULL), FALSE, call) else index_sym(r, list(hi), TRUE, call)
-    b <- if (length(r$rdim) == 2) index_sym(r, list(lo, NULL), FALSE, call) else index_sym(r, list(lo), TRUE, call)
+    a <- if (length(r$rdim) == 2) index_sym(r, list(hi, all_of_dim), FALSE, call) else index_sym(r, list(hi), TRUE, call)
+    b <- if (length(r$rdim) == 2) index_sym(r, list(lo, all_of_dim), FALSE, call) else index_sym(r, list(lo), TRUE, call)
     r <- a - b
   }
   r

@@ -380,7 +380,6 @@ is.numeric.rf_sym <- function(x) x$dtype != "i1"
 loop_refusal <- paste("it loops over the elements of a traced value: rfuse compiles one program for every value",
                       "of the traced arguments; write it as vector operations")
 text_refusal <- "a traced value has no text before the program runs (format results after the call)"
-list_refusal <- "it would take a traced value apart element by element; rfuse has no element access yet"
 
 # sapply / vapply over a static sequence whose function returns traced values: the results
 # combined as base R's simplification would (length-1 results into a vector, equal-length ones
@@ -554,8 +553,8 @@ traced_functions <- function() {
        vapply = rf_vapply, Map = base_guard("Map", loop_refusal),
        Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
        paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
-       sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = base_guard("unlist", list_refusal, TRUE),
-       `[[` = base_guard("[[", list_refusal),
+       sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = rf_unlist,
+       `[[` = rf_index2, `[[<-` = rf_subassign2,
        `[` = rf_index, `[<-` = rf_subassign, c = rf_c, cbind = rf_cbind, rbind = rf_rbind,
        rev = rf_rev, head = rf_head, tail = rf_tail, diff = rf_diff, rep = rf_rep, rep_len = rf_rep_len,
        outer = rf_outer, `%o%` = rf_outer_op, diag = rf_diag, `diag<-` = rf_diag_assign, apply = rf_apply,

@@ -177,6 +177,9 @@ add_control_flow_guards <- function(mask) {
 # outside the traced code, and printing, are refused at trace time. `<<-` to a variable of the
 # traced function itself (a local closure's counter) is fine. (Module methods, masked once when a
 # module is made and run eagerly too, are not guarded: their state lives in `self`.)
+rng_names <- c("rnorm", "runif", "rbinom", "rpois", "rexp", "rgamma", "rbeta", "rt", "rchisq", "rlogis",
+               "rcauchy", "rweibull", "rlnorm", "rgeom", "rhyper", "rnbinom", "rmultinom", "rsignrank",
+               "rwilcox", "sample", "sample.int", "set.seed")
 add_side_effect_guards <- function(mask) {
   inside <- function(e) { # whether `mask` is a proper ancestor of environment `e`
     while (!identical(e, emptyenv())) {
@@ -210,6 +213,11 @@ add_side_effect_guards <- function(mask) {
   }, envir = mask)
   for (nm in c("print", "cat", "message", "warning", "writeLines", "show", "str", "plot"))
     assign(nm, local({ nm <- nm; function(...) refuse(nm, sys.call(), sprintf("`%s()` is a side effect", nm)) }),
+           envir = mask)
+  # Random numbers drawn while tracing would be constants of the program: the same "random"
+  # values on every call, where R draws new ones.
+  for (nm in rng_names)
+    assign(nm, local({ nm <- nm; function(...) refuse(nm, sys.call(), sprintf("`%s()` draws random numbers", nm)) }),
            envir = mask)
   invisible(mask)
 }

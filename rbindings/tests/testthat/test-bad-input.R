@@ -96,8 +96,11 @@ test_that("base functions that would look inside a traced value answer as R or r
   same(function(x) names(x))
   same(function(x) is.numeric(x))
   same(function(x) is.numeric(x > 1))
-  for (f in list(function(x) x[[1]], function(x) sapply(x, function(v) v * 2), function(x) lapply(x, sqrt),
-                 function(x) Reduce(`+`, x), function(x) Filter(function(a) a > 1, x), function(x) unlist(list(x)),
+  same(function(x) x[[2]] * x)
+  same(function(x) unlist(list(x, x * 2)))
+  same(function(x) { out <- numeric(3); out[[2]] <- x[[1]]; out })
+  for (f in list(function(x) sapply(x, function(v) v * 2), function(x) lapply(x, sqrt),
+                 function(x) Reduce(`+`, x), function(x) Filter(function(a) a > 1, x), function(x) unlist(list(a = x)),
                  function(x) paste(x), function(x) sprintf("%f", x)))
     expect_error(rf_jit(f)(x), class = "rfuse_unsupported")
   # Lists of traced values still work with the loop functions.

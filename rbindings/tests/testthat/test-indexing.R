@@ -21,6 +21,8 @@ test_that("x[i] forms match base R", {
   expect_matches_base(function(A) A[2, , 1] + A[, 3, 2][1], A)
   expect_matches_base(function(A) A[, 2:3, , drop = FALSE], A)
   expect_matches_base(function(X) X[, 1][3] + X[1, 1], X)
+  expect_identical(rf_jit(function(x) c(x[NULL], x[integer(0)], x[2]), dtype = "float64")(x), x[2]) # NULL selects nothing
+  expect_identical(rf_jit(function(x) x[NULL] + 0, dtype = "float64")(x), numeric(0))
 })
 
 test_that("assignment into parts matches base R", {

@@ -35,3 +35,14 @@ test_that("assign() outside and printing are refused at trace time; local assign
     expect_error(rf_jit(h, dtype = "float64")(c(1, 2)), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) { print(x); x }, dtype = "float64")(c(1, 2)), "print")
 })
+
+test_that("random numbers drawn inside a traced function are refused (they would be baked in)", {
+  x <- rnd(5)
+  for (f in list(function(x) x + rnorm(length(x)), function(x) x[sample(length(x))],
+                 function(x) x * runif(1), function(x) { set.seed(1); x + rnorm(5) })) {
+    err <- expect_error(rf_jit(f, dtype = "float64")(x), class = "rfuse_unsupported")
+    expect_match(conditionMessage(err), "random numbers")
+  }
+  # Random inputs drawn outside are ordinary arguments.
+  expect_equal(rf_jit(function(x, e) x + e, dtype = "float64")(x, rep(0.5, 5)), x + 0.5)
+})
