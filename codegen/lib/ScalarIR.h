@@ -135,6 +135,9 @@ inline IrVal pow(IrVal a, IrVal b) {
 /// erfc: ScalarOps.h's rf_erfc_rational in f32 (as on the GPU); libm's erfc in f64 (MLIR 19's
 /// math dialect has erf but no erfc) — the function the interpreter's f64 path calls.
 IrVal erfc(IrVal x);
+/// tgamma and lgamma: libm's (MLIR 19's math dialect has neither), as the interpreter's.
+IrVal tgamma(IrVal x);
+IrVal lgamma(IrVal x);
 
 } // namespace rfuse::cpu::ir
 

@@ -275,6 +275,9 @@ RFUSE_UNARY_METHOD(tan, TanOp, "tan")
 RFUSE_UNARY_METHOD(atan, AtanOp, "atan")
 RFUSE_UNARY_METHOD(asin, AsinOp, "asin")
 RFUSE_UNARY_METHOD(acos, AcosOp, "acos")
+RFUSE_UNARY_METHOD(tgamma, TgammaOp, "tgamma")
+RFUSE_UNARY_METHOD(lgamma, LgammaOp, "lgamma")
+RFUSE_UNARY_METHOD(normalQuantile, QnormOp, "qnorm")
 RFUSE_UNARY_METHOD(logicalNot, NotOp, "not")
 #undef RFUSE_UNARY_METHOD
 

@@ -112,6 +112,12 @@ LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
     set(0, kind == ScalarOpKind::Asin ? e.div(g, d) : e.neg(e.div(g, d)));
     break;
   }
+  case ScalarOpKind::Qnorm: // 1 / dnorm(y) = sqrt(2 pi) exp(y^2 / 2)
+    set(0, e.mul(g, e.scale(e.b.create<ExpOp>(e.loc, y.getType(), e.scale(e.mul(y, y), 0.5)), 2.5066282746310002)));
+    break;
+  case ScalarOpKind::Tgamma:
+  case ScalarOpKind::Lgamma: // the digamma function, which rfuse has no op for
+    return op->emitOpError("has no vector-Jacobian product (it needs the digamma function)");
   case ScalarOpKind::Atan2: { // atan2(y, x): (x dy - y dx) / (x^2 + y^2)
     Value xx = op->getOperand(1), r2 = e.add(e.mul(x, x), e.mul(xx, xx));
     set(0, e.div(e.mul(g, xx), r2));

@@ -416,9 +416,12 @@ rf_outer_op <- function(X, Y) rf_outer(X, Y)
 
 # diag(x): a matrix's diagonal, or a traced vector on the diagonal of a square matrix.
 rf_diag <- function(x = 1, nrow, ncol, names = TRUE) {
-  if (!is_sym(x)) {
-    mc <- match.call(); mc[[1]] <- base::diag
-    return(eval(mc, parent.frame()))
+  if (!is_sym(x)) { # base R's, on the values at hand (its answer depends on which are missing)
+    args <- list(x = x) # (diag(n) is an identity only when n is its one argument)
+    if (!missing(nrow)) args$nrow <- nrow
+    if (!missing(ncol)) args$ncol <- ncol
+    if (!missing(names)) args$names <- names
+    return(do.call(base::diag, args))
   }
   call <- sys.call()
   if (!missing(nrow) || !missing(ncol)) { # diag(s, n): s on the diagonal of an n x n matrix
@@ -452,8 +455,53 @@ rf_diag_assign <- function(x, value) {
   assign_sym(x, list(mask), value, call)
 }
 
-# apply(X, MARGIN, FUN) for FUN one of R's reductions over the other margin.
+# `dim<-` and array(): a traced value given dimensions (array() with R's recycling).
+rf_dim_assign <- function(x, value) {
+  if (!is_sym(x)) return(base::`dim<-`(x, value))
+  call <- sys.call()
+  if (is.null(value)) return(reshape_sym(x, NULL, x$len))
+  if (is_sym(value) || !is.numeric(value) || anyNA(value) || prod(value) != x$len)
+    rf_shape_error(sprintf("dims [product %s] do not match the length of object [%d]",
+                           if (is.numeric(value)) format(prod(value)) else "?", x$len), call)
+  reshape_sym(x, if (length(value) > 1) as.integer(value) else NULL, x$len)
+}
+rf_array <- function(data = NA, dim = length(data), dimnames = NULL) {
+  if (!is_sym(data)) return(base::array(data, dim, dimnames))
+  call <- sys.call()
+  if (!is.null(dimnames)) rf_unsupported("array", call, "traced results carry no dimnames (set them after the call)")
+  if (is_sym(dim)) rf_unsupported("array", call, data_dependent_why)
+  pos <- base::array(seq_len(data$len), dim)
+  flat <- if (prod(dim) == data$len) reshape_sym(data, NULL, data$len)
+          else index_sym(reshape_sym(data, NULL, data$len), list(as.vector(pos)), TRUE, call)
+  reshape_sym(flat, if (length(dim) > 1) as.integer(dim) else NULL, length(pos))
+}
+
+# max.col(m, "first" | "last"): per row the column of the (first / last) maximum; a row holding
+# NaN is NA, as in R. (R's default, "random", breaks ties at random within a tolerance: refused.)
+rf_max_col <- function(m, ties.method = c("random", "first", "last")) {
+  if (!is_sym(m)) return(base::max.col(m, ties.method))
+  call <- sys.call()
+  ties <- match.arg(ties.method)
+  if (ties == "random")
+    rf_unsupported("max.col", call, "ties.method = \"random\" breaks ties at random; use \"first\" or \"last\"")
+  if (length(m$rdim) != 2) rf_shape_error("'m' must be a matrix", call)
+  nr <- m$rdim[1]; nc <- m$rdim[2]
+  x <- to_dtype(m, trace_float(), call)
+  best <- margin_reduce(x, "max", TRUE, 1L, call) # NaN where the row holds one
+  at <- x == expand_to(best, list(rdim = m$rdim, len = m$len), call)
+  cols <- lift_constant(matrix(rep(seq_len(nc), each = nr), nr, nc), call)
+  pick <- if (ties == "first") margin_reduce(rf_ifelse(at, cols, nc + 1), "min", TRUE, 1L, call)
+          else margin_reduce(rf_ifelse(at, cols, 0), "max", TRUE, 1L, call)
+  out <- rf_ifelse(best != best, NaN, pick)
+  out$ib <- int_bound("const", v = nc)
+  out
+}
+
+# apply(X, MARGIN, FUN): R's reductions over the other margin as one reduction; any other
+# traceable FUN applied to each row (column) in turn, up to apply_unroll_limit of them, and the
+# results combined as R's apply() simplifies them.
 apply_reductions <- c(sum = "sum", mean = "mean", max = "max", min = "min")
+apply_unroll_limit <- 256L
 rf_apply <- function(X, MARGIN, FUN, ..., simplify = TRUE) {
   if (!is_sym(X)) return(base::apply(X, MARGIN, FUN, ..., simplify = simplify))
   call <- sys.call()
@@ -462,9 +510,18 @@ rf_apply <- function(X, MARGIN, FUN, ..., simplify = TRUE) {
   else for (k in names(apply_reductions)) # base's function, or the S4 generic rfuse makes of it (mean)
     if (identical(FUN, get(k, baseenv())) || (methods::is(FUN, "standardGeneric") && identical(FUN@generic[[1]], k)))
       kind <- apply_reductions[k]
-  if (is.null(kind) || is.na(kind) || ...length() > 0 || length(X$rdim) != 2 || !(identical(MARGIN, 1) ||
-      identical(MARGIN, 1L) || identical(MARGIN, 2) || identical(MARGIN, 2L)))
-    rf_unsupported("apply", call, paste("only apply(matrix, 1 or 2, f) with f one of sum, mean, max, min",
-                                        "(write other functions as matrix operations)"))
-  margin_reduce(X, kind[[1]], MARGIN == 1, 1L, call)
+  if (length(X$rdim) != 2 || !(identical(MARGIN, 1) || identical(MARGIN, 1L) || identical(MARGIN, 2) ||
+                                identical(MARGIN, 2L)))
+    rf_unsupported("apply", call, "only apply(matrix, 1 or 2, f)")
+  if (!is.null(kind) && !is.na(kind) && ...length() == 0)
+    return(margin_reduce(X, kind[[1]], MARGIN == 1, 1L, call))
+  n <- X$rdim[MARGIN]
+  if (n > apply_unroll_limit)
+    rf_unsupported("apply", call, sprintf(paste("apply() with a function other than sum, mean, max or min runs it once per",
+                                                "row or column, at most %d of them (here %d); write it with matrix operations"),
+                                          apply_unroll_limit, n))
+  f <- match.fun(FUN)
+  res <- lapply(seq_len(n), function(i) f(if (MARGIN == 1) index_sym(X, list(i, all_of_dim), TRUE, call)
+                                          else index_sym(X, list(all_of_dim, i), TRUE, call), ...))
+  simplify_traced("apply", seq_len(n), res, FALSE, call)
 }

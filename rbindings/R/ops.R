@@ -85,7 +85,8 @@ integer_division <- function(op, e1, e2, call) {
 }
 
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
-              cos = "cos", floor = "floor", tan = "tan", atan = "atan", asin = "asin", acos = "acos")
+              cos = "cos", floor = "floor", tan = "tan", atan = "atan", asin = "asin", acos = "acos",
+              gamma = "tgamma", lgamma = "lgamma")
 
 # Math functions written with the traced ops: each as accurate as R's to within a few ulps
 # (log1p and expm1 by Goldberg's correction of log(1 + x) and exp(x) - 1; sinh through expm1 so
@@ -431,10 +432,11 @@ rf_as_numeric <- function(x, ...) {
 }
 
 rf_matrix <- function(data = NA, nrow = 1, ncol = 1, byrow = FALSE, dimnames = NULL) {
-  if (!is_sym(data)) { # base R's, with its missing(nrow) / missing(ncol) logic
-    mc <- match.call()
-    mc[[1]] <- quote(base::matrix)
-    return(eval(mc, parent.frame()))
+  if (!is_sym(data)) { # base R's, with its missing(nrow) / missing(ncol) logic, on the values at hand
+    args <- list(data = data, byrow = byrow, dimnames = dimnames)
+    if (!missing(nrow)) args$nrow <- nrow
+    if (!missing(ncol)) args$ncol <- ncol
+    return(do.call(base::matrix, args))
   }
   call <- sys.call()
   if (!is.null(dimnames))
@@ -481,6 +483,22 @@ rf_dnorm <- function(x, mean = 0, sd = 1, log = FALSE) {
   z <- (x - mean) / sd
   if (flag(log, "log", "dnorm", call)) -(0.918938533204672741780329736406 + 0.5 * z * z + base::log(sd))
   else 0.398942280401432677939946059934 * exp(-0.5 * z * z) / sd
+}
+rf_qnorm <- function(p, mean = 0, sd = 1, lower.tail = TRUE, log.p = FALSE) {
+  if (!any_sym(p, mean, sd)) return(stats::qnorm(p, mean, sd, lower.tail, log.p))
+  call <- sys.call()
+  if (flag(log.p, "log.p", "qnorm", call)) rf_unsupported("qnorm", call, "log.p = TRUE is not supported")
+  s <- to_dtype(as_sym(p, call), trace_float(), call)
+  z <- new_sym(emit(.rf_b_unary, "qnorm", s$id, call = call), s$rdim, s$len, s$dtype)
+  mean + sd * (if (flag(lower.tail, "lower.tail", "qnorm", call)) z else -z) # the upper tail by symmetry
+}
+rf_lbeta <- function(a, b) {
+  if (!any_sym(a, b)) return(base::lbeta(a, b))
+  lgamma(a) + lgamma(b) - lgamma(a + b)
+}
+rf_beta <- function(a, b) {
+  if (!any_sym(a, b)) return(base::beta(a, b))
+  exp(rf_lbeta(a, b))
 }
 rf_plogis <- function(q, location = 0, scale = 1, lower.tail = TRUE, log.p = FALSE) {
   if (!any_sym(q, location, scale)) return(stats::plogis(q, location, scale, lower.tail, log.p))
@@ -558,8 +576,9 @@ traced_functions <- function() {
        `[` = rf_index, `[<-` = rf_subassign, c = rf_c, cbind = rf_cbind, rbind = rf_rbind,
        rev = rf_rev, head = rf_head, tail = rf_tail, diff = rf_diff, rep = rf_rep, rep_len = rf_rep_len,
        outer = rf_outer, `%o%` = rf_outer_op, diag = rf_diag, `diag<-` = rf_diag_assign, apply = rf_apply,
-       pnorm = rf_pnorm, dnorm = rf_dnorm, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
+       pnorm = rf_pnorm, dnorm = rf_dnorm, qnorm = rf_qnorm, beta = rf_beta, lbeta = rf_lbeta, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
        is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
        is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
-       drop = rf_drop, atan2 = rf_atan2)
+       drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
+       max.col = rf_max_col)
 }

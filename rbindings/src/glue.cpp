@@ -70,6 +70,9 @@ int rf_b_unary(SEXP b, std::string op, int x) {
     if (op == "atan") return g.atan(v).id;
     if (op == "asin") return g.asin(v).id;
     if (op == "acos") return g.acos(v).id;
+    if (op == "tgamma") return g.tgamma(v).id;
+    if (op == "lgamma") return g.lgamma(v).id;
+    if (op == "qnorm") return g.normalQuantile(v).id;
     if (op == "not") return g.logicalNot(v).id;
     fail("rfuse_error", "unknown unary op '" + op + "'");
   });

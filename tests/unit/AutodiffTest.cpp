@@ -111,6 +111,7 @@ std::vector<Case> everyDifferentiableOp() {
       unary("atan", [](G &g, T x) { return g.atan(x); }),
       unary("asin", [](G &g, T x) { return g.asin(x); }, -0.8, 0.8),
       unary("acos", [](G &g, T x) { return g.acos(x); }, -0.8, 0.8),
+      unary("qnorm", [](G &g, T x) { return g.normalQuantile(x); }, 0.05, 0.95),
       unary("cast_f32_roundtrip_free", [](G &g, T x) { return g.cast(g.cast(x, DType::F64), DType::F64); }),
       binary("add", [](G &g, T a, T b) { return g.add(a, b); }),
       binary("sub", [](G &g, T a, T b) { return g.sub(a, b); }),

@@ -146,6 +146,7 @@ std::vector<CorpusGraph> canonicalCorpus() {
       t = g.add(t, g.add(g.mul(g.roundEven(g.mul(a, g.scalar(3.0, d))), g.scalar(0.1, d)), g.tan(b)));
       t = g.add(t, g.add(g.atan(a), g.atan2(a, b)));
       t = g.add(t, g.sub(g.asin(g.tanh(a)), g.acos(g.tanh(b))));
+      t = g.add(t, g.add(g.lgamma(pos), g.mul(g.tgamma(pos), g.normalQuantile(g.sigmoid(a)))));
       TracedValue m = g.logicalOr(g.logicalAnd(g.compare(ComparePredicate::Lt, a, b),
                                                g.compare(ComparePredicate::Ge, a, g.scalar(-0.5, d))),
                                   g.logicalNot(g.compare(ComparePredicate::Ne, a, b)));

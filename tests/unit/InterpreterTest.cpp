@@ -56,6 +56,8 @@ std::vector<UnaryCase> unaryCases() {
       {"atan", [](double x) { return std::atan(x); }, -4, 4},
       {"asin", [](double x) { return std::asin(x); }, -0.99, 0.99},
       {"acos", [](double x) { return std::acos(x); }, -0.99, 0.99},
+      {"tgamma", [](double x) { return std::tgamma(x); }, 0.1, 6},
+      {"lgamma", [](double x) { return std::lgamma(x); }, 0.1, 20},
   };
 }
 

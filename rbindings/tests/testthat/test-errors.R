@@ -3,11 +3,11 @@ test_that("untraceable functions are rfuse_unsupported and name the function", {
   expect_error(rf_jit(function(x) signif(x))(x), "`signif\\(\\)` in `signif\\(`<traced value>`\\)`",
                class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x %% 2)(x), "%%", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) gamma(x))(x), "gamma", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) lbeta(x, x))(x), "`lbeta\\(\\)`", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) trigamma(x))(x), "trigamma", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) choose(x, 3))(x), "`choose\\(\\)`", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x[x[, 1] > 0, ])(x), "`\\[\\(\\)`", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) choose(x, 2))(x), "choose", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) apply(x, 1, function(r) r[1]))(x), "apply", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) digamma(x))(x), "digamma", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) apply(x, 3, sum))(x), "apply", class = "rfuse_unsupported")
 })
 
 test_that("non-numeric input is a clear rfuse_type_error", {

@@ -65,6 +65,16 @@ test_that("c, cbind, rbind, rev, head, tail, diff, rep, outer, diag and apply ma
   expect_matches_base(function(X) { S <- X %*% t(X); exp(S - apply(S, 1, max)) }, X)
   expect_matches_base(function(x) matrix(x, 3, 4, byrow = TRUE) + matrix(x[1:2], 3, 4), x)
   expect_matches_base(function(x) range(x) + is.matrix(x) + NCOL(x) + drop(as.matrix(x))[1], x)
+  expect_matches_base(function(X) apply(X, 1, function(r) sum(r^2) / max(r)), X)
+  M <- rbind(c(1, 3, 3), c(2, 0, 1), c(5, 5, 5), c(0, 0, 7))
+  expect_identical(rf_jit(function(M) max.col(M, "first") + 0L, dtype = "float64")(M), max.col(M, "first") + 0L)
+  expect_identical(rf_jit(function(M) max.col(M, ties.method = "last"), dtype = "float64")(M), max.col(M, "last"))
+  expect_identical(rf_jit(function(M) max.col(log(M - 1), "first"), dtype = "float64")(M), # rows with NaN: NA
+                   suppressWarnings(max.col(log(M - 1), "first")))
+  expect_error(rf_jit(function(M) max.col(M), dtype = "float64")(M), "random", class = "rfuse_unsupported")
+  expect_matches_base(function(X) apply(X, 2, function(cl) cl - mean(cl)), X) # a matrix of columns
+  expect_matches_base(function(x) { y <- x * 2; dim(y) <- c(2, 3); y %*% t(y) }, x)
+  expect_matches_base(function(x) array(x, c(2, 3, 2))[, 2, ] + array(x[1:2], c(2, 2)), x)
 })
 
 test_that("sapply / vapply over a static sequence, Reduce, and both pipes trace", {
@@ -96,6 +106,13 @@ test_that("math and distribution functions match base R", {
   expect_matches_base(function(x) pnorm(x) + dnorm(x, 0.5, 2) + pnorm(x, 1, 2, lower.tail = FALSE), x)
   expect_matches_base(function(x) pnorm(x, log.p = TRUE) + dnorm(x, log = TRUE), x)
   expect_matches_base(function(x) plogis(x) + dlogis(x, 1, 2) + qlogis(plogis(x / 4)) + plogis(x, log.p = TRUE), x)
+  p <- c(1e-300, 1e-12, 0.01, 0.3, 0.5, 0.7, 0.975, 1 - 1e-12)
+  expect_matches_base(function(p) qnorm(p) + qnorm(p, 1, 2, lower.tail = FALSE), p, dtypes = "float64")
+  expect_matches_base(function(p) qnorm(p), p[3:7], dtypes = "float32")
+  expect_identical(rf_jit(function(p) qnorm(p * 1), dtype = "float64")(c(0, 1)), c(-Inf, Inf))
+  a <- abs(x) + 0.5
+  expect_matches_base(function(a) gamma(a) + lgamma(a * 3) + beta(a, 2) + lbeta(a, a), a)
+  expect_error(rf_value_and_grad(function(a) sum(lgamma(a)), dtype = "float64")(a), class = "rfuse_autodiff_error")
   # Inf and NaN computed inside (inputs holding them are answered by base R).
   f <- function(x) cbind(is.finite(1 / x), is.nan(x / x), is.infinite(1 / x))
   expect_equal(rf_jit(f, dtype = "float64")(c(1, 0, -2)), f(c(1, 0, -2)))
@@ -150,7 +167,7 @@ test_that("bad subscripts get R's errors or classed refusals", {
   expect_error(rf_jit(function(x) x[which.max(x)], dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x, v) { x[x > 0] <- v; x }, dtype = "float64")(x, rnd(5)), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) c(a = x), dtype = "float64")(x), class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) qnorm(x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) digamma(x), dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) round(x, 2), dtype = "float64")(x), "digits", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) { y <- x; y[1:3] <- c(1, 2); y }, dtype = "float64")(x), class = "rfuse_shape_error")
 })

@@ -103,6 +103,9 @@ public:
   TracedValue atan(TracedValue x);
   TracedValue asin(TracedValue x);
   TracedValue acos(TracedValue x);
+  TracedValue tgamma(TracedValue x);
+  TracedValue lgamma(TracedValue x);
+  TracedValue normalQuantile(TracedValue x); /// (not "qnorm": R's headers define that as a macro)
   TracedValue logicalNot(TracedValue x);
 
   TracedValue add(TracedValue a, TracedValue b);

@@ -74,6 +74,11 @@ def Rfuse_TanOp : Rfuse_UnaryOp<"tan", "Tan", Rfuse_FloatTensor, "the tangent">;
 def Rfuse_AtanOp : Rfuse_UnaryOp<"atan", "Atan", Rfuse_FloatTensor, "the arc tangent">;
 def Rfuse_AsinOp : Rfuse_UnaryOp<"asin", "Asin", Rfuse_FloatTensor, "the arc sine">;
 def Rfuse_AcosOp : Rfuse_UnaryOp<"acos", "Acos", Rfuse_FloatTensor, "the arc cosine">;
+def Rfuse_TgammaOp : Rfuse_UnaryOp<"tgamma", "Tgamma", Rfuse_FloatTensor, "the gamma function">;
+def Rfuse_LgammaOp : Rfuse_UnaryOp<"lgamma", "Lgamma", Rfuse_FloatTensor,
+                                   "the logarithm of the absolute value of the gamma function">;
+def Rfuse_QnormOp : Rfuse_UnaryOp<"qnorm", "Qnorm", Rfuse_FloatTensor,
+                                  "the standard normal quantile (Wichura's AS 241, as R's qnorm)">;
 
 def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
                                    Rfuse_VjpOpInterface]> {

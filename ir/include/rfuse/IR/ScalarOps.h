@@ -37,6 +37,7 @@ using std::erfc;
 using std::exp;
 using std::exp2;
 using std::fma;
+using std::lgamma;
 using std::log;
 using std::pow;
 using std::sin;
@@ -44,6 +45,7 @@ using std::rint;
 using std::sqrt;
 using std::tan;
 using std::tanh;
+using std::tgamma;
 #endif
 
 // c ? a : b. (Builder types overload it.)
@@ -123,6 +125,44 @@ template <class T> RF_FN T rf_atan(T x) { return RF_M(atan)(x); }
 template <class T> RF_FN T rf_asin(T x) { return RF_M(asin)(x); }
 template <class T> RF_FN T rf_acos(T x) { return RF_M(acos)(x); }
 template <class T> RF_FN T rf_atan2(T y, T x) { return RF_M(atan2)(y, x); }
+// Gamma and its logarithm (of |Gamma|), libm's (R computes its own, to the same few ulps).
+template <class T> RF_FN T rf_tgamma(T x) { return RF_M(tgamma)(x); }
+template <class T> RF_FN T rf_lgamma(T x) { return RF_M(lgamma)(x); }
+// The standard normal quantile: Wichura's AS 241 (PPND16), the algorithm of R's qnorm, with R's
+// boundaries (0 -> -Inf, 1 -> Inf, outside [0, 1] NaN). The three regions are all computed
+// and one chosen (builder types cannot branch).
+template <class T> RF_FN T rf_qnorm(T p) {
+  T q = p - T(0.5);
+  T r = T(0.180625) - q * q;
+  T central = q * (((((((r * T(2509.0809287301226727) + T(33430.575583588128105)) * r + T(67265.770927008700853)) * r +
+                       T(45921.953931549871457)) * r + T(13731.693765509461125)) * r + T(1971.5909503065514427)) * r +
+                    T(133.14166789178437745)) * r + T(3.387132872796366608)) /
+              (((((((r * T(5226.495278852545925) + T(28729.085735721942674)) * r + T(39307.89580009271061)) * r +
+                   T(21213.794301586595867)) * r + T(5394.1960214247511077)) * r + T(687.1870074920579083)) * r +
+                T(42.313330701600911252)) * r + T(1.0));
+  T tail = rf_if(q < T(0.0), p, T(1.0) - p); // 0 only at the boundaries, answered below
+  T s = RF_M(sqrt)(-RF_M(log)(tail));
+  T a = s - T(1.6);
+  T near = (((((((a * T(7.7454501427834140764e-4) + T(0.0227238449892691845833)) * a + T(0.24178072517745061177)) * a +
+                T(1.27045825245236838258)) * a + T(3.64784832476320460504)) * a + T(5.7694972214606914055)) * a +
+             T(4.6303378461565452959)) * a + T(1.42343711074968357734)) /
+           (((((((a * T(1.05075007164441684324e-9) + T(5.475938084995344946e-4)) * a + T(0.0151986665636164571966)) * a +
+                T(0.14810397642748007459)) * a + T(0.68976733498510000455)) * a + T(1.6763848301838038494)) * a +
+             T(2.05319162663775882187)) * a + T(1.0));
+  T b = s - T(5.0);
+  T far = (((((((b * T(2.01033439929228813265e-7) + T(2.71155556874348757815e-5)) * b + T(0.0012426609473880784386)) * b +
+               T(0.026532189526576123093)) * b + T(0.29656057182850489123)) * b + T(1.7848265399172913358)) * b +
+            T(5.4637849111641143699)) * b + T(6.6579046435011037772)) /
+          (((((((b * T(2.04426310338993978564e-15) + T(1.4215117583164458887e-7)) * b + T(1.8463183175100546818e-5)) * b +
+               T(7.868691311456132591e-4)) * b + T(0.0148753612908506148525)) * b + T(0.13692988092273580531)) * b +
+            T(0.59983220655588793769)) * b + T(1.0));
+  T v = rf_if(s <= T(5.0), near, far);
+  v = rf_if(q < T(0.0), -v, v);
+  v = rf_if(rf_abs(q) <= T(0.425), central, v);
+  T inf = T(RF_INF);
+  v = rf_if(p == T(0.0), -inf, rf_if(p == T(1.0), inf, v));
+  return rf_if(p < T(0.0) || p > T(1.0) || p != p, inf - inf, v);
+}
 
 template <class T> RF_FN T rf_add(T a, T b) { return a + b; }
 template <class T> RF_FN T rf_sub(T a, T b) { return a - b; }
