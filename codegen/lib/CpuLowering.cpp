@@ -356,6 +356,8 @@ private:
         }
         IndexExprs e{nb, l, *this, why};
         res = codegen::readElement(e, r, op->getResult(0), coords, why);
+        if (!why.empty())
+          return false;
       } else {
         SmallVector<Value> a;
         for (Value v : op->getOperands())

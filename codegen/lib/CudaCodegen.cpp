@@ -175,6 +175,7 @@ std::string prelude() {
 struct CudaIndexExprs {
   using T = std::string;
   const Region &r;
+  std::string &why; // set when an op has no CUDA code
   T cst(int64_t c) { return std::to_string(c) + "LL"; }
   T add(T a, T b) { return "(" + a + " + " + b + ")"; }
   T sub(T a, T b) { return "(" + a + " - " + b + ")"; }
@@ -198,14 +199,8 @@ struct CudaIndexExprs {
     return loadExpr("in" + std::to_string(i), off.empty() ? "0" : off, dtypeOf(in));
   }
   T index(int i, T position) { return "((long long)in" + std::to_string(i) + "[" + position + "])"; }
-  T apply(Operation *op, ArrayRef<T> operands) {
-    std::string why;
-    return opExpr(op, operands, why);
-  }
-  T splat(ConstantOp c) {
-    std::string why;
-    return splatLiteral(c, why);
-  }
+  T apply(Operation *op, ArrayRef<T> operands) { return opExpr(op, operands, why); }
+  T splat(ConstantOp c) { return splatLiteral(c, why); }
   T padValue(double v, Value like) {
     DType d = dtypeOf(like);
     if (d == DType::I1)
@@ -376,9 +371,9 @@ private:
           why = "an index map of another shape than the kernel's";
           return false;
         }
-        CudaIndexExprs e{r};
+        CudaIndexExprs e{r, why};
         std::string x = readElement(e, r, res, coordsOf("idx", space), why);
-        if (x.empty())
+        if (x.empty() || !why.empty())
           return false;
         os << ind << "const " << ct << " " << nm << " = " << x << ";\n";
       } else if (isa<BroadcastInDimOp, TransposeOp>(op)) {

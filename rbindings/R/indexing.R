@@ -169,8 +169,8 @@ assign_sym <- function(x, idx, value, call) {
     v <- reshape_sym(value, if (length(block) > 1) block else NULL, nsel)$id
     for (k in seq_along(dims)) {
       d <- length(dims) - k
-      inv <- vapply(seq_len(full[k]), function(p) { w <- which(dims[[k]] == p); if (length(w)) w[length(w)] - 1L else 0L },
-                    integer(1))
+      inv <- integer(full[k])
+      inv[dims[[k]]] <- seq_along(dims[[k]]) - 1L # later positions overwrite earlier ones
       v <- emit(.rf_b_gather, v, as.integer(inv), as.integer(d), call = call)
       bshape[d + 1] <- full[k]
     }
