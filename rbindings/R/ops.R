@@ -388,37 +388,36 @@ text_refusal <- "a traced value has no text before the program runs (format resu
 simplify_traced <- function(fname, X, res, use_names, call) {
   if (use_names && (is.character(X) || !is.null(names(X))))
     rf_unsupported(fname, call, "traced results carry no names; use seq_along() or USE.NAMES = FALSE")
-  lens <- vapply(res, function(r) if (is_sym(r)) r$len else length(r), 0)
+  lens <- vapply(res, rlen, 0)
   if (length(res) == 0 || any(lens != lens[1]) || !all(vapply(res, function(r) is_sym(r) || is.numeric(r) || is.logical(r), TRUE)))
     return(res)
   flat <- lapply(res, function(r) if (is_sym(r)) reshape_sym(r, NULL, r$len) else as.vector(r))
   if (lens[1] == 1) do.call(rf_c, flat) else do.call(rf_cbind, unname(flat))
 }
+# FUN over a static X (lapply's results), named by a character X as sapply / vapply name them.
+apply_each <- function(fname, call, use_names, X, FUN, ...) { # (FUN's own arguments last)
+  if (is_sym(X)) rf_unsupported(fname, call, loop_refusal)
+  res <- base::lapply(X, match.fun(FUN), ...)
+  if (use_names && is.character(X) && is.null(names(res))) names(res) <- X
+  res
+}
 rf_sapply <- function(X, FUN, ..., simplify = TRUE, USE.NAMES = TRUE) {
   call <- sys.call()
-  if (is_sym(X)) rf_unsupported("sapply", call, loop_refusal)
-  FUN <- match.fun(FUN)
-  res <- base::lapply(X, FUN, ...)
-  if (!any(vapply(res, is_sym, TRUE))) { # base R's sapply, on the results at hand
-    if (USE.NAMES && is.character(X) && is.null(names(res))) names(res) <- X
+  res <- apply_each("sapply", call, USE.NAMES, X, FUN, ...)
+  if (!any(vapply(res, is_sym, TRUE))) # base R's sapply, on the results at hand
     return(if (!isFALSE(simplify)) simplify2array(res, higher = (simplify == "array")) else res)
-  }
   if (isFALSE(simplify)) return(res)
   simplify_traced("sapply", X, res, USE.NAMES, call)
 }
 rf_vapply <- function(X, FUN, FUN.VALUE, ..., USE.NAMES = TRUE) {
   call <- sys.call()
-  if (is_sym(X)) rf_unsupported("vapply", call, loop_refusal)
-  FUN <- match.fun(FUN)
-  res <- base::lapply(X, FUN, ...)
-  if (!any(vapply(res, is_sym, TRUE))) { # base R's vapply, on the results at hand
-    if (USE.NAMES && is.character(X) && is.null(names(res))) names(res) <- X
+  res <- apply_each("vapply", call, USE.NAMES, X, FUN, ...)
+  if (!any(vapply(res, is_sym, TRUE))) # base R's vapply, on the results at hand
     return(base::vapply(res, identity, FUN.VALUE, USE.NAMES = USE.NAMES))
-  }
   for (r in res)
-    if ((if (is_sym(r)) r$len else length(r)) != length(FUN.VALUE))
+    if (rlen(r) != length(FUN.VALUE))
       rf_abort("rfuse_shape_error", sprintf("values must be length %d,\n but FUN(X[[i]]) result is length %d",
-                                            length(FUN.VALUE), if (is_sym(r)) r$len else length(r)), call)
+                                            length(FUN.VALUE), rlen(r)), call)
   simplify_traced("vapply", X, res, USE.NAMES, call)
 }
 
