@@ -11,6 +11,11 @@
 namespace rfuse {
 
 int64_t HostTensor::numel() const {
+  // A zero dim makes the tensor empty whatever the others are (a .npy header may pair 0 with
+  // dims whose product overflows: the fuzzer found one).
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
