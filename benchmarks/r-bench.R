@@ -82,7 +82,7 @@ if (want("W1")) {
 # ---- W4 layer norm + GELU + residual ----------------------------------------------------------
 if (want("W4")) {
   r <- if (small) 512 else 8192; cc <- if (small) 256 else 4096
-  w4 <- function(x, g, b) nnf_gelu(nnf_layer_norm(x, g, b)) * 1.5 + x
+  w4 <- function(x, g, b) nnf_gelu(nnf_layer_norm(x, ncol(x), g, b)) * 1.5 + x
   xr <- matrix(rnorm(r * cc), r); gr <- rnorm(cc); br <- rnorm(cc)
   jf <- rf_jit(w4)
   xt <- rf_tensor(xr, device = dev); gt <- rf_tensor(gr, device = dev); bt <- rf_tensor(br, device = dev)

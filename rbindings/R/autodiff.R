@@ -508,10 +508,12 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     x <- arrays[[1]]; y <- arrays[[2]]
   }
   if (identical(loss, nnf_cross_entropy) && is.null(dim(y)))
-    y <- if (is.factor(y)) rf_one_hot(as.integer(y), nlevels(y)) else rf_one_hot(y)
+    y <- labels_one_hot(y)
   if (NROW(x) != NROW(y))
     rf_abort("rfuse_shape_error", sprintf("`x` has %d samples but `y` has %d", NROW(x), NROW(y)))
-  params <- model$parameters
+  # Frozen parameters ($requires_grad_(FALSE), nn_parameter(requires_grad = FALSE)) are constants.
+  params <- Filter(function(p) !identical(attr(p, "requires_grad"), FALSE), model$parameters)
+  if (!length(params)) rf_abort("rfuse_type_error", "the model has no trainable parameters (all are frozen)")
   paths <- names(params)
   self <- attr(model, "self")
   # loss(model(.input), .target) as a function of the parameters (named by path) and the data.
@@ -530,6 +532,15 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     data <- loader
   }
   rf_train(f, lapply(params, unclass), data = data, write_back = write_back, ...)
+}
+
+# Class labels as a one-hot matrix with one column per class: a factor's levels, or 1..max(y)
+# over all of `y` (so every batch has the same width, whatever classes it happens to hold).
+labels_one_hot <- function(y) {
+  if (is.factor(y)) return(rf_one_hot(as.integer(y), nlevels(y)))
+  if (!is.numeric(y) || anyNA(y) || any(y < 1 | y != round(y)))
+    rf_abort("rfuse_type_error", "class labels must be whole numbers 1..K or a factor (torch for R's are 1-based)")
+  rf_one_hot(y, max(y))
 }
 
 restore_shape <- function(v, like) {

@@ -309,10 +309,7 @@ jit_call <- function(state, args) {
   outs <- apply_aux(tr, outs, length(tr$out$ids))
   for (k in which(tr$out$int)) storage.mode(outs[[k]]) <- "integer"
   for (w in tr$warnings) warning(w, call. = FALSE)
-  items <- tr$out$items
-  k <- 0
-  for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(outs[[k]]) }
-  if (tr$out$single) items[[1]] else items
+  fill_outputs(tr$out, outs)
 }
 
 # A call with rf_tensor arguments: runs on their device, on their memory, and returns rf_tensors
@@ -348,10 +345,7 @@ jit_call_tensors <- function(state, args) {
   if (length(outs) > n_main) # auxiliary outputs (batch statistics) update R state: as R values
     apply_aux(tr, c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))), n_main)
   if (tr$out$single && n_main == 1) return(main[[1]])
-  items <- tr$out$items
-  k <- 0
-  for (i in seq_along(items)) if (is_sym(items[[i]])) { k <- k + 1; items[i] <- list(main[[k]]) }
-  if (tr$out$single) items[[1]] else items
+  fill_outputs(tr$out, main)
 }
 
 # Results that are dropped wait for R's garbage collector to give their memory back; R does not

@@ -29,10 +29,15 @@ pair <- function(v) as.integer(if (length(v) == 1) c(v, v) else v)
 
 #' @rdname nnf
 #' @export
-nnf_linear <- function(x, weight, bias = NULL) {
-  # rf_matprod / rf_sweep trace symbolic values and fall back to base R otherwise.
+nnf_linear <- function(input, weight, bias = NULL) {
+  # rf_matprod / rf_sweep trace symbolic values and fall back to base R otherwise. Inputs of any
+  # rank apply to their last dim: merging R's leading dims into rows moves nothing.
+  d <- t_size(input)
+  x <- if (length(d) > 2) t_set_dims(input, c(prod(d[-length(d)]), d[length(d)])) else input
   y <- rf_matprod(x, t(weight))
-  if (is.null(bias)) y else rf_sweep(y, 2, bias, "+")
+  if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
+  if (length(d) > 2) return(t_set_dims(y, c(d[-length(d)], t_size(weight)[1])))
+  if (length(d) == 1) t_set_dims(y, prod(t_size(y))) else y
 }
 
 unary_sym_or <- function(x, op, fallback) {
@@ -46,19 +51,81 @@ unary_sym_or <- function(x, op, fallback) {
 nnf_relu <- function(x) unary_sym_or(x, "relu", function(v) pmax(v, 0))
 #' @rdname nnf
 #' @export
-nnf_gelu <- function(x) unary_sym_or(x, "gelu", function(v) v * stats::pnorm(v))
+#' @param approximate GELU: `"none"` (exact, with the normal CDF) or `"tanh"` (torch's tanh
+#'   approximation).
+nnf_gelu <- function(input, approximate = "none") {
+  approximate <- match_choice(approximate, c("none", "tanh"), "approximate", sys.call())
+  if (approximate == "tanh")
+    return(0.5 * input * (1 + tanh(sqrt(2 / pi) * (input + 0.044715 * input^3))))
+  unary_sym_or(input, "gelu", function(v) v * stats::pnorm(v))
+}
+
+# One of `choices`, or a classed error naming the argument.
+match_choice <- function(value, choices, arg, call) {
+  if (!is.character(value) || length(value) != 1 || !value %in% choices)
+    rf_abort("rfuse_type_error", sprintf("`%s` must be one of %s, not %s", arg,
+                                         paste0("\"", choices, "\"", collapse = ", "), deparse1(value)), call)
+  value
+}
+
+#' @rdname nnf
+#' @param negative_slope,alpha,beta,threshold,min_val,max_val,lambd As in torch.
+#' @export
+nnf_leaky_relu <- function(input, negative_slope = 0.01) rf_ifelse(input > 0, input, input * negative_slope)
+#' @rdname nnf
+#' @export
+nnf_elu <- function(input, alpha = 1) rf_ifelse(input > 0, input, alpha * (exp(rf_pmin(input, 0)) - 1))
+#' @rdname nnf
+#' @export
+nnf_selu <- function(input) {
+  alpha <- 1.6732632423543772848170429916717; scale <- 1.0507009873554804934193349852946
+  scale * rf_ifelse(input > 0, input, alpha * (exp(rf_pmin(input, 0)) - 1))
+}
+#' @rdname nnf
+#' @export
+nnf_silu <- function(input) input * nnf_sigmoid(input)
+#' @rdname nnf
+#' @export
+nnf_softplus <- function(input, beta = 1, threshold = 20) {
+  # torch's: linear above threshold; log1p(exp(-|z|)) + max(z, 0) is exact and never overflows.
+  z <- input * beta
+  rf_ifelse(z > threshold, input, (log(1 + exp(-abs(z))) + rf_pmax(z, 0)) / beta)
+}
+#' @rdname nnf
+#' @export
+nnf_hardtanh <- function(input, min_val = -1, max_val = 1) rf_pmin(rf_pmax(input, min_val), max_val)
+#' @rdname nnf
+#' @param dim Softmax: the dim (1-based, negative from the end) that sums to one.
+#' @export
+nnf_softmax <- function(input, dim) t_softmax(input, dim, sys.call())
+#' @rdname nnf
+#' @export
+nnf_log_softmax <- function(input, dim) t_log_softmax(input, dim, sys.call())
+#' @rdname nnf
+#' @export
+nnf_tanh <- function(input) tanh(input)
 #' @rdname nnf
 #' @export
 nnf_sigmoid <- function(x) unary_sym_or(x, "sigmoid", function(v) 1 / (1 + exp(-v)))
 
 #' @rdname nnf
+#' @param normalized_shape Layer norm: the trailing dims normalized over (their sizes).
 #' @export
-nnf_layer_norm <- function(x, weight = NULL, bias = NULL, eps = 1e-5) {
+nnf_layer_norm <- function(input, normalized_shape, weight = NULL, bias = NULL, eps = 1e-5) {
+  call <- sys.call()
+  d <- t_size(input); k <- length(normalized_shape)
+  if (k > length(d) || any(d[length(d) - k + seq_len(k)] != normalized_shape))
+    rf_shape_error(sprintf("layer norm over trailing dims %s, but the input has dims %s",
+                           paste(normalized_shape, collapse = "x"), paste(d, collapse = "x")), call)
+  # Leading and trailing dims each merge into one (R's column-major order moves nothing).
+  m <- prod(normalized_shape)
+  x <- t_set_dims(input, c(prod(d) / m, m))
   xc <- rf_sweep(x, 1, rf_rowMeans(x), "-")
   y <- rf_sweep(xc, 1, sqrt(rf_rowMeans(xc * xc) + eps), "/")
-  if (!is.null(weight)) y <- rf_sweep(y, 2, weight, "*")
-  if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
-  y
+  flat <- function(p) if (is_sym(p)) reshape_sym(p, NULL, p$len) else as.vector(p)
+  if (!is.null(weight)) y <- rf_sweep(y, 2, flat(weight), "*")
+  if (!is.null(bias)) y <- rf_sweep(y, 2, flat(bias), "+")
+  if (length(d) == 2) y else t_set_dims(y, d)
 }
 
 # The tensor permutation that turns rfuse's view of an R array of dim c(N, C, H, W) ([W, H, C, N])
@@ -92,21 +159,43 @@ run_eagerly <- function(key, f, args) {
 
 #' @rdname nnf
 #' @export
-nnf_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
+#' @details `padding` may also be `"valid"` (none) or `"same"` (output size of the input's, for
+#'   stride 1; an odd total padding puts the extra row or column after, as torch does).
+nnf_conv2d <- function(input, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
   call <- sys.call()
-  st <- pair(stride); pd <- pair(padding); dl <- pair(dilation)
+  x <- input
+  st <- pair(stride); dl <- pair(dilation)
+  pd <- conv_padding(padding, t_size(weight)[3:4], st, dl, call)
   if (!any_sym(x, weight, bias)) {
     key <- paste("conv2d", deparse(list(st, pd, dl, groups, is.null(bias))))
-    f <- if (is.null(bias)) function(x, weight) nnf_conv2d(x, weight, NULL, st, pd, dl, groups)
-         else function(x, weight, bias) nnf_conv2d(x, weight, bias, st, pd, dl, groups)
+    f <- if (is.null(bias)) function(x, weight) nnf_conv2d(x, weight, NULL, st, list(pd), dl, groups)
+         else function(x, weight, bias) nnf_conv2d(x, weight, bias, st, list(pd), dl, groups)
     return(run_eagerly(key, f, if (is.null(bias)) list(x, weight) else list(x, weight, bias)))
   }
   xi <- to_nchw(x, call)
   wi <- to_nchw(weight, call)
   bi <- if (is.null(bias)) -1L else to_dtype(as_sym(bias, call), trace_float(), call)$id
-  y <- emit(.rf_b_conv2d, xi, wi, bi, st, c(pd[1], pd[1], pd[2], pd[2]), dl, as.integer(groups),
-            call = call)
+  y <- emit(.rf_b_conv2d, xi, wi, bi, st, pd, dl, as.integer(groups), call = call)
   from_nchw(y, call)
+}
+
+# A convolution's padding as c(top, bottom, left, right): numbers (one or per dim), "valid",
+# "same", or (internally) that vector already, in a list.
+conv_padding <- function(padding, k, stride, dilation, call) {
+  if (is.list(padding)) return(padding[[1]])
+  if (is.character(padding)) {
+    padding <- match_choice(padding, c("valid", "same"), "padding", call)
+    if (padding == "valid") return(c(0L, 0L, 0L, 0L))
+    if (any(stride != 1))
+      rf_abort("rfuse_type_error", "padding = \"same\" is not supported for strided convolutions (as in torch)", call)
+    total <- dilation * (k - 1L)
+    lo <- total %/% 2L
+    return(as.integer(c(lo[1], total[1] - lo[1], lo[2], total[2] - lo[2])))
+  }
+  if (!is.numeric(padding) || anyNA(padding) || any(padding < 0) || !length(padding) %in% 1:2)
+    rf_abort("rfuse_type_error", "`padding` must be one or two non-negative numbers, \"valid\" or \"same\"", call)
+  pd <- pair(padding)
+  c(pd[1], pd[1], pd[2], pd[2])
 }
 
 pool2d <- function(kind, x, kernel_size, stride, padding, call) {
@@ -128,14 +217,15 @@ nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
 nnf_avg_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
   pool2d("avg", x, kernel_size, stride, padding, sys.call())
 
-# Per-channel mean of an array of dim c(N, C, H, W) (rfuse's view: [W, H, C, N]).
+# Per-channel (R dim 2) mean of an array of dim c(N, C, ...).
 channel_mean <- function(x, call = NULL) {
-  if (!is_sym(x)) return(colMeans(aperm(x, c(1, 3, 4, 2)), dims = 3))
+  d <- t_size(x)
+  if (length(d) < 2)
+    rf_shape_error(sprintf("batch norm expects dims c(N, C, ...), got c(%s)", paste(d, collapse = ", ")), call)
+  if (!is_sym(x)) return(apply(unclass(x), 2, mean))
   s <- to_dtype(as_sym(x, call), trace_float(), call)
-  if (length(s$rdim) != 4)
-    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)",
-                           paste(s$rdim %||% s$len, collapse = ", ")), call)
-  new_sym(emit(.rf_b_reduce, "mean", s$id, c(0L, 1L, 3L), FALSE, call = call), NULL, s$rdim[2], s$dtype)
+  n <- length(d)
+  new_sym(emit(.rf_b_reduce, "mean", s$id, setdiff(seq_len(n) - 1L, n - 2L), FALSE, call = call), NULL, d[2], s$dtype)
 }
 
 #' @rdname nnf
@@ -144,6 +234,16 @@ channel_mean <- function(x, call = NULL) {
 #' @export
 nnf_batch_norm2d <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
                              training = FALSE, eps = 1e-5) {
+  call <- sys.call()
+  if (length(t_size(x)) != 4)
+    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(t_size(x), collapse = ", ")), call)
+  nnf_batch_norm(x, running_mean, running_var, weight, bias, training, eps)
+}
+
+#' @rdname nnf
+#' @export
+nnf_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
+                           training = FALSE, eps = 1e-5) {
   call <- sys.call()
   if (training) {
     xc <- rf_sweep(x, 2, channel_mean(x, call), "-")
@@ -207,149 +307,10 @@ nnf_dropout <- function(x, p = 0.5, training = TRUE) {
 dropout_mask <- function(n, p) (stats::runif(n) >= p) / (1 - p)
 
 #' @rdname nnf
+#' @param start_dim,end_dim Flatten: the dims merged (1-based; negative from the end), row-major
+#'   as torch's.
 #' @export
-nnf_flatten <- function(x) {
-  # torch's flatten(start_dim = 2): row-major over (C, H, W).
-  if (!is_sym(x)) {
-    d <- dim(x)
-    return(matrix(aperm(x, c(1, 4, 3, 2)), d[1]))
-  }
-  call <- sys.call()
-  xi <- to_nchw(x, call)
-  t <- emit(.rf_b_shape, xi)
-  flat <- emit(.rf_b_reshape, xi, c(t[1], prod(t[-1])), call = call)
-  out <- emit(.rf_b_transpose, flat, c(1L, 0L), call = call)
-  new_sym(out, c(t[1], prod(t[-1])), prod(t), trace_float())
-}
-
-# ---- Modules --------------------------------------------------------------------------------
-
-#' Define a module, torch-for-R style
-#'
-#' `nn_module()` returns a generator: calling it runs `initialize` on a new instance, whose
-#' methods see it as `self`. Calling the instance runs `forward`. Fields that are
-#' [nn_parameter()]s or modules make up `$parameters`; `$eval()` and `$train()` set `$training`.
-#'
-#' @param classname Class name of the instances.
-#' @param initialize,forward Methods; more methods may be given in `...`.
-#' @param ... Further methods.
-#' @return A generator function.
-#' @examples
-#' Net <- nn_module("Net",
-#'   initialize = function() { self$fc <- nn_linear(4, 2) },
-#'   forward = function(x) nnf_relu(self$fc(x)))
-#' net <- Net()
-#' net(matrix(rnorm(8), 2))
-#' names(net$parameters)
-#' @export
-nn_module <- function(classname = "nn_module", initialize = function(...) NULL,
-                      forward = function(...) stop("no forward method"), ...) {
-  methods <- c(list(initialize = initialize, forward = forward), list(...))
-  function(...) {
-    self <- new.env(parent = emptyenv())
-    self$training <- TRUE
-    for (nm in names(methods)) {
-      # Methods see `self`, and rfuse's traced versions of the base functions they call (which
-      # fall back to base R on plain values), so a model traces like any function.
-      m <- mask_function(methods[[nm]], side_effect_guards = FALSE)
-      menv <- new.env(parent = environment(m))
-      menv$self <- self
-      environment(m) <- menv
-      assign(nm, m, envir = self)
-    }
-    self$eval <- function() { set_training(self, FALSE); invisible(instance) }
-    self$train <- function(mode = TRUE) { set_training(self, mode); invisible(instance) }
-    makeActiveBinding("parameters", function() module_parameters(self), self)
-    instance <- structure(function(...) self$forward(...), class = c(classname, "nn_module"),
-                          self = self)
-    self$initialize(...)
-    instance
-  }
-}
-
-set_training <- function(self, mode) {
-  self$training <- mode
-  for (nm in ls(self)) {
-    v <- get(nm, envir = self)
-    if (inherits(v, "nn_module")) set_training(attr(v, "self"), mode)
-  }
-}
-
-#' Mark an array as a module parameter
-#' @param x A numeric array.
-#' @return `x`, classed `rf_parameter`.
-#' @examples
-#' nn_parameter(matrix(0.5, 2, 2))
-#' @export
-nn_parameter <- function(x) structure(x, class = c("rf_parameter", class(unclass(x))))
-
-#' @export
-print.rf_parameter <- function(x, ...) {
-  cat("rfuse parameter\n")
-  print(unclass(x), ...)
-  invisible(x)
-}
-
-# Parameters of a module and its submodules, as a named list (names: paths like "fc.weight").
-module_parameters <- function(self, prefix = "") {
-  out <- list()
-  for (nm in sort(ls(self))) {
-    if (nm == "parameters") next
-    v <- get(nm, envir = self)
-    if (inherits(v, "rf_parameter")) out[[paste0(prefix, nm)]] <- v
-    else if (inherits(v, "nn_module"))
-      out <- c(out, module_parameters(attr(v, "self"), paste0(prefix, nm, ".")))
-  }
-  out
-}
-
-# Where each parameter lives (its module's environment and name), in module_parameters()'s
-# order: a jitted model reads its parameters through these on every call, which costs no walk.
-parameter_slots <- function(self) {
-  out <- list()
-  for (nm in sort(ls(self))) {
-    if (nm == "parameters") next
-    v <- get(nm, envir = self)
-    if (inherits(v, "rf_parameter")) out[[length(out) + 1]] <- list(self, nm)
-    else if (inherits(v, "nn_module")) out <- c(out, parameter_slots(attr(v, "self")))
-  }
-  out
-}
-
-# A model's parameter values, through slots cached in `notes` (made again after any module's
-# fields were assigned with `$<-`: the structure may have changed).
-model_parameter_values <- function(model, notes) {
-  if (is.null(notes$slots) || !identical(notes$slots_version, .rf_counters$module_version)) {
-    notes$slots <- parameter_slots(attr(model, "self"))
-    notes$slots_version <- .rf_counters$module_version
-  }
-  lapply(notes$slots, function(s) s[[1]][[s[[2]]]])
-}
-
-#' @export
-`$.nn_module` <- function(x, name) get(name, envir = attr(x, "self"))
-
-#' @export
-`$<-.nn_module` <- function(x, name, value) {
-  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
-  assign(name, value, envir = attr(x, "self"))
-  x
-}
-
-#' @export
-print.nn_module <- function(x, ...) {
-  p <- x$parameters
-  cat(sprintf("<%s> %d parameter arrays, %d values\n", class(x)[1], length(p),
-              sum(vapply(p, length, integer(1)))))
-  invisible(x)
-}
-
-# Sets parameter `path` ("fc.weight") of a module to `value` (used while tracing).
-set_parameter <- function(self, path, value) {
-  parts <- strsplit(path, ".", fixed = TRUE)[[1]]
-  for (p in parts[-length(parts)]) self <- attr(get(p, envir = self), "self")
-  assign(parts[length(parts)], value, envir = self)
-}
+nnf_flatten <- function(input, start_dim = 2, end_dim = -1) t_flatten(input, start_dim, end_dim, sys.call())
 
 init_uniform <- function(dims, fan_in) {
   bound <- 1 / sqrt(fan_in)
@@ -417,7 +378,11 @@ nn_conv2d <- nn_module("nn_conv2d",
 nn_relu <- nn_module("nn_relu", forward = function(x) nnf_relu(x))
 #' @rdname nn_layers
 #' @export
-nn_gelu <- nn_module("nn_gelu", forward = function(x) nnf_gelu(x))
+nn_gelu <- nn_module("nn_gelu",
+  initialize = function(approximate = "none") {
+    self$approximate <- match_choice(approximate, c("none", "tanh"), "approximate", sys.call())
+  },
+  forward = function(x) nnf_gelu(x, self$approximate))
 #' @rdname nn_layers
 #' @export
 nn_sigmoid <- nn_module("nn_sigmoid", forward = function(x) nnf_sigmoid(x))
@@ -440,7 +405,9 @@ nn_avg_pool2d <- nn_module("nn_avg_pool2d",
   forward = function(x) nnf_avg_pool2d(x, self$kernel_size, self$stride, self$padding))
 #' @rdname nn_layers
 #' @export
-nn_flatten <- nn_module("nn_flatten", forward = function(x) nnf_flatten(x))
+nn_flatten <- nn_module("nn_flatten",
+  initialize = function(start_dim = 2, end_dim = -1) { self$start_dim <- start_dim; self$end_dim <- end_dim },
+  forward = function(x) nnf_flatten(x, self$start_dim, self$end_dim))
 #' @rdname nn_layers
 #' @export
 nn_dropout <- nn_module("nn_dropout",
@@ -449,28 +416,48 @@ nn_dropout <- nn_module("nn_dropout",
 #' @rdname nn_layers
 #' @export
 nn_layer_norm <- nn_module("nn_layer_norm",
-  initialize = function(normalized_shape, eps = 1e-5) {
-    self$weight <- nn_parameter(rep(1, normalized_shape))
-    self$bias <- nn_parameter(rep(0, normalized_shape))
+  initialize = function(normalized_shape, eps = 1e-5, elementwise_affine = TRUE) {
+    self$normalized_shape <- as.integer(normalized_shape)
+    shape_of <- function(v) if (length(normalized_shape) > 1) array(v, normalized_shape) else v
+    if (elementwise_affine) {
+      self$weight <- nn_parameter(shape_of(rep(1, prod(normalized_shape))))
+      self$bias <- nn_parameter(shape_of(rep(0, prod(normalized_shape))))
+    }
     self$eps <- eps
   },
-  forward = function(x) nnf_layer_norm(x, self$weight, self$bias, self$eps))
+  forward = function(x) nnf_layer_norm(x, self$normalized_shape, self$weight, self$bias, self$eps))
+batch_norm_module <- function(name, ranks) {
+  force(ranks)
+  nn_module(name,
+    initialize = function(num_features, eps = 1e-5, momentum = 0.1, affine = TRUE, track_running_stats = TRUE) {
+      if (affine) {
+        self$weight <- nn_parameter(rep(1, num_features))
+        self$bias <- nn_parameter(rep(0, num_features))
+      }
+      self$track_running_stats <- track_running_stats
+      if (track_running_stats) {
+        self$running_mean <- nn_buffer(rep(0, num_features))
+        self$running_var <- nn_buffer(rep(1, num_features))
+        self$num_batches_tracked <- nn_buffer(0)
+      }
+      self$eps <- eps
+      self$momentum <- momentum
+    },
+    forward = function(x) {
+      if (!length(t_size(x)) %in% ranks)
+        rf_shape_error(sprintf("%s expects %s-d input, got dims c(%s)", class(self$.instance)[1],
+                               paste(ranks, collapse = " or "), paste(t_size(x), collapse = ", ")))
+      batch_stats <- self$training || !self$track_running_stats
+      if (self$training && self$track_running_stats) track_batch_stats(self, x)
+      nnf_batch_norm(x, self$running_mean, self$running_var, self$weight, self$bias, batch_stats, self$eps)
+    })
+}
 #' @rdname nn_layers
 #' @export
-nn_batch_norm2d <- nn_module("nn_batch_norm2d",
-  initialize = function(num_features, eps = 1e-5, momentum = 0.1) {
-    self$weight <- nn_parameter(rep(1, num_features))
-    self$bias <- nn_parameter(rep(0, num_features))
-    self$running_mean <- rep(0, num_features)
-    self$running_var <- rep(1, num_features)
-    self$num_batches_tracked <- 0
-    self$eps <- eps
-    self$momentum <- momentum
-  },
-  forward = function(x) {
-    if (self$training) track_batch_stats(self, x)
-    nnf_batch_norm2d(x, self$running_mean, self$running_var, self$weight, self$bias, self$training, self$eps)
-  })
+nn_batch_norm2d <- batch_norm_module("nn_batch_norm2d", 4L)
+#' @rdname nn_layers
+#' @export
+nn_batch_norm1d <- batch_norm_module("nn_batch_norm1d", 2:3)
 
 # Training-mode batch norm updates its running statistics from the batch's, as torch does. On
 # plain arrays at once; in traced code the batch statistics become extra outputs of the program
@@ -479,7 +466,7 @@ track_batch_stats <- function(self, x) {
   m <- channel_mean(x)
   xc <- rf_sweep(x, 2, m, "-")
   v <- channel_mean(xc * xc)
-  n <- (if (is_sym(x)) x$len else length(x)) / (if (is_sym(x)) x$rdim[2] else dim(x)[2])
+  n <- prod(t_size(x)) / t_size(x)[2]
   if (!is_sym(x)) return(update_running_stats(self, m, v, n))
   if (isTRUE(.rf_state$in_helper)) return(invisible()) # a helper's values cannot leave it
   .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(m$id, v$id), lens = c(m$len, v$len),
@@ -500,15 +487,215 @@ nn_adaptive_avg_pool2d <- nn_module("nn_adaptive_avg_pool2d",
   initialize = function(output_size) { self$output_size <- output_size },
   forward = function(x) nnf_adaptive_avg_pool2d(x, self$output_size))
 
+#' @rdname nnf
+#' @export
+nnf_conv1d <- function(input, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
+  call <- sys.call()
+  d <- t_size(input); w <- t_size(weight)
+  if (length(d) != 3 || length(w) != 3)
+    rf_shape_error(sprintf("conv1d expects input c(N, C, L) and weight c(out, in / groups, k), got c(%s) and c(%s)",
+                           paste(d, collapse = ", "), paste(w, collapse = ", ")), call)
+  # A 1-d convolution is a 2-d one over height 1 (inserting a size-1 dim moves nothing).
+  pad <- if (is.character(padding)) padding else c(0, padding)
+  y <- nnf_conv2d(t_set_dims(input, c(d[1:2], 1L, d[3])), t_set_dims(weight, c(w[1:2], 1L, w[3])), bias,
+                  c(1, stride), pad, c(1, dilation), groups)
+  t_set_dims(y, t_size(y)[-3])
+}
+
+#' @rdname nnf
+#' @param padding_idx Embedding: the index (1-based) whose row is zero and gets no gradient.
+#' @details `nnf_embedding(input, weight)` looks up rows `input` (1-based, as torch for R) of
+#'   `weight`; traced, the lookup is a one-hot matrix product (so its gradient reaches `weight`).
+#' @export
+nnf_embedding <- function(input, weight, padding_idx = NULL) {
+  call <- sys.call()
+  w <- t_size(weight)
+  if (length(w) != 2) rf_shape_error("an embedding's weight must be a matrix (num_embeddings x embedding_dim)", call)
+  d <- t_size(input); m <- prod(d)
+  if (!is.null(padding_idx)) weight <- rf_sweep(weight, 1, as.numeric(seq_len(w[1]) != padding_idx), "*")
+  if (!is_sym(input)) {
+    idx <- as.vector(unclass(input))
+    if (any(is.na(idx) | idx < 1 | idx > w[1] | idx != round(idx)))
+      rf_abort("rfuse_shape_error", sprintf("embedding indices must be whole numbers in 1..%d (torch for R's are 1-based)", w[1]), call)
+    if (!is_sym(weight)) return(shaped(unclass(weight)[idx, , drop = FALSE], c(d, w[2])))
+  }
+  flat <- t_set_dims(input, c(m, 1L))
+  onehot <- t_binary(`==`, flat, t_set_dims(seq_len(w[1]) + 0, c(1L, w[1])), call)
+  y <- rf_matprod(onehot * 1, weight)
+  t_set_dims(y, c(d, w[2]))
+}
+
 #' @rdname nn_layers
 #' @export
-nn_sequential <- nn_module("nn_sequential",
-  initialize = function(...) {
-    mods <- list(...)
-    self$n_modules <- length(mods)
-    for (i in seq_along(mods)) assign(sprintf("m%03d", i), mods[[i]], envir = self)
+nn_conv1d <- nn_module("nn_conv1d",
+  initialize = function(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
+                        dilation = 1, groups = 1, bias = TRUE) {
+    fan_in <- in_channels / groups * kernel_size
+    self$weight <- nn_parameter(init_uniform(c(out_channels, in_channels / groups, kernel_size), fan_in))
+    if (bias) self$bias <- nn_parameter(init_uniform(out_channels, fan_in))
+    self$stride <- stride; self$padding <- padding; self$dilation <- dilation; self$groups <- groups
   },
-  forward = function(x) {
-    for (i in seq_len(self$n_modules)) x <- get(sprintf("m%03d", i), envir = self)(x)
-    x
+  forward = function(x) nnf_conv1d(x, self$weight, self$bias, self$stride, self$padding, self$dilation, self$groups))
+
+#' @rdname nn_layers
+#' @export
+nn_embedding <- nn_module("nn_embedding",
+  initialize = function(num_embeddings, embedding_dim, padding_idx = NULL) {
+    w <- matrix(stats::rnorm(num_embeddings * embedding_dim), num_embeddings)
+    if (!is.null(padding_idx)) {
+      if (padding_idx < 0) padding_idx <- num_embeddings + padding_idx + 1
+      w[padding_idx, ] <- 0
+    }
+    self$weight <- nn_parameter(w)
+    self$padding_idx <- padding_idx
+  },
+  forward = function(x) nnf_embedding(x, self$weight, self$padding_idx))
+
+activation <- function(name, f, params = list()) {
+  init <- function() NULL
+  formals(init) <- params
+  body(init) <- as.call(c(list(as.name("{")), lapply(names(params), function(p)
+    call("<-", call("$", as.name("self"), as.name(p)), as.name(p)))))
+  force(f)
+  nn_module(name, initialize = init, forward = function(input) {
+    args <- lapply(names(params), function(p) get(p, envir = self))
+    do.call(f, append(list(input), args))
   })
+}
+
+#' @rdname nn_layers
+#' @export
+nn_leaky_relu <- activation("nn_leaky_relu", nnf_leaky_relu, alist(negative_slope = 0.01))
+#' @rdname nn_layers
+#' @export
+nn_elu <- activation("nn_elu", nnf_elu, alist(alpha = 1))
+#' @rdname nn_layers
+#' @export
+nn_selu <- activation("nn_selu", nnf_selu)
+#' @rdname nn_layers
+#' @export
+nn_silu <- activation("nn_silu", nnf_silu)
+#' @rdname nn_layers
+#' @export
+nn_softplus <- activation("nn_softplus", nnf_softplus, alist(beta = 1, threshold = 20))
+#' @rdname nn_layers
+#' @export
+nn_hardtanh <- activation("nn_hardtanh", nnf_hardtanh, alist(min_val = -1, max_val = 1))
+#' @rdname nn_layers
+#' @export
+nn_softmax <- activation("nn_softmax", nnf_softmax, alist(dim = ))
+#' @rdname nn_layers
+#' @export
+nn_log_softmax <- activation("nn_log_softmax", nnf_log_softmax, alist(dim = ))
+
+# ---- Recurrent layers ----------------------------------------------------------------------
+# Unrolled over the (static) sequence length: one matrix product computes every time step's
+# input projection, then each step is a handful of fused kernels. Parameters are named and
+# laid out as torch's (weight_ih_l0, weight_hh_l0_reverse, ...; gates i, f, g, o for the LSTM
+# and r, z, n for the GRU), so state dicts interchange.
+
+rnn_module <- function(name, mode) {
+  force(mode)
+  gates <- switch(mode, lstm = 4L, gru = 3L, 1L)
+  nn_module(name,
+    initialize = function(input_size, hidden_size, num_layers = 1, bias = TRUE, batch_first = FALSE,
+                          dropout = 0, bidirectional = FALSE, nonlinearity = "tanh") {
+      if (mode != "rnn" && !missing(nonlinearity))
+        rf_abort("rfuse_unsupported", sprintf("%s() has no argument `nonlinearity`", name), sys.call())
+      self$nonlinearity <- match_choice(nonlinearity, c("tanh", "relu"), "nonlinearity", sys.call())
+      self$hidden_size <- hidden_size; self$num_layers <- num_layers; self$batch_first <- batch_first
+      self$dropout <- dropout; self$bidirectional <- bidirectional; self$bias <- bias
+      dirs <- if (bidirectional) 2L else 1L
+      k <- 1 / sqrt(hidden_size)
+      u <- function(...) nn_parameter(init_uniform_k(c(...), k))
+      for (l in seq_len(num_layers) - 1L) for (dir in seq_len(dirs)) {
+        sfx <- paste0("_l", l, if (dir == 2L) "_reverse")
+        inp <- if (l == 0) input_size else hidden_size * dirs
+        assign(paste0("weight_ih", sfx), u(gates * hidden_size, inp), envir = self)
+        assign(paste0("weight_hh", sfx), u(gates * hidden_size, hidden_size), envir = self)
+        if (bias) {
+          assign(paste0("bias_ih", sfx), u(gates * hidden_size), envir = self)
+          assign(paste0("bias_hh", sfx), u(gates * hidden_size), envir = self)
+        }
+      }
+    },
+    forward = function(input, hx = NULL) rnn_forward(self, mode, input, hx))
+}
+
+init_uniform_k <- function(dims, k) {
+  v <- stats::runif(prod(dims), -k, k)
+  if (length(dims) > 1) array(v, dim = dims) else v
+}
+
+rnn_forward <- function(self, mode, input, hx) {
+  call <- sys.call(-1)
+  d <- t_size(input)
+  if (length(d) != 3)
+    rf_shape_error(sprintf("%s expects a 3-d input (%s), got dims c(%s)", mode,
+                           if (self$batch_first) "batch, seq, feature" else "seq, batch, feature", paste(d, collapse = ", ")), call)
+  tdim <- if (self$batch_first) 2L else 1L
+  steps <- d[tdim]; batch <- d[3L - tdim]
+  H <- self$hidden_size; dirs <- if (self$bidirectional) 2L else 1L
+  state0 <- function(which, k) { # initial state k (layer x direction) as batch x hidden
+    s <- if (is.null(hx)) NULL else if (mode == "lstm") hx[[which]] else hx
+    if (is.null(s)) return(matrix(0, batch, H))
+    t_set_dims(t_narrow(s, 1, k, 1, call), c(batch, H))
+  }
+  x <- input
+  h_n <- list(); c_n <- list()
+  for (l in seq_len(self$num_layers) - 1L) {
+    outs <- list()
+    for (dir in seq_len(dirs)) {
+      sfx <- paste0("_l", l, if (dir == 2L) "_reverse")
+      w_ih <- get(paste0("weight_ih", sfx), envir = self); w_hh <- get(paste0("weight_hh", sfx), envir = self)
+      b_ih <- if (self$bias) get(paste0("bias_ih", sfx), envir = self)
+      b_hh <- if (self$bias) get(paste0("bias_hh", sfx), envir = self)
+      # Every step's input projection at once: (steps * batch) x gates*H.
+      xd <- t_size(x)
+      proj <- nnf_linear(t_set_dims(x, c(xd[1] * xd[2], xd[3])), w_ih, b_ih)
+      proj <- t_set_dims(proj, c(xd[1], xd[2], t_size(w_ih)[1]))
+      k <- l * dirs + dir
+      h <- state0(1L, k); cst <- if (mode == "lstm") state0(2L, k)
+      seq_out <- vector("list", steps)
+      order <- if (dir == 1L) seq_len(steps) else rev(seq_len(steps))
+      for (t in order) {
+        xt <- t_set_dims(t_narrow(proj, tdim, t, 1L, call), c(batch, t_size(w_ih)[1]))
+        hh <- nnf_linear(h, w_hh, b_hh)
+        gate <- function(a, i) t_narrow(a, 2L, (i - 1L) * H + 1L, H, call)
+        if (mode == "lstm") {
+          g <- xt + hh
+          i_g <- nnf_sigmoid(gate(g, 1)); f_g <- nnf_sigmoid(gate(g, 2))
+          c_g <- tanh(gate(g, 3)); o_g <- nnf_sigmoid(gate(g, 4))
+          cst <- f_g * cst + i_g * c_g
+          h <- o_g * tanh(cst)
+        } else if (mode == "gru") {
+          r <- nnf_sigmoid(gate(xt, 1) + gate(hh, 1))
+          z <- nnf_sigmoid(gate(xt, 2) + gate(hh, 2))
+          n <- tanh(gate(xt, 3) + r * gate(hh, 3))
+          h <- (1 - z) * n + z * h
+        } else {
+          a <- xt + hh
+          h <- if (self$nonlinearity == "tanh") tanh(a) else nnf_relu(a)
+        }
+        seq_out[[t]] <- h
+      }
+      outs[[dir]] <- t_stack(seq_out, tdim, call)
+      h_n[[k]] <- h
+      if (mode == "lstm") c_n[[k]] <- cst
+    }
+    x <- if (dirs == 2L) t_cat(outs, 3L, call) else outs[[1]]
+    if (self$dropout > 0 && l < self$num_layers - 1L) x <- nnf_dropout(x, self$dropout, self$training)
+  }
+  hn <- t_stack(h_n, 1L, call)
+  if (mode == "lstm") list(x, list(hn, t_stack(c_n, 1L, call))) else list(x, hn)
+}
+
+#' @rdname nn_layers
+#' @export
+nn_lstm <- rnn_module("nn_lstm", "lstm")
+#' @rdname nn_layers
+#' @export
+nn_gru <- rnn_module("nn_gru", "gru")
+#' @rdname nn_layers
+#' @export
+nn_rnn <- rnn_module("nn_rnn", "rnn")

@@ -165,7 +165,8 @@ record <- function(name, fn, args, settings = character()) {
   t <- make_tensor(node = list(name = name, fn = fn, args = args, settings = settings), dtype = NA_character_,
                    device = device)
   # A tensor on the way from a requires_grad leaf keeps its recorded operation for backward().
-  t@env$requires_grad <- any(vapply(tensors, function(x) isTRUE(x@env$requires_grad), logical(1)))
+  t@env$requires_grad <- !isTRUE(.rf_counters$no_grad) &&
+    any(vapply(tensors, function(x) isTRUE(x@env$requires_grad), logical(1)))
   if (!isTRUE(getOption("gpu.kernel.fusion", FALSE))) materialize(t)
   t
 }
@@ -295,16 +296,26 @@ setMethod("%*%", signature("rf_tensor", "ANY"), function(x, y) record("%*%", rf_
 setMethod("%*%", signature("ANY", "rf_tensor"), function(x, y) record("%*%", rf_matprod, list(x, y)))
 setMethod("%*%", signature("rf_tensor", "rf_tensor"), function(x, y) record("%*%", rf_matprod, list(x, y)))
 setMethod("t", "rf_tensor", function(x) record("t", function(a) t(a), list(x)))
-setMethod("mean", "rf_tensor", function(x, ...) record("mean", function(a) mean(a), list(x)))
+# Arguments these methods have no use for (mean's trim, as.array's dimnames) are refused.
+no_more_args <- function(name, ...) {
+  if (...length())
+    rf_abort("rfuse_unsupported", sprintf("%s() on an rf_tensor takes no further arguments (got %s)", name,
+                                          paste(...names() %||% rep("an unnamed one", ...length()), collapse = ", ")))
+}
+setMethod("mean", "rf_tensor", function(x, ...) {
+  no_more_args("mean", ...)
+  record("mean", function(a) mean(a), list(x))
+})
 setMethod("dim", "rf_tensor", function(x) materialize(x)@env$rdim)
 setMethod("length", "rf_tensor", function(x) as.integer(materialize(x)@env$len))
 setMethod("as.array", "rf_tensor", function(x, ...) {
+  no_more_args("as.array", ...)
   v <- tensor_values(x)
   if (is.null(dim(v))) array(v, length(v)) else v
 })
 setMethod("as.vector", "rf_tensor", function(x, mode = "any") as.vector(tensor_values(x), mode))
-setMethod("as.numeric", "rf_tensor", function(x, ...) as.numeric(tensor_values(x)))
-setMethod("as.logical", "rf_tensor", function(x, ...) as.logical(tensor_values(x)))
+setMethod("as.numeric", "rf_tensor", function(x, ...) { no_more_args("as.numeric", ...); as.numeric(tensor_values(x)) })
+setMethod("as.logical", "rf_tensor", function(x, ...) { no_more_args("as.logical", ...); as.logical(tensor_values(x)) })
 setMethod("[", "rf_tensor", function(x, i, j, ..., drop = TRUE) {
   v <- tensor_values(x)
   if (missing(i) && missing(j) && !...length()) return(v)
@@ -480,6 +491,11 @@ setMethod("$", "rf_tensor", function(x, name) {
     dtype = materialize(x)@env$dtype,
     device = x@env$device,
     shape = { materialize(x); if (is.null(x@env$rdim)) as.integer(x@env$len) else x@env$rdim },
-    rf_abort("rfuse_error", sprintf(paste("rf_tensor has no field '%s' (backward, grad, zero_grad, requires_grad,",
-                                          "to, cpu, cuda, dtype, device, shape)"), name)))
+    requires_grad_ = function(requires_grad = TRUE) {
+      if (!is.logical(requires_grad) || length(requires_grad) != 1 || is.na(requires_grad))
+        rf_abort("rfuse_type_error", "requires_grad_() takes TRUE or FALSE")
+      x@env$requires_grad <- requires_grad
+      invisible(x)
+    },
+    tensor_method(x, name, sys.call()))
 })

@@ -64,7 +64,9 @@ make_guard <- function(name, fun, why = "it is not supported by rfuse yet", deep
   force(name); force(fun); force(why); force(deep)
   function(...) {
     for (i in seq_len(...length())) { # empty arguments (x[1, ]) stay unforced
-      v <- tryCatch(...elt(i), error = function(e) NULL)
+      # An error while forcing an argument is the caller's: it passes through unchanged.
+      if (eval(call("missing", as.name(paste0("..", i))))) next
+      v <- ...elt(i)
       if (is_sym(v) || (deep && is.list(v) && any(vapply(v, is_sym, TRUE))))
         rf_unsupported(name, sys.call(), why)
     }
@@ -89,7 +91,8 @@ mask_function <- function(f, side_effect_guards = TRUE) {
                      c(names(fns), passthrough_names, group_generic_names, own))) {
     fun <- get0(nm, envir = env, mode = "function")
     # rfuse's own functions (nnf_*, ...) trace symbolic values themselves.
-    if (is.null(fun) || identical(environment(fun), rfuse_namespace())) next
+    # Modules are called as they are: their methods are masked already.
+    if (is.null(fun) || identical(topenv(environment(fun)), rfuse_namespace()) || inherits(fun, "nn_module")) next
     assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
   }
   if (side_effect_guards) {
@@ -225,13 +228,32 @@ add_side_effect_guards <- function(mask) {
 # The R-level structure of a traced result: a symbolic value, a constant, or a list of those.
 collect_outputs <- function(res) {
   items <- if (is_sym(res) || !is.list(res)) list(res) else res
+  # Nested lists (torch's list(output, list(h, c))): their leaves, and the structure to rebuild.
+  nested <- !is_sym(res) && is.list(res) && any(vapply(res, function(v) !is_sym(v) && is.list(v), TRUE))
+  if (nested) items <- output_leaves(res)
   syms <- Filter(is_sym, items)
   list(single = is_sym(res) || !is.list(res), items = items,
        ids = vapply(syms, function(s) as.integer(s$id), integer(1)),
        rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)),
        lens = vapply(syms, function(s) as.double(s$len), 0),
        dtypes = vapply(syms, function(s) s$dtype, ""),
-       int = vapply(syms, function(s) !is.null(s$ib), TRUE)) # R integers: converted back
+       int = vapply(syms, function(s) !is.null(s$ib), TRUE), # R integers: converted back
+       skeleton = if (nested) res)
+}
+
+output_leaves <- function(x) if (is_sym(x) || !is.list(x)) list(x) else do.call(c, c(list(list()), lapply(unname(x), output_leaves)))
+
+# A call's results in the traced function's structure: `values` replace its symbolic leaves in order.
+fill_outputs <- function(out, values) {
+  k <- 0
+  fill <- function(x) {
+    if (is_sym(x)) { k <<- k + 1; return(values[[k]]) }
+    if (is.list(x)) { for (i in seq_along(x)) { v <- fill(x[[i]]); x[i] <- list(v) }; return(x) }
+    x
+  }
+  if (!is.null(out$skeleton)) return(fill(out$skeleton))
+  items <- fill(out$items)
+  if (out$single) items[[1]] else items
 }
 
 # A user helper called with symbolic arguments: traced once per argument signature as its own

@@ -63,8 +63,7 @@ test_that("modules: parameters, sequential, layers, eval/train, unjitted calls",
   set.seed(12)
   net <- nn_sequential(nn_linear(5, 7), nn_gelu(), nn_layer_norm(7), nn_tanh(),
                        nn_dropout(0.2), nn_linear(7, 3), nn_sigmoid())
-  expect_named(net$parameters, c("m001.bias", "m001.weight", "m003.bias", "m003.weight",
-                                 "m006.bias", "m006.weight"))
+  expect_named(net$parameters, c("0.bias", "0.weight", "2.bias", "2.weight", "5.bias", "5.weight"))
   x <- matrix(rnorm(20), 4)
   # Dropout in training mode: the jitted model draws the same masks from R's RNG as the
   # eager one.
@@ -72,14 +71,14 @@ test_that("modules: parameters, sequential, layers, eval/train, unjitted calls",
   set.seed(3); jitted <- rf_jit(net, dtype = "float64")(x)
   expect_equal(jitted, eager, tolerance = 1e-10)
   net$eval()
-  expect_false(net$m005$training)
+  expect_false(net[[5]]$training)
   ref <- net(x) # plain R arrays: base R
   p <- net$parameters
-  h <- sweep(x %*% t(p$m001.weight), 2, p$m001.bias, "+")
+  h <- sweep(x %*% t(p$`0.weight`), 2, p$`0.bias`, "+")
   h <- h * pnorm(h)
   h <- (h - rowMeans(h)) / sqrt(rowMeans((h - rowMeans(h))^2) + 1e-5)
-  h <- tanh(sweep(sweep(h, 2, p$m003.weight, "*"), 2, p$m003.bias, "+"))
-  h <- 1 / (1 + exp(-sweep(h %*% t(p$m006.weight), 2, p$m006.bias, "+")))
+  h <- tanh(sweep(sweep(h, 2, p$`2.weight`, "*"), 2, p$`2.bias`, "+"))
+  h <- 1 / (1 + exp(-sweep(h %*% t(p$`5.weight`), 2, p$`5.bias`, "+")))
   expect_lt(rel_err(ref, h), 1e-12)
   expect_lt(rel_err(rf_jit(net, dtype = "float64")(x), h), 1e-12)
   expect_lt(rel_err(rf_jit(net)(x), h), 1e-5)

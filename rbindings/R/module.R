@@ -1,0 +1,489 @@
+# The module system, torch for R's: nn_module() generators whose instances keep their state in an
+# environment (`self`), parameters and buffers named by path as torch names them ("0.weight" in a
+# sequential), state dicts, train/eval modes, module lists and dicts.
+#
+# rfuse's masks (trace.R) apply to `forward` and the other methods, which may see traced values;
+# `initialize` runs exactly as written, in the environments it would see without rfuse (it only
+# builds state, so there is nothing to trace or guard).
+
+#' Define a module, torch-for-R style
+#'
+#' `nn_module()` returns a generator: calling it runs `initialize` on a new instance, whose
+#' methods see it as `self` (and, with `inherit`, the parent's methods as `super`; with
+#' `private`, those members as `private`). Calling the instance runs `forward`. Members that are
+#' not functions become fields of every instance; `active` members are active bindings.
+#'
+#' Fields that are [nn_parameter()]s make up `$parameters`, [nn_buffer()]s (and
+#' `$register_buffer()`) `$buffers`, modules `$children`; `$state_dict()` has them all by torch's
+#' names and `$load_state_dict()` takes one back. `$train()` / `$eval()` set `$training`
+#' everywhere below; `$apply(fn)` calls `fn` on every submodule and then the module;
+#' `$requires_grad_(FALSE)` freezes the parameters ([rf_fit()] then leaves them as they are).
+#'
+#' @param classname Class name of the instances.
+#' @param inherit A generator to inherit from.
+#' @param ... Methods (`initialize`, `forward`, others) and fields.
+#' @param private,active Lists of private members and of active bindings (functions).
+#' @param parent_env The environment the methods' free variables resolve in.
+#' @return A generator function.
+#' @examples
+#' Net <- nn_module("Net",
+#'   initialize = function() { self$fc <- nn_linear(4, 2) },
+#'   forward = function(x) nnf_relu(self$fc(x)))
+#' net <- Net()
+#' net(matrix(rnorm(8), 2))
+#' names(net$state_dict())
+#' @export
+nn_module <- function(classname = NULL, inherit = NULL, ..., private = NULL, active = NULL,
+                      parent_env = parent.frame()) {
+  call <- sys.call()
+  members <- list(...)
+  if (length(members) && (is.null(names(members)) || any(names(members) == "")))
+    rf_abort("rfuse_type_error", "nn_module()'s members must be named (initialize = , forward = , ...)", call)
+  parent <- NULL
+  if (!is.null(inherit)) {
+    parent <- attr(inherit, "rfuse_module")
+    if (is.null(parent)) rf_abort("rfuse_type_error", "`inherit` must be a generator made by nn_module()", call)
+  }
+  for (what in c("private", "active"))
+    if (!is.null(get(what)) && (!is.list(get(what)) || is.null(names(get(what)))))
+      rf_abort("rfuse_type_error", sprintf("`%s` must be a named list", what), call)
+  if (!is.null(active) && !all(vapply(active, is.function, TRUE)))
+    rf_abort("rfuse_type_error", "`active` members must be functions", call)
+  # (runs while the package loads, before sym.R's %||% exists)
+  if (is.null(classname)) classname <- if (is.null(parent)) "nn_module" else parent$classname
+  def <- list(classname = classname, parent = parent,
+              members = members, private = private, active = active, parent_env = parent_env)
+  # The arguments reach initialize as the caller's promises (lazy, and `!!!` splices).
+  gen <- function(...) new_module(def, ...)
+  attr(gen, "rfuse_module") <- def
+  class(gen) <- c("nn_module_generator", "function")
+  gen
+}
+
+#' @export
+print.nn_module_generator <- function(x, ...) {
+  cat(sprintf("<nn_module generator: %s>\n", attr(x, "rfuse_module")$classname))
+  invisible(x)
+}
+
+# The names rfuse defines on every instance (not fields of the model).
+module_api <- c("parameters", "buffers", "children", "modules", "training", "named_parameters",
+                "named_buffers", "state_dict", "load_state_dict", "train", "eval", "apply", "add_module",
+                "register_module", "register_buffer", "register_parameter", "to", "cuda", "cpu",
+                "requires_grad_", "zero_grad", "forward", "initialize")
+
+# A new instance, initialized with the generator's arguments. An argument initialize does not
+# have is refused by name (torch's layers take some rfuse's do not, such as `device`).
+new_module <- function(def, ...) {
+  self <- new.env(parent = emptyenv())
+  self$training <- TRUE
+  self$.buffer_names <- character()
+  self$.order <- character()
+  instance <- structure(function(...) self$forward(...), class = c(def$classname, "nn_module"), self = self)
+  self$.instance <- instance
+  bind_members(def, self, self)
+  add_module_api(self, instance)
+  init <- self$initialize
+  given <- ...names()
+  allowed <- names(formals(init))
+  if (!"..." %in% allowed) {
+    unknown <- setdiff(given[nzchar(given)], allowed)
+    if (length(unknown))
+      rf_abort("rfuse_unsupported", sprintf("%s() has no argument %s (its arguments: %s); see the porting table in docs/r-package.md",
+                                            def$classname, paste0("`", unknown, "`", collapse = ", "),
+                                            paste(allowed, collapse = ", ")), sys.call(-1))
+  }
+  init(...)
+  adopt_marked_fields(self)
+  instance
+}
+
+# Methods and fields of `def` (its parents' first) into `target`. Every method's environment is a
+# frame holding `self` (and `super`, `private`) whose parent is the definition's parent_env.
+bind_members <- function(def, self, target) {
+  super <- NULL
+  if (!is.null(def$parent)) {
+    super <- new.env(parent = emptyenv())
+    bind_members(def$parent, self, super)
+    for (nm in ls(super, all.names = TRUE)) assign(nm, get(nm, envir = super), envir = target)
+  }
+  private <- new.env(parent = emptyenv())
+  frame <- new.env(parent = def$parent_env)
+  frame$self <- self
+  frame$private <- private
+  if (!is.null(super)) frame$super <- super
+  bind <- function(f, name) {
+    environment(f) <- frame
+    # initialize only builds state: it runs as written. Other methods may see traced values.
+    if (name == "initialize") f else mask_function(f, side_effect_guards = FALSE)
+  }
+  for (nm in names(def$members)) {
+    v <- def$members[[nm]]
+    if (is.function(v) && !inherits(v, "nn_module") && !inherits(v, "nn_module_generator"))
+      assign(nm, bind(v, nm), envir = target)
+    else assign(nm, v, envir = target)
+  }
+  for (nm in names(def$private)) {
+    v <- def$private[[nm]]
+    assign(nm, if (is.function(v)) bind(v, nm) else v, envir = private)
+  }
+  for (nm in names(def$active)) makeActiveBinding(nm, bind(def$active[[nm]], nm), self)
+  if (!identical(self, target)) return(invisible())
+  if (is.null(self$initialize)) self$initialize <- function(...) {
+    if (...length()) rf_abort("rfuse_type_error", "this module takes no arguments (it has no initialize method)")
+    invisible(NULL)
+  }
+  if (is.null(self$forward))
+    self$forward <- function(...) rf_abort("rfuse_type_error", sprintf("module '%s' has no forward method", def$classname))
+}
+
+#' Mark an array as a module parameter or buffer
+#'
+#' `nn_parameter()` marks a trainable parameter (`requires_grad = FALSE`: a frozen one);
+#' `nn_buffer()` a buffer: state saved in the state dict but not trained (batch norm's running
+#' statistics).
+#' @param x A numeric array.
+#' @param requires_grad Whether training updates the parameter.
+#' @param persistent Whether the buffer is part of the state dict.
+#' @return `x`, classed `rf_parameter` / `rf_buffer`.
+#' @examples
+#' nn_parameter(matrix(0.5, 2, 2))
+#' @export
+nn_parameter <- function(x, requires_grad = TRUE) {
+  if (is_tensor(x)) x <- as.array(x)
+  if (!(is.numeric(x) || is.logical(x)))
+    rf_abort("rfuse_type_error", sprintf("a parameter must be numeric, not %s", paste(class(x), collapse = "/")), sys.call())
+  x <- unclass(x)
+  attr(x, "requires_grad") <- if (isFALSE(requires_grad)) FALSE
+  structure(x, class = c("rf_parameter", class(x)))
+}
+
+#' @rdname nn_parameter
+#' @export
+nn_buffer <- function(x, persistent = TRUE) {
+  if (is_tensor(x)) x <- as.array(x)
+  structure(list(value = x, persistent = isTRUE(persistent)), class = "rf_buffer")
+}
+
+# Fields assigned as nn_buffer(v) in initialize become buffers holding v.
+adopt_marked_fields <- function(self) {
+  for (nm in ls(self)) {
+    if (bindingIsActive(nm, self)) next
+    v <- get(nm, envir = self)
+    if (inherits(v, "rf_buffer")) register_buffer(self, nm, v$value, v$persistent)
+  }
+}
+
+register_buffer <- function(self, name, value, persistent = TRUE) {
+  if (is_tensor(value)) value <- as.array(value)
+  assign(name, value, envir = self)
+  self$.buffer_names <- union(self$.buffer_names, name)
+  if (!persistent) self$.transient <- union(self$.transient, name)
+  invisible(NULL)
+}
+
+#' @export
+print.rf_parameter <- function(x, ...) {
+  cat("rfuse parameter\n")
+  print(unclass(x), ...)
+  invisible(x)
+}
+
+# The fields of `self` in torch's order: sequential and module-list children by position, then
+# the others by name.
+field_names <- function(self) {
+  nm <- setdiff(ls(self), module_api)
+  nm <- nm[!vapply(nm, bindingIsActive, TRUE, self)]
+  c(intersect(self$.order, nm), sort(setdiff(nm, self$.order)))
+}
+
+is_module <- function(v) inherits(v, "nn_module")
+self_of <- function(m) attr(m, "self")
+
+# Parameters of a module and its submodules, as a named list (names: paths like "fc.weight").
+module_parameters <- function(self, prefix = "") {
+  out <- list()
+  for (nm in field_names(self)) {
+    v <- get(nm, envir = self)
+    if (inherits(v, "rf_parameter")) out[[paste0(prefix, nm)]] <- v
+    else if (is_module(v)) out <- c(out, module_parameters(self_of(v), paste0(prefix, nm, ".")))
+  }
+  out
+}
+
+module_buffers <- function(self, prefix = "", persistent_only = FALSE) {
+  out <- list()
+  for (nm in field_names(self)) {
+    v <- get(nm, envir = self)
+    if (nm %in% self$.buffer_names && !(persistent_only && nm %in% self$.transient)) out[[paste0(prefix, nm)]] <- v
+    else if (is_module(v)) out <- c(out, module_buffers(self_of(v), paste0(prefix, nm, "."), persistent_only))
+  }
+  out
+}
+
+module_children <- function(self) {
+  out <- list()
+  for (nm in field_names(self)) {
+    v <- get(nm, envir = self)
+    if (is_module(v)) out[[nm]] <- v
+  }
+  out
+}
+
+# The module and every module below it, depth first (torch's $modules).
+module_tree <- function(instance, prefix = "") {
+  out <- stats::setNames(list(instance), prefix)
+  kids <- module_children(self_of(instance))
+  for (nm in names(kids)) out <- c(out, module_tree(kids[[nm]], if (nzchar(prefix)) paste0(prefix, ".", nm) else nm))
+  out
+}
+
+# Where each parameter lives (its module's environment and name), in module_parameters()'s
+# order: a jitted model reads its parameters through these on every call, which costs no walk.
+parameter_slots <- function(self) {
+  out <- list()
+  for (nm in field_names(self)) {
+    v <- get(nm, envir = self)
+    if (inherits(v, "rf_parameter")) out[[length(out) + 1]] <- list(self, nm)
+    else if (is_module(v)) out <- c(out, parameter_slots(self_of(v)))
+  }
+  out
+}
+
+# A model's parameter values, through slots cached in `notes` (made again after any module's
+# fields were assigned with `$<-`: the structure may have changed).
+model_parameter_values <- function(model, notes) {
+  if (is.null(notes$slots) || !identical(notes$slots_version, .rf_counters$module_version)) {
+    notes$slots <- parameter_slots(self_of(model))
+    notes$slots_version <- .rf_counters$module_version
+  }
+  lapply(notes$slots, function(s) s[[1]][[s[[2]]]])
+}
+
+set_training <- function(self, mode) {
+  self$training <- mode
+  for (m in module_children(self)) set_training(self_of(m), mode)
+}
+
+# Sets state `path` ("fc.weight") of a module to `value`.
+set_parameter <- function(self, path, value) {
+  parts <- strsplit(path, ".", fixed = TRUE)[[1]]
+  for (p in parts[-length(parts)]) self <- self_of(get(p, envir = self))
+  assign(parts[length(parts)], value, envir = self)
+}
+
+state_value <- function(v) {
+  v <- unclass(v)
+  attr(v, "requires_grad") <- NULL
+  v
+}
+
+load_state_dict <- function(instance, state_dict, strict = TRUE) {
+  call <- sys.call(-1)
+  if (!is.list(state_dict) || (length(state_dict) && is.null(names(state_dict))))
+    rf_abort("rfuse_type_error", "load_state_dict() takes a named list (a state dict)", call)
+  self <- self_of(instance)
+  params <- module_parameters(self)
+  current <- c(params, module_buffers(self, persistent_only = TRUE))
+  missing_keys <- setdiff(names(current), names(state_dict))
+  unexpected <- setdiff(names(state_dict), names(current))
+  if (isTRUE(strict) && (length(missing_keys) || length(unexpected)))
+    rf_abort("rfuse_type_error", paste0("Error(s) in loading state_dict: ",
+                                        if (length(missing_keys)) paste0("missing keys: ", paste(missing_keys, collapse = ", "), ". "),
+                                        if (length(unexpected)) paste0("unexpected keys: ", paste(unexpected, collapse = ", "), ".")), call)
+  for (nm in intersect(names(current), names(state_dict))) {
+    v <- state_dict[[nm]]
+    if (is_tensor(v)) v <- as.array(v)
+    old <- current[[nm]]
+    if (!identical(as.integer(t_size(v)), as.integer(t_size(state_value(old)))))
+      rf_abort("rfuse_shape_error", sprintf("size mismatch for %s: copying a param with shape %s, the shape in the current model is %s",
+                                            nm, paste(t_size(v), collapse = "x"), paste(t_size(state_value(old)), collapse = "x")), call)
+    v <- if (is.null(dim(state_value(old)))) as.double(v) else array(as.double(v), dim(state_value(old)))
+    if (nm %in% names(params)) v <- nn_parameter(v, !identical(attr(old, "requires_grad"), FALSE))
+    set_parameter(self, nm, v)
+  }
+  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+  invisible(instance)
+}
+
+add_module_api <- function(self, instance) {
+  makeActiveBinding("parameters", function() module_parameters(self), self)
+  makeActiveBinding("buffers", function() module_buffers(self), self)
+  makeActiveBinding("children", function() module_children(self), self)
+  makeActiveBinding("modules", function() unname(module_tree(instance)), self)
+  self$named_parameters <- function(prefix = "", recurse = TRUE) {
+    p <- if (recurse) module_parameters(self) else Filter(function(v) inherits(v, "rf_parameter"), mget(field_names(self), self))
+    stats::setNames(p, paste0(prefix, names(p)))
+  }
+  self$named_buffers <- function() module_buffers(self)
+  self$state_dict <- function() lapply(c(module_parameters(self), module_buffers(self, persistent_only = TRUE)), state_value)
+  self$load_state_dict <- function(state_dict, strict = TRUE) load_state_dict(instance, state_dict, strict)
+  self$eval <- function() { set_training(self, FALSE); invisible(instance) }
+  self$train <- function(mode = TRUE) {
+    if (!is.logical(mode) || length(mode) != 1 || is.na(mode))
+      rf_abort("rfuse_type_error", "train()'s `mode` must be TRUE or FALSE", sys.call())
+    set_training(self, mode); invisible(instance)
+  }
+  self$apply <- function(fn) {
+    for (m in module_children(self)) m$apply(fn)
+    fn(instance)
+    invisible(instance)
+  }
+  self$add_module <- self$register_module <- function(name, module) {
+    if (!is_module(module)) rf_abort("rfuse_type_error", "add_module() takes a module", sys.call())
+    assign(name, module, envir = self)
+    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    invisible(instance)
+  }
+  self$register_parameter <- function(name, param) {
+    assign(name, nn_parameter(param), envir = self)
+    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    invisible(instance)
+  }
+  self$register_buffer <- function(name, tensor, persistent = TRUE) register_buffer(self, name, tensor, persistent)
+  self$requires_grad_ <- function(requires_grad = TRUE) {
+    if (!is.logical(requires_grad) || length(requires_grad) != 1 || is.na(requires_grad))
+      rf_abort("rfuse_type_error", "requires_grad_() takes TRUE or FALSE", sys.call())
+    for (p in names(module_parameters(self)))
+      set_parameter(self, p, nn_parameter(state_value(module_parameters(self)[[p]]), requires_grad))
+    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    invisible(instance)
+  }
+  self$zero_grad <- function() invisible(instance) # rfuse's modules keep no gradients between steps
+  self$to <- function(device = NULL, dtype = NULL) module_to(instance, device, dtype, sys.call())
+  self$cuda <- function() module_to(instance, "cuda", NULL, sys.call())
+  self$cpu <- function() module_to(instance, "cpu", NULL, sys.call())
+}
+
+# A module's parameters are R arrays that go to the device its inputs (or rf_default_device())
+# name at every call, in the dtype the program is compiled for: $to() can only confirm that.
+module_to <- function(instance, device, dtype, call) {
+  if (!is.null(device)) {
+    device <- torch_device(as.character(device))
+    if (device != rf_default_device())
+      rf_unsupported("$to", call, sprintf(paste("device = '%s': a module's parameters run where rf_default_device()",
+                                                "('%s') says; set rf_default_device('%s') instead"), device,
+                                          rf_default_device(), device))
+  }
+  if (!is.null(dtype) && !identical(dtype, "float32"))
+    rf_unsupported("$to", call, sprintf("dtype = '%s': choose the compute dtype with rf_jit(model, dtype = ...) or rf_fit(..., dtype = ...)",
+                                        paste(dtype, collapse = " ")))
+  invisible(instance)
+}
+
+#' @export
+`$.nn_module` <- function(x, name) get0(name, envir = attr(x, "self"), inherits = FALSE)
+
+#' @export
+`$<-.nn_module` <- function(x, name, value) {
+  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+  assign(name, value, envir = attr(x, "self"))
+  x
+}
+
+#' @export
+`[[.nn_module` <- function(x, i, ...) {
+  self <- attr(x, "self")
+  if (is.character(i)) return(get0(i, envir = self, inherits = FALSE))
+  kids <- self$.order
+  if (!is.numeric(i) || length(i) != 1 || i < 1 || i > length(kids))
+    rf_abort("rfuse_type_error", sprintf("index %s is out of range: the module holds %d modules (indices are 1-based)",
+                                         deparse1(i), length(kids)), sys.call())
+  get(kids[i], envir = self)
+}
+
+#' @export
+length.nn_module <- function(x) {
+  ord <- attr(x, "self")$.order
+  if (length(ord)) length(ord) else 1L
+}
+
+#' @export
+as.list.nn_module <- function(x, ...) {
+  self <- attr(x, "self")
+  lapply(stats::setNames(self$.order, self$.order), get, envir = self)
+}
+
+#' @export
+print.nn_module <- function(x, ...) {
+  p <- x$parameters
+  cat(sprintf("<%s> %d parameter arrays, %d values\n", class(x)[1], length(p),
+              sum(vapply(p, length, integer(1)))))
+  invisible(x)
+}
+
+# ---- Containers --------------------------------------------------------------------------------
+
+# Adds modules under positional names ("0", "1", ...) as torch does, or their own names.
+add_ordered <- function(self, mods) {
+  if (!length(mods)) return(invisible())
+  nms <- names(mods) %||% rep("", length(mods))
+  for (i in seq_along(mods)) {
+    m <- mods[[i]]
+    if (!is_module(m))
+      rf_abort("rfuse_type_error", sprintf("element %d is not a module (%s)", i, paste(class(m), collapse = "/")))
+    nm <- if (nzchar(nms[i])) nms[i] else as.character(length(self$.order))
+    assign(nm, m, envir = self)
+    self$.order <- c(self$.order, nm)
+  }
+  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+}
+
+#' Containers of modules
+#'
+#' `nn_sequential(...)` applies its modules in order (`!!!` splices a list of them, and a
+#' trailing comma is allowed, as in torch); `nn_module_list(modules)` and
+#' `nn_module_dict(dict)` hold modules for a `forward` to use (`[[i]]` 1-based, `[["name"]]`,
+#' `length()`, `$append()`, `$extend()`, `$insert()`); `nn_identity()` returns its input.
+#' Submodules are named "0", "1", ... by position (or by their names), so their parameters are
+#' named as in torch's state dicts.
+#' @param ... Modules.
+#' @param modules A list of modules.
+#' @param dict A named list of modules.
+#' @return A module.
+#' @examples
+#' net <- nn_sequential(nn_linear(3, 4), nn_relu(), nn_linear(4, 1))
+#' names(net$state_dict())
+#' @name nn_containers
+NULL
+
+#' @rdname nn_containers
+#' @export
+nn_sequential <- nn_module("nn_sequential",
+  initialize = function(...) add_ordered(self, rlang::list2(...)),
+  forward = function(input) {
+    for (nm in self$.order) input <- get(nm, envir = self)(input)
+    input
+  })
+
+#' @rdname nn_containers
+#' @export
+nn_module_list <- nn_module("nn_module_list",
+  initialize = function(modules = list()) {
+    add_ordered(self, unname(modules))
+    self$append <- function(module) { add_ordered(self, list(module)); invisible(self$.instance) }
+    self$extend <- function(modules) { add_ordered(self, unname(modules)); invisible(self$.instance) }
+    self$insert <- function(index, module) {
+      mods <- lapply(self$.order, get, envir = self)
+      rm(list = self$.order, envir = self)
+      self$.order <- character()
+      add_ordered(self, append(mods, list(module), after = index - 1L))
+      invisible(self$.instance)
+    }
+  },
+  forward = function(...) rf_abort("rfuse_type_error", "an nn_module_list has no forward: call its modules"))
+
+#' @rdname nn_containers
+#' @export
+nn_module_dict <- nn_module("nn_module_dict",
+  initialize = function(dict) {
+    if (!is.list(dict) || (length(dict) && (is.null(names(dict)) || any(names(dict) == ""))))
+      rf_abort("rfuse_type_error", "nn_module_dict() takes a named list of modules")
+    add_ordered(self, dict)
+  },
+  forward = function(...) rf_abort("rfuse_type_error", "an nn_module_dict has no forward: call its modules"))
+
+#' @rdname nn_containers
+#' @export
+nn_identity <- nn_module("nn_identity",
+  forward = function(input) input)

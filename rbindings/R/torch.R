@@ -1,0 +1,778 @@
+# torch for R's tensor functions (torch_*) and tensor methods (x$view(), x$sum(dim = 2), ...), on
+# traced values, plain R arrays and rf_tensors alike.
+#
+# torch's dims are R's dims, 1-based as in torch for R (negative dims count from the end): an R
+# array of dim c(N, C, H, W) is torch's N x C x H x W tensor. torch's reshapes are row-major,
+# R's storage is column-major: rfuse's tensor of such an array is the reverse, [W, H, C, N]
+# (architecture.md), so a traced row-major reshape is a reversing transpose, a reshape and a
+# reversing transpose back (index maps: they fuse into their consumers). torch broadcasting
+# (trailing dims aligned) is spelled out as explicit broadcasts here; R's own operators keep
+# R's recycling (the porting table in docs/r-package.md says where the two differ).
+
+# ---- Shapes --------------------------------------------------------------------------------
+
+# torch's size of `x`: its R dims, or its length for a vector.
+t_size <- function(x) {
+  if (is_sym(x)) return(as.integer(x$rdim %||% x$len))
+  if (is_tensor(x)) {
+    materialize(x)
+    return(as.integer(x@env$rdim %||% x@env$len))
+  }
+  as.integer(dim(x) %||% length(x))
+}
+
+in_trace <- function() !is.null(.rf_state$builder)
+
+# A torch-for-R dim (1-based, negative from the end) as an index into 1..n (`n + 1` for the
+# dims of unsqueeze/stack, which may name the position after the last).
+t_dim <- function(dim, n, call, extra = 0L) {
+  if (!is.numeric(dim) || length(dim) != 1 || is.na(dim) || dim != round(dim))
+    rf_abort("rfuse_type_error", sprintf("`dim` must be one whole number, not %s", deparse1(dim)), call)
+  m <- n + extra
+  if (dim == 0)
+    rf_shape_error("Indexing starts at 1 but found a 0 (torch for R's dims are 1-based)", call)
+  d <- if (dim < 0) m + dim + 1 else dim
+  if (d < 1 || d > m)
+    rf_shape_error(sprintf("Dimension out of range (expected to be in range of [%d, %d], but got %d)",
+                           -m, m, as.integer(dim)), call)
+  as.integer(d)
+}
+
+t_dims <- function(dims, n, call) vapply(dims, function(d) t_dim(d, n, call), 1L)
+
+# A shape given as c(...) or several numbers (x$view(2, -1) or x$view(c(2, -1))), with one -1
+# inferred, checked against the element count.
+t_shape_arg <- function(shape, total, call) {
+  shape <- unlist(shape)
+  if (!is.numeric(shape) || anyNA(shape) || any(shape != round(shape)) || any(shape < -1))
+    rf_abort("rfuse_type_error", sprintf("a shape must be whole numbers (-1 for one inferred size), not %s",
+                                         deparse1(shape)), call)
+  shape <- as.integer(shape)
+  neg <- which(shape == -1L)
+  if (length(neg) > 1) rf_shape_error("only one dimension can be inferred", call)
+  if (length(neg)) {
+    rest <- prod(shape[-neg])
+    if (rest == 0 || total %% rest != 0)
+      rf_shape_error(sprintf("shape '[%s]' is invalid for input of size %d", paste(shape, collapse = ", "), total), call)
+    shape[neg] <- as.integer(total / rest)
+  }
+  if (prod(shape) != total)
+    rf_shape_error(sprintf("shape '[%s]' is invalid for input of size %d", paste(shape, collapse = ", "), total), call)
+  shape
+}
+
+# A traced value as the tensor of torch's shape (row-major), and back.
+sym_rowmajor <- function(s) {
+  n <- length(t_size(s))
+  if (n <= 1) s$id else emit(.rf_b_transpose, s$id, rev(seq_len(n)) - 1L)
+}
+sym_from_rowmajor <- function(id, shape, dtype) {
+  n <- length(shape)
+  out <- if (n <= 1) id else emit(.rf_b_transpose, id, rev(seq_len(n)) - 1L)
+  new_sym(out, if (n <= 1) NULL else as.integer(shape), prod(shape), dtype)
+}
+
+# R's structure for a torch shape: a vector for rank 0 and 1, an array otherwise.
+shaped <- function(v, shape) if (length(shape) <= 1) as.vector(v) else array(v, shape)
+
+t_reshape <- function(x, shape, call = sys.call()) {
+  d <- t_size(x)
+  shape <- t_shape_arg(shape, prod(d), call)
+  if (identical(shape, d)) return(x)
+  if (is_sym(x)) return(sym_from_rowmajor(emit(.rf_b_reshape, sym_rowmajor(x), shape, call = call), shape, x$dtype))
+  v <- if (length(d) > 1) aperm(unclass(x), rev(seq_along(d))) else as.vector(x)
+  if (length(shape) <= 1) return(as.vector(v))
+  aperm(array(v, rev(shape)), rev(seq_along(shape)))
+}
+
+# Inserting or removing size-1 dims moves no element in either order: a plain reshape.
+t_set_dims <- function(x, shape) {
+  if (is_sym(x)) return(reshape_sym(x, if (length(shape) <= 1) NULL else as.integer(shape), prod(shape)))
+  shaped(unclass(x), shape)
+}
+
+t_permute <- function(x, perm, call = sys.call()) {
+  d <- t_size(x); n <- length(d)
+  perm <- t_dims(unlist(perm), n, call)
+  if (length(perm) != n || anyDuplicated(perm))
+    rf_shape_error(sprintf("permute needs each of the %d dims once, got c(%s)", n, paste(perm, collapse = ", ")), call)
+  if (identical(perm, seq_len(n))) return(x)
+  if (!is_sym(x)) return(aperm(unclass(x), perm))
+  # R dim r is tensor dim n - r: the result's tensor dim k reads R dim perm[n - k].
+  id <- emit(.rf_b_transpose, x$id, as.integer(n - rev(perm)), call = call)
+  new_sym(id, d[perm], x$len, x$dtype, x$ib)
+}
+
+t_transpose <- function(x, dim0, dim1, call = sys.call()) {
+  n <- length(t_size(x))
+  a <- t_dim(dim0, n, call); b <- t_dim(dim1, n, call)
+  p <- seq_len(n); p[c(a, b)] <- c(b, a)
+  t_permute(x, p, call)
+}
+
+t_unsqueeze <- function(x, dim, call = sys.call()) {
+  d <- t_size(x)
+  k <- t_dim(dim, length(d), call, extra = 1L)
+  t_set_dims(x, append(d, 1L, after = k - 1L))
+}
+
+t_squeeze <- function(x, dim = NULL, call = sys.call()) {
+  d <- t_size(x)
+  drop <- if (is.null(dim)) which(d == 1L) else {
+    k <- t_dim(dim, length(d), call)
+    if (d[k] == 1L) k else integer()
+  }
+  if (!length(drop)) return(x)
+  t_set_dims(x, d[-drop])
+}
+
+t_flatten <- function(x, start_dim = 1, end_dim = -1, call = sys.call()) {
+  d <- t_size(x); n <- length(d)
+  s <- t_dim(start_dim, n, call); e <- t_dim(end_dim, n, call)
+  if (s > e) rf_shape_error("flatten() has to have start_dim <= end_dim", call)
+  t_reshape(x, c(d[seq_len(s - 1)], prod(d[s:e]), d[seq_len(n - e) + e]), call)
+}
+
+# Torch broadcasting of two shapes (trailing dims aligned).
+broadcast_shapes <- function(a, b, call) {
+  n <- max(length(a), length(b))
+  a <- c(rep(1L, n - length(a)), a); b <- c(rep(1L, n - length(b)), b)
+  if (any(a != b & a != 1L & b != 1L))
+    rf_shape_error(sprintf("The size of tensor a (%s) must match the size of tensor b (%s) at a non-singleton dimension",
+                           paste(a, collapse = "x"), paste(b, collapse = "x")), call)
+  pmax(a, b)
+}
+
+t_expand <- function(x, shape, call = sys.call()) {
+  shape <- as.integer(shape)
+  d <- t_size(x); n <- length(shape)
+  if (length(d) > n) rf_shape_error("expand: the number of sizes is smaller than the tensor's dims", call)
+  dp <- c(rep(1L, n - length(d)), d)
+  shape[shape == -1L] <- dp[shape == -1L]
+  if (any(dp != shape & dp != 1L))
+    rf_shape_error(sprintf("The expanded size of the tensor (%s) must match the existing size (%s) at non-singleton dimensions",
+                           paste(shape, collapse = "x"), paste(dp, collapse = "x")), call)
+  if (identical(dp, shape)) return(if (identical(d, shape)) x else t_set_dims(x, shape))
+  if (!is_sym(x)) {
+    strides <- cumprod(c(1, dp))[seq_len(n)]
+    lin <- 1
+    for (i in seq_len(n)) lin <- outer(lin, (seq_len(shape[i]) - 1) * (if (dp[i] == 1L) 0 else strides[i]), "+")
+    return(shaped(as.vector(x)[as.vector(lin)], shape))
+  }
+  keep <- which(dp != 1L)
+  squeezed <- reshape_sym(x, if (length(keep) <= 1) NULL else dp[keep], x$len)
+  dims <- if (length(keep)) as.integer(n - rev(keep)) else n - 1L
+  id <- emit(.rf_b_broadcast, squeezed$id, rev(shape), dims, call = call)
+  new_sym(id, if (n <= 1) NULL else shape, prod(shape), x$dtype, x$ib)
+}
+
+# `op` (an R operator or function of two same-shaped values) under torch's broadcasting. Plain
+# numbers stay numbers (R's recycling of a scalar is torch's).
+t_binary <- function(op, a, b, call = sys.call()) {
+  if (is.numeric(b) && !is.object(b) && length(b) == 1 && is.null(dim(b))) return(op(a, b))
+  if (is.numeric(a) && !is.object(a) && length(a) == 1 && is.null(dim(a))) return(op(a, b))
+  sa <- t_size(a); sb <- t_size(b)
+  if (identical(sa, sb)) return(op(a, b))
+  shape <- broadcast_shapes(sa, sb, call)
+  op(t_expand(a, shape, call), t_expand(b, shape, call))
+}
+
+reduce_fns <- list(sum = sum, mean = mean, max = max, min = min, prod = prod)
+
+t_reduce <- function(kind, x, dim = NULL, keepdim = FALSE, call = sys.call()) {
+  d <- t_size(x); n <- length(d)
+  if (!is.logical(keepdim) || length(keepdim) != 1 || is.na(keepdim))
+    rf_abort("rfuse_type_error", "`keepdim` must be TRUE or FALSE", call)
+  dims <- if (is.null(dim)) seq_len(n) else sort(unique(t_dims(unlist(dim), n, call)))
+  out_shape <- if (keepdim) replace(d, dims, 1L) else d[-dims]
+  if (!is_sym(x)) {
+    f <- reduce_fns[[kind]]
+    keep <- setdiff(seq_len(n), dims)
+    v <- if (!length(keep)) f(unclass(x)) else apply(array(unclass(x), d), keep, f)
+    return(shaped(v, out_shape))
+  }
+  if (kind == "prod") rf_unsupported("prod", call, "a traced product along a dim is not available yet")
+  s <- to_dtype(x, trace_float(), call)
+  id <- emit(.rf_b_reduce, kind, s$id, as.integer(sort(n - dims)), isTRUE(keepdim), call = call)
+  new_sym(id, if (length(out_shape) <= 1) NULL else out_shape, prod(out_shape), s$dtype)
+}
+
+t_softmax <- function(x, dim, call = sys.call()) {
+  e <- exp(t_binary(`-`, x, t_reduce("max", x, dim, TRUE, call), call))
+  t_binary(`/`, e, t_reduce("sum", e, dim, TRUE, call), call)
+}
+
+t_log_softmax <- function(x, dim, call = sys.call()) {
+  z <- t_binary(`-`, x, t_reduce("max", x, dim, TRUE, call), call)
+  t_binary(`-`, z, log(t_reduce("sum", exp(z), dim, TRUE, call)), call)
+}
+
+t_cat <- function(tensors, dim = 1, call = sys.call()) {
+  if (!is.list(tensors) || !length(tensors))
+    rf_abort("rfuse_type_error", "torch_cat() takes a non-empty list of tensors", call)
+  sizes <- lapply(tensors, t_size)
+  n <- length(sizes[[1]])
+  k <- t_dim(dim, n, call)
+  for (s in sizes)
+    if (length(s) != n || any(s[-k] != sizes[[1]][-k]))
+      rf_shape_error(sprintf("Sizes of tensors must match except in dimension %d: got %s", k,
+                             paste(vapply(sizes, paste, "", collapse = "x"), collapse = " and ")), call)
+  out <- sizes[[1]]; out[k] <- sum(vapply(sizes, `[`, 1L, k))
+  if (length(tensors) == 1) return(tensors[[1]])
+  if (!any(vapply(tensors, is_sym, TRUE))) {
+    perm <- c(setdiff(seq_len(n), k), k)
+    parts <- lapply(tensors, function(t) as.vector(if (n > 1) aperm(array(unclass(t), t_size(t)), perm) else t))
+    v <- array(unlist(parts), out[perm])
+    return(if (n > 1) aperm(v, order(perm)) else as.vector(v))
+  }
+  syms <- lapply(tensors, function(t) to_dtype(as_sym(t, call), trace_float(), call))
+  id <- emit(.rf_b_concat, vapply(syms, function(s) as.integer(s$id), 1L), n - k, call = call)
+  new_sym(id, if (n <= 1) NULL else out, prod(out), trace_float())
+}
+
+t_stack <- function(tensors, dim = 1, call = sys.call()) {
+  if (!is.list(tensors) || !length(tensors))
+    rf_abort("rfuse_type_error", "torch_stack() takes a non-empty list of tensors", call)
+  k <- t_dim(dim, length(t_size(tensors[[1]])), call, extra = 1L)
+  t_cat(lapply(tensors, t_unsqueeze, k, call), k, call)
+}
+
+# Elements start .. start + length - 1 along `dim` (torch's narrow, 1-based start).
+t_narrow <- function(x, dim, start, length, call = sys.call()) {
+  d <- t_size(x); n <- length(d)
+  k <- t_dim(dim, n, call)
+  if (start < 1 || start + length - 1 > d[k])
+    rf_shape_error(sprintf("narrow: elements %d..%d are outside dim %d of size %d", start, start + length - 1, k, d[k]), call)
+  if (start == 1 && length == d[k]) return(x)
+  out <- d; out[k] <- length
+  if (!is_sym(x)) {
+    idx <- rep(list(TRUE), n); idx[[k]] <- seq.int(start, length.out = length)
+    return(shaped(do.call(`[`, c(list(array(unclass(x), d)), idx, list(drop = FALSE))), out))
+  }
+  ts <- rev(d); lo <- integer(n); hi <- ts
+  lo[n - k + 1] <- start - 1L; hi[n - k + 1] <- start - 1L + length
+  id <- emit(.rf_b_slice, x$id, lo, hi, rep(1L, n), call = call)
+  new_sym(id, if (n <= 1) NULL else out, prod(out), x$dtype, x$ib)
+}
+
+t_split_sizes <- function(x, sizes, dim, call) {
+  starts <- cumsum(c(1L, sizes))[seq_along(sizes)]
+  Map(function(s, l) t_narrow(x, dim, s, l, call), starts, sizes)
+}
+
+t_chunk <- function(x, chunks, dim = 1, call = sys.call()) {
+  d <- t_size(x)[t_dim(dim, length(t_size(x)), call)]
+  size <- ceiling(d / chunks)
+  sizes <- rep(size, d %/% size)
+  if (d %% size) sizes <- c(sizes, d %% size)
+  t_split_sizes(x, sizes, dim, call)
+}
+
+t_split <- function(x, split_size, dim = 1, call = sys.call()) {
+  d <- t_size(x)[t_dim(dim, length(t_size(x)), call)]
+  sizes <- if (length(split_size) > 1) as.integer(split_size) else {
+    s <- rep(as.integer(split_size), d %/% split_size)
+    if (d %% split_size) c(s, as.integer(d %% split_size)) else s
+  }
+  if (sum(sizes) != d)
+    rf_shape_error(sprintf("split sizes c(%s) do not add up to the dim's size %d", paste(sizes, collapse = ", "), d), call)
+  t_split_sizes(x, sizes, dim, call)
+}
+
+# torch's matmul: dot, matrix-vector, matrix, and batched products (3-D with 3-D or 2-D).
+t_matmul <- function(a, b, call = sys.call()) {
+  da <- t_size(a); db <- t_size(b)
+  if (length(da) == 1 && length(db) == 1) return(sum(a * b))
+  if (length(da) <= 2 && length(db) <= 2) {
+    r <- rf_matprod(a, b)
+    return(if (length(da) == 1 || length(db) == 1) t_set_dims(r, prod(t_size(r))) else r)
+  }
+  if (length(da) == 3 && length(db) == 2) {
+    # (B, n, k) %*% (k, m): merging R's leading dims moves nothing (column-major).
+    r <- rf_matprod(t_set_dims(a, c(da[1] * da[2], da[3])), b)
+    return(t_set_dims(r, c(da[1], da[2], db[2])))
+  }
+  if (length(da) == 3 && length(db) == 3) return(t_bmm(a, b, call))
+  rf_unsupported("torch_matmul", call, sprintf("products of %d-d and %d-d tensors are not available yet",
+                                               length(da), length(db)))
+}
+
+t_bmm <- function(a, b, call = sys.call()) {
+  da <- t_size(a); db <- t_size(b)
+  if (length(da) != 3 || length(db) != 3 || da[1] != db[1] || da[3] != db[2])
+    rf_shape_error(sprintf("bmm: expected (B, n, k) and (B, k, m) tensors, got %s and %s",
+                           paste(da, collapse = "x"), paste(db, collapse = "x")), call)
+  out <- c(da[1], da[2], db[3])
+  if (!any_sym(a, b)) {
+    r <- array(0, out)
+    for (i in seq_len(da[1])) r[i, , ] <- array(unclass(a), da)[i, , ] %*% array(unclass(b), db)[i, , ]
+    return(r)
+  }
+  sa <- to_dtype(as_sym(a, call), trace_float(), call); sb <- to_dtype(as_sym(b, call), trace_float(), call)
+  id <- emit(.rf_b_matmul, sym_rowmajor(sa), sym_rowmajor(sb), FALSE, FALSE, call = call)
+  sym_from_rowmajor(id, out, trace_float())
+}
+
+t_where <- function(condition, self, other, call = sys.call()) {
+  shape <- broadcast_shapes(broadcast_shapes(t_size(condition), t_size(self), call), t_size(other), call)
+  cond <- t_expand(condition, shape, call)
+  yes <- if (length(self) == 1 && !is_sym(self)) self else t_expand(self, shape, call)
+  no <- if (length(other) == 1 && !is_sym(other)) other else t_expand(other, shape, call)
+  rf_ifelse(cond, yes, no)
+}
+
+t_masked_fill <- function(x, mask, value, call = sys.call()) t_where(mask, value, x, call)
+
+t_clamp <- function(x, min = NULL, max = NULL) {
+  if (!is.null(min)) x <- rf_pmax(x, min)
+  if (!is.null(max)) x <- rf_pmin(x, max)
+  x
+}
+
+# ---- torch_* functions ---------------------------------------------------------------------
+
+# A torch function on traced values, plain arrays, and rf_tensors (recorded like every tensor
+# op; `settings` are its non-data arguments).
+torch_fn <- function(name, impl, settings = character()) {
+  force(name); force(impl); force(settings)
+  f <- function() NULL
+  formals(f) <- formals(impl)
+  body(f) <- bquote({
+    args <- as.list(environment())
+    if (any(vapply(args, is_tensor, TRUE))) return(record(.(name), impl, args, .(settings)))
+    .(as.call(c(list(quote(impl)), lapply(names(formals(impl)), as.name))))
+  })
+  environment(f) <- list2env(list(impl = impl), parent = environment(record))
+  f
+}
+
+# A torch function of a list of tensors (cat, stack).
+torch_list_fn <- function(name, impl) {
+  force(name); force(impl)
+  function(tensors, dim = 1) {
+    call <- sys.call()
+    if (is_tensor(tensors) || !is.list(tensors))
+      rf_abort("rfuse_type_error", sprintf("%s() takes a list of tensors", name), call)
+    if (any(vapply(tensors, is_tensor, TRUE)))
+      return(record(name, function(..., dim) impl(list(...), dim), c(unname(tensors), list(dim = dim)), "dim"))
+    impl(tensors, dim, call)
+  }
+}
+
+#' torch for R's tensor functions
+#'
+#' The `torch_*` functions of torch for R that models use, on traced values (in [rf_jit()] and
+#' [rf_fit()]), plain R arrays and [rf_tensor]s. Dims are 1-based, negative from the end, as in
+#' torch for R; reshapes are row-major and broadcasting aligns trailing dims, as in torch. The
+#' porting table in the package's documentation (`docs/r-package.md`) lists every supported name
+#' and every known difference.
+#'
+#' @param x,self,input A tensor (traced value, R array or `rf_tensor`).
+#' @param other,mat2,condition Further tensors.
+#' @param tensors A list of tensors.
+#' @param dim,dim0,dim1,start_dim,end_dim Dims (1-based; negative counts from the end).
+#' @param shape,size A shape (`-1` infers one size).
+#' @param keepdim Keep reduced dims as size 1.
+#' @param chunks,split_size How `torch_chunk()` / `torch_split()` cut.
+#' @param min,max Bounds of `torch_clamp()`.
+#' @param exponent Power.
+#' @param alpha Multiplier of `other` in `torch_add()` / `torch_sub()`.
+#' @param mask,value `torch_masked_fill()`: where to put `value`.
+#' @param fill_value Value of `torch_full()`.
+#' @param dtype,device,requires_grad Creation options: with any of them given, outside traced
+#'   code, the result is an `rf_tensor`; inside traced code `dtype`/`requires_grad` are refused and
+#'   `device` is where the program runs.
+#' @param start,end,step `torch_arange()`'s range (inclusive of `end`, as torch for R).
+#' @param ... Sizes (creation functions) or dims (`torch_permute()`).
+#' @return A tensor of the kind that came in (a list for chunk/split).
+#' @examples
+#' x <- array(1:24, c(2, 3, 4))
+#' dim(torch_flatten(x, start_dim = 2))
+#' torch_sum(x, dim = 3)
+#' torch_cat(list(matrix(1:4, 2), matrix(5:8, 2)), dim = 2)
+#' @name torch_functions
+NULL
+
+#' @rdname torch_functions
+#' @export
+torch_flatten <- torch_fn("torch_flatten", function(input, start_dim = 1, end_dim = -1)
+  t_flatten(input, start_dim, end_dim, sys.call()), c("start_dim", "end_dim"))
+#' @rdname torch_functions
+#' @export
+torch_reshape <- torch_fn("torch_reshape", function(self, shape) t_reshape(self, shape, sys.call()), "shape")
+#' @rdname torch_functions
+#' @export
+torch_squeeze <- torch_fn("torch_squeeze", function(self, dim = NULL) t_squeeze(self, dim, sys.call()), "dim")
+#' @rdname torch_functions
+#' @export
+torch_unsqueeze <- torch_fn("torch_unsqueeze", function(self, dim) t_unsqueeze(self, dim, sys.call()), "dim")
+#' @rdname torch_functions
+#' @export
+torch_transpose <- torch_fn("torch_transpose", function(self, dim0, dim1) t_transpose(self, dim0, dim1, sys.call()),
+                            c("dim0", "dim1"))
+#' @rdname torch_functions
+#' @export
+torch_t <- torch_fn("torch_t", function(self) {
+  if (length(t_size(self)) < 2) self else t_transpose(self, 1, 2, sys.call())
+})
+#' @rdname torch_functions
+#' @export
+torch_permute <- torch_fn("torch_permute", function(self, dims) t_permute(self, dims, sys.call()), "dims")
+#' @rdname torch_functions
+#' @export
+torch_cat <- torch_list_fn("torch_cat", t_cat)
+#' @rdname torch_functions
+#' @export
+torch_stack <- torch_list_fn("torch_stack", t_stack)
+#' @rdname torch_functions
+#' @export
+torch_chunk <- function(self, chunks, dim = 1) t_chunk_any(self, chunks, dim, sys.call(), t_chunk)
+#' @rdname torch_functions
+#' @export
+torch_split <- function(self, split_size, dim = 1) t_chunk_any(self, split_size, dim, sys.call(), t_split)
+# chunk/split on an rf_tensor: one recorded narrow per piece.
+t_chunk_any <- function(self, n, dim, call, how) {
+  if (!is_tensor(self)) return(how(self, n, dim, call))
+  sizes <- vapply(how(array(0, t_size(self)), n, dim, call), function(p) t_size(p)[t_dim(dim, length(t_size(self)), call)], 1L)
+  starts <- cumsum(c(1L, sizes))[seq_along(sizes)]
+  Map(function(s, l) record("torch_narrow", function(x, dim, start, length) t_narrow(x, dim, start, length),
+                            list(self, dim = dim, start = s, length = l), c("dim", "start", "length")), starts, sizes)
+}
+#' @rdname torch_functions
+#' @export
+torch_narrow <- torch_fn("torch_narrow", function(self, dim, start, length) t_narrow(self, dim, start, length, sys.call()),
+                         c("dim", "start", "length"))
+#' @rdname torch_functions
+#' @export
+torch_mm <- torch_fn("torch_mm", function(self, mat2) {
+  if (length(t_size(self)) != 2 || length(t_size(mat2)) != 2)
+    rf_shape_error("torch_mm() takes two matrices (use torch_matmul() for other ranks)", sys.call())
+  rf_matprod(self, mat2)
+})
+#' @rdname torch_functions
+#' @export
+torch_matmul <- torch_fn("torch_matmul", function(self, other) t_matmul(self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_bmm <- torch_fn("torch_bmm", function(self, mat2) t_bmm(self, mat2, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_where <- torch_fn("torch_where", function(condition, self, other) t_where(condition, self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_masked_fill <- torch_fn("torch_masked_fill", function(self, mask, value) t_masked_fill(self, mask, value, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_clamp <- torch_fn("torch_clamp", function(self, min = NULL, max = NULL) t_clamp(self, min, max))
+#' @rdname torch_functions
+#' @export
+torch_add <- torch_fn("torch_add", function(self, other, alpha = 1)
+  t_binary(`+`, self, if (identical(alpha, 1)) other else other * alpha, sys.call()), "alpha")
+#' @rdname torch_functions
+#' @export
+torch_sub <- torch_fn("torch_sub", function(self, other, alpha = 1)
+  t_binary(`-`, self, if (identical(alpha, 1)) other else other * alpha, sys.call()), "alpha")
+#' @rdname torch_functions
+#' @export
+torch_mul <- torch_fn("torch_mul", function(self, other) t_binary(`*`, self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_div <- torch_fn("torch_div", function(self, other) t_binary(`/`, self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_pow <- torch_fn("torch_pow", function(self, exponent) t_binary(`^`, self, exponent, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_maximum <- torch_fn("torch_maximum", function(self, other) t_binary(rf_pmax, self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
+torch_minimum <- torch_fn("torch_minimum", function(self, other) t_binary(rf_pmin, self, other, sys.call()))
+
+unary_torch <- function(name, f) torch_fn(name, function(self) f(self))
+#' @rdname torch_functions
+#' @export
+torch_exp <- unary_torch("torch_exp", exp)
+#' @rdname torch_functions
+#' @export
+torch_log <- unary_torch("torch_log", log)
+#' @rdname torch_functions
+#' @export
+torch_sqrt <- unary_torch("torch_sqrt", sqrt)
+#' @rdname torch_functions
+#' @export
+torch_rsqrt <- unary_torch("torch_rsqrt", function(x) 1 / sqrt(x))
+#' @rdname torch_functions
+#' @export
+torch_abs <- unary_torch("torch_abs", abs)
+#' @rdname torch_functions
+#' @export
+torch_tanh <- unary_torch("torch_tanh", tanh)
+#' @rdname torch_functions
+#' @export
+torch_sin <- unary_torch("torch_sin", sin)
+#' @rdname torch_functions
+#' @export
+torch_cos <- unary_torch("torch_cos", cos)
+#' @rdname torch_functions
+#' @export
+torch_sigmoid <- unary_torch("torch_sigmoid", function(x) nnf_sigmoid(x))
+#' @rdname torch_functions
+#' @export
+torch_relu <- unary_torch("torch_relu", function(x) nnf_relu(x))
+#' @rdname torch_functions
+#' @export
+torch_neg <- unary_torch("torch_neg", function(x) -x)
+
+reduce_torch <- function(name, kind) {
+  force(kind)
+  torch_fn(name, function(self, dim = NULL, keepdim = FALSE) t_reduce(kind, self, dim, keepdim, sys.call()),
+           c("dim", "keepdim"))
+}
+#' @rdname torch_functions
+#' @export
+torch_sum <- reduce_torch("torch_sum", "sum")
+#' @rdname torch_functions
+#' @export
+torch_mean <- reduce_torch("torch_mean", "mean")
+#' @rdname torch_functions
+#' @export
+torch_amax <- reduce_torch("torch_amax", "max")
+#' @rdname torch_functions
+#' @export
+torch_amin <- reduce_torch("torch_amin", "min")
+#' @rdname torch_functions
+#' @export
+torch_prod <- reduce_torch("torch_prod", "prod")
+#' @rdname torch_functions
+#' @export
+torch_max <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_max", "max", self, dim, keepdim, sys.call())
+#' @rdname torch_functions
+#' @export
+torch_min <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_min", "min", self, dim, keepdim, sys.call())
+# torch_max(x, dim) returns the indices too, which need an argmax rfuse does not have yet.
+t_max_min <- function(name, kind, self, dim, keepdim, call) {
+  if (!is.null(dim))
+    rf_unsupported(name, call, paste("with `dim` it also returns the indices (an arg-max), which rfuse has not",
+                                     "yet; torch_amax() / torch_amin() give the values"))
+  if (!isFALSE(keepdim)) rf_unsupported(name, call, "`keepdim` needs `dim`")
+  if (is_tensor(self)) record(name, function(x) t_reduce(kind, x), list(self)) else t_reduce(kind, self, NULL, FALSE, call)
+}
+#' @rdname torch_functions
+#' @export
+torch_softmax <- torch_fn("torch_softmax", function(input, dim) t_softmax(input, dim, sys.call()), "dim")
+#' @rdname torch_functions
+#' @export
+torch_log_softmax <- torch_fn("torch_log_softmax", function(input, dim) t_log_softmax(input, dim, sys.call()), "dim")
+
+# Creation. Plain R arrays (what rfuse computes eagerly with), or rf_tensors when a tensor
+# option is given outside traced code.
+create <- function(name, values, shape, dtype, device, requires_grad, call) {
+  v <- shaped(values, shape)
+  if (is.null(dtype) && is.null(device) && isFALSE(requires_grad)) return(v)
+  if (in_trace()) {
+    if (!is.null(dtype)) rf_unsupported(name, call, "`dtype` inside traced code (values compute in the trace's dtype)")
+    if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
+    return(v) # a constant of the program, on the device it runs on
+  }
+  rf_tensor(v, dtype = dtype, device = if (is.null(device)) rf_default_device() else as.character(device),
+            requires_grad = requires_grad)
+}
+size_args <- function(...) {
+  s <- unlist(list(...))
+  if (!is.numeric(s) || anyNA(s) || any(s < 0 | s != round(s)))
+    rf_abort("rfuse_type_error", "sizes must be non-negative whole numbers", sys.call(-1))
+  as.integer(s)
+}
+creation_fn <- function(name, values) {
+  force(name); force(values)
+  function(..., dtype = NULL, device = NULL, requires_grad = FALSE) {
+    s <- size_args(...)
+    if (name == "torch_randn" || name == "torch_rand") refuse_rng_in_trace(name, sys.call())
+    create(name, values(prod(s)), s, dtype, device, requires_grad, sys.call())
+  }
+}
+refuse_rng_in_trace <- function(name, call)
+  if (in_trace()) rf_unsupported(name, call, paste("it draws random numbers: they would be constants of the program,",
+                                                   "the same on every call"))
+#' @rdname torch_functions
+#' @export
+torch_zeros <- creation_fn("torch_zeros", function(n) rep(0, n))
+#' @rdname torch_functions
+#' @export
+torch_ones <- creation_fn("torch_ones", function(n) rep(1, n))
+#' @rdname torch_functions
+#' @export
+torch_randn <- creation_fn("torch_randn", function(n) stats::rnorm(n))
+#' @rdname torch_functions
+#' @export
+torch_rand <- creation_fn("torch_rand", function(n) stats::runif(n))
+#' @rdname torch_functions
+#' @export
+torch_full <- function(size, fill_value, dtype = NULL, device = NULL, requires_grad = FALSE) {
+  s <- size_args(size)
+  create("torch_full", rep(fill_value, prod(s)), s, dtype, device, requires_grad, sys.call())
+}
+#' @rdname torch_functions
+#' @export
+torch_arange <- function(start = 0, end, step = 1, dtype = NULL, device = NULL, requires_grad = FALSE)
+  create("torch_arange", seq(start, end, by = step), length(seq(start, end, by = step)), dtype, device,
+         requires_grad, sys.call())
+
+like_fn <- function(name, fill) {
+  force(name); force(fill)
+  function(input, dtype = NULL, device = NULL, requires_grad = FALSE) {
+    call <- sys.call()
+    if (name == "torch_randn_like" || name == "torch_rand_like") refuse_rng_in_trace(name, call)
+    s <- t_size(input)
+    if (is_tensor(input) && is.null(device)) device <- input@env$device
+    if (is_tensor(input) && is.null(dtype)) dtype <- input@env$dtype
+    create(name, fill(prod(s)), s, dtype, device, requires_grad, call)
+  }
+}
+#' @rdname torch_functions
+#' @export
+torch_zeros_like <- like_fn("torch_zeros_like", function(n) rep(0, n))
+#' @rdname torch_functions
+#' @export
+torch_ones_like <- like_fn("torch_ones_like", function(n) rep(1, n))
+#' @rdname torch_functions
+#' @export
+torch_randn_like <- like_fn("torch_randn_like", function(n) stats::rnorm(n))
+#' @rdname torch_functions
+#' @export
+torch_rand_like <- like_fn("torch_rand_like", function(n) stats::runif(n))
+
+#' @rdname torch_functions
+#' @param type A device type, `"cpu"` or `"cuda"` (optionally `"cuda:0"`).
+#' @export
+torch_device <- function(type) {
+  if (!is.character(type) || length(type) != 1)
+    rf_abort("rfuse_type_error", "torch_device() takes a device type such as \"cpu\" or \"cuda\"", sys.call())
+  base_type <- sub(":0$", "", type)
+  if (grepl(":", base_type))
+    rf_unsupported("torch_device", sys.call(), sprintf("device '%s': rfuse uses one GPU per process", type))
+  check_device(base_type)
+}
+
+#' @rdname torch_functions
+#' @return `cuda_is_available()`: whether a CUDA device is usable.
+#' @export
+cuda_is_available <- function() .rf_device() == "cuda"
+
+#' Evaluate without recording gradients
+#'
+#' As torch's `with_no_grad()`: operations on [rf_tensor]s inside `code` record no graph for
+#' `$backward()`, so in-place parameter updates (`w$sub_(lr * w$grad)`) are not differentiated.
+#' @param code Code to evaluate.
+#' @return The value of `code`.
+#' @examples
+#' w <- rf_tensor(c(1, 2), requires_grad = TRUE)
+#' with_no_grad(w$mul_(2))
+#' as.array(w)
+#' @export
+with_no_grad <- function(code) {
+  old <- .rf_counters$no_grad
+  .rf_counters$no_grad <- TRUE
+  on.exit(.rf_counters$no_grad <- old)
+  code
+}
+
+# ---- Tensor methods ------------------------------------------------------------------------
+
+# x$name for traced values, rf_tensors and module parameters: torch for R's methods, as closures
+# over `x` (fields such as $shape are values).
+tensor_method <- function(x, name, call = NULL) {
+  dims <- function(...) unlist(list(...))
+  inplace <- function(f) function(...) assign_inplace(x, name, f(x, ...))
+  m <- switch(name,
+    shape = return(t_size(x)),
+    ndim = return(length(t_size(x))),
+    data = return(x),
+    is_cuda = return(is_tensor(x) && x@env$device == "cuda"),
+    size = function(dim = NULL) if (is.null(dim)) t_size(x) else t_size(x)[t_dim(dim, length(t_size(x)), call)],
+    dim = function() length(t_size(x)),
+    numel = function() prod(t_size(x)),
+    view = , reshape = function(...) torch_reshape(x, dims(...)),
+    flatten = function(start_dim = 1, end_dim = -1) torch_flatten(x, start_dim, end_dim),
+    permute = function(...) torch_permute(x, dims(...)),
+    transpose = function(dim0, dim1) torch_transpose(x, dim0, dim1),
+    t = function() torch_t(x),
+    squeeze = function(dim = NULL) torch_squeeze(x, dim),
+    unsqueeze = function(dim) torch_unsqueeze(x, dim),
+    contiguous = , detach = , clone = function() x,
+    expand = function(...) expand_any(x, dims(...)),
+    expand_as = function(other) expand_any(x, t_size(other)),
+    view_as = , reshape_as = function(other) torch_reshape(x, t_size(other)),
+    matmul = function(other) torch_matmul(x, other),
+    mm = function(mat2) torch_mm(x, mat2),
+    bmm = function(mat2) torch_bmm(x, mat2),
+    add = function(other, alpha = 1) torch_add(x, other, alpha),
+    sub = function(other, alpha = 1) torch_sub(x, other, alpha),
+    mul = function(other) torch_mul(x, other),
+    div = function(other) torch_div(x, other),
+    pow = function(exponent) torch_pow(x, exponent),
+    add_ = inplace(function(x, other, alpha = 1) torch_add(x, other, alpha)),
+    sub_ = inplace(function(x, other, alpha = 1) torch_sub(x, other, alpha)),
+    mul_ = inplace(function(x, other) torch_mul(x, other)),
+    div_ = inplace(function(x, other) torch_div(x, other)),
+    zero_ = inplace(function(x) torch_zeros_like(x)),
+    exp = function() torch_exp(x), log = function() torch_log(x), sqrt = function() torch_sqrt(x),
+    abs = function() torch_abs(x), tanh = function() torch_tanh(x), sigmoid = function() torch_sigmoid(x),
+    relu = function() torch_relu(x), neg = function() torch_neg(x), rsqrt = function() torch_rsqrt(x),
+    sin = function() torch_sin(x), cos = function() torch_cos(x),
+    clamp = function(min = NULL, max = NULL) torch_clamp(x, min, max),
+    softmax = function(dim) torch_softmax(x, dim),
+    log_softmax = function(dim) torch_log_softmax(x, dim),
+    masked_fill = function(mask, value) torch_masked_fill(x, mask, value),
+    chunk = function(chunks, dim = 1) torch_chunk(x, chunks, dim),
+    split = function(split_size, dim = 1) torch_split(x, split_size, dim),
+    narrow = function(dim, start, length) torch_narrow(x, dim, start, length),
+    sum = function(dim = NULL, keepdim = FALSE) torch_sum(x, dim, keepdim),
+    mean = function(dim = NULL, keepdim = FALSE) torch_mean(x, dim, keepdim),
+    amax = function(dim = NULL, keepdim = FALSE) torch_amax(x, dim, keepdim),
+    amin = function(dim = NULL, keepdim = FALSE) torch_amin(x, dim, keepdim),
+    prod = function(dim = NULL, keepdim = FALSE) torch_prod(x, dim, keepdim),
+    max = function(dim = NULL, keepdim = FALSE) torch_max(x, dim, keepdim),
+    min = function(dim = NULL, keepdim = FALSE) torch_min(x, dim, keepdim),
+    item = function() {
+      if (is_sym(x)) rf_unsupported("$item", call, "it reads a traced value into R: the program would hold one value for every call")
+      if (prod(t_size(x)) != 1) rf_abort("rfuse_shape_error", "item() needs a tensor of one element", call)
+      as.vector(if (is_tensor(x)) tensor_values(x) else unclass(x))
+    },
+    NULL)
+  if (is.null(m))
+    rf_abort("rfuse_unsupported", sprintf(paste("rfuse has no tensor method `$%s` (yet): the porting table in",
+                                                "docs/r-package.md lists the supported ones"), name), call)
+  m
+}
+
+expand_any <- function(x, shape) {
+  if (is_tensor(x)) record("expand", function(a, shape) t_expand(a, shape), list(x, shape = shape), "shape")
+  else t_expand(x, shape)
+}
+
+# x$add_(y): an rf_tensor takes the new value (its buffer, like torch's storage); a traced value or
+# an R array cannot change in place, where a program that relies on it would go wrong silently.
+assign_inplace <- function(x, name, value) {
+  if (!is_tensor(x))
+    rf_unsupported(paste0("$", name), NULL, paste("in-place methods need an rf_tensor: a traced value or an R array",
+                                                  "cannot change in place (write x <- x$", sub("_$", "", name), "(...))"))
+  value <- materialize(if (is_tensor(value)) value else rf_tensor(value, dtype = x@env$dtype, device = x@env$device))
+  x@env$buf <- value@env$buf
+  x@env$dtype <- value@env$dtype
+  x@env$rdim <- value@env$rdim
+  x@env$len <- value@env$len
+  invisible(x)
+}
+
+# Internal fields of a traced value (sym.R) stay fields; any other name is a tensor method.
+sym_fields <- c("id", "rdim", "len", "dtype", "ib")
+
+#' @export
+`$.rf_sym` <- function(x, name) {
+  if (name %in% sym_fields) return(.subset2(x, name))
+  tensor_method(x, name, sys.call())
+}
+
+#' @export
+`$.rf_parameter` <- function(x, name) tensor_method(unclass(x), name, sys.call())

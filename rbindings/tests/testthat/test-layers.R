@@ -1,0 +1,154 @@
+# New layers against base-R implementations written from torch's definitions (float64, 1e-12),
+# jitted against eager, and gradients against central differences.
+
+test_that("activations match their definitions", {
+  set.seed(1)
+  x <- rnd(4, 5) * 3
+  defs <- list(
+    list(nn_leaky_relu(0.2), ifelse(x > 0, x, 0.2 * x)),
+    list(nn_elu(alpha = 1.5), ifelse(x > 0, x, 1.5 * (exp(x) - 1))),
+    list(nn_selu(), 1.0507009873554804934 * ifelse(x > 0, x, 1.6732632423543772848 * (exp(x) - 1))),
+    list(nn_silu(), x / (1 + exp(-x))),
+    list(nn_softplus(beta = 2), log(1 + exp(2 * x)) / 2),
+    list(nn_hardtanh(-0.5, 0.5), pmin(pmax(x, -0.5), 0.5)),
+    list(nn_softmax(2), exp(x) / rowSums(exp(x))),
+    list(nn_log_softmax(dim = 1), log(sweep(exp(x), 2, colSums(exp(x)), "/"))),
+    list(nn_gelu(approximate = "tanh"), 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))),
+    list(nn_gelu(), x * pnorm(x)))
+  for (d in defs) {
+    m <- d[[1]]
+    expect_lt(rel_err(m(x), d[[2]]), 1e-12)
+    expect_lt(rel_err(rf_jit(m, dtype = "float64")(x), d[[2]]), 1e-12)
+  }
+  expect_equal(rf_jit(nn_softplus(), dtype = "float64")(c(100, -100)), c(100, log1p(exp(-100))))
+})
+
+test_that("flatten's start_dim and end_dim, conv2d's padding = 'same' and conv1d", {
+  set.seed(2)
+  x <- rnd(2, 3, 4, 5)
+  expect_identical(dim(nn_flatten(start_dim = 3)(x)), c(2L, 3L, 20L))
+  expect_lt(rel_err(rf_jit(nn_flatten(start_dim = 3), dtype = "float64")(x), nn_flatten(start_dim = 3)(x)), 1e-12)
+  expect_identical(dim(nn_flatten(1, 2)(x)), c(6L, 4L, 5L))
+  conv <- nn_conv2d(3, 2, c(3, 2), padding = "same")
+  y <- conv(x)
+  expect_identical(dim(y), c(2L, 2L, 4L, 5L))
+  # Reference: zero padding by torch's rule (top/left = total %/% 2), then a valid convolution.
+  xp <- array(0, c(2, 3, 6, 6)); xp[, , 2:5, 1:5] <- x
+  ref <- array(0, c(2, 2, 4, 5))
+  for (n in 1:2) for (o in 1:2) for (i in 1:4) for (j in 1:5)
+    ref[n, o, i, j] <- sum(xp[n, , i:(i + 2), j:(j + 1)] * conv$weight[o, , , ]) + conv$bias[o]
+  expect_lt(rel_err(y, ref), 1e-12)
+  expect_lt(rel_err(rf_jit(conv, dtype = "float64")(x), ref), 1e-12)
+  expect_error(nn_conv2d(3, 2, 3, stride = 2, padding = "same")(x), "strided", class = "rfuse_type_error")
+  c1 <- nn_conv1d(3, 4, 3, padding = 1)
+  s <- rnd(2, 3, 7)
+  sp <- array(0, c(2, 3, 9)); sp[, , 2:8] <- s
+  ref1 <- array(0, c(2, 4, 7))
+  for (n in 1:2) for (o in 1:4) for (l in 1:7) ref1[n, o, l] <- sum(sp[n, , l:(l + 2)] * c1$weight[o, , ]) + c1$bias[o]
+  expect_lt(rel_err(c1(s), ref1), 1e-12)
+  expect_lt(rel_err(rf_jit(c1, dtype = "float64")(s), ref1), 1e-12)
+})
+
+test_that("linear and layer norm on inputs of any rank", {
+  set.seed(3)
+  x <- rnd(2, 5, 4)
+  lin <- nn_linear(4, 3)
+  ref <- array(0, c(2, 5, 3))
+  for (i in 1:2) for (j in 1:5) ref[i, j, ] <- lin$weight %*% x[i, j, ] + lin$bias
+  expect_lt(rel_err(lin(x), ref), 1e-12)
+  expect_lt(rel_err(rf_jit(lin, dtype = "float64")(x), ref), 1e-12)
+  ln <- nn_layer_norm(c(5, 4))
+  ln$weight <- nn_parameter(array(rnd(20), c(5, 4)))
+  refn <- x
+  for (i in 1:2) { v <- x[i, , ]; refn[i, , ] <- (v - mean(v)) / sqrt(mean((v - mean(v))^2) + 1e-5) * ln$weight }
+  expect_lt(rel_err(ln(x), refn), 1e-12)
+  expect_lt(rel_err(rf_jit(ln, dtype = "float64")(x), refn), 1e-12)
+  expect_error(nn_layer_norm(3)(x), "trailing dims", class = "rfuse_shape_error")
+})
+
+test_that("embedding looks up 1-based rows, zeroes padding_idx, and trains its weight", {
+  set.seed(4)
+  e <- nn_embedding(6, 3, padding_idx = 2)
+  idx <- matrix(c(1L, 2L, 6L, 3L, 2L, 5L), 2)
+  ref <- array(0, c(2, 3, 3))
+  for (i in 1:2) for (j in 1:3) ref[i, j, ] <- e$weight[idx[i, j], ]
+  expect_equal(e$weight[2, ], c(0, 0, 0))
+  expect_lt(rel_err(e(idx), ref), 1e-12)
+  expect_lt(rel_err(rf_jit(e, dtype = "float64")(idx), ref), 1e-12)
+  expect_error(e(matrix(7L, 1, 1)), "1..6", class = "rfuse_shape_error")
+  # Gradient reaches the looked-up rows only.
+  f <- function(w, i) sum(nnf_embedding(i, w)^2)
+  g <- rf_grad(f, wrt = "w", dtype = "float64")(e$weight + 0, c(1L, 1L, 4L))
+  expect_equal(g, rbind(4 * e$weight[1, ], 0, 0, 2 * e$weight[4, ], 0, 0), ignore_attr = TRUE)
+})
+
+test_that("batch norm 1d normalizes (N, C) and (N, C, L) per channel and tracks running stats", {
+  set.seed(5)
+  bn <- nn_batch_norm1d(3)
+  x <- rnd(6, 3)
+  ref <- sweep(sweep(x, 2, colMeans(x)), 2, sqrt(colMeans(sweep(x, 2, colMeans(x))^2) + 1e-5), "/")
+  expect_lt(rel_err(bn(x), ref), 1e-12)
+  expect_equal(bn$running_mean, 0.1 * colMeans(x))
+  x3 <- rnd(4, 3, 5)
+  m <- apply(x3, 2, mean); v <- apply(sweep(x3, 2, m)^2, 2, mean)
+  expect_lt(rel_err(nn_batch_norm1d(3)(x3), sweep(sweep(x3, 2, m), 2, sqrt(v + 1e-5), "/")), 1e-12)
+  bn$eval()
+  expect_lt(rel_err(rf_jit(bn, dtype = "float64")(x), bn(x)), 1e-12)
+  expect_error(nn_batch_norm1d(3)(rnd(2, 3, 4, 5)), "2 or 3-d", class = "rfuse_shape_error")
+})
+
+# A base-R LSTM / GRU step by torch's equations (gates i, f, g, o and r, z, n).
+ref_rnn <- function(mode, x, p, H, reverse = FALSE) {
+  N <- dim(x)[1]; Tn <- dim(x)[2]
+  h <- matrix(0, N, H); cst <- matrix(0, N, H)
+  out <- array(0, c(N, Tn, H))
+  sig <- function(v) 1 / (1 + exp(-v))
+  for (t in if (reverse) Tn:1 else 1:Tn) {
+    gi <- sweep(x[, t, ] %*% t(p$w_ih), 2, p$b_ih, "+"); gh <- sweep(h %*% t(p$w_hh), 2, p$b_hh, "+")
+    part <- function(a, k) a[, (k - 1) * H + 1:H, drop = FALSE]
+    if (mode == "lstm") {
+      g <- gi + gh
+      cst <- sig(part(g, 2)) * cst + sig(part(g, 1)) * tanh(part(g, 3))
+      h <- sig(part(g, 4)) * tanh(cst)
+    } else {
+      r <- sig(part(gi, 1) + part(gh, 1)); z <- sig(part(gi, 2) + part(gh, 2))
+      n <- tanh(part(gi, 3) + r * part(gh, 3))
+      h <- (1 - z) * n + z * h
+    }
+    out[, t, ] <- h
+  }
+  list(out = out, h = h, c = cst)
+}
+
+test_that("LSTM and GRU follow torch's equations, batch_first or not, bidirectional, and train", {
+  set.seed(6)
+  x <- rnd(2, 5, 3)
+  for (mode in c("lstm", "gru")) {
+    m <- if (mode == "lstm") nn_lstm(3, 4, batch_first = TRUE, bidirectional = TRUE) else nn_gru(3, 4, batch_first = TRUE, bidirectional = TRUE)
+    par <- function(sfx) list(w_ih = m[[paste0("weight_ih_l0", sfx)]], w_hh = m[[paste0("weight_hh_l0", sfx)]],
+                              b_ih = m[[paste0("bias_ih_l0", sfx)]], b_hh = m[[paste0("bias_hh_l0", sfx)]])
+    fw <- ref_rnn(mode, x, par(""), 4); bw <- ref_rnn(mode, x, par("_reverse"), 4, reverse = TRUE)
+    got <- m(x)
+    expect_lt(rel_err(got[[1]], array(c(fw$out, bw$out), c(2, 5, 8))[, , c(1:4, 5:8)]), 1e-12)
+    hn <- if (mode == "lstm") got[[2]][[1]] else got[[2]]
+    expect_identical(dim(hn), c(2L, 2L, 4L))
+    expect_lt(rel_err(hn[2, , ], bw$h), 1e-12)
+    jit <- rf_jit(m, dtype = "float64")(x)
+    expect_lt(rel_err(jit[[1]], got[[1]]), 1e-12)
+    # time-first layout gives the same numbers, transposed
+    m2 <- if (mode == "lstm") nn_lstm(3, 4) else nn_gru(3, 4)
+    m2$load_state_dict(lapply(m$state_dict()[grep("_reverse", names(m$state_dict()), invert = TRUE)], identity))
+    expect_lt(rel_err(m2(aperm(x, c(2, 1, 3)))[[1]], aperm(fw$out, c(2, 1, 3))), 1e-12)
+  }
+  # Gradients through the unrolled recurrence against central differences.
+  lstm <- nn_lstm(3, 2, batch_first = TRUE)
+  w <- lstm$weight_hh_l0 + 0
+  f <- function(w) {
+    lstm$weight_hh_l0 <- nn_parameter(w)
+    sum(lstm(x)[[1]]^2)
+  }
+  g <- rf_grad(function(w, x) { lstm$weight_hh_l0 <- w; sum(lstm(x)[[1]]^2) }, wrt = "w", dtype = "float64")(w, x)
+  num <- w * 0
+  for (k in seq_along(w)) { e <- w * 0; e[k] <- 1e-6; num[k] <- (f(w + e) - f(w - e)) / 2e-6 }
+  expect_lt(rel_err(g, num), 1e-6)
+})

@@ -1,0 +1,159 @@
+# torch for R's tensor functions and methods: on plain arrays, traced (both dtypes) and on
+# rf_tensors, against references written from torch's definitions (row-major order spelled out
+# as index tuples, not through the code under test).
+
+# All index tuples of an array of dims d in row-major order (last dim fastest).
+rowmajor_index <- function(d) as.matrix(rev(expand.grid(lapply(rev(d), seq_len))))
+rowmajor_values <- function(x) x[rowmajor_index(dim(x) %||% length(x))]
+from_rowmajor <- function(v, d) {
+  if (length(d) == 1) return(v)
+  out <- array(0, d)
+  out[rowmajor_index(d)] <- v
+  out
+}
+`%||%` <- function(a, b) if (is.null(a)) b else a
+
+expect_traced <- function(f, ..., ref = f(...)) {
+  for (dt in c("float64", "float32")) {
+    got <- rf_jit(f, dtype = dt)(...)
+    expect_identical(dim(got), dim(ref), info = dt)
+    expect_lt(rel_err(got, ref), tol[[dt]])
+  }
+}
+
+test_that("reshape, view and flatten are row-major, as torch's", {
+  set.seed(1)
+  x <- rnd(2, 3, 4)
+  ref <- from_rowmajor(rowmajor_values(x), c(4, 6))
+  expect_equal(torch_reshape(x, c(4, -1)), ref)
+  expect_traced(function(x) torch_reshape(x, c(4, -1)), x, ref = ref)
+  expect_traced(function(x) x$view(4, 6), x, ref = ref)
+  expect_traced(function(x) x$view(c(-1, 2, 3))$reshape(24), x, ref = rowmajor_values(x))
+  fl <- from_rowmajor(rowmajor_values(x), c(2, 12))
+  expect_equal(torch_flatten(x, start_dim = 2), fl)
+  expect_traced(function(x) torch_flatten(x, start_dim = 2), x, ref = fl)
+  expect_traced(function(x) torch_flatten(x, 1, 2), x, ref = from_rowmajor(rowmajor_values(x), c(6, 4)))
+  expect_error(torch_reshape(x, c(5, -1)), class = "rfuse_shape_error")
+  expect_error(torch_reshape(x, c(-1, -1)), "only one dimension")
+  expect_error(torch_flatten(x, start_dim = 0), "1-based", class = "rfuse_shape_error")
+  expect_error(torch_flatten(x, start_dim = 4), "out of range", class = "rfuse_shape_error")
+})
+
+test_that("permute, transpose, squeeze, unsqueeze move dims as torch's", {
+  set.seed(2)
+  x <- rnd(2, 3, 4)
+  ref <- array(0, c(4, 2, 3))
+  for (i in 1:2) for (j in 1:3) for (k in 1:4) ref[k, i, j] <- x[i, j, k]
+  expect_equal(torch_permute(x, c(3, 1, 2)), ref)
+  expect_traced(function(x) x$permute(3, 1, 2), x, ref = ref)
+  expect_traced(function(x) x$transpose(1, -1), x, ref = aperm(x, c(3, 2, 1)))
+  expect_traced(function(x) torch_squeeze(torch_unsqueeze(x, 2), 2), x, ref = x)
+  expect_identical(dim(torch_unsqueeze(x, -1)), c(2L, 3L, 4L, 1L))
+  expect_identical(dim(torch_unsqueeze(x, 1)), c(1L, 2L, 3L, 4L))
+  m <- rnd(3, 5)
+  expect_traced(function(m) m$t(), m, ref = t(m))
+  expect_error(torch_permute(x, c(1, 1, 2)), class = "rfuse_shape_error")
+})
+
+test_that("reductions along dims, keepdim, softmax and log_softmax", {
+  set.seed(3)
+  x <- rnd(2, 3, 4)
+  s2 <- apply(x, c(1, 3), sum)
+  expect_equal(torch_sum(x, dim = 2), s2)
+  expect_traced(function(x) torch_sum(x, dim = 2), x, ref = s2)
+  expect_traced(function(x) x$mean(dim = c(1, 3)), x, ref = apply(x, 2, mean))
+  expect_traced(function(x) x$amax(dim = -1, keepdim = TRUE), x, ref = array(apply(x, c(1, 2), max), c(2, 3, 1)))
+  expect_traced(function(x) torch_amin(x), x, ref = min(x))
+  sm <- x
+  for (i in 1:2) for (k in 1:4) sm[i, , k] <- exp(x[i, , k]) / sum(exp(x[i, , k]))
+  expect_equal(torch_softmax(x, dim = 2), sm)
+  expect_traced(function(x) x$softmax(dim = 2), x, ref = sm)
+  expect_traced(function(x) torch_log_softmax(x, 2), x, ref = log(sm))
+  big <- matrix(c(1000, 0, 1001, -1000), 2) # stable: no overflow
+  expect_equal(rf_jit(function(x) nnf_softmax(x, 2), dtype = "float64")(big), exp(big - apply(big, 1, max)) / rowSums(exp(big - apply(big, 1, max))))
+  expect_error(torch_max(x, dim = 2), class = "rfuse_unsupported")
+  expect_equal(torch_max(x), max(x))
+})
+
+test_that("cat, stack, narrow, chunk and split", {
+  set.seed(4)
+  a <- rnd(2, 3); b <- rnd(2, 2)
+  expect_equal(torch_cat(list(a, b), dim = 2), cbind(a, b))
+  expect_traced(function(a, b) torch_cat(list(a, b), 2), a, b, ref = cbind(a, b))
+  expect_traced(function(a) torch_cat(list(a, a * 2), dim = 1), a, ref = rbind(a, a * 2))
+  st <- array(0, c(2, 2, 3)); st[, 1, ] <- a; st[, 2, ] <- a + 1
+  expect_equal(torch_stack(list(a, a + 1), dim = 2), st)
+  expect_traced(function(a) torch_stack(list(a, a + 1), dim = 2), a, ref = st)
+  x <- rnd(3, 5)
+  expect_traced(function(x) torch_narrow(x, 2, 2, 3), x, ref = x[, 2:4])
+  ch <- torch_chunk(x, 2, dim = 2)
+  expect_equal(ch, list(x[, 1:3], x[, 4:5]))
+  expect_traced(function(x) { p <- x$chunk(2, dim = 2); p[[1]] * 2 }, x, ref = x[, 1:3] * 2)
+  expect_equal(torch_split(x, c(1, 4), dim = 2), list(x[, 1, drop = FALSE], x[, 2:5]))
+  expect_error(torch_cat(list(a, rnd(3, 3)), dim = 2), "Sizes of tensors must match", class = "rfuse_shape_error")
+  expect_error(torch_split(x, c(1, 1), dim = 2), class = "rfuse_shape_error")
+})
+
+test_that("broadcasting arithmetic, where, masked_fill, matmul and bmm follow torch", {
+  set.seed(5)
+  x <- rnd(4, 3); b <- rnd(3)
+  ref <- sweep(x, 2, b, "+") # torch: a length-3 vector broadcasts over rows
+  expect_equal(torch_add(x, b), ref)
+  expect_traced(function(x, b) torch_add(x, b), x, b, ref = ref)
+  expect_traced(function(x, b) x$mul(b), x, b, ref = sweep(x, 2, b, "*"))
+  col <- matrix(rnd(4), 4, 1)
+  expect_traced(function(x, col) torch_sub(x, col, alpha = 2), x, col, ref = x - 2 * col[, 1])
+  expect_traced(function(x) torch_where(x > 0, x, 0), x, ref = pmax(x, 0))
+  expect_traced(function(x) x$masked_fill(x < 0, -1), x, ref = ifelse(x < 0, -1, x))
+  a <- rnd(2, 3, 4); m <- rnd(4, 5); bb <- rnd(2, 4, 2)
+  ref3 <- array(0, c(2, 3, 5)); for (i in 1:2) ref3[i, , ] <- a[i, , ] %*% m
+  expect_traced(function(a, m) torch_matmul(a, m), a, m, ref = ref3)
+  refb <- array(0, c(2, 3, 2)); for (i in 1:2) refb[i, , ] <- a[i, , ] %*% bb[i, , ]
+  expect_equal(torch_bmm(a, bb), refb)
+  expect_traced(function(a, bb) a$bmm(bb), a, bb, ref = refb)
+  v <- rnd(3)
+  expect_traced(function(x, v) torch_matmul(x, v), x, v, ref = as.vector(x %*% v))
+  expect_error(torch_add(x, rnd(4)), "must match", class = "rfuse_shape_error")
+  expect_error(torch_bmm(a, m), class = "rfuse_shape_error")
+})
+
+test_that("tensor methods on rf_tensors run eagerly and lazily like the traced ones", {
+  set.seed(6)
+  x <- rnd(2, 3, 4)
+  for (lazy in c(FALSE, TRUE)) {
+    old <- options(gpu.kernel.fusion = lazy)
+    t <- rf_tensor(x, dtype = "float64", device = "cpu")
+    expect_equal(t$size(), c(2L, 3L, 4L))
+    expect_equal(t$size(-1), 4L)
+    expect_equal(t$dim(), 3L)
+    expect_equal(t$numel(), 24)
+    expect_equal(as.array(t$view(4, 6)), from_rowmajor(rowmajor_values(x), c(4, 6)), tolerance = 1e-12)
+    expect_equal(as.array(t$sum(dim = 2)), apply(x, c(1, 3), sum), tolerance = 1e-12)
+    expect_equal(as.array(torch_cat(list(t, t), dim = 3)), array(c(x, x), c(2, 3, 8)), tolerance = 1e-12)
+    p <- t$chunk(2, dim = 3)
+    expect_equal(as.array(p[[2]]), x[, , 3:4], tolerance = 1e-12)
+    options(old)
+  }
+  w <- rf_tensor(c(1, 2), dtype = "float64", device = "cpu", requires_grad = TRUE)
+  with_no_grad(w$mul_(3))
+  expect_equal(as.vector(as.array(w)), c(3, 6))
+  expect_error(rf_jit(function(x) { x$add_(1); x })(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x$item())(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x$frobnicate())(x), "no tensor method", class = "rfuse_unsupported")
+})
+
+test_that("creation functions: plain arrays, rf_tensors with tensor options, refusals in traced code", {
+  expect_identical(torch_zeros(2, 3), array(0, c(2, 3)))
+  expect_identical(torch_ones(c(2, 2)), array(1, c(2, 2)))
+  expect_identical(torch_full(c(3), 7), c(7, 7, 7))
+  expect_equal(torch_arange(1, 5), 1:5)
+  t <- torch_zeros(2, 2, dtype = "float64", device = "cpu")
+  expect_s4_class(t, "rf_tensor")
+  expect_identical(torch_zeros_like(matrix(1:6, 2)), array(0, c(2, 3)))
+  expect_equal(rf_jit(function(x) x + torch_ones_like(x))(matrix(1, 2, 2)), matrix(2, 2, 2))
+  expect_error(rf_jit(function(x) x + torch_randn(2, 2))(matrix(1, 2, 2)), "random", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x + torch_zeros(2, 2, dtype = "float64"))(matrix(1, 2, 2)), class = "rfuse_unsupported")
+  expect_identical(torch_device("cpu"), "cpu")
+  expect_error(torch_device("cuda:1"), class = "rfuse_unsupported")
+  expect_error(torch_zeros(-1), class = "rfuse_type_error")
+})
