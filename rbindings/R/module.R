@@ -437,9 +437,8 @@ add_ordered <- function(self, mods) {
 #' `length()`, `$append()`, `$extend()`, `$insert()`); `nn_identity()` returns its input.
 #' Submodules are named "0", "1", ... by position (or by their names), so their parameters are
 #' named as in torch's state dicts.
-#' @param ... Modules.
-#' @param modules A list of modules.
-#' @param dict A named list of modules.
+#' @param ... Modules (`nn_sequential`); a list of modules (`nn_module_list(modules)`); a named
+#'   list of modules (`nn_module_dict(dict)`).
 #' @return A module.
 #' @examples
 #' net <- nn_sequential(nn_linear(3, 4), nn_relu(), nn_linear(4, 1))

@@ -12,7 +12,7 @@
 #' plain R arrays they compute the same in base R (convolution and pooling through a cached
 #' float64 rfuse program).
 #'
-#' @param x Input: a matrix (batch x features) or, for 2-D ops, an array of dim c(N, C, H, W).
+#' @param x,input Input: a matrix (batch x features) or, for 2-D ops, an array of dim c(N, C, H, W).
 #' @param weight,bias Parameters; `bias` may be `NULL`.
 #' @param stride,padding,dilation,groups As in torch: scalars or length-2 vectors.
 #' @param kernel_size Pooling window (scalar or length 2).
@@ -69,7 +69,7 @@ match_choice <- function(value, choices, arg, call) {
 }
 
 #' @rdname nnf
-#' @param negative_slope,alpha,beta,threshold,min_val,max_val,lambd As in torch.
+#' @param negative_slope,alpha,beta,threshold,min_val,max_val As in torch.
 #' @export
 nnf_leaky_relu <- function(input, negative_slope = 0.01) rf_ifelse(input > 0, input, input * negative_slope)
 #' @rdname nnf

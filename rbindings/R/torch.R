@@ -367,7 +367,9 @@ torch_list_fn <- function(name, impl) {
 #' porting table in the package's documentation (`docs/r-package.md`) lists every supported name
 #' and every known difference.
 #'
-#' @param x,self,input A tensor (traced value, R array or `rf_tensor`).
+#' @param self,input A tensor (traced value, R array or `rf_tensor`).
+#' @param dims A permutation of the dims.
+#' @param length How many elements `torch_narrow()` keeps, from `start`.
 #' @param other,mat2,condition Further tensors.
 #' @param tensors A list of tensors.
 #' @param dim,dim0,dim1,start_dim,end_dim Dims (1-based; negative counts from the end).
