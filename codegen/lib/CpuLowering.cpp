@@ -541,6 +541,8 @@ private:
       else if (L.spaceOf(in) == Space::Row && isa<BroadcastInDimOp>(op) &&
                L.isReexpansion(cast<BroadcastInDimOp>(op)))
         res = rowValue(b, in, o, why);
+      else if ((int64_t)codegen::indexMap(op).size() != (int64_t)L.full.size())
+        return fail(why, "an index map whose result is not the reduction's shape"), Value();
       else if (int i = r.indexOf(in); i >= 0)
         res = load(b, arg(i), mappedInputOffset(b, op, o, j));
       else

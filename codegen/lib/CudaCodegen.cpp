@@ -601,9 +601,12 @@ private:
     return c.modulo == 0 ? e : "(" + e + " % " + std::to_string(c.modulo) + "LL)";
   }
 
-  // Offset into an input read through a broadcast / transpose index map.
+  // Offset into an input read through a broadcast / transpose index map; "" when the map's
+  // result is not the reduction's full shape (then it is no read over F's coordinates).
   std::string mappedInputOffset(Operation *op, ArrayRef<int64_t> inShape) const {
     auto map = indexMap(op);
+    if (map.size() != full.size())
+      return "";
     auto inStrides = stridesOf(inShape);
     std::string expr;
     for (size_t d = 0; d < full.size(); ++d) {
@@ -730,10 +733,15 @@ private:
           if (llvm::is_contained(invariant, op))
             os << ind << "const " << ct << " " << nm << " = reinterpret_cast<const float*>(&xinv" << i
                << "[k])[lane];\n";
-          else
+          else {
+            std::string offset = mappedInputOffset(op, shapeOf(in));
+            if (offset.empty()) {
+              why = "an index map whose result is not the reduction's shape";
+              return "";
+            }
             os << ind << "const " << ct << " " << nm << " = "
-               << loadExpr("in" + std::to_string(i), mappedInputOffset(op, shapeOf(in)), dtypeOf(in))
-               << ";\n";
+               << loadExpr("in" + std::to_string(i), offset, dtypeOf(in)) << ";\n";
+          }
         }
       } else {
         SmallVector<std::string> a;

@@ -178,7 +178,9 @@ anomaly_origin <- function(program, inputs, dtypes) {
 #' @param target For `nnf_mse_loss()` values shaped like `input`; for `nnf_cross_entropy()` a
 #'   one-hot (or probability) matrix like `input` (see [rf_one_hot()]), or, outside traced code,
 #'   class labels `1..ncol(input)`; for the binary loss 0/1 targets shaped like `input`.
-#' @param reduction `"mean"` or `"sum"`.
+#' @param ... The `nn_*_loss()` modules' argument: `reduction`.
+#' @param reduction `"mean"`, `"sum"` or `"none"` (the per-element, or for the cross-entropies
+#'   per-sample, losses).
 #' @return A single number.
 #' @details `nnf_cross_entropy()` is log-softmax and negative log-likelihood fused, computed
 #'   stably (each row shifted by its maximum); the binary loss uses
@@ -192,16 +194,49 @@ NULL
 
 #' @rdname losses
 #' @export
-nnf_mse_loss <- function(input, target, reduction = c("mean", "sum")) {
+nnf_mse_loss <- function(input, target, reduction = "mean") {
   d <- input - target
-  if (match.arg(reduction) == "mean") mean(d * d) else sum(d * d)
+  reduce_loss(d * d, reduction, sys.call())
+}
+
+# Class targets as a one-hot matrix like `input`: labels (a plain vector) are encoded; a traced
+# vector cannot be (its values are unknown while tracing) and would be recycled as numbers.
+class_targets <- function(input, target) {
+  if (is_sym(target) && is.null(target$rdim))
+    rf_abort("rfuse_unsupported", paste("class labels inside traced code must come as a one-hot matrix:",
+                                        "call rf_one_hot() on them first"), sys.call(-1))
+  if (!is_sym(target) && !is_tensor(target) && is.null(dim(target))) rf_one_hot(target, ncol(input)) else target
+}
+
+# torch's reductions of a loss: "mean", "sum" or "none" (the elementwise losses).
+reduce_loss <- function(l, reduction, call) {
+  reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", call)
+  switch(reduction, mean = mean(l), sum = sum(l), none = l)
 }
 
 #' @rdname losses
 #' @export
-nnf_cross_entropy <- function(input, target, reduction = c("mean", "sum")) {
-  reduction <- match.arg(reduction)
-  if (!is_sym(target) && is.null(dim(target))) target <- rf_one_hot(target, ncol(input))
+nnf_l1_loss <- function(input, target, reduction = "mean") reduce_loss(abs(input - target), reduction, sys.call())
+
+#' @rdname losses
+#' @export
+nnf_binary_cross_entropy <- function(input, target, reduction = "mean") {
+  # torch clamps each log at -100, so a probability of exactly 0 or 1 gives a finite loss.
+  l <- -(target * rf_pmax(log(input), -100) + (1 - target) * rf_pmax(log(1 - input), -100))
+  reduce_loss(l, reduction, sys.call())
+}
+
+#' @rdname losses
+#' @export
+nnf_nll_loss <- function(input, target, reduction = "mean") {
+  target <- class_targets(input, target)
+  reduce_loss(-rf_rowSums(input * target), reduction, sys.call())
+}
+
+#' @rdname losses
+#' @export
+nnf_cross_entropy <- function(input, target, reduction = "mean") {
+  target <- class_targets(input, target)
   if (length(dim(input)) == 2 && length(dim(target)) == 2 && !identical(as.integer(dim(input)), as.integer(dim(target))))
     rf_abort("rfuse_shape_error", sprintf(paste0(
       "nnf_cross_entropy(): the target is %d x %d (%d classes) but the input, the model's output, is ",
@@ -210,15 +245,16 @@ nnf_cross_entropy <- function(input, target, reduction = c("mean", "sum")) {
   m <- if (is_sym(input)) margin_reduce(input, "max", TRUE, 1L, sys.call()) else apply(input, 1, max)
   z <- input - m
   nll <- log(rf_rowSums(exp(z))) - rf_rowSums(z * target)
-  if (reduction == "mean") mean(nll) else sum(nll)
+  reduce_loss(nll, reduction, sys.call())
 }
 
 #' @rdname losses
 #' @export
-nnf_binary_cross_entropy_with_logits <- function(input, target, reduction = c("mean", "sum")) {
+nnf_binary_cross_entropy_with_logits <- function(input, target, reduction = "mean") {
   l <- rf_pmax(input, 0) - input * target + log(1 + exp(-abs(input)))
-  if (match.arg(reduction) == "mean") mean(l) else sum(l)
+  reduce_loss(l, reduction, sys.call())
 }
+
 
 #' One-hot encoding of class labels
 #'
@@ -507,7 +543,9 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     if (length(arrays) < 2) rf_abort("rfuse_type_error", "rf_fit() needs a dataloader of inputs and targets")
     x <- arrays[[1]]; y <- arrays[[2]]
   }
-  if (identical(loss, nnf_cross_entropy) && is.null(dim(y)))
+  takes_labels <- identical(loss, nnf_cross_entropy) || identical(loss, nnf_nll_loss) ||
+    inherits(loss, c("nn_cross_entropy_loss", "nn_nll_loss"))
+  if (takes_labels && is.null(dim(y)))
     y <- labels_one_hot(y)
   if (NROW(x) != NROW(y))
     rf_abort("rfuse_shape_error", sprintf("`x` has %d samples but `y` has %d", NROW(x), NROW(y)))

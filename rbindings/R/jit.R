@@ -326,7 +326,11 @@ jit_call_tensors <- function(state, args) {
   }
   if (!is.null(state$model)) {
     n <- length(state$notes$slots)
-    args[length(args) - n + seq_len(n)] <- device_parameters(state, args[length(args) - n + seq_len(n)], device)
+    # Parameters go over in the dtype the inputs make the program compute in (float64 tensors:
+    # float64), so a model called on float64 tensors is not rounded through float32.
+    dt <- trace_dtype(state, args[seq_len(length(args) - n)], device)
+    args[length(args) - n + seq_len(n)] <- device_parameters(state, args[length(args) - n + seq_len(n)], device,
+                                                             if (dt == "f64") "float64" else "float32")
   }
   je <- jit_entry(state, args, trace_dtype(state, args, device))
   tr <- je$entry$trace
@@ -355,16 +359,17 @@ jit_call_tensors <- function(state, args) {
 collect_if_pressed <- function(outs) if (isTRUE(attr(outs, "collect"))) gc(verbose = FALSE, full = FALSE)
 
 # A model's parameters as tensors on `device`, made once per parameter object.
-device_parameters <- function(state, params, device) {
+device_parameters <- function(state, params, device, dtype = "float32") {
   cache <- state$notes$device_params
-  if (is.null(cache) || cache$device != device) cache <- list(device = device, objs = list(), tensors = list())
+  if (is.null(cache) || cache$device != device || !identical(cache$dtype, dtype))
+    cache <- list(device = device, dtype = dtype, objs = list(), tensors = list())
   out <- vector("list", length(params))
   for (i in seq_along(params)) {
     p <- params[[i]]
     if (is_tensor(p)) { out[[i]] <- p; next }
     if (i <= length(cache$objs) && identical(cache$objs[[i]], p)) { out[[i]] <- cache$tensors[[i]]; next }
     cache$objs[i] <- list(p)
-    cache$tensors[i] <- list(rf_tensor(unclass(p), dtype = "float32", device = device))
+    cache$tensors[i] <- list(rf_tensor(state_value(p), dtype = dtype, device = device))
     out[[i]] <- cache$tensors[[i]]
   }
   state$notes$device_params <- cache

@@ -79,7 +79,16 @@ new_module <- function(def, ...) {
   self$training <- TRUE
   self$.buffer_names <- character()
   self$.order <- character()
-  instance <- structure(function(...) self$forward(...), class = c(def$classname, "nn_module"), self = self)
+  # Called on rf_tensors outside traced code, a module runs as its compiled program on their
+  # device and in their dtype (its layers' base-R paths take R arrays). With a tensor that
+  # records for backward() it runs op by op, so that the graph is recorded.
+  instance <- structure(function(...) {
+    if (!in_trace() && any_tensor(...) && !any_requires_grad(...)) {
+      if (is.null(self$.jit)) self$.jit <- rf_jit(instance)
+      return(self$.jit(...))
+    }
+    self$forward(...)
+  }, class = c(def$classname, "nn_module"), self = self)
   self$.instance <- instance
   bind_members(def, self, self)
   add_module_api(self, instance)
@@ -96,6 +105,11 @@ new_module <- function(def, ...) {
   init(...)
   adopt_marked_fields(self)
   instance
+}
+
+any_requires_grad <- function(...) {
+  for (a in list(...)) if (is_tensor(a) && isTRUE(a@env$requires_grad)) return(TRUE)
+  FALSE
 }
 
 # Methods and fields of `def` (its parents' first) into `target`. Every method's environment is a

@@ -699,3 +699,127 @@ nn_gru <- rnn_module("nn_gru", "gru")
 #' @rdname nn_layers
 #' @export
 nn_rnn <- rnn_module("nn_rnn", "rnn")
+
+# Loss modules (torch's nn_*_loss): the losses of autodiff.R with their reduction.
+loss_module <- function(name, f) {
+  force(f)
+  nn_module(name, initialize = function(reduction = "mean") {
+    self$reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", sys.call())
+  }, forward = function(input, target) f(input, target, self$reduction))
+}
+#' @rdname losses
+#' @export
+nn_mse_loss <- loss_module("nn_mse_loss", nnf_mse_loss)
+#' @rdname losses
+#' @export
+nn_l1_loss <- loss_module("nn_l1_loss", nnf_l1_loss)
+#' @rdname losses
+#' @export
+nn_cross_entropy_loss <- loss_module("nn_cross_entropy_loss", nnf_cross_entropy)
+#' @rdname losses
+#' @export
+nn_nll_loss <- loss_module("nn_nll_loss", nnf_nll_loss)
+#' @rdname losses
+#' @export
+nn_bce_loss <- loss_module("nn_bce_loss", nnf_binary_cross_entropy)
+#' @rdname losses
+#' @export
+nn_bce_with_logits_loss <- loss_module("nn_bce_with_logits_loss", nnf_binary_cross_entropy_with_logits)
+
+# ---- Attention -----------------------------------------------------------------------------
+
+init_xavier_uniform <- function(dims) {
+  bound <- sqrt(6 / (dims[1] + dims[2]))
+  array(stats::runif(prod(dims), -bound, bound), dims)
+}
+
+#' @rdname nn_layers
+#' @export
+nn_multihead_attention <- nn_module("nn_multihead_attention",
+  initialize = function(embed_dim, num_heads, dropout = 0, bias = TRUE, batch_first = FALSE,
+                        kdim = NULL, vdim = NULL) {
+    if ((!is.null(kdim) && kdim != embed_dim) || (!is.null(vdim) && vdim != embed_dim))
+      rf_abort("rfuse_unsupported", "nn_multihead_attention(): `kdim` / `vdim` other than `embed_dim` are not supported yet", sys.call())
+    if (embed_dim %% num_heads != 0)
+      rf_abort("rfuse_type_error", "embed_dim must be divisible by num_heads", sys.call())
+    self$embed_dim <- embed_dim; self$num_heads <- num_heads; self$dropout <- dropout
+    self$batch_first <- batch_first
+    # torch's initialization: xavier-uniform input projection, zero biases.
+    self$in_proj_weight <- nn_parameter(init_xavier_uniform(c(3 * embed_dim, embed_dim)))
+    if (bias) self$in_proj_bias <- nn_parameter(rep(0, 3 * embed_dim))
+    self$out_proj <- nn_linear(embed_dim, embed_dim, bias = bias)
+    if (bias) self$out_proj$bias <- nn_parameter(rep(0, embed_dim))
+  },
+  forward = function(query, key, value, key_padding_mask = NULL, need_weights = TRUE, attn_mask = NULL,
+                     average_attn_weights = TRUE)
+    mha_forward(self, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights))
+
+mha_forward <- function(self, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights) {
+  call <- sys.call(-1)
+  E <- self$embed_dim; H <- self$num_heads; hd <- E %/% H
+  for (v in list(query, key, value))
+    if (length(t_size(v)) != 3 || t_size(v)[3] != E)
+      rf_shape_error(sprintf("multihead attention expects 3-d query, key and value with %d features, got dims c(%s)",
+                             E, paste(t_size(v), collapse = ", ")), call)
+  bf <- function(x) if (self$batch_first) x else t_permute(x, c(2, 1, 3), call) # to (N, L, E)
+  q <- bf(query); k <- bf(key); v <- bf(value)
+  N <- t_size(q)[1]; L <- t_size(q)[2]; S <- t_size(k)[2]
+  w <- self$in_proj_weight; b <- self$in_proj_bias
+  proj <- function(x, i) nnf_linear(x, t_narrow(w, 1, (i - 1) * E + 1, E, call),
+                                    if (!is.null(b)) t_narrow(b, 1, (i - 1) * E + 1, E, call))
+  heads <- function(x, len) t_reshape(t_permute(t_reshape(x, c(N, len, H, hd), call), c(1, 3, 2, 4), call), c(N * H, len, hd), call)
+  qh <- heads(proj(q, 1), L); kh <- heads(proj(k, 2), S); vh <- heads(proj(v, 3), S)
+  scores <- t_bmm(qh, t_transpose(kh, 2, 3, call), call) / sqrt(hd)
+  if (!is.null(attn_mask)) {
+    m <- if (length(t_size(attn_mask)) == 2) t_expand(t_set_dims(attn_mask, c(1L, L, S)), c(N * H, L, S), call) else attn_mask
+    scores <- if (is_mask(attn_mask)) t_where(m, -Inf, scores, call) else scores + m
+  }
+  if (!is.null(key_padding_mask)) {
+    km <- t_reshape(t_expand(t_set_dims(key_padding_mask, c(N, 1L, 1L, S)), c(N, H, L, S), call), c(N * H, L, S), call)
+    scores <- t_where(km, -Inf, scores, call)
+  }
+  attn <- t_softmax(scores, 3, call)
+  if (self$dropout > 0) attn <- nnf_dropout(attn, self$dropout, self$training)
+  out <- t_bmm(attn, vh, call) # (N*H, L, hd)
+  out <- t_reshape(t_permute(t_reshape(out, c(N, H, L, hd), call), c(1, 3, 2, 4), call), c(N, L, E), call)
+  out <- self$out_proj(out)
+  if (!self$batch_first) out <- t_permute(out, c(2, 1, 3), call)
+  weights <- NULL
+  if (isTRUE(need_weights)) {
+    weights <- t_reshape(attn, c(N, H, L, S), call)
+    if (isTRUE(average_attn_weights)) weights <- t_reduce("mean", weights, 2, FALSE, call)
+  }
+  list(out, weights)
+}
+
+# A boolean mask (TRUE: masked), as opposed to a float one added to the scores.
+is_mask <- function(m) if (is_sym(m)) m$dtype == "i1" else is.logical(m)
+
+#' @rdname nn_layers
+#' @export
+nn_transformer_encoder_layer <- nn_module("nn_transformer_encoder_layer",
+  initialize = function(d_model, nhead, dim_feedforward = 2048, dropout = 0.1, activation = "relu",
+                        layer_norm_eps = 1e-5, batch_first = FALSE, norm_first = FALSE) {
+    self$self_attn <- nn_multihead_attention(d_model, nhead, dropout = dropout, batch_first = batch_first)
+    self$linear1 <- nn_linear(d_model, dim_feedforward)
+    self$linear2 <- nn_linear(dim_feedforward, d_model)
+    self$norm1 <- nn_layer_norm(d_model, eps = layer_norm_eps)
+    self$norm2 <- nn_layer_norm(d_model, eps = layer_norm_eps)
+    self$dropout <- nn_dropout(dropout); self$dropout1 <- nn_dropout(dropout); self$dropout2 <- nn_dropout(dropout)
+    self$activation <- if (is.function(activation)) activation else
+      switch(match_choice(activation, c("relu", "gelu"), "activation", sys.call()), relu = nnf_relu, gelu = nnf_gelu)
+    self$norm_first <- norm_first
+  },
+  forward = function(src, src_mask = NULL, src_key_padding_mask = NULL) {
+    sa <- function(x) self$dropout1(self$self_attn(x, x, x, key_padding_mask = src_key_padding_mask,
+                                                   need_weights = FALSE, attn_mask = src_mask)[[1]])
+    ff <- function(x) self$dropout2(self$linear2(self$dropout(self$activation(self$linear1(x)))))
+    x <- src
+    if (self$norm_first) {
+      x <- x + sa(self$norm1(x))
+      x + ff(self$norm2(x))
+    } else {
+      x <- self$norm1(x + sa(x))
+      self$norm2(x + ff(x))
+    }
+  })

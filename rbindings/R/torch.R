@@ -551,14 +551,47 @@ torch_max <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_max", 
 #' @rdname torch_functions
 #' @export
 torch_min <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_min", "min", self, dim, keepdim, sys.call())
-# torch_max(x, dim) returns the indices too, which need an argmax rfuse does not have yet.
+# Without `dim` the value; with it list(values, indices), as torch.
 t_max_min <- function(name, kind, self, dim, keepdim, call) {
-  if (!is.null(dim))
-    rf_unsupported(name, call, paste("with `dim` it also returns the indices (an arg-max), which rfuse has not",
-                                     "yet; torch_amax() / torch_amin() give the values"))
-  if (!isFALSE(keepdim)) rf_unsupported(name, call, "`keepdim` needs `dim`")
-  if (is_tensor(self)) record(name, function(x) t_reduce(kind, x), list(self)) else t_reduce(kind, self, NULL, FALSE, call)
+  if (is.null(dim)) {
+    if (!isFALSE(keepdim)) rf_unsupported(name, call, "`keepdim` needs `dim`")
+    return(if (is_tensor(self)) record(name, function(x) t_reduce(kind, x), list(self)) else t_reduce(kind, self, NULL, FALSE, call))
+  }
+  if (is_tensor(self))
+    return(list(record(name, function(x, dim, keepdim) t_reduce(kind, x, dim, keepdim), list(self, dim = dim, keepdim = keepdim), c("dim", "keepdim")),
+                record(name, function(x, dim, keepdim) t_argext(kind, x, dim, keepdim), list(self, dim = dim, keepdim = keepdim), c("dim", "keepdim"))))
+  list(t_reduce(kind, self, dim, keepdim, call), t_argext(kind, self, dim, keepdim, call))
 }
+
+# The 1-based index of the first maximum (minimum) along `dim`, as torch for R's argmax: a NaN
+# counts as the extreme. Traced, it is the smallest index where the value equals the
+# reduction (or is NaN): a comparison, a select and a min reduction, which fuse.
+t_argext <- function(kind, x, dim, keepdim = FALSE, call = sys.call()) {
+  d <- t_size(x); n <- length(d)
+  k <- t_dim(dim, n, call)
+  out_shape <- if (keepdim) replace(d, k, 1L) else d[-k]
+  if (!is_sym(x)) {
+    pick <- function(v) { nan <- which(is.nan(v)); if (length(nan)) nan[1] else if (kind == "max") which.max(v) else which.min(v) }
+    v <- if (n == 1) pick(as.vector(x)) else apply(array(unclass(x), d), setdiff(seq_len(n), k), pick)
+    return(shaped(as.integer(v), out_shape))
+  }
+  s <- to_dtype(x, trace_float(), call)
+  ext <- t_reduce(kind, s, k, TRUE, call)
+  hit <- t_binary(`==`, s, ext, call) | is.nan(s)
+  pos <- t_expand(t_set_dims(seq_len(d[k]) + 0, replace(rep(1L, n), k, d[k])), d, call)
+  idx <- t_reduce("min", rf_ifelse(hit, pos, Inf), k, keepdim, call)
+  idx$ib <- int_bound("const", v = d[k]) # an R integer (1..size)
+  idx
+}
+
+#' @rdname torch_functions
+#' @export
+torch_argmax <- torch_fn("torch_argmax", function(self, dim, keepdim = FALSE) t_argext("max", self, dim, keepdim, sys.call()),
+                         c("dim", "keepdim"))
+#' @rdname torch_functions
+#' @export
+torch_argmin <- torch_fn("torch_argmin", function(self, dim, keepdim = FALSE) t_argext("min", self, dim, keepdim, sys.call()),
+                         c("dim", "keepdim"))
 #' @rdname torch_functions
 #' @export
 torch_softmax <- torch_fn("torch_softmax", function(input, dim) t_softmax(input, dim, sys.call()), "dim")
@@ -736,6 +769,8 @@ tensor_method <- function(x, name, call = NULL) {
     prod = function(dim = NULL, keepdim = FALSE) torch_prod(x, dim, keepdim),
     max = function(dim = NULL, keepdim = FALSE) torch_max(x, dim, keepdim),
     min = function(dim = NULL, keepdim = FALSE) torch_min(x, dim, keepdim),
+    argmax = function(dim, keepdim = FALSE) torch_argmax(x, dim, keepdim),
+    argmin = function(dim, keepdim = FALSE) torch_argmin(x, dim, keepdim),
     item = function() {
       if (is_sym(x)) rf_unsupported("$item", call, "it reads a traced value into R: the program would hold one value for every call")
       if (prod(t_size(x)) != 1) rf_abort("rfuse_shape_error", "item() needs a tensor of one element", call)
@@ -778,3 +813,28 @@ sym_fields <- c("id", "rdim", "len", "dtype", "ib")
 
 #' @export
 `$.rf_parameter` <- function(x, name) tensor_method(unclass(x), name, sys.call())
+
+# ---- Functional ops on rf_tensors ----------------------------------------------------------
+# The nnf_* functions take rf_tensors too: a call with a tensor argument is recorded like any
+# tensor op (and runs as a compiled program, eagerly or lazily); other arguments (dims, shapes,
+# reductions) are settings of the op.
+nnf_data_args <- c("input", "x", "weight", "bias", "target", "running_mean", "running_var")
+for (nm in c("nnf_relu", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu", "nnf_elu", "nnf_selu",
+             "nnf_silu", "nnf_softplus", "nnf_hardtanh", "nnf_softmax", "nnf_log_softmax", "nnf_linear",
+             "nnf_layer_norm", "nnf_batch_norm", "nnf_batch_norm2d", "nnf_conv1d", "nnf_embedding",
+             "nnf_flatten", "nnf_mse_loss", "nnf_l1_loss", "nnf_cross_entropy", "nnf_nll_loss",
+             "nnf_binary_cross_entropy", "nnf_binary_cross_entropy_with_logits")) local({
+  f <- get(nm)
+  g <- torch_fn(nm, f, setdiff(names(formals(f)), nnf_data_args))
+  # Labels become a one-hot matrix before the call is recorded (a recorded vector is data).
+  if (nm %in% c("nnf_cross_entropy", "nnf_nll_loss"))
+    g <- local({
+      recorded <- g
+      function(input, target, reduction = "mean") {
+        if (is_tensor(input)) target <- class_targets(input, target)
+        recorded(input, target, reduction)
+      }
+    })
+  assign(nm, g, envir = topenv())
+})
+rm(nm)

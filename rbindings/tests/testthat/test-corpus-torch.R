@@ -824,3 +824,70 @@ test_that("a gated conv1d + nn_rnn sequence model (torch_chunk, $transpose, $nar
 
 # The models above that use tensor methods in forward run eagerly on rf_tensors (as torch for
 # R's run on torch tensors), agreeing with the jitted model on the R array.
+test_that("the tensor-method models (causal attention, gated conv1d + nn_rnn) run eagerly on rf_tensor inputs", {
+  set.seed(121)
+  attention <- causal_attention(4, 5, 2)
+  set.seed(118)
+  gated <- gated_rnn(2, 3, 4)
+  cases <- list(causal_attention = list(attention, array(rnorm(6 * 5 * 4), c(6, 5, 4))),
+                gated_rnn = list(gated, gated_data()$x))
+  for (nm in names(cases)) {
+    model <- cases[[nm]][[1]]; x <- cases[[nm]][[2]]
+    ref <- rf_jit(model, dtype = "float64")(x)
+    got <- tryCatch(as.array(model(as_t(x))), error = function(e) paste("error:", conditionMessage(e)))
+    expect_true(is.numeric(got), info = paste0(nm, ": ", if (is.character(got)) got))
+    if (is.numeric(got)) expect_jit_matches(ref, got)
+  }
+})
+
+# ---- Layers of the corpus, eagerly on rf_tensor inputs ---------------------------------------
+
+# torch for R's layers take tensors; rfuse's eager layers should take rf_tensors and agree with
+# the same layer on the plain array. Each layer is its own expectation (the error, if any, is
+# the failure message).
+test_that("each layer of the corpus runs eagerly on an rf_tensor as on the R array", {
+  set.seed(119)
+  img <- array(rnorm(4 * 2 * 6 * 6), c(4, 2, 6, 6))
+  seq3 <- array(rnorm(4 * 5 * 3), c(4, 5, 3))
+  ncl <- array(rnorm(4 * 3 * 7), c(4, 3, 7))
+  mat <- matrix(rnorm(4 * 3), 4)
+  ids <- matrix(c(1, 2, 3, 4, 5, 1, 2, 3), 4)
+  cases <- list(
+    "nn_conv2d" = list(nn_conv2d(2, 3, 3, padding = 1), img),
+    "nnf_max_pool2d" = list(function(x) nnf_max_pool2d(x, 2), img),
+    "nn_batch_norm2d" = list(nn_batch_norm2d(2), img),
+    "nn_adaptive_avg_pool2d" = list(nn_adaptive_avg_pool2d(1), img),
+    "nn_conv1d" = list(nn_conv1d(3, 2, 3), ncl),
+    "nn_linear (2-d)" = list(nn_linear(3, 2), mat),
+    "nn_linear (3-d)" = list(nn_linear(3, 2), seq3),
+    "nn_layer_norm (3-d)" = list(nn_layer_norm(3), seq3),
+    "nn_batch_norm1d" = list(nn_batch_norm1d(3), mat),
+    "nn_embedding" = list(nn_embedding(5, 2), ids),
+    "nn_lstm" = list(function(x) nn_lstm(3, 4, batch_first = TRUE)(x)[[1]], seq3),
+    "nn_gru" = list(function(x) nn_gru(3, 4, batch_first = TRUE)(x)[[1]], seq3),
+    "nn_rnn" = list(function(x) nn_rnn(3, 4, batch_first = TRUE)(x)[[1]], seq3),
+    "nn_gelu(tanh)" = list(nn_gelu(approximate = "tanh"), mat),
+    "nn_leaky_relu" = list(nn_leaky_relu(0.2), mat),
+    "nn_elu" = list(nn_elu(), mat),
+    "nn_selu" = list(nn_selu(), mat),
+    "nn_silu" = list(nn_silu(), mat),
+    "nn_softplus" = list(nn_softplus(), mat),
+    "nn_hardtanh" = list(nn_hardtanh(), mat),
+    "torch_chunk" = list(function(x) torch_chunk(x, 2, dim = 2)[[1]], ncl),
+    "nnf_cross_entropy" = list(function(x) nnf_cross_entropy(x, c(1, 2, 3, 1)), mat),
+    "nnf_mse_loss" = list(function(x) nnf_mse_loss(x, mat * 0), mat)
+  )
+  for (nm in names(cases)) {
+    f <- cases[[nm]][[1]]; x <- cases[[nm]][[2]]
+    set.seed(1); ref <- f(x) # (nn_lstm & co. draw their weights here, the same both times)
+    set.seed(1)
+    got <- tryCatch(suppressWarnings(f(as_t(x))), error = function(e) paste("error:", conditionMessage(e)))
+    ok <- is(got, "rf_tensor")
+    expect_true(ok, info = paste0(nm, ": ", if (is.character(got)) got else paste("gave", class(got)[1])))
+    val <- if (ok) as.array(got) else if (is.numeric(got)) got
+    if (!is.null(val)) {
+      if (is.null(dim(ref))) val <- as.vector(val)
+      expect_lt(rel_err(val, ref), 1e-10, label = nm)
+    }
+  }
+})

@@ -152,3 +152,113 @@ test_that("LSTM and GRU follow torch's equations, batch_first or not, bidirectio
   for (k in seq_along(w)) { e <- w * 0; e[k] <- 1e-6; num[k] <- (f(w + e) - f(w - e)) / 2e-6 }
   expect_lt(rel_err(g, num), 1e-6)
 })
+
+# torch's multi-head attention, one batch element and head at a time.
+ref_mha <- function(m, q, k, v, attn_mask = NULL, key_padding_mask = NULL) {
+  E <- m$embed_dim; H <- m$num_heads; hd <- E / H
+  W <- m$in_proj_weight; b <- m$in_proj_bias
+  N <- dim(q)[1]; L <- dim(q)[2]; S <- dim(k)[2]
+  out <- array(0, c(N, L, E)); avg <- array(0, c(N, L, S))
+  for (n in 1:N) {
+    Q <- sweep(q[n, , ] %*% t(W[1:E, ]), 2, b[1:E], "+")
+    K <- sweep(k[n, , ] %*% t(W[E + 1:E, ]), 2, b[E + 1:E], "+")
+    V <- sweep(v[n, , ] %*% t(W[2 * E + 1:E, ]), 2, b[2 * E + 1:E], "+")
+    heads <- matrix(0, L, E)
+    for (h in 1:H) {
+      cols <- (h - 1) * hd + 1:hd
+      s <- Q[, cols] %*% t(K[, cols]) / sqrt(hd)
+      if (!is.null(attn_mask)) s[attn_mask] <- -Inf
+      if (!is.null(key_padding_mask)) s[, key_padding_mask[n, ]] <- -Inf
+      a <- exp(s - apply(s, 1, max)); a <- a / rowSums(a)
+      heads[, cols] <- a %*% V[, cols]
+      avg[n, , ] <- avg[n, , ] + a / H
+    }
+    out[n, , ] <- sweep(heads %*% t(m$out_proj$weight), 2, m$out_proj$bias, "+")
+  }
+  list(out, avg)
+}
+
+test_that("multi-head attention follows torch's, with causal and key-padding masks, and trains", {
+  set.seed(7)
+  m <- nn_multihead_attention(4, 2, batch_first = TRUE)
+  m$in_proj_bias <- nn_parameter(rnd(12))
+  q <- rnd(2, 3, 4); kv <- rnd(2, 5, 4)
+  causal <- upper.tri(matrix(0, 3, 5))
+  pad <- matrix(FALSE, 2, 5); pad[2, 5] <- TRUE
+  ref <- ref_mha(m, q, kv, kv, causal, pad)
+  got <- m(q, kv, kv, key_padding_mask = pad, attn_mask = causal)
+  expect_lt(rel_err(got[[1]], ref[[1]]), 1e-12)
+  expect_lt(rel_err(got[[2]], ref[[2]]), 1e-12)
+  f <- function(q, kv, causal, pad) m(q, kv, kv, key_padding_mask = pad, attn_mask = causal)
+  jit <- rf_jit(f, dtype = "float64")(q, kv, causal, pad)
+  expect_lt(rel_err(jit[[1]], ref[[1]]), 1e-12)
+  # time-first layout
+  tf <- nn_multihead_attention(4, 2)
+  tf$load_state_dict(m$state_dict())
+  expect_lt(rel_err(tf(aperm(q, c(2, 1, 3)), aperm(kv, c(2, 1, 3)), aperm(kv, c(2, 1, 3)), attn_mask = causal,
+                       key_padding_mask = pad)[[1]], aperm(ref[[1]], c(2, 1, 3))), 1e-12)
+  expect_setequal(names(m$state_dict()), c("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"))
+  # A gradient through the attention against central differences.
+  w <- m$in_proj_weight + 0
+  loss <- function(w, q, kv) { m$in_proj_weight <- w; sum(m(q, kv, kv, need_weights = FALSE)[[1]]^2) }
+  g <- rf_grad(loss, wrt = "w", dtype = "float64")(w, q, kv)
+  num <- w * 0
+  for (i in seq_along(w)) { e <- w * 0; e[i] <- 1e-6; num[i] <- (loss(w + e, q, kv) - loss(w - e, q, kv)) / 2e-6 }
+  m$in_proj_weight <- nn_parameter(w)
+  expect_lt(rel_err(g, num), 1e-6)
+  expect_error(m(rnd(2, 3, 5), kv, kv), "3-d query", class = "rfuse_shape_error")
+  expect_error(nn_multihead_attention(4, 3), "divisible", class = "rfuse_type_error")
+})
+
+test_that("a transformer encoder layer is torch's composition, post-norm and pre-norm", {
+  set.seed(8)
+  for (nf in c(FALSE, TRUE)) {
+    enc <- nn_transformer_encoder_layer(4, 2, dim_feedforward = 6, dropout = 0, batch_first = TRUE, norm_first = nf)
+    x <- rnd(2, 3, 4)
+    ln <- function(mod, v) { r <- v; for (i in 1:2) for (j in 1:3) { z <- v[i, j, ]; r[i, j, ] <- (z - mean(z)) / sqrt(mean((z - mean(z))^2) + 1e-5) * mod$weight + mod$bias }; r }
+    lin <- function(mod, v) { d <- dim(v); r <- matrix(v, d[1] * d[2]) %*% t(mod$weight); array(sweep(r, 2, mod$bias, "+"), c(d[1:2], nrow(mod$weight))) }
+    sa <- function(v) ref_mha(enc$self_attn, v, v, v)[[1]]
+    ff <- function(v) lin(enc$linear2, pmax(lin(enc$linear1, v), 0))
+    ref <- if (nf) { h <- x + sa(ln(enc$norm1, x)); h + ff(ln(enc$norm2, h)) } else { h <- ln(enc$norm1, x + sa(x)); ln(enc$norm2, h + ff(h)) }
+    expect_lt(rel_err(enc(x), ref), 1e-12)
+    expect_lt(rel_err(rf_jit(enc, dtype = "float64")(x), ref), 1e-12)
+  }
+  expect_true("self_attn.out_proj.weight" %in% names(enc$state_dict()))
+})
+
+test_that("loss modules and reductions are torch's", {
+  set.seed(9)
+  p <- matrix(runif(6, 0.05, 0.95), 3); t01 <- matrix(c(1, 0, 1, 1, 0, 0), 3)
+  bce <- -(t01 * log(p) + (1 - t01) * log(1 - p))
+  expect_equal(nn_bce_loss()(p, t01), mean(bce))
+  expect_equal(nnf_binary_cross_entropy(p, t01, reduction = "none"), bce)
+  expect_equal(nnf_binary_cross_entropy(matrix(c(0, 1)), matrix(c(1, 0))), 100) # torch clamps log at -100
+  expect_equal(nn_l1_loss(reduction = "sum")(p, t01), sum(abs(p - t01)))
+  logits <- rnd(4, 3); y <- c(1, 3, 2, 3)
+  ce <- log(rowSums(exp(logits))) - logits[cbind(1:4, y)]
+  expect_equal(nn_cross_entropy_loss(reduction = "none")(logits, y), ce)
+  expect_equal(nn_nll_loss()(logits, y), mean(-logits[cbind(1:4, y)]))
+  expect_equal(rf_jit(function(a, b) nn_mse_loss()(a, b), dtype = "float64")(p, t01), mean((p - t01)^2))
+  expect_error(nn_mse_loss(reduction = "avg"), "reduction", class = "rfuse_type_error")
+  # rf_fit with a loss module taking labels
+  x <- matrix(rnorm(40), 20); yy <- ifelse(x[, 1] > 0, 1, 2)
+  fit <- rf_fit(nn_linear(2, 2), x, yy, loss = nn_cross_entropy_loss(), steps = 20, lr = 0.5, progress = FALSE)
+  expect_lt(tail(fit$history, 1), fit$history[1])
+})
+
+test_that("layers run on rf_tensors as on R arrays (as their compiled program, in the tensors' dtype)", {
+  set.seed(10)
+  x <- rnd(3, 4, 5)
+  cases <- list(nn_lstm(5, 3, batch_first = TRUE), nn_conv1d(4, 2, 3), nn_layer_norm(5), nn_linear(5, 2),
+                nn_elu(), nn_leaky_relu(), nn_batch_norm1d(4))
+  for (m in cases) {
+    ref <- m(x)
+    got <- m(rf_tensor(x, dtype = "float64", device = "cpu"))
+    if (is.list(ref)) { ref <- ref[[1]]; got <- got[[1]] }
+    expect_s4_class(got, "rf_tensor")
+    expect_lt(rel_err(as.array(got), ref), 1e-12)
+  }
+  e <- nn_embedding(6, 2)
+  idx <- matrix(c(1L, 4L, 6L, 2L), 2)
+  expect_lt(rel_err(as.array(e(rf_tensor(idx, dtype = "float64", device = "cpu"))), e(idx)), 1e-12)
+})

@@ -71,8 +71,17 @@ test_that("reductions along dims, keepdim, softmax and log_softmax", {
   expect_traced(function(x) torch_log_softmax(x, 2), x, ref = log(sm))
   big <- matrix(c(1000, 0, 1001, -1000), 2) # stable: no overflow
   expect_equal(rf_jit(function(x) nnf_softmax(x, 2), dtype = "float64")(big), exp(big - apply(big, 1, max)) / rowSums(exp(big - apply(big, 1, max))))
-  expect_error(torch_max(x, dim = 2), class = "rfuse_unsupported")
   expect_equal(torch_max(x), max(x))
+  mx <- torch_max(x, dim = 2)
+  expect_equal(mx[[1]], apply(x, c(1, 3), max))
+  expect_identical(mx[[2]], apply(x, c(1, 3), which.max))
+  expect_traced(function(x) torch_max(x, dim = 2)[[2]], x, ref = apply(x, c(1, 3), which.max))
+  expect_traced(function(x) x$argmin(dim = 3, keepdim = TRUE), x, ref = array(apply(x, c(1, 2), which.min), c(2, 3, 1)))
+  # Ties give the first index; a NaN counts as the maximum, as torch.
+  tie <- matrix(c(1, 3, 3, 0, NaN, 2), 2, byrow = TRUE)
+  expect_identical(torch_argmax(tie, dim = 2), c(2L, 2L))
+  got <- rf_jit(function(m) torch_argmax(m, dim = 2), dtype = "float64")(tie)
+  expect_identical(got, c(2L, 2L))
 })
 
 test_that("cat, stack, narrow, chunk and split", {
