@@ -34,6 +34,10 @@ bool isSplatConstant(Value v) {
   return c && llvm::isa<SplatElementsAttr>(c.getValue());
 }
 
+// Whether operand `v` of `op` is cloned into op's region: splats are, except as operands of a
+// library call (a matmul or convolution reads its operands from memory: they are inputs).
+bool clonedIn(Operation *op, Value v) { return isSplatConstant(v) && !isAnchor(op); }
+
 ArrayRef<int64_t> shapeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getShape(); }
 
 ArrayRef<int64_t> reductionDims(Operation *op) {
@@ -393,7 +397,7 @@ private:
     for (Operation *op : members) {
       for (Value v : op->getOperands()) {
         Operation *d = v.getDefiningOp();
-        if ((d && set.contains(d)) || isSplatConstant(v))
+        if ((d && set.contains(d)) || clonedIn(op, v))
           continue;
         inputs.insert(v);
       }
@@ -417,7 +421,7 @@ private:
     b.setInsertionPointToStart(body);
     for (Operation *op : members) {
       for (Value v : op->getOperands())
-        if (!map.contains(v) && isSplatConstant(v))
+        if (!map.contains(v) && clonedIn(op, v))
           map.map(v, b.clone(*v.getDefiningOp())->getResult(0));
       Operation *clone = b.clone(*op, map);
       if (options.testFlipSubOperands && isa<SubOp>(clone)) {

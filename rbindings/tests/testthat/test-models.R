@@ -108,3 +108,14 @@ test_that("a user module with its own base-R code in forward traces too", {
   expect_lt(rel_err(m(x), ref), 1e-12)
   expect_lt(rel_err(rf_jit(m, dtype = "float64")(x), ref), 1e-12)
 })
+
+test_that("a constant operand of a matrix product (a zero initial state) runs on every device", {
+  # On the GPU a splat constant read by cuBLASLt was cloned into its kernel, where the library
+  # call had no memory to read (a misaligned-address error that poisoned the context).
+  M <- nn_module("M", initialize = function() self$l <- nn_linear(4, 4),
+                 forward = function(x) self$l(matrix(0, 2, 4)) + self$l(matrix(0.5, 2, 4)) + x)
+  set.seed(14)
+  m <- M(); y <- matrix(rnorm(8), 2)
+  expect_lt(rel_err(rf_jit(m, dtype = "float64")(y), m(y)), 1e-12)
+  expect_lt(rel_err(rf_jit(m)(y), m(y)), 1e-5)
+})

@@ -118,7 +118,7 @@ test_that("train/eval, apply, add_module, register_buffer, requires_grad_ and $t
   rf_fit(net, x, y, loss = nnf_mse_loss, steps = 5, lr = 0.1, progress = FALSE, dtype = "float64")
   expect_equal(unclass(net[[1]]$weight), unclass(w0))
   expect_false(isTRUE(all.equal(unclass(net[[3]]$weight), unclass(w2))))
-  expect_identical(net$to(device = "cpu"), net)
+  expect_identical(net$to(device = rf_default_device()), net)
   expect_error(net$to(dtype = "float16"), class = "rfuse_unsupported")
 })
 

@@ -15,6 +15,9 @@
 // RUN: rfuse-run %s --entry matmul_relu_matmul --random --seed 4 > %t.c.ref
 // RUN: rfuse-run %t.mlir --entry matmul_relu_matmul --random --seed 4 > %t.c
 // RUN: diff %t.c.ref %t.c
+// RUN: rfuse-run %s --entry splat_operand --random --seed 4 > %t.d.ref
+// RUN: rfuse-run %t.mlir --entry splat_operand --random --seed 4 > %t.d
+// RUN: diff %t.d.ref %t.d
 
 // matmul + bias (broadcast inside the region) + add + relu: one region.
 // CHECK-LABEL: func.func @bias_relu
@@ -259,4 +262,20 @@ func.func @filter_gradient_momentum(%x: tensor<2x3x9x8xf32>, %w: tensor<4x3x3x3x
   %s = rfuse.mul %b2, %l : tensor<4x3x3x3xf32>
   %w2 = rfuse.sub %w, %s : tensor<4x3x3x3xf32>
   return %w2, %b2 : tensor<4x3x3x3xf32>, tensor<4x3x3x3xf32>
+}
+
+// A splat operand of the matmul is an input of the region (the library call reads its operands
+// from memory); a splat of the epilogue is cloned in.
+// CHECK-LABEL: func.func @splat_operand
+// CHECK: %[[Z:.+]] = rfuse.constant dense<0.000000e+00> : tensor<4x2xf32>
+// CHECK: rfuse.fusion matmul_epilogue(%{{.+}}, %[[Z]])
+// CHECK: ^bb0(%[[P:.+]]: tensor<3x4xf32>, %[[Q:.+]]: tensor<4x2xf32>):
+// CHECK-NEXT: %[[MM:.+]] = rfuse.matmul %[[P]], %[[Q]]
+// CHECK-NEXT: rfuse.constant dense<2.000000e+00> : tensor<3x2xf32>
+func.func @splat_operand(%a: tensor<3x4xf32>) -> tensor<3x2xf32> {
+  %z = rfuse.constant dense<0.0> : tensor<4x2xf32>
+  %m = rfuse.matmul %a, %z : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  %two = rfuse.constant dense<2.0> : tensor<3x2xf32>
+  %r = rfuse.add %m, %two : tensor<3x2xf32>
+  return %r : tensor<3x2xf32>
 }
