@@ -823,3 +823,167 @@ nn_transformer_encoder_layer <- nn_module("nn_transformer_encoder_layer",
       self$norm2(x + ff(x))
     }
   })
+
+# ---- More convolution, normalization and resampling layers ----------------------------------
+
+#' @rdname nnf
+#' @param output_padding Transposed convolution: extra rows and columns on one side of the output.
+#' @details `nnf_conv_transpose2d()` is the gradient of a convolution, computed as torch defines
+#'   it: the input dilated by the stride (a pad with interior zeros), padded by
+#'   `dilation * (k - 1) - padding`, and convolved with the flipped, transposed weight
+#'   (`weight` is `in x out x kh x kw`, as torch's). Groups other than 1 are not supported yet.
+#' @export
+nnf_conv_transpose2d <- function(input, weight, bias = NULL, stride = 1, padding = 0, output_padding = 0,
+                                 groups = 1, dilation = 1) {
+  call <- sys.call()
+  st <- pair(stride); pd <- pair(padding); op <- pair(output_padding); dl <- pair(dilation)
+  if (groups != 1) rf_unsupported("nnf_conv_transpose2d", call, "groups other than 1 are not supported yet")
+  d <- t_size(input); w <- t_size(weight)
+  if (length(d) != 4 || length(w) != 4 || d[2] != w[1])
+    rf_shape_error(sprintf("conv_transpose2d expects input c(N, C, H, W) and weight c(C, out, kh, kw), got c(%s) and c(%s)",
+                           paste(d, collapse = ", "), paste(w, collapse = ", ")), call)
+  edge <- dl * (w[3:4] - 1L) - pd
+  if (any(edge < 0) || any(op >= pmax(st, dl)))
+    rf_unsupported("nnf_conv_transpose2d", call, "padding larger than dilation * (kernel_size - 1), or output_padding not below the stride")
+  if (!any_sym(input, weight, bias)) {
+    key <- paste("conv_transpose2d", deparse(list(st, pd, op, dl, is.null(bias))))
+    f <- if (is.null(bias)) function(x, w) nnf_conv_transpose2d(x, w, NULL, st, pd, op, 1, dl)
+         else function(x, w, b) nnf_conv_transpose2d(x, w, b, st, pd, op, 1, dl)
+    return(run_eagerly(key, f, if (is.null(bias)) list(input, weight) else list(input, weight, bias)))
+  }
+  x <- to_dtype(as_sym(input, call), trace_float(), call)
+  # Tensor dims of an R array c(N, C, H, W) are [W, H, C, N].
+  xp <- emit(.rf_b_pad, x$id, c(edge[2], edge[1], 0L, 0L), c(edge[2] + op[2], edge[1] + op[1], 0L, 0L),
+             c(st[2] - 1L, st[1] - 1L, 0L, 0L), 0, call = call)
+  hp <- (d[3] - 1L) * st[1] + 1L + 2L * edge[1] + op[1]; wp <- (d[4] - 1L) * st[2] + 1L + 2L * edge[2] + op[2]
+  xs <- new_sym(xp, c(d[1:2], hp, wp), prod(d[1:2]) * hp * wp, x$dtype)
+  ws <- to_dtype(as_sym(weight, call), trace_float(), call)
+  flipped <- new_sym(emit(.rf_b_reverse, ws$id, c(0L, 1L), call = call), w, prod(w), ws$dtype)
+  nnf_conv2d(xs, t_permute(flipped, c(2, 1, 3, 4), call), bias, 1, 0, dl, 1)
+}
+
+#' @rdname nnf
+#' @param num_groups Group norm: the number of channel groups.
+#' @export
+nnf_group_norm <- function(input, num_groups, weight = NULL, bias = NULL, eps = 1e-5) {
+  call <- sys.call()
+  d <- t_size(input); C <- d[2]
+  if (length(d) < 2 || C %% num_groups != 0)
+    rf_shape_error(sprintf("group norm: %d channels do not split into %d groups", C, num_groups), call)
+  g <- t_reshape(input, c(d[1], num_groups, -1), call) # row-major: each group's channels and positions
+  m <- t_reduce("mean", g, 3, TRUE, call)
+  gc <- t_binary(`-`, g, m, call)
+  v <- t_reduce("mean", gc * gc, 3, TRUE, call)
+  y <- t_reshape(t_binary(`/`, gc, sqrt(v + eps), call), d, call)
+  per_channel <- function(p) t_set_dims(p, c(C, rep(1L, length(d) - 2L)))
+  if (!is.null(weight)) y <- t_binary(`*`, y, per_channel(weight), call)
+  if (!is.null(bias)) y <- t_binary(`+`, y, per_channel(bias), call)
+  y
+}
+
+#' @rdname nnf
+#' @details `nnf_dropout2d()` zeroes whole channels of an `(N, C, H, W)` input (one draw per
+#'   sample and channel), scaling the rest by 1 / (1 - p), as torch's.
+#' @export
+nnf_dropout2d <- function(input, p = 0.5, training = TRUE) {
+  call <- sys.call()
+  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
+    rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
+  d <- t_size(input)
+  if (length(d) != 4) rf_shape_error("dropout2d expects an input of dim c(N, C, H, W)", call)
+  if (!isTRUE(training) || p == 0) return(input)
+  if (!is_sym(input)) return(t_binary(`*`, input, array(dropout_mask(d[1] * d[2], p), c(d[1:2], 1L, 1L)), call))
+  if (isTRUE(.rf_state$in_helper))
+    rf_unsupported("nnf_dropout2d", call, "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
+  s <- to_dtype(input, trace_float(), call)
+  rd <- c(d[1:2], 1L, 1L)
+  id <- rf_guard(.rf_b_input(current_builder(), tshape(rd, prod(rd)), s$dtype, "dropout mask"), call)
+  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = prod(rd), rdim = rd, dtype = s$dtype)))
+  t_binary(`*`, s, new_sym(id, rd, prod(rd), s$dtype), call)
+}
+
+#' @rdname nnf
+#' @param size,scale_factor,mode Interpolation: the output size or a whole-number scale factor,
+#'   and `"nearest"` (the only mode so far).
+#' @export
+nnf_interpolate <- function(input, size = NULL, scale_factor = NULL, mode = "nearest") {
+  call <- sys.call()
+  if (!identical(mode, "nearest"))
+    rf_unsupported("nnf_interpolate", call, sprintf("mode '%s' (only \"nearest\" so far)", paste(mode, collapse = " ")))
+  d <- t_size(input); k <- length(d) - 2L
+  if (k < 1) rf_shape_error("interpolate expects an input of dim c(N, C, ...)", call)
+  s <- if (!is.null(size)) {
+    if (!is.null(scale_factor)) rf_abort("rfuse_type_error", "give either `size` or `scale_factor`", call)
+    sz <- rep_len(as.integer(size), k)
+    if (any(sz %% d[-(1:2)] != 0)) rf_unsupported("nnf_interpolate", call, "a size that is not a whole multiple of the input's")
+    sz %/% d[-(1:2)]
+  } else rep_len(scale_factor, k)
+  if (is.null(s) || any(s != round(s)) || any(s < 1))
+    rf_unsupported("nnf_interpolate", call, "scale factors that are not whole numbers")
+  s <- as.integer(s)
+  # Each element repeated s times along each spatial dim: a broadcast over new size-s dims
+  # after each spatial dim, then a row-major merge.
+  spread <- c(d[1:2], as.vector(rbind(d[-(1:2)], 1L)))
+  big <- c(d[1:2], as.vector(rbind(d[-(1:2)], s)))
+  t_reshape(t_expand(t_set_dims(input, spread), big, call), c(d[1:2], d[-(1:2)] * s), call)
+}
+
+#' @rdname nnf
+#' @export
+nnf_adaptive_max_pool2d <- function(x, output_size) {
+  call <- sys.call()
+  os <- pair(output_size); d <- t_size(x)
+  if (length(d) != 4)
+    rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(d, collapse = ", ")), call)
+  if (any(d[3:4] %% os != 0))
+    rf_unsupported("nnf_adaptive_max_pool2d", call,
+                   sprintf("output size %s does not divide the input's %dx%d", paste(os, collapse = "x"), d[3], d[4]))
+  nnf_max_pool2d(x, d[3:4] %/% os)
+}
+
+#' @rdname nn_layers
+#' @export
+nn_conv_transpose2d <- nn_module("nn_conv_transpose2d",
+  initialize = function(in_channels, out_channels, kernel_size, stride = 1, padding = 0, output_padding = 0,
+                        groups = 1, bias = TRUE, dilation = 1) {
+    k <- pair(kernel_size)
+    fan_in <- out_channels / groups * prod(k) # torch's fan-in of a transposed convolution's weight
+    self$weight <- nn_parameter(init_uniform(c(in_channels, out_channels / groups, k), fan_in))
+    if (bias) self$bias <- nn_parameter(init_uniform(out_channels, fan_in))
+    self$stride <- stride; self$padding <- padding; self$output_padding <- output_padding
+    self$groups <- groups; self$dilation <- dilation
+  },
+  forward = function(x) nnf_conv_transpose2d(x, self$weight, self$bias, self$stride, self$padding,
+                                             self$output_padding, self$groups, self$dilation))
+
+#' @rdname nn_layers
+#' @export
+nn_group_norm <- nn_module("nn_group_norm",
+  initialize = function(num_groups, num_channels, eps = 1e-5, affine = TRUE) {
+    self$num_groups <- num_groups; self$eps <- eps
+    if (affine) {
+      self$weight <- nn_parameter(rep(1, num_channels))
+      self$bias <- nn_parameter(rep(0, num_channels))
+    }
+  },
+  forward = function(x) nnf_group_norm(x, self$num_groups, self$weight, self$bias, self$eps))
+
+#' @rdname nn_layers
+#' @export
+nn_dropout2d <- nn_module("nn_dropout2d",
+  initialize = function(p = 0.5) { self$p <- p },
+  forward = function(x) nnf_dropout2d(x, self$p, self$training))
+
+#' @rdname nn_layers
+#' @export
+nn_upsample <- nn_module("nn_upsample",
+  initialize = function(size = NULL, scale_factor = NULL, mode = "nearest") {
+    self$size <- size; self$scale_factor <- scale_factor; self$mode <- mode
+  },
+  forward = function(x) nnf_interpolate(x, self$size, self$scale_factor, self$mode))
+
+#' @rdname nn_layers
+#' @export
+nn_adaptive_max_pool2d <- nn_module("nn_adaptive_max_pool2d",
+  initialize = function(output_size) { self$output_size <- output_size },
+  forward = function(x) nnf_adaptive_max_pool2d(x, self$output_size))

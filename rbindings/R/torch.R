@@ -823,7 +823,8 @@ for (nm in c("nnf_relu", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu"
              "nnf_silu", "nnf_softplus", "nnf_hardtanh", "nnf_softmax", "nnf_log_softmax", "nnf_linear",
              "nnf_layer_norm", "nnf_batch_norm", "nnf_batch_norm2d", "nnf_conv1d", "nnf_embedding",
              "nnf_flatten", "nnf_mse_loss", "nnf_l1_loss", "nnf_cross_entropy", "nnf_nll_loss",
-             "nnf_binary_cross_entropy", "nnf_binary_cross_entropy_with_logits")) local({
+             "nnf_binary_cross_entropy", "nnf_binary_cross_entropy_with_logits", "nnf_group_norm",
+             "nnf_interpolate")) local({
   f <- get(nm)
   g <- torch_fn(nm, f, setdiff(names(formals(f)), nnf_data_args))
   # Labels become a one-hot matrix before the call is recorded (a recorded vector is data).

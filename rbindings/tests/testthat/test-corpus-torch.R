@@ -891,3 +891,60 @@ test_that("each layer of the corpus runs eagerly on an rf_tensor as on the R arr
     }
   }
 })
+
+# ---- DCGAN generator (transposed convolutions) and a UNet decoder step -----------------------
+test_that("a DCGAN generator (conv_transpose2d, batch_norm2d, tanh) matches and trains", {
+  generator <- nn_module("generator",
+    initialize = function(nz, ngf) {
+      self$main <- nn_sequential(
+        nn_conv_transpose2d(nz, ngf * 2, 4, 1, 0, bias = FALSE), nn_batch_norm2d(ngf * 2), nn_relu(),
+        nn_conv_transpose2d(ngf * 2, ngf, 4, 2, 1, bias = FALSE), nn_batch_norm2d(ngf), nn_relu(),
+        nn_conv_transpose2d(ngf, 1, 4, 2, 1, bias = FALSE), nn_tanh())
+    },
+    forward = function(input) self$main(input))
+  set.seed(131)
+  netG <- generator(6, 4)
+  z <- array(rnorm(8 * 6), c(8, 6, 1, 1))
+  eager <- netG(z)
+  expect_identical(dim(eager), c(8L, 1L, 16L, 16L))
+  expect_jit_matches(rf_jit(netG, dtype = "float64")(z), eager)
+  netG$eval()
+  expect_jit_matches(rf_jit(netG, dtype = "float64")(z), netG(z))
+  netG$train()
+  target <- array(tanh(rnorm(8 * 256)), c(8, 1, 16, 16))
+  expect_trains(netG, z, target, loss = nnf_mse_loss, steps = 30, batch_size = 4, lr = 0.05)
+  expect_true(all(c("main.0.weight", "main.1.running_mean", "main.6.weight") %in% names(netG$state_dict())))
+})
+
+test_that("a UNet decoder step (upsample or transposed conv, cat skip, group norm, dropout2d) matches and trains", {
+  up_block <- nn_module("up_block",
+    initialize = function(cin, cout, transposed) {
+      self$up <- if (transposed) nn_conv_transpose2d(cin, cin, 2, stride = 2) else nn_upsample(scale_factor = 2)
+      self$conv <- nn_conv2d(cin * 2, cout, 3, padding = 1)
+      self$norm <- nn_group_norm(2, cout)
+      self$drop <- nn_dropout2d(0.1)
+    },
+    forward = function(x, skip) {
+      x <- self$up(x)
+      x <- torch_cat(list(x, skip), dim = 2)
+      self$drop(nnf_relu(self$norm(self$conv(x))))
+    })
+  Net <- nn_module("Net",
+    initialize = function(transposed) { self$up <- up_block(2, 4, transposed); self$head <- nn_conv2d(4, 1, 1) },
+    forward = function(x) {
+      low <- nnf_avg_pool2d(x, 2)
+      self$head(self$up(low, x))
+    })
+  for (tr in c(TRUE, FALSE)) {
+    set.seed(132)
+    net <- Net(tr)
+    x <- array(rnorm(4 * 2 * 8 * 8), c(4, 2, 8, 8))
+    net$eval()
+    expect_jit_matches(rf_jit(net, dtype = "float64")(x), net(x))
+    net$train()
+    set.seed(5); a <- net(x); set.seed(5); b <- rf_jit(net, dtype = "float64")(x)
+    expect_jit_matches(b, a)
+    y <- x[, 1, , , drop = FALSE] * 0.5
+    expect_trains(net, x, y, loss = nnf_mse_loss, steps = 30, batch_size = 2, lr = 0.05)
+  }
+})

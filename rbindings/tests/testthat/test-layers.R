@@ -262,3 +262,58 @@ test_that("layers run on rf_tensors as on R arrays (as their compiled program, i
   idx <- matrix(c(1L, 4L, 6L, 2L), 2)
   expect_lt(rel_err(as.array(e(rf_tensor(idx, dtype = "float64", device = "cpu"))), e(idx)), 1e-12)
 })
+
+test_that("transposed convolution is the scatter torch defines", {
+  set.seed(11)
+  x <- rnd(2, 3, 4, 5)
+  for (cfg in list(list(k = 4, s = 2, p = 1, op = 0), list(k = 3, s = 1, p = 0, op = 0), list(k = 3, s = 2, p = 1, op = 1))) {
+    m <- nn_conv_transpose2d(3, 2, cfg$k, stride = cfg$s, padding = cfg$p, output_padding = cfg$op)
+    Ho <- (4 - 1) * cfg$s - 2 * cfg$p + cfg$k + cfg$op; Wo <- (5 - 1) * cfg$s - 2 * cfg$p + cfg$k + cfg$op
+    full <- array(0, c(2, 2, (4 - 1) * cfg$s + cfg$k + cfg$op, (5 - 1) * cfg$s + cfg$k + cfg$op))
+    for (n in 1:2) for (ci in 1:3) for (i in 1:4) for (j in 1:5) for (a in 1:cfg$k) for (b in 1:cfg$k) {
+      r <- (i - 1) * cfg$s + a; c <- (j - 1) * cfg$s + b
+      full[n, , r, c] <- full[n, , r, c] + x[n, ci, i, j] * m$weight[ci, , a, b]
+    }
+    ref <- full[, , cfg$p + 1:Ho, cfg$p + 1:Wo, drop = FALSE]
+    for (o in 1:2) ref[, o, , ] <- ref[, o, , ] + m$bias[o]
+    expect_identical(dim(m(x)), dim(ref))
+    expect_lt(rel_err(m(x), ref), 1e-12)
+    expect_lt(rel_err(rf_jit(m, dtype = "float64")(x), ref), 1e-12)
+  }
+  expect_error(nn_conv_transpose2d(3, 2, 3, groups = 3)(x), class = "rfuse_unsupported")
+})
+
+test_that("group norm, dropout2d, nearest upsampling and adaptive max pooling", {
+  set.seed(12)
+  x <- rnd(2, 4, 3, 3)
+  gn <- nn_group_norm(2, 4)
+  gn$weight <- nn_parameter(rnd(4)); gn$bias <- nn_parameter(rnd(4))
+  ref <- x
+  for (n in 1:2) for (g in 1:2) {
+    v <- x[n, (g - 1) * 2 + 1:2, , ]
+    z <- (v - mean(v)) / sqrt(mean((v - mean(v))^2) + 1e-5)
+    for (k in 1:2) ref[n, (g - 1) * 2 + k, , ] <- z[k, , ] * gn$weight[(g - 1) * 2 + k] + gn$bias[(g - 1) * 2 + k]
+  }
+  expect_lt(rel_err(gn(x), ref), 1e-12)
+  expect_lt(rel_err(rf_jit(gn, dtype = "float64")(x), ref), 1e-12)
+  dr <- nn_dropout2d(0.5)
+  set.seed(3); e <- dr(x)
+  kept <- apply(e != 0, c(1, 2), all); dropped <- apply(e == 0, c(1, 2), all)
+  expect_true(all(kept | dropped)) # whole channels
+  expect_true(any(dropped) && any(kept))
+  expect_equal(e[kept[, 1], 1, , ], 2 * x[kept[, 1], 1, , ])
+  set.seed(3); j <- rf_jit(dr, dtype = "float64")(x)
+  expect_lt(rel_err(j, e), 1e-12)
+  dr$eval(); expect_identical(dr(x), x)
+  up <- nn_upsample(scale_factor = 2)
+  refu <- x[, , rep(1:3, each = 2), rep(1:3, each = 2)]
+  expect_equal(up(x), refu)
+  expect_lt(rel_err(rf_jit(up, dtype = "float64")(x), refu), 1e-12)
+  expect_error(nn_upsample(scale_factor = 2, mode = "bilinear")(x), class = "rfuse_unsupported")
+  y <- rnd(2, 3, 4, 6)
+  mp <- nn_adaptive_max_pool2d(c(2, 3))
+  refm <- array(0, c(2, 3, 2, 3))
+  for (i in 1:2) for (j in 1:3) refm[, , i, j] <- apply(y[, , (i - 1) * 2 + 1:2, (j - 1) * 2 + 1:2], c(1, 2), max)
+  expect_lt(rel_err(mp(y), refm), 1e-12)
+  expect_lt(rel_err(rf_jit(mp, dtype = "float64")(y), refm), 1e-12)
+})
