@@ -316,7 +316,7 @@ load_state_dict <- function(instance, state_dict, strict = TRUE) {
     if (nm %in% names(params)) v <- nn_parameter(v, !identical(attr(old, "requires_grad"), FALSE))
     set_parameter(self, nm, v)
   }
-  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+  module_changed()
   invisible(instance)
 }
 
@@ -346,12 +346,12 @@ add_module_api <- function(self, instance) {
   self$add_module <- self$register_module <- function(name, module) {
     if (!is_module(module)) rf_abort("rfuse_type_error", "add_module() takes a module", sys.call())
     assign(name, module, envir = self)
-    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    module_changed()
     invisible(instance)
   }
   self$register_parameter <- function(name, param) {
     assign(name, nn_parameter(param), envir = self)
-    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    module_changed()
     invisible(instance)
   }
   self$register_buffer <- function(name, tensor, persistent = TRUE) register_buffer(self, name, tensor, persistent)
@@ -360,7 +360,7 @@ add_module_api <- function(self, instance) {
       rf_abort("rfuse_type_error", "requires_grad_() takes TRUE or FALSE", sys.call())
     for (p in names(module_parameters(self)))
       set_parameter(self, p, nn_parameter(state_value(module_parameters(self)[[p]]), requires_grad))
-    .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+    module_changed()
     invisible(instance)
   }
   self$zero_grad <- function() invisible(instance) # rfuse's modules keep no gradients between steps
@@ -385,12 +385,15 @@ module_to <- function(instance, device, dtype, call) {
   invisible(instance)
 }
 
+# A module's structure may have changed: jitted models find their parameter slots again.
+module_changed <- function() .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+
 #' @export
 `$.nn_module` <- function(x, name) get0(name, envir = attr(x, "self"), inherits = FALSE)
 
 #' @export
 `$<-.nn_module` <- function(x, name, value) {
-  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+  module_changed()
   assign(name, value, envir = attr(x, "self"))
   x
 }
@@ -440,7 +443,7 @@ add_ordered <- function(self, mods) {
     assign(nm, m, envir = self)
     self$.order <- c(self$.order, nm)
   }
-  .rf_counters$module_version <- (.rf_counters$module_version %||% 0) + 1
+  module_changed()
 }
 
 #' Containers of modules

@@ -291,20 +291,29 @@ nnf_adaptive_avg_pool2d <- function(x, output_size) {
 #' @export
 nnf_dropout <- function(x, p = 0.5, training = TRUE) {
   call <- sys.call()
-  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
-    rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
+  check_dropout_p(p, call)
   if (!isTRUE(training) || p == 0) return(x)
   if (!is_sym(x)) return(x * dropout_mask(length(x), p))
-  if (isTRUE(.rf_state$in_helper))
-    rf_unsupported("nnf_dropout", call,
-                   "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
   s <- to_dtype(as_sym(x, call), trace_float(), call)
-  id <- rf_guard(.rf_b_input(current_builder(), sym_tshape(s), s$dtype, "dropout mask"), call)
-  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = s$len, rdim = s$rdim, dtype = s$dtype)))
-  s * new_sym(id, s$rdim, s$len, s$dtype)
+  s * traced_dropout_mask("nnf_dropout", s$rdim, s$len, p, s$dtype, call)
 }
 
+check_dropout_p <- function(p, call)
+  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
+    rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
+
 dropout_mask <- function(n, p) (stats::runif(n) >= p) / (1 - p)
+
+# A dropout mask of R structure (rdim, len) in traced code: an extra input of the program,
+# drawn afresh at every call (see call_inputs).
+traced_dropout_mask <- function(name, rdim, len, p, dtype, call) {
+  if (isTRUE(.rf_state$in_helper))
+    rf_unsupported(name, call,
+                   "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
+  id <- rf_guard(.rf_b_input(current_builder(), tshape(rdim, len), dtype, "dropout mask"), call)
+  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = len, rdim = rdim, dtype = dtype)))
+  new_sym(id, rdim, len, dtype)
+}
 
 #' @rdname nnf
 #' @param start_dim,end_dim Flatten: the dims merged (1-based; negative from the end), row-major
@@ -606,8 +615,7 @@ rnn_module <- function(name, mode) {
       self$hidden_size <- hidden_size; self$num_layers <- num_layers; self$batch_first <- batch_first
       self$dropout <- dropout; self$bidirectional <- bidirectional; self$bias <- bias
       dirs <- if (bidirectional) 2L else 1L
-      k <- 1 / sqrt(hidden_size)
-      u <- function(...) nn_parameter(init_uniform_k(c(...), k))
+      u <- function(...) nn_parameter(init_uniform(c(...), hidden_size)) # torch's: +-1/sqrt(hidden)
       for (l in seq_len(num_layers) - 1L) for (dir in seq_len(dirs)) {
         sfx <- paste0("_l", l, if (dir == 2L) "_reverse")
         inp <- if (l == 0) input_size else hidden_size * dirs
@@ -620,11 +628,6 @@ rnn_module <- function(name, mode) {
       }
     },
     forward = function(input, hx = NULL) rnn_forward(self, mode, input, hx))
-}
-
-init_uniform_k <- function(dims, k) {
-  v <- stats::runif(prod(dims), -k, k)
-  if (length(dims) > 1) array(v, dim = dims) else v
 }
 
 rnn_forward <- function(self, mode, input, hx) {
@@ -887,19 +890,14 @@ nnf_group_norm <- function(input, num_groups, weight = NULL, bias = NULL, eps = 
 #' @export
 nnf_dropout2d <- function(input, p = 0.5, training = TRUE) {
   call <- sys.call()
-  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
-    rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
+  check_dropout_p(p, call)
   d <- t_size(input)
   if (length(d) != 4) rf_shape_error("dropout2d expects an input of dim c(N, C, H, W)", call)
   if (!isTRUE(training) || p == 0) return(input)
   if (!is_sym(input)) return(t_binary(`*`, input, array(dropout_mask(d[1] * d[2], p), c(d[1:2], 1L, 1L)), call))
-  if (isTRUE(.rf_state$in_helper))
-    rf_unsupported("nnf_dropout2d", call, "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
   s <- to_dtype(input, trace_float(), call)
   rd <- c(d[1:2], 1L, 1L)
-  id <- rf_guard(.rf_b_input(current_builder(), tshape(rd, prod(rd)), s$dtype, "dropout mask"), call)
-  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = prod(rd), rdim = rd, dtype = s$dtype)))
-  t_binary(`*`, s, new_sym(id, rd, prod(rd), s$dtype), call)
+  t_binary(`*`, s, traced_dropout_mask("nnf_dropout2d", rd, prod(rd), p, s$dtype, call), call)
 }
 
 #' @rdname nnf
