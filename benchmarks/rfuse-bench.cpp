@@ -194,6 +194,9 @@ int main() {
   // backward (cuDNN's backward-data / backward-filter calls) and the update as one program.
   {
     ResNetConfig rc;
+    // RFUSE_BENCH_LAYOUT=nchw: the layout R's nn_conv2d traces (torch for R's), for comparison.
+    if (const char *l = std::getenv("RFUSE_BENCH_LAYOUT"); l && std::string(l) == "nchw")
+      rc.layout = ImageLayout::NCHW;
     GraphBuilder probe;
     ModelGraph m = buildResNetLoss(probe, rc);
     GradientRequest sgd;

@@ -11,6 +11,8 @@
 # r: the R package's tests on the GPU. r-quick: its device, profile and tensor tests (or the files
 #          in RFUSE_R_TESTS), then r-bench.R alone (RFUSE_BENCH_ONLY=W5,W3 picks workloads). r-bench: rfuse-bench, torch_best.py and
 #          benchmarks/r-bench.R in one run, side by side (the product's benchmark, from R).
+# r-diag: benchmarks/r-diag.R (where R-level time goes: Rprof of the training loops and calls;
+#          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
@@ -66,7 +68,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ]; then
+if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -107,6 +109,9 @@ if [ "$what" = r-bench ]; then
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
     timeout 500 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = r-diag ]; then
+  OUT="$out" timeout 500 Rscript benchmarks/r-diag.R 2>&1 | tee "$out/r-diag.log"
 fi
 if [ "$what" = quick ] || [ "$what" = rfuse ]; then
   OUT="$out" "$R/bin/rfuse-bench" | tee -a "$out/bench.log"

@@ -68,6 +68,8 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
     return success();
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (name == "default") {
+    fn.addPass(createChannelsLast());
+    fn.addPass(createCSEPass()); // the broadcasts and constants it made per use
     fn.addPass(createSplitReductions());
     fn.addPass(createFuseMatmulEpilogue());
     fn.addPass(createFuseReductions());

@@ -109,8 +109,8 @@
     .Call(`_rfuse_rf_compile`, text, pipeline, recordPasses)
 }
 
-.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE) {
-    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput)
+.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE, tf32 = "options") {
+    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32)
 }
 
 .rf_program_info <- function(p) {
@@ -235,5 +235,17 @@
 
 .rf_sitrep_info <- function() {
     .Call(`_rfuse_rf_sitrep_info`)
+}
+
+.rf_training_loop <- function(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device) {
+    .Call(`_rfuse_rf_training_loop`, program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device)
+}
+
+.rf_training_loop_rows <- function(loop, rows) {
+    invisible(.Call(`_rfuse_rf_training_loop_rows`, loop, rows))
+}
+
+.rf_training_loop_run <- function(loop, first, last, firstSlot, seconds) {
+    .Call(`_rfuse_rf_training_loop_run`, loop, first, last, firstSlot, seconds)
 }
 

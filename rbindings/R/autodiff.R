@@ -99,7 +99,8 @@ grad_entry <- function(state, args) {
   program <- rf_guard(.rf_compile_grad(tr$text, state$pipeline, match(wrt, traced) - 1L, isTRUE(m$recompute),
                                        m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8,
-                                       isTRUE(m$lr_input)))
+                                       isTRUE(m$lr_input),
+                                       if (is.null(m$tf32)) "options" else if (m$tf32) "allowed" else "exact"))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -112,7 +113,7 @@ grad_call <- function(state, args, extra = list()) {
   run_grad_entry(state, je$entry, je$args, extra)
 }
 
-run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
+run_grad_entry <- function(state, e, args, extra = list()) {
   tr <- e$trace
   ci <- call_inputs(tr, args)
   inputs <- c(ci$values, extra)
@@ -121,14 +122,11 @@ run_grad_entry <- function(state, e, args, extra = list(), outputs = NULL) {
   rdims <- c(list(NULL), rep(e$rdims, length.out = n_rest))
   tensors <- Filter(is_tensor, inputs)
   if (length(tensors)) {
-    # On rf_tensors: the program runs on their device and gives tensors; with `outputs` (a
-    # training loop's alternating sets, batch statistics included) it writes into those, which
-    # stay the caller's: nothing is returned.
+    # On rf_tensors: the program runs on their device and gives tensors.
     device <- common_device(tensors)
     values <- lapply(inputs, function(v) if (is_tensor(v)) tensor_buffer(v) else v)
-    bufs <- .rf_run_tensors(e$program, values, dtypes, device, outputs)
+    bufs <- .rf_run_tensors(e$program, values, dtypes, device, NULL)
     if (inherits(bufs, "rfuse_failure")) rf_abort(bufs[[1]], bufs[[2]])
-    if (!is.null(outputs)) return(invisible(NULL))
     lens <- c(1, vapply(rep(e$lens, length.out = n_rest), as.double, 0))
     dt <- r_dtype(if (state$dtype == "f32") "f32" else "f64")
     outs <- lapply(seq_len(1 + n_rest), function(k)
@@ -295,6 +293,12 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 #'   compiles nothing new), SGD momentum, weight decay.
 #' @param betas,eps Adam's coefficients.
 #' @param dtype `"float32"` (default) or `"float64"`.
+#' @param tf32 `TRUE` (default): on a GPU with tensor cores, the step's float32 matrix products
+#'   and convolutions use TF32 (float32 values and sums, products of inputs rounded to 10 mantissa
+#'   bits), as TensorFlow and JAX train by default and PyTorch does for convolutions; about 4x
+#'   faster on an H200. `FALSE`: exact float32 products. Training steps follow this argument, not
+#'   `rf_options(tf32 =)` (which applies to [rf_jit()] and tensor code); on the CPU, and in
+#'   float64, products are exact either way.
 #' @param progress Show a progress bar (the cli package).
 #' @param device Where the loop runs (default [rf_default_device()]). Parameters, gradients,
 #'   optimizer state (momentum, Adam's moments and step count), the data and the loss history
@@ -316,10 +320,21 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
 rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL,
                      optimizer = c("sgd", "adam", "adamw"), lr = 0.01, momentum = 0,
                      weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
-                     dtype = c("float32", "float64"), progress = interactive(),
+                     dtype = c("float32", "float64"), tf32 = TRUE, progress = interactive(),
                      device = rf_default_device(), shuffle = FALSE, write_back = NULL) {
-  optimizer <- match.arg(optimizer)
-  dtype <- match.arg(dtype)
+  train_loop(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps, dtype,
+             tf32, progress, device, shuffle, write_back)
+}
+
+# rf_train()'s loop, and rf_fit()'s: `buffers` (a named list of arrays) are inputs of the loss that
+# its traced code may replace with new values at every step (batch norms' running statistics: see
+# track_batch_stats); they alternate between two sets on the device like the parameters, and
+# `write_buffers(values, steps_done, replaced)` gets the last completed step's (and the names of
+# those the steps replaced) at the end or on an interrupt.
+train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
+                       dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL) {
+  optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
+  dtype <- match.arg(dtype, c("float32", "float64"))
   device <- check_device(device)
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
     rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
@@ -336,8 +351,10 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   if (!is.function(lr) && !(is.numeric(lr) && length(lr) == 1 && !is.na(lr) && lr >= 0))
     rf_abort("rfuse_type_error", "`lr` must be a non-negative number or a function of the step number")
   # The learning rate is an input of the step program (a schedule runs the same program).
+  if (!is.logical(tf32) || length(tf32) != 1 || is.na(tf32))
+    rf_abort("rfuse_type_error", "`tf32` must be TRUE or FALSE")
   mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
-               betas = betas, eps = eps, lr_input = TRUE)
+               betas = betas, eps = eps, lr_input = TRUE, tf32 = tf32)
   state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n <- if (length(data)) NROW(data[[1]]) else 1L
   for (nm in names(data)) if (NROW(data[[nm]]) != n)
@@ -355,6 +372,7 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   to_dev <- function(v) if (is_tensor(v)) tensor_to(v, device, dtype) else
     rf_tensor(if (is.logical(v)) v * 1 else unclass(v), dtype = dtype, device = device)
   P <- list(lapply(params, to_dev), NULL)
+  B <- list(lapply(buffers, to_dev), NULL)
   S <- list(lapply(seq_len(nb), function(j) lapply(P[[1]], function(p) p * 0)), NULL) # distinct tensors per kind
   # Data that fit the budget go to the device once; larger data stream a batch per step from R
   # memory (through pinned staging, overlapping the step before).
@@ -382,100 +400,145 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
   lr_table <- rf_tensor(lr_values, dtype = dtype, device = device) # uploaded once
   lr_t <- lapply(1:2, function(k) { t <- empty(dtype, 1, NULL); if (!is.function(lr))
     rf_guard(.rf_tensor_copy_elements(tensor_buffer(t), 0, tensor_buffer(lr_table), 0, 1)); t })
-  rows <- NULL
   bar <- if (isTRUE(progress) && requireNamespace("cli", quietly = TRUE))
     cli::cli_progress_bar("Training", total = steps) else NULL
-  entry <- NULL # every step has the same signature: traced and compiled once, then only run
+  # Traced and compiled once (every step has the same signature); then the second set and what
+  # each step passes.
+  entry <- grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
+  tr <- entry$trace
+  P[[2]] <- lapply(P[[1]], function(p) empty_like(p, p@env$len, p@env$rdim))
+  S[[2]] <- lapply(S[[1]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
+  L <- lapply(1:2, function(j) empty_like(history, 1, NULL))
+  # The step's auxiliary outputs: new values of buffers (into the other set's buffer tensors), or
+  # batch statistics for R-side updates (into histories, see aux_buffers).
+  buffer_ids <- tr$input_ids[match(length(P[[1]]) + length(X[[1]]) + seq_along(buffers), tr$input_index)]
+  replaced <- integer()
+  for (a in tr$aux) if (!is.null(a$replaces)) replaced <- c(replaced, match(a$replaces, buffer_ids))
+  if (anyNA(replaced)) rf_abort("rfuse_error", "internal: a traced update replaces no buffer of the step")
+  B[[2]] <- B[[1]] # buffers the step only reads are the same tensors in both sets
+  for (i in replaced) B[[2]][[i]] <- empty_like(B[[1]][[i]], B[[1]][[i]]@env$len, B[[1]][[i]]@env$rdim)
+  aux <- aux_buffers(Filter(function(a) is.null(a$replaces), tr$aux), empty, dtype)
+  aux_outputs <- function(j) { # in the order of tr$aux: set j's step writes set 3 - j's buffers
+    out <- list()
+    k <- 0L
+    r <- 0L
+    for (a in tr$aux) {
+      if (is.null(a$replaces)) {
+        out <- c(out, aux$out[[j]][k + seq_along(a$ids)])
+        k <- k + length(a$ids)
+      } else {
+        out <- c(out, B[[3L - j]][replaced[r + seq_along(a$ids)]])
+        r <- r + length(a$ids)
+      }
+    }
+    out
+  }
+  # Dropout masks are drawn by R's generator before each step, into tensors of the set.
+  masks <- lapply(1:2, function(j) lapply(tr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
+  set_inputs <- lapply(1:2, function(j) c(c(P[[j]], X[[j]], B[[j]])[tr$input_index], masks[[j]], unname(unlist(S[[j]], recursive = FALSE)),
+                                          if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
+  # Set j's step writes the other set (and its own loss and batch statistics).
+  set_outputs <- lapply(1:2, function(j) c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
+                                           aux_outputs(j)))
+  bufs <- function(ts) lapply(ts, tensor_buffer)
+  gathered <- !whole && !stream
+  tables <- c(if (adam) list(list(table = step_no$table, values = step_no$t)),
+              if (is.function(lr)) list(list(table = lr_table, values = lr_t)))
+  loop <- rf_guard(.rf_training_loop(
+    entry$program, bufs(set_inputs[[1]]), bufs(set_inputs[[2]]), bufs(set_outputs[[1]]), bufs(set_outputs[[2]]),
+    if (gathered) bufs(D) else list(), if (gathered) bufs(X[[1]]) else list(), if (gathered) bufs(X[[2]]) else list(),
+    bs, batches, bufs(lapply(tables, `[[`, "table")), bufs(lapply(tables, function(t) t$values[[1]])),
+    bufs(lapply(tables, function(t) t$values[[2]])), tensor_buffer(history), tensor_buffer(L[[1]]),
+    tensor_buffer(L[[2]]), if (aux$n) bufs(aux$hist) else list(), if (aux$n) bufs(aux$out[[1]]) else list(),
+    if (aux$n) bufs(aux$out[[2]]) else list(), device))
+  # R feeds each step itself only when it must: batches streamed from R memory, dropout masks.
+  per_step <- stream || length(tr$random) > 0
   done <- 0L
   last <- 1L
   latest <- function() stats::setNames(lapply(seq_len(np), function(i)
     restore_shape(tensor_values(P[[last]][[i]]), params[[i]])), names(params))
-  # An interrupt (or an error) leaves write_back() the last completed step's parameters.
+  latest_buffers <- function() stats::setNames(lapply(seq_along(buffers), function(i)
+    restore_shape(tensor_values(B[[last]][[i]]), buffers[[i]])), names(buffers))
+  # An interrupt (or an error) leaves write_back() the last completed step's parameters (and
+  # write_buffers() its buffers).
   on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)
+  on.exit(if (!is.null(write_buffers) && done > 0) write_buffers(latest_buffers(), done, names(buffers)[replaced]),
+          add = TRUE)
+  on.exit(aux$flush(), add = TRUE, after = FALSE) # before write_back
   t_first <- NULL
-  aux <- NULL
-  on.exit(if (!is.null(aux)) aux$flush(), add = TRUE, after = FALSE) # before write_back
-  for (s in seq_len(steps)) {
+  s <- 1L
+  while (s <= steps) {
     k <- 2L - s %% 2L   # this step's set: 1, 2, 1, ...
-    o <- 3L - k
     b <- (s - 1L) %% batches
+    if (b == 0L && (stream || gathered)) {
+      rows <- if (shuffle) sample.int(n) else seq_len(n)
+      if (gathered) rf_guard(.rf_training_loop_rows(loop, tensor_buffer(rf_tensor(rows - 1L, dtype = "int32", device = device))))
+    }
+    # The chunk of steps run without R: to the end (step 1 alone, to time the others), the epoch
+    # (a shuffled one draws a new order) and the room left in the batch-statistics history.
+    e <- if (s == 1L || per_step) s else min(steps, s + aux$room() - 1L,
+                                             if (shuffle && gathered) s + batches - b - 1L else steps)
     if (stream) {
-      if (b == 0L) rows <- if (shuffle) sample.int(n) else seq_len(n)
       sel <- rows[b * bs + seq_len(bs)]
       for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer(X[[k]][[nm]]), take_rows(D[[nm]], sel)))
-    } else if (!whole) {
-      if (b == 0L) rows <- rf_tensor(if (shuffle) sample.int(n) - 1L else seq_len(n) - 1L, dtype = "int32", device = device)
-      for (nm in names(D))
-        rf_guard(.rf_tensor_gather(tensor_buffer(D[[nm]]), tensor_buffer(rows), b * bs, bs, tensor_buffer(X[[k]][[nm]])))
     }
-    if (is.null(entry)) { # traced and compiled once; then both sets and what each step passes
-      entry <- grad_entry(state, c(P[[1]], X[[1]]))$entry
-      P[[2]] <- lapply(P[[1]], function(p) empty_like(p, p@env$len, p@env$rdim))
-      S[[2]] <- lapply(S[[1]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
-      L <- lapply(1:2, function(j) empty_like(history, 1, NULL))
-      aux <- aux_buffers(entry$trace, empty, dtype)
-      step_args <- lapply(1:2, function(j) c(P[[j]], X[[j]]))
-      step_extra <- lapply(1:2, function(j) c(unname(unlist(S[[j]], recursive = FALSE)),
-                                              if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
-      # Set j's step writes the other set (and its own batch statistics).
-      step_outputs <- lapply(1:2, function(j) lapply(c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
-                                                       if (aux$n) aux$out[[j]]), tensor_buffer))
+    for (i in seq_along(tr$random)) {
+      r <- tr$random[[i]]
+      rf_guard(.rf_tensor_copy_from_r(tensor_buffer(masks[[k]][[i]]), dropout_mask(r$len, r$p)))
     }
-    if (adam)
-      rf_guard(.rf_tensor_copy_elements(tensor_buffer(step_no$t[[k]]), 0, tensor_buffer(step_no$table), s - 1, 1))
-    if (is.function(lr))
-      rf_guard(.rf_tensor_copy_elements(tensor_buffer(lr_t[[k]]), 0, tensor_buffer(lr_table), s - 1, 1))
-    run_grad_entry(state, entry, step_args[[k]], step_extra[[k]], outputs = step_outputs[[k]])
-    if (aux$n) aux$keep(k, s)
-    rf_guard(.rf_tensor_copy_elements(tensor_buffer(history), s - 1, tensor_buffer(L[[k]]), 0, 1))
-    done <- s
-    last <- o
+    ran <- as.integer(rf_guard(.rf_training_loop_run(loop, s, e, aux$slot(), 0.02)))
+    aux$kept(s, ran)
+    done <- ran
+    last <- 2L - (done + 1L) %% 2L # the set the next step reads: the last step's outputs
     if (s == 1L) { .rf_synchronize(); t_first <- Sys.time() }
-    if (!is.null(bar)) cli::cli_progress_update(id = bar)
+    if (!is.null(bar)) cli::cli_progress_update(id = bar, set = done)
+    Sys.sleep(0) # R looks at the user's interrupt (and a time limit) here, every 20 ms at most
+    s <- done + 1L
   }
-  if (!is.null(aux)) aux$flush()
+  aux$flush()
   .rf_synchronize()
   step_s <- if (steps > 1) as.double(difftime(Sys.time(), t_first, units = "secs")) / (steps - 1) else NA
   if (!is.null(bar)) cli::cli_progress_done(id = bar)
   on.exit()
   trained <- latest()
   if (!is.null(write_back)) write_back(trained)
+  if (!is.null(write_buffers)) write_buffers(latest_buffers(), done, names(buffers)[replaced])
   structure(list(params = trained, history = as.vector(tensor_values(history)),
                  step_seconds = step_s, device = device), class = "rf_training")
 }
 
-# A step program's auxiliary outputs (batch statistics, for the running statistics) in a training
-# loop: written into two alternating sets of tensors (so the step stays one replayed graph),
-# copied on the device into a history of up to `chunk` steps, and handed to the updates, in step
-# order, when the history is full, at the end, or on an interrupt: no download, so no wait for
-# the device, per step.
-aux_buffers <- function(tr, empty, dtype, chunk = 64L) {
-  lens <- as.integer(unlist(lapply(tr$aux, function(a) a$lens)))
+# A step program's auxiliary outputs that R applies (`entries`: batch statistics, for running
+# statistics that are not the step's own state) in a training loop: written into two alternating sets of tensors (so the step stays one replayed graph),
+# copied on the device into a history of up to `chunk` steps (by the loop: slot() is where the
+# next step goes, room() how many more fit, kept() records the steps run), and handed to the
+# updates, in step order, when the history is full, at the end, or on an interrupt: no download,
+# so no wait for the device, per step.
+aux_buffers <- function(entries, empty, dtype, chunk = 64L) {
+  lens <- as.integer(unlist(lapply(entries, function(a) a$lens)))
   n <- length(lens)
-  if (n != length(unlist(lapply(tr$aux, `[[`, "ids"))))
+  if (n != length(unlist(lapply(entries, `[[`, "ids"))))
     rf_abort("rfuse_error", "internal: the batch statistics' shapes are unknown")
   self <- new.env(parent = emptyenv())
   self$n <- n
+  self$pending <- integer()
+  self$slot <- function() length(self$pending)
+  self$room <- function() if (n) chunk - length(self$pending) else Inf
   self$flush <- function() invisible()
+  self$kept <- function(first, last) {
+    if (!n) return(invisible())
+    self$pending <- c(self$pending, seq.int(first, last))
+    if (length(self$pending) >= chunk) self$flush()
+  }
   if (!n) return(self)
   self$out <- lapply(1:2, function(k) lapply(lens, function(len) empty(dtype, len, NULL)))
-  hist <- lapply(lens, function(len) empty(dtype, len * chunk, NULL))
-  self$pending <- integer()
-  self$keep <- function(k, s) {
-    slot <- length(self$pending)
-    for (j in seq_len(n))
-      rf_guard(.rf_tensor_copy_elements(tensor_buffer(hist[[j]]), slot * lens[j], tensor_buffer(self$out[[k]][[j]]),
-                                        0, lens[j]))
-    self$pending <- c(self$pending, s)
-    if (length(self$pending) == chunk) self$flush()
-  }
+  self$hist <- lapply(lens, function(len) empty(dtype, len * chunk, NULL))
   self$flush <- function() {
     m <- length(self$pending)
     if (!m) return(invisible())
-    values <- lapply(hist, function(h) as.vector(tensor_values(h)))
+    values <- lapply(self$hist, function(h) as.vector(tensor_values(h)))
     for (slot in seq_len(m)) {
       j <- 0L
-      for (a in tr$aux) {
+      for (a in entries) {
         vals <- lapply(seq_along(a$ids), function(q) {
           jj <- j + q
           values[[jj]][(slot - 1L) * lens[jj] + seq_len(lens[jj])]
@@ -514,7 +577,9 @@ take_rows <- function(d, rows) {
 #' backward pass and the optimizer update are traced and compiled into one program per step (see
 #' [rf_train()], which does the work). The trained parameters are written back into the model.
 #' Batch-norm layers normalize by each batch's statistics while training, and every step updates
-#' their running statistics as torch does (the step program returns the batch statistics too).
+#' their running statistics as torch does: they are state of the step program, kept on the device
+#' with the parameters (with `momentum = NULL`, the cumulative average, the step returns the batch
+#' statistics and R updates them).
 #'
 #' @param model An [nn_module()] (in training mode unless you called `$eval()`).
 #' @param x Inputs, one sample per row (first index); or a [dataloader()] of inputs and targets
@@ -523,7 +588,7 @@ take_rows <- function(d, rows) {
 #'   one-hot matrix; otherwise an array passed to `loss` as it is.
 #' @param loss A function of the model's output and the targets returning one number.
 #' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `optimizer`, `lr`, `momentum`,
-#'   `weight_decay`, `betas`, `eps`, `dtype`, `progress`.
+#'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `progress`, `device`, `shuffle`.
 #' @return The [rf_train()] result (`history`, and `params` by name); the model is updated in
 #'   place.
 #' @examples
@@ -554,22 +619,63 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   if (!length(params)) rf_abort("rfuse_type_error", "the model has no trainable parameters (all are frozen)")
   paths <- names(params)
   self <- attr(model, "self")
-  # loss(model(.input), .target) as a function of the parameters (named by path) and the data.
+  # Batch norms' running statistics are the step's state too (see track_batch_stats).
+  tracked <- running_stat_buffers(model)
+  bpaths <- names(tracked)
+  # loss(model(.input), .target) as a function of the parameters and buffers (named by path) and
+  # the data.
   f <- function(...) {
     a <- list(...)
-    saved <- model$parameters
-    on.exit(for (p in paths) set_parameter(self, p, saved[[p]]))
-    for (p in paths) set_parameter(self, p, a[[p]])
+    saved <- c(model$parameters, tracked)
+    on.exit(for (p in c(paths, bpaths)) set_parameter(self, p, saved[[p]]))
+    for (p in c(paths, bpaths)) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }
   write_back <- function(trained)
     for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(trained[[p]], params[[p]])))
+  # The running statistics the steps computed, and as many batches counted as steps were run by
+  # the batch norms that tracked them (those in training mode).
+  write_buffers <- function(values, done, replaced) {
+    for (p in replaced) set_parameter(self, p, values[[p]])
+    for (m in unique(sub("[.]?running_(mean|var)$", "", replaced))) {
+      s <- if (nzchar(m)) module_at(self, m) else self
+      s$num_batches_tracked <- s$num_batches_tracked + done
+    }
+  }
   data <- list(.input = x, .target = y)
   if (!is.null(loader)) {
     loader$dataset$tensors <- data
     data <- loader
   }
-  rf_train(f, lapply(params, unclass), data = data, write_back = write_back, ...)
+  # rf_train()'s arguments, matched and with its defaults, as R would for a call of it.
+  settings <- rf_train
+  body(settings) <- quote(as.list(environment()))
+  a <- settings(f, lapply(params, unclass), data = data, write_back = write_back, ...)
+  train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
+             a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
+             buffers = tracked, write_buffers = write_buffers)
+}
+
+# The running statistics of the model's batch norms that track them with a momentum (torch's
+# default 0.1), by path: "layer1.0.bn1.running_mean", ... With momentum NULL (the cumulative
+# average, which needs the step count) they are left to the R-side updates.
+running_stat_buffers <- function(model) {
+  out <- list()
+  tree <- module_tree(model)
+  for (prefix in names(tree)) {
+    s <- self_of(tree[[prefix]])
+    if (isTRUE(s$track_running_stats) && !is.null(s$momentum) &&
+        all(c("running_mean", "running_var") %in% s$.buffer_names))
+      for (nm in c("running_mean", "running_var"))
+        out[[if (nzchar(prefix)) paste0(prefix, ".", nm) else nm]] <- get(nm, envir = s)
+  }
+  out
+}
+
+# The environment of the submodule at `path` ("layer1.0.bn1").
+module_at <- function(self, path) {
+  for (p in strsplit(path, ".", fixed = TRUE)[[1]]) self <- self_of(get(p, envir = self))
+  self
 }
 
 # Class labels as a one-hot matrix with one column per class: a factor's levels, or 1..max(y)

@@ -377,8 +377,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile_grad
-SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput);
-RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP) {
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -394,7 +394,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< double >::type beta2(beta2SEXP);
     Rcpp::traits::input_parameter< double >::type eps(epsSEXP);
     Rcpp::traits::input_parameter< bool >::type lrInput(lrInputSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput));
+    Rcpp::traits::input_parameter< std::string >::type tf32(tf32SEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -745,6 +746,62 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_training_loop
+SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources, List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables, List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories, List kept1, List kept2, std::string device);
+RcppExport SEXP _rfuse_rf_training_loop(SEXP programSEXP, SEXP inputs1SEXP, SEXP inputs2SEXP, SEXP outputs1SEXP, SEXP outputs2SEXP, SEXP sourcesSEXP, SEXP batches1SEXP, SEXP batches2SEXP, SEXP batchSizeSEXP, SEXP batchesPerEpochSEXP, SEXP tablesSEXP, SEXP values1SEXP, SEXP values2SEXP, SEXP lossHistorySEXP, SEXP loss1SEXP, SEXP loss2SEXP, SEXP keptHistoriesSEXP, SEXP kept1SEXP, SEXP kept2SEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type program(programSEXP);
+    Rcpp::traits::input_parameter< List >::type inputs1(inputs1SEXP);
+    Rcpp::traits::input_parameter< List >::type inputs2(inputs2SEXP);
+    Rcpp::traits::input_parameter< List >::type outputs1(outputs1SEXP);
+    Rcpp::traits::input_parameter< List >::type outputs2(outputs2SEXP);
+    Rcpp::traits::input_parameter< List >::type sources(sourcesSEXP);
+    Rcpp::traits::input_parameter< List >::type batches1(batches1SEXP);
+    Rcpp::traits::input_parameter< List >::type batches2(batches2SEXP);
+    Rcpp::traits::input_parameter< double >::type batchSize(batchSizeSEXP);
+    Rcpp::traits::input_parameter< double >::type batchesPerEpoch(batchesPerEpochSEXP);
+    Rcpp::traits::input_parameter< List >::type tables(tablesSEXP);
+    Rcpp::traits::input_parameter< List >::type values1(values1SEXP);
+    Rcpp::traits::input_parameter< List >::type values2(values2SEXP);
+    Rcpp::traits::input_parameter< SEXP >::type lossHistory(lossHistorySEXP);
+    Rcpp::traits::input_parameter< SEXP >::type loss1(loss1SEXP);
+    Rcpp::traits::input_parameter< SEXP >::type loss2(loss2SEXP);
+    Rcpp::traits::input_parameter< List >::type keptHistories(keptHistoriesSEXP);
+    Rcpp::traits::input_parameter< List >::type kept1(kept1SEXP);
+    Rcpp::traits::input_parameter< List >::type kept2(kept2SEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_training_loop(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_training_loop_rows
+void rf_training_loop_rows(SEXP loop, SEXP rows);
+RcppExport SEXP _rfuse_rf_training_loop_rows(SEXP loopSEXP, SEXP rowsSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type loop(loopSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type rows(rowsSEXP);
+    rf_training_loop_rows(loop, rows);
+    return R_NilValue;
+END_RCPP
+}
+// rf_training_loop_run
+double rf_training_loop_run(SEXP loop, double first, double last, double firstSlot, double seconds);
+RcppExport SEXP _rfuse_rf_training_loop_run(SEXP loopSEXP, SEXP firstSEXP, SEXP lastSEXP, SEXP firstSlotSEXP, SEXP secondsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type loop(loopSEXP);
+    Rcpp::traits::input_parameter< double >::type first(firstSEXP);
+    Rcpp::traits::input_parameter< double >::type last(lastSEXP);
+    Rcpp::traits::input_parameter< double >::type firstSlot(firstSlotSEXP);
+    Rcpp::traits::input_parameter< double >::type seconds(secondsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_training_loop_run(loop, first, last, firstSlot, seconds));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
@@ -774,7 +831,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
-    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 12},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 13},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
@@ -806,6 +863,9 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_profile_start", (DL_FUNC) &_rfuse_rf_profile_start, 0},
     {"_rfuse_rf_profile_stop", (DL_FUNC) &_rfuse_rf_profile_stop, 0},
     {"_rfuse_rf_sitrep_info", (DL_FUNC) &_rfuse_rf_sitrep_info, 0},
+    {"_rfuse_rf_training_loop", (DL_FUNC) &_rfuse_rf_training_loop, 20},
+    {"_rfuse_rf_training_loop_rows", (DL_FUNC) &_rfuse_rf_training_loop_rows, 2},
+    {"_rfuse_rf_training_loop_run", (DL_FUNC) &_rfuse_rf_training_loop_run, 5},
     {NULL, NULL, 0}
 };
 

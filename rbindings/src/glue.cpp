@@ -281,8 +281,16 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
 // [[Rcpp::export(.rf_compile_grad)]]
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
                      std::string optimizer, double lr, double momentum, double weightDecay,
-                     double beta1, double beta2, double eps, bool lrInput = false) {
+                     double beta1, double beta2, double eps, bool lrInput = false,
+                     std::string tf32 = "options") {
   return guarded([&] {
+    rfuse::CompileOptions options;
+    if (tf32 == "allowed")
+      options.tf32 = rfuse::Tf32::Allowed;
+    else if (tf32 == "exact")
+      options.tf32 = rfuse::Tf32::Exact;
+    else if (tf32 != "options")
+      fail("rfuse_error", "internal: tf32 is 'options', 'allowed' or 'exact'");
     rfuse::GradientRequest r;
     r.wrt.assign(wrt.begin(), wrt.end());
     r.recomputePointwise = recompute;
@@ -296,7 +304,8 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.epsilon = eps;
     std::shared_ptr<rfuse::Program> program;
     try {
-      program = rfuse::r::interruptible([text, pipeline, r] { return rfuse::compileGradientProgram(text, pipeline, r); });
+      program = rfuse::r::interruptible(
+          [text, pipeline, r, options] { return rfuse::compileGradientProgram(text, pipeline, r, options); });
     } catch (const rfuse::CompileError &e) {
       std::string msg = e.what();
       if (msg.rfind("cannot differentiate", 0) == 0)

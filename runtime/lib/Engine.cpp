@@ -36,6 +36,7 @@ struct Program::State {
   std::unique_ptr<cuda::GpuProgram> gpu; // its kernels compiled on the first GPU run
   std::unique_ptr<cpu::CpuProgram> cpu;  // planned and JIT-compiled on the first CPU run
   std::mutex gpuMutex, cpuMutex;
+  Tf32 tf32 = Tf32::FromOptions;
   explicit State(DialectRegistry &registry) : ctx(registry) {}
 };
 
@@ -118,6 +119,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
   registerRfuseDialects(registry);
   std::shared_ptr<Program> program(new Program());
   program->state_ = std::make_unique<Program::State>(registry);
+  program->state_->tf32 = options.tf32;
   program->entry_ = entry;
   MLIRContext &ctx = program->state_->ctx;
   std::string diagnostics;
@@ -231,7 +233,8 @@ namespace {
 cuda::GpuProgram &gpuProgram(Program::State &st) {
   std::lock_guard<std::mutex> lock(st.gpuMutex);
   if (!st.gpu)
-    st.gpu = std::make_unique<cuda::GpuProgram>(*st.cudaPlan);
+    st.gpu = std::make_unique<cuda::GpuProgram>(
+        *st.cudaPlan, st.tf32 == Tf32::FromOptions ? std::nullopt : std::optional<bool>(st.tf32 == Tf32::Allowed));
   return *st.gpu;
 }
 
@@ -325,6 +328,13 @@ void Program::run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &
   for (const Tensor &t : outputs)
     outs.push_back(t.ref());
   run(ins, outs, Device::Cpu);
+}
+
+std::vector<std::pair<DType, std::vector<int64_t>>> Program::argumentTypes() const {
+  std::vector<std::pair<DType, std::vector<int64_t>>> out;
+  for (int slot : state_->cudaPlan->argSlots)
+    out.push_back({state_->cudaPlan->slots[slot].dtype, state_->cudaPlan->slots[slot].shape});
+  return out;
 }
 
 std::vector<std::string> Program::cpuSteps() const {

@@ -66,6 +66,33 @@ test_that("eager training-mode batch norm updates the running statistics as torc
   expect_equal(st2$num_batches_tracked, 2)
 })
 
+test_that("rf_fit's steps update the running statistics on the device as eager training does", {
+  # lr = 0: every step sees the same batch through the same weights, so k steps of rf_fit()
+  # must leave the running statistics (and the count) that k eager training-mode calls leave.
+  # momentum 0.1 keeps them as state of the compiled step; momentum NULL (the cumulative
+  # average) takes the R-side updates; the eval-mode batch norm tracks nothing.
+  set.seed(41)
+  x <- array(rnorm(6 * 2 * 5 * 5), c(6, 2, 5, 5)); y <- rf_one_hot(rep(1:2, 3), 2)
+  make <- function() {
+    set.seed(42)
+    nn_sequential(nn_conv2d(2, 3, 3), nn_batch_norm2d(3), nn_relu(), nn_batch_norm2d(3, momentum = NULL),
+                  nn_batch_norm2d(3), nn_flatten(), nn_linear(27, 2))
+  }
+  net <- make(); net[[5]]$eval()
+  ref <- make(); ref[[5]]$eval()
+  rf_fit(net, x, y, steps = 4, lr = 0, dtype = "float64", progress = FALSE)
+  for (i in 1:4) ref(x)
+  for (k in c(2, 4, 5)) {
+    s <- attr(net[[k]], "self"); r <- attr(ref[[k]], "self")
+    expect_equal(s$running_mean, r$running_mean, tolerance = 1e-12)
+    expect_equal(s$running_var, r$running_var, tolerance = 1e-12)
+    expect_equal(s$num_batches_tracked, r$num_batches_tracked)
+  }
+  expect_equal(attr(net[[2]], "self")$num_batches_tracked, 4)
+  expect_equal(attr(net[[5]], "self")$num_batches_tracked, 0)
+  expect_false(isTRUE(all.equal(attr(net[[2]], "self")$running_mean, rep(0, 3))))
+})
+
 test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU", {
   set.seed(3)
   n <- 64

@@ -36,9 +36,17 @@ struct GpuProgram::Impl : runtime::StepBackend {
   };
   std::vector<StepState> state;
   std::vector<std::string> fallbacks;
-  RuntimeOptions options = runtimeOptions();
+  std::optional<bool> tf32; // the program's own TF32 setting, over the option's
+  RuntimeOptions options = currentOptions();
 
-  explicit Impl(codegen::ExecutionPlan p) : plan(std::move(p)) {
+  RuntimeOptions currentOptions() const {
+    RuntimeOptions o = runtimeOptions();
+    if (tf32)
+      o.tf32 = *tf32;
+    return o;
+  }
+
+  Impl(codegen::ExecutionPlan p, std::optional<bool> t) : plan(std::move(p)), tf32(t) {
     state.resize(plan.steps.size());
     std::vector<std::string> names, sources;
     std::vector<size_t> owners;
@@ -361,7 +369,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 
   void run(const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) {
-    options = runtimeOptions();
+    options = currentOptions();
     if (ins.size() != plan.argSlots.size() || outs.size() != plan.resultSlots.size())
       throw CudaError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs and " +
                       std::to_string(plan.resultSlots.size()) + " outputs, got " + std::to_string(ins.size()) +
@@ -414,7 +422,8 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 };
 
-GpuProgram::GpuProgram(codegen::ExecutionPlan plan) : impl(std::make_unique<Impl>(std::move(plan))) {}
+GpuProgram::GpuProgram(codegen::ExecutionPlan plan, std::optional<bool> tf32)
+    : impl(std::make_unique<Impl>(std::move(plan), tf32)) {}
 GpuProgram::~GpuProgram() = default;
 
 const std::vector<std::string> &GpuProgram::hostFallbacks() const { return impl->fallbacks; }

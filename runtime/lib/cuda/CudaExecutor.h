@@ -10,6 +10,7 @@
 #include "rfuse/Runtime/Tensor.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ struct GpuTiming {
 class GpuProgram {
 public:
   /// Compiles the plan's kernels for the current device (a plan made for Backend::Cuda).
-  explicit GpuProgram(codegen::ExecutionPlan plan);
+  /// `tf32`: whether f32 products may use TF32, fixed for this program (else the tf32 option at
+  /// each run).
+  explicit GpuProgram(codegen::ExecutionPlan plan, std::optional<bool> tf32 = std::nullopt);
   ~GpuProgram();
   /// Runs on device memory: inputs[k] holds argument k, outputs[k] receives result k (memory
   /// distinct from the inputs). Queued on the device's stream; returns without waiting.

@@ -144,6 +144,32 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def ChannelsLast : Pass<"rfuse-channels-last", "mlir::func::FuncOp"> {
+  let summary = "Run NCHW convolutions and pooling in NHWC, moving the layout transposes out of the way";
+  let description = [{
+    Torch for R's images are NCHW, and R's column-major arrays reach rfuse as the reversed
+    tensor, so traced convolutional code is convolutions and pooling in NCHW between transposes
+    to and from R's layout. Tensor cores (cuDNN's TF32, FP16 and BF16 kernels) want NHWC, as
+    PyTorch's channels_last does. This pass rewrites the float32, float16 and bfloat16 (not
+    float64: cuDNN has no NHWC double kernels) NCHW `conv2d`, `max_pool2d`, `avg_pool2d` and
+    their backward ops whose image operand is a transpose (R's layout) to NHWC
+    (each 4-d operand transposed to NHWC, or filters to OHWI, the result transposed back; a
+    program that takes NCHW tensors as they are keeps them), then moves rank-4 transposes down through the ops
+    that do not care about layout so that consecutive ones meet and cancel: pointwise ops and
+    casts whose operands are all the same transpose, broadcasts or splat constants (a batch
+    norm's per-channel statistics broadcast along the permuted dimension), and reductions (over
+    the permuted dimensions). What is left are transposes where the program reads R's layout and
+    where it hands values back, and in front of ops that depend on the order of dimensions
+    (reshapes, matrix products), where fusion reads them as index maps. Values are unchanged:
+    every rewrite permutes where elements live, not what is computed.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = [
+    Statistic<"numLayoutOps", "ops-to-nhwc", "Convolution and pooling ops rewritten to NHWC">,
+    Statistic<"numSunk", "transposes-sunk", "Transposes moved below a pointwise op or reduction">,
+  ];
+}
+
 def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
   let summary = "Split reductions that would leave the GPU idle into two parallel stages";
   let description = [{

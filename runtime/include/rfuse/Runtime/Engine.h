@@ -64,8 +64,17 @@ struct GradientRequest {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; ///< adam / adamw
 };
 
+/// Whether a program's float32 matrix products and convolutions on the GPU may use TF32 tensor
+/// cores (float32 storage and accumulation, inputs rounded to 10 mantissa bits).
+enum class Tf32 {
+  FromOptions, ///< the tf32 option at each run (RFUSE_ALLOW_TF32, rf_options(tf32 =))
+  Allowed,     ///< always (a training step that asked for it)
+  Exact,       ///< never: exact float32 products
+};
+
 struct CompileOptions {
   bool recordPasses = false; ///< keep the IR after every pass (CompileInfo::passes)
+  Tf32 tf32 = Tf32::FromOptions;
 };
 
 /// The device option ("cpu", "cuda"), or with "auto" (the default) Cuda when a usable GPU
@@ -111,6 +120,8 @@ public:
   std::string firstNonFinite(const std::vector<HostTensor> &inputs) const;
   /// The entry function's results: dtype and shape of each.
   const std::vector<std::pair<DType, std::vector<int64_t>>> &resultTypes() const { return results_; }
+  /// The entry function's arguments: dtype and shape of each.
+  std::vector<std::pair<DType, std::vector<int64_t>>> argumentTypes() const;
   /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.
   Timing benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const;
 

@@ -1,0 +1,111 @@
+// rf_train()'s loop on the device: R describes the loop once (the step program and the handles of
+// its alternating tensor sets, batches, tables and histories), then runs it a chunk of steps per
+// call. Between steps nothing returns to R, so a step costs what the device takes, not R's
+// handling of ~100 handles; R keeps what needs R between chunks (new epochs' sample orders, the
+// batch-statistics updates, progress, and the interrupt).
+#include "glue.h"
+
+#include "rfuse/Runtime/TrainingLoop.h"
+
+using namespace Rcpp;
+using rfuse::Tensor;
+using rfuse::TrainingLoop;
+using rfuse::r::fail;
+using rfuse::r::guarded;
+using rfuse::r::tensorOf;
+
+namespace {
+std::vector<Tensor> tensors(List handles) {
+  std::vector<Tensor> out;
+  out.reserve(handles.size());
+  for (R_xlen_t k = 0; k < handles.size(); ++k)
+    out.push_back(tensorOf(handles[k]));
+  return out;
+}
+
+// Two lists of handles, one per set, as pairs.
+std::vector<std::array<Tensor, 2>> pairs(List a, List b, const char *what) {
+  if (a.size() != b.size())
+    fail("rfuse_error", std::string("internal: the two sets' ") + what + " differ in number");
+  std::vector<std::array<Tensor, 2>> out;
+  for (R_xlen_t k = 0; k < a.size(); ++k)
+    out.push_back({tensorOf(a[k]), tensorOf(b[k])});
+  return out;
+}
+
+TrainingLoop &loopOf(SEXP handle) {
+  if (TYPEOF(handle) != EXTPTRSXP || !R_ExternalPtrAddr(handle))
+    fail("rfuse_error", "the training loop is no longer valid");
+  return *static_cast<TrainingLoop *>(R_ExternalPtrAddr(handle));
+}
+
+void finalizeLoop(SEXP handle) {
+  auto *loop = static_cast<TrainingLoop *>(R_ExternalPtrAddr(handle));
+  R_ClearExternalPtr(handle);
+  try {
+    delete loop;
+  } catch (...) { // a finalizer never throws into R
+  }
+}
+} // namespace
+
+// [[Rcpp::export(.rf_training_loop)]]
+SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources,
+                      List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables,
+                      List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories,
+                      List kept1, List kept2, std::string device) {
+  return guarded([&]() -> SEXP {
+    if (TYPEOF(program) != EXTPTRSXP || !R_ExternalPtrAddr(program))
+      fail("rfuse_error", "the compiled program is no longer valid");
+    auto loop = std::make_unique<TrainingLoop>();
+    loop->program = *XPtr<std::shared_ptr<rfuse::Program>>(program);
+    loop->device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
+    loop->inputs = {tensors(inputs1), tensors(inputs2)};
+    loop->outputs = {tensors(outputs1), tensors(outputs2)};
+    std::vector<Tensor> src = tensors(sources);
+    std::vector<std::array<Tensor, 2>> dst = pairs(batches1, batches2, "batches");
+    if (src.size() != dst.size())
+      fail("rfuse_error", "internal: a batch per data source");
+    for (size_t k = 0; k < src.size(); ++k)
+      loop->batches.push_back({src[k], dst[k]});
+    loop->batchSize = (int64_t)batchSize;
+    loop->batchesPerEpoch = (int64_t)batchesPerEpoch;
+    std::vector<Tensor> tab = tensors(tables);
+    std::vector<std::array<Tensor, 2>> val = pairs(values1, values2, "per-step values");
+    if (tab.size() != val.size())
+      fail("rfuse_error", "internal: a value per per-step table");
+    for (size_t k = 0; k < tab.size(); ++k)
+      loop->perStep.push_back({tab[k], val[k]});
+    loop->loss = {{tensorOf(loss1), tensorOf(loss2)}, tensorOf(lossHistory)};
+    std::vector<Tensor> hist = tensors(keptHistories);
+    std::vector<std::array<Tensor, 2>> kept = pairs(kept1, kept2, "kept outputs");
+    if (hist.size() != kept.size())
+      fail("rfuse_error", "internal: a history per kept output");
+    for (size_t k = 0; k < hist.size(); ++k)
+      loop->kept.push_back({kept[k], hist[k]});
+    loop->validate();
+    SEXP handle = PROTECT(R_MakeExternalPtr(loop.release(), R_NilValue, R_NilValue));
+    R_RegisterCFinalizerEx(handle, finalizeLoop, TRUE);
+    UNPROTECT(1);
+    return handle;
+  });
+}
+
+// The sample order of the epochs that follow (0-based, i32, on the loop's device).
+// [[Rcpp::export(.rf_training_loop_rows)]]
+void rf_training_loop_rows(SEXP loop, SEXP rows) {
+  guarded([&] { loopOf(loop).setRows(tensorOf(rows)); });
+}
+
+// Runs steps first..last, or as many as are queued in `seconds` of this thread's time; returns the
+// last step run. Back in R, R sees an interrupt (or a time limit) between two such calls, with
+// every tensor valid: R's own check cannot run inside C++ without skipping its destructors.
+// [[Rcpp::export(.rf_training_loop_run)]]
+double rf_training_loop_run(SEXP loop, double first, double last, double firstSlot, double seconds) {
+  return guarded([&] {
+    auto start = std::chrono::steady_clock::now();
+    return (double)loopOf(loop).run((int64_t)first, (int64_t)last, (int64_t)firstSlot, [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds;
+    });
+  });
+}
