@@ -84,10 +84,18 @@ rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
   cache <- new.env(parent = emptyenv())
   .rf_counters$next_id <- .rf_counters$next_id + 1
   assign(as.character(.rf_counters$next_id), cache, envir = .rf_caches)
+  fast <- .rf_fast_table()
   state <- list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
                 dtype = if (is.null(dtype)) NULL else if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
-                static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()))
-  jitted <- function(...) jit_call(state, with_parameters(state, list(...)))
+                static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()), fast = fast)
+  # A call on rf_tensors with a signature that ran before is one .Call (fast_call); any other
+  # takes the R path, which records the signatures the fast one can take.
+  jitted <- function(...) {
+    r <- .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype)
+    if (is.null(r)) return(jit_call(state, with_parameters(state, list(...))))
+    if (is.character(r)) rf_abort(r[[1]], r[[2]]) # a failure, as .rf_run_tensors reports them
+    r
+  }
   # When the jitted function goes, its programs go with it (at the next gc).
   reg.finalizer(environment(), cache_dropper(as.character(.rf_counters$next_id)))
   structure(jitted, class = c("rf_jit_function", "function"), rfuse = state)
@@ -348,8 +356,35 @@ jit_call_tensors <- function(state, args) {
                              len = tr$out$lens[k])
   if (length(outs) > n_main) # auxiliary outputs (batch statistics) update R state: as R values
     apply_aux(tr, c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))), n_main)
-  if (tr$out$single && n_main == 1) return(main[[1]])
+  if (tr$out$single && n_main == 1) {
+    record_fast_call(state, args, je, inputs$dtypes, device, rdtypes[1])
+    return(main[[1]])
+  }
   fill_outputs(tr$out, main)
+}
+
+# Records a call that the fast path (fastcall.cpp) can repeat: every argument an rf_tensor, a
+# single result, and nothing R does around the program run (random inputs, batch statistics,
+# warnings, numbers read from outside, static arguments).
+record_fast_call <- function(state, args, je, dtypes, device, rdtype) {
+  tr <- je$entry$trace
+  n_params <- if (is.null(state$model)) 0L else length(state$notes$slots)
+  user <- args[seq_len(length(args) - n_params)]
+  if (length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) ||
+      length(state$static) || !all(vapply(user, is_tensor, TRUE)))
+    return(invisible())
+  nms <- names(user)
+  if (!is.null(nms) && !any(nzchar(nms))) nms <- NULL
+  # A model's parameters: where each lives, the R object it is now, and its device tensor in this
+  # call (the fast path reuses the tensor while the module holds that same object).
+  slots <- lapply(seq_len(n_params), function(i) {
+    s <- state$notes$slots[[i]]
+    list(s[[1]], s[[2]], get(s[[2]], envir = s[[1]]), tensor_buffer(args[[length(user) + i]]))
+  })
+  rdim <- tr$out$rdims[[1]]
+  .rf_fast_record(state$fast, nms, user, slots, .rf_counters$module_version %||% 0, je$entry$program,
+                  as.integer(tr$input_index - 1L), dtypes, device, rdtype, device,
+                  if (is.null(rdim)) NULL else as.integer(rdim), as.double(tr$out$lens[1]))
 }
 
 # Results that are dropped wait for R's garbage collector to give their memory back; R does not
@@ -452,7 +487,7 @@ rf_cache_info <- function() {
     e <- .rf_caches[[id]]
     if (is.null(e)) 0L else length(ls(e, all.names = TRUE))
   }, integer(1)))
-  list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits)
+  list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits + .rf_fast_hits())
 }
 
 #' @rdname rf_cache_info
@@ -467,6 +502,7 @@ rf_cache_clear <- function() {
     st <- attr(eager_cache[[nm]], "rfuse")
     rm(list = ls(st$cache, all.names = TRUE), envir = st$cache)
   }
+  .rf_fast_forget() # and the fast path's records of them
   .rf_clear_compiled_caches()
   gc(verbose = FALSE) # the programs' finalizers give their memory back to the allocators,
   .rf_release_cached_memory() # which give it back to the system

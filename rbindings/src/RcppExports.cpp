@@ -10,6 +10,71 @@ Rcpp::Rostream<true>&  Rcpp::Rcout = Rcpp::Rcpp_cout_get();
 Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
+// rf_fast_table
+SEXP rf_fast_table();
+RcppExport SEXP _rfuse_rf_fast_table() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_fast_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_fast_forget
+void rf_fast_forget();
+RcppExport SEXP _rfuse_rf_fast_forget() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_fast_forget();
+    return R_NilValue;
+END_RCPP
+}
+// rf_fast_hits
+double rf_fast_hits();
+RcppExport SEXP _rfuse_rf_fast_hits() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_fast_hits());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_fast_record
+void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double moduleVersion, SEXP program, IntegerVector inputIndex, CharacterVector dtypes, std::string device, SEXP outDtype, SEXP outDevice, SEXP outRdim, double outLen);
+RcppExport SEXP _rfuse_rf_fast_record(SEXP tableSEXP, SEXP namesSEXP, SEXP argsSEXP, SEXP paramSlotsSEXP, SEXP moduleVersionSEXP, SEXP programSEXP, SEXP inputIndexSEXP, SEXP dtypesSEXP, SEXP deviceSEXP, SEXP outDtypeSEXP, SEXP outDeviceSEXP, SEXP outRdimSEXP, SEXP outLenSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type table(tableSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type names(namesSEXP);
+    Rcpp::traits::input_parameter< List >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< List >::type paramSlots(paramSlotsSEXP);
+    Rcpp::traits::input_parameter< double >::type moduleVersion(moduleVersionSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type program(programSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type inputIndex(inputIndexSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type outDtype(outDtypeSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type outDevice(outDeviceSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type outRdim(outRdimSEXP);
+    Rcpp::traits::input_parameter< double >::type outLen(outLenSEXP);
+    rf_fast_record(table, names, args, paramSlots, moduleVersion, program, inputIndex, dtypes, device, outDtype, outDevice, outRdim, outLen);
+    return R_NilValue;
+END_RCPP
+}
+// rf_fast_call
+SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv);
+RcppExport SEXP _rfuse_rf_fast_call(SEXP tableSEXP, SEXP argsSEXP, SEXP countersSEXP, SEXP prototypeEnvSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type table(tableSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type counters(countersSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type prototypeEnv(prototypeEnvSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_fast_call(table, args, counters, prototypeEnv));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_builder_new
 SEXP rf_builder_new(std::string entry);
 RcppExport SEXP _rfuse_rf_builder_new(SEXP entrySEXP) {
@@ -804,6 +869,11 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
+    {"_rfuse_rf_fast_table", (DL_FUNC) &_rfuse_rf_fast_table, 0},
+    {"_rfuse_rf_fast_forget", (DL_FUNC) &_rfuse_rf_fast_forget, 0},
+    {"_rfuse_rf_fast_hits", (DL_FUNC) &_rfuse_rf_fast_hits, 0},
+    {"_rfuse_rf_fast_record", (DL_FUNC) &_rfuse_rf_fast_record, 13},
+    {"_rfuse_rf_fast_call", (DL_FUNC) &_rfuse_rf_fast_call, 4},
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
     {"_rfuse_rf_b_input", (DL_FUNC) &_rfuse_rf_b_input, 4},
     {"_rfuse_rf_b_constant", (DL_FUNC) &_rfuse_rf_b_constant, 4},
