@@ -109,12 +109,11 @@ if (want("W2")) {
   mlp <- nn_sequential(nn_linear(d[2], d[3]), nn_gelu(), nn_linear(d[3], d[3]), nn_gelu(), nn_linear(d[3], d[2]))
   X <- matrix(rnorm(d[1] * d[2]), d[1]); Y <- matrix(rnorm(d[1] * d[2]), d[1])
   fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE)
-  record("W2", "rf_fit step, data on the device", 1000 * fit$step_seconds, "(default: float32 products)")
-  if (gpu) { # PyTorch's best setting uses TF32 products: the same setting here
-    old <- rf_allow_tf32(TRUE)
-    fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE)
-    record("W2", "rf_fit step, rf_allow_tf32(TRUE)", 1000 * fit$step_seconds, "(PyTorch's setting)")
-    rf_allow_tf32(FALSE)
+  record("W2", "rf_fit step, data on the device", 1000 * fit$step_seconds,
+         "(default: TF32 products, PyTorch's best setting's too)")
+  if (gpu) {
+    fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE, tf32 = FALSE)
+    record("W2", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
   }
 }
 
@@ -123,15 +122,21 @@ if (want("W5")) {
   b <- if (small) 8 else 256
   net <- nn_resnet18(num_classes = 10)
   x <- array(rnorm(b * 3 * 32 * 32), c(b, 3, 32, 32)); y <- rf_one_hot(sample.int(10, b, replace = TRUE), 10)
-  fit <- rf_fit(net, x, y, steps = if (small) 3 else iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE)
+  fit <- rf_fit(net, x, y, steps = if (small) 3 else 2 * iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE)
   record("W5", sprintf("rf_fit step, batch %d, data on the device", b), 1000 * fit$step_seconds,
-         "(default: float32 products)")
+         "(default: TF32 products, PyTorch's best setting's too)")
   if (gpu) {
-    rf_allow_tf32(TRUE)
-    fit <- rf_fit(net, x, y, steps = iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE)
-    record("W5", "rf_fit step, rf_allow_tf32(TRUE)", 1000 * fit$step_seconds, "(PyTorch's setting)")
-    rf_allow_tf32(FALSE)
+    fit <- rf_fit(net, x, y, steps = iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE, tf32 = FALSE)
+    record("W5", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
   }
+}
+
+# ---- The R cost of a call of a cached program (issue 13: <= 20 us) ---------------------------
+if (want("W0")) {
+  jf <- rf_jit(function(x, a) x * a + 1)
+  v <- rf_tensor(rnorm(10), device = dev); a <- rf_tensor(2, device = dev)
+  record("W0", "jitted call on 10-element tensors", batch_ms(function() jf(v, a), 2000),
+         "(R's call, the lookup, the program's run and the result tensor)")
 }
 
 # ---- Side by side with PyTorch's best and rfuse from C++ ---------------------------------------
@@ -151,7 +156,7 @@ if (!is.null(torch) || !is.null(cpp)) {
   # H200's 4.19 TB/s (what W1's 0.256 ms floor in the issue assumes).
   cat(sprintf("\n%-8s %24s %18s %14s %14s\n", "workload", "rfuse from R (best row)", "rfuse-bench (C++)",
               "PyTorch best", "memory floor"))
-  for (w in names(res)) {
+  for (w in intersect(names(res), names(tkey))) {
     r <- min(unlist(res[[w]][!names(res[[w]]) %in% c("base_r_ms", "host_copy_ms")]))
     tb <- if (!is.null(torch[[tkey[[w]]]])) best(torch[[tkey[[w]]]]) else NA
     cb <- NA; fl <- NA

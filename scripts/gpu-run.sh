@@ -95,20 +95,18 @@ if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-be
   # RFUSE_R_TESTS: the test files (default: the device, profile and tensor tests).
   export RFUSE_R_TESTS="${RFUSE_R_TESTS:-test-device.R test-profile.R test-tensors.R}"
   (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in strsplit(Sys.getenv("RFUSE_R_TESTS"), " ")[[1]]) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 40)
-  OUT="$out" timeout 250 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
+  OUT="$out" timeout 250 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = r-bench ]; then
   echo "== rfuse-bench (C++)"
   OUT="$out" "$R/bin/rfuse-bench" > "$out/bench.log" 2>&1; grep -E "^(W|mm)" "$out/bench.log"
-  echo "== rfuse-bench (C++), W2 and W5 with TF32 off (the R package's default)"
-  RFUSE_ALLOW_TF32=0 RFUSE_BENCH_ONLY=W OUT=/tmp "$R/bin/rfuse-bench" 2>&1 | grep -E "^W[25]"
   if [ "${RFUSE_SKIP_TORCH:-0}" != 1 ]; then
     echo "== PyTorch's best setting (torch_best.py)"
     (cd "$R" && OUT="$out" timeout 300 python3 torch_best.py > "$out/torch-best.log" 2>&1; grep -E "^W[1-5]" "$out/torch-best.log")
   fi
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
-    timeout 500 Rscript "$R/r-bench.R" 2>&1 | tee "$out/r-bench.log"
+    timeout 500 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = r-diag ]; then
   OUT="$out" timeout 500 Rscript benchmarks/r-diag.R 2>&1 | tee "$out/r-diag.log"

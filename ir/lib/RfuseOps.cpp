@@ -339,6 +339,33 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return {};
 }
 
+// matmul(transpose(a), b) = matmul(a, b) with transpose_a flipped (likewise b), for the
+// transposes a flag expresses: [1, 0], or [0, 2, 1] of a batch. The library call reads the
+// operand as it is, so the transpose is never materialized — also when it has other users (a
+// training step's forward and backward products read one transposed weight).
+OpFoldResult MatmulOp::fold(FoldAdaptor) {
+  auto swapsLastTwo = [](Value v) -> TransposeOp {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return {};
+    ArrayRef<int64_t> p = t.getPerm();
+    bool flag = (p.size() == 2 && p[0] == 1 && p[1] == 0) || (p.size() == 3 && p[0] == 0 && p[1] == 2 && p[2] == 1);
+    return flag ? t : TransposeOp();
+  };
+  bool changed = false;
+  if (TransposeOp t = swapsLastTwo(getLhs())) {
+    getLhsMutable().assign(t.getInput());
+    setTransposeA(!getTransposeA());
+    changed = true;
+  }
+  if (TransposeOp t = swapsLastTwo(getRhs())) {
+    getRhsMutable().assign(t.getInput());
+    setTransposeB(!getTransposeB());
+    changed = true;
+  }
+  return changed ? OpFoldResult(getResult()) : OpFoldResult();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

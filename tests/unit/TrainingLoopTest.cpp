@@ -94,45 +94,41 @@ TEST(TrainingLoop, StepsEqualTheSameStepsRunOneByOne) {
     EXPECT_NEAR(hl.f[s], lossRef[s], 1e-14) << s;
 }
 
-TEST(TrainingLoop, StopEndsTheRunAfterAStep) {
-  std::shared_ptr<Program> step = sgdStep();
+// A loop over one fixed batch: set k reads w[k], m[k] and writes the other's.
+TrainingLoop fixedBatchLoop(std::shared_ptr<Program> step) {
   TrainingLoop loop;
   loop.program = step;
   auto empty = [](std::vector<int64_t> s) { return emptyTensor(Device::Cpu, DType::F64, s); };
   std::array<Tensor, 2> w = {empty({1, 3}), empty({1, 3})}, m = {empty({1, 3}), empty({1, 3})};
   Tensor x = empty({3, 4}), y = empty({1, 4});
-  std::vector<int64_t> one = step->resultTypes()[0].second; // the loss: a one-element tensor
+  std::vector<int64_t> one = step->resultTypes()[0].second;
   std::array<Tensor, 2> lr = {empty({1}), empty({1})}, loss = {empty(one), empty(one)};
   for (int k = 0; k < 2; ++k) {
     loop.inputs[k] = {w[k], x, y, m[k], lr[k]};
     loop.outputs[k] = {loss[k], w[1 - k], m[1 - k]};
   }
   loop.loss = {loss, empty({10})};
+  return loop;
+}
+
+TEST(TrainingLoop, StopEndsTheRunAfterAStep) {
+  TrainingLoop loop = fixedBatchLoop(sgdStep());
   loop.validate();
   int calls = 0;
   EXPECT_EQ(loop.run(1, 10, 0, [&] { return ++calls == 3; }), 3);
 }
 
 TEST(TrainingLoop, TensorsThatDoNotFitTheProgramAreRefused) {
-  std::shared_ptr<Program> step = sgdStep();
-  TrainingLoop loop;
-  loop.program = step;
-  auto empty = [](std::vector<int64_t> s) { return emptyTensor(Device::Cpu, DType::F64, s); };
-  std::array<Tensor, 2> w = {empty({1, 3}), empty({1, 3})}, m = {empty({1, 3}), empty({1, 3})};
-  Tensor x = empty({3, 4}), y = empty({1, 4});
-  std::vector<int64_t> one = step->resultTypes()[0].second; // the loss: a one-element tensor
-  std::array<Tensor, 2> lr = {empty({1}), empty({1})}, loss = {empty(one), empty(one)};
-  for (int k = 0; k < 2; ++k) {
-    loop.inputs[k] = {w[k], x, y, m[k], lr[k]};
-    loop.outputs[k] = {loss[k], w[1 - k], m[1 - k]};
-  }
-  loop.loss = {loss, empty({10})};
-  loop.inputs[1][1] = empty({3, 5}); // a batch of the wrong size
+  TrainingLoop loop = fixedBatchLoop(sgdStep());
+  Tensor x = loop.inputs[1][1];
+  loop.inputs[1][1] = emptyTensor(Device::Cpu, DType::F64, {3, 5}); // a batch of the wrong size
   EXPECT_THROW(loop.validate(), std::invalid_argument);
   loop.inputs[1][1] = x;
-  loop.outputs[0][1] = w[0]; // a step writing its own input
+  Tensor w1 = loop.outputs[0][1];
+  loop.outputs[0][1] = loop.inputs[0][0]; // a step writing its own input
   EXPECT_THROW(loop.validate(), std::invalid_argument);
-  loop.outputs[0][1] = w[1];
+  loop.outputs[0][1] = w1;
+  loop.validate();
   loop.outputs[1].pop_back();
   EXPECT_THROW(loop.validate(), std::invalid_argument);
 }

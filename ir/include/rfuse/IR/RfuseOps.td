@@ -461,6 +461,7 @@ def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
   let results = (outs Rfuse_NumericTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
