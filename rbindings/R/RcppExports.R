@@ -217,10 +217,6 @@
     invisible(.Call(`_rfuse_rf_tensor_copy_elements`, dst, dstOffset, src, srcOffset, count))
 }
 
-.rf_tensor_gather <- function(src, rows, offset, count, dst) {
-    invisible(.Call(`_rfuse_rf_tensor_gather`, src, rows, offset, count, dst))
-}
-
 .rf_run_tensors <- function(p, args, dtypes, device, outputs) {
     .Call(`_rfuse_rf_run_tensors`, p, args, dtypes, device, outputs)
 }

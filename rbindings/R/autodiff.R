@@ -508,11 +508,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
 }
 
 # A step program's auxiliary outputs that R applies (`entries`: batch statistics, for running
-# statistics that are not the step's own state) in a training loop: written into two alternating sets of tensors (so the step stays one replayed graph),
-# copied on the device into a history of up to `chunk` steps (by the loop: slot() is where the
-# next step goes, room() how many more fit, kept() records the steps run), and handed to the
-# updates, in step order, when the history is full, at the end, or on an interrupt: no download,
-# so no wait for the device, per step.
+# statistics that are not the step's own state) in a training loop: written into two alternating
+# sets of tensors (so the step stays one replayed graph), copied on the device into a history of
+# up to `chunk` steps (by the loop: slot() is where the next step goes, room() how many more fit,
+# kept() records the steps run), and handed to the updates, in step order, when the history is
+# full, at the end, or on an interrupt: no download, so no wait for the device, per step.
 aux_buffers <- function(entries, empty, dtype, chunk = 64L) {
   lens <- as.integer(unlist(lapply(entries, function(a) a$lens)))
   n <- length(lens)

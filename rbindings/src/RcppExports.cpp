@@ -702,20 +702,6 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
-// rf_tensor_gather
-void rf_tensor_gather(SEXP src, SEXP rows, double offset, double count, SEXP dst);
-RcppExport SEXP _rfuse_rf_tensor_gather(SEXP srcSEXP, SEXP rowsSEXP, SEXP offsetSEXP, SEXP countSEXP, SEXP dstSEXP) {
-BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< SEXP >::type src(srcSEXP);
-    Rcpp::traits::input_parameter< SEXP >::type rows(rowsSEXP);
-    Rcpp::traits::input_parameter< double >::type offset(offsetSEXP);
-    Rcpp::traits::input_parameter< double >::type count(countSEXP);
-    Rcpp::traits::input_parameter< SEXP >::type dst(dstSEXP);
-    rf_tensor_gather(src, rows, offset, count, dst);
-    return R_NilValue;
-END_RCPP
-}
 // rf_run_tensors
 SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string device, SEXP outputs);
 RcppExport SEXP _rfuse_rf_run_tensors(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP deviceSEXP, SEXP outputsSEXP) {
@@ -923,7 +909,6 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_tensor_to_device", (DL_FUNC) &_rfuse_rf_tensor_to_device, 2},
     {"_rfuse_rf_tensor_cast", (DL_FUNC) &_rfuse_rf_tensor_cast, 2},
     {"_rfuse_rf_tensor_copy_elements", (DL_FUNC) &_rfuse_rf_tensor_copy_elements, 5},
-    {"_rfuse_rf_tensor_gather", (DL_FUNC) &_rfuse_rf_tensor_gather, 5},
     {"_rfuse_rf_run_tensors", (DL_FUNC) &_rfuse_rf_run_tensors, 5},
     {"_rfuse_rf_transfer_stats", (DL_FUNC) &_rfuse_rf_transfer_stats, 0},
     {"_rfuse_rf_device_memory", (DL_FUNC) &_rfuse_rf_device_memory, 0},

@@ -248,7 +248,7 @@ SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv) {
         ++fastHits;
         if (rfuse::allocationPressure()) { // dropped results go back to the allocator (see collect_if_pressed)
           PROTECT(out);
-          Function gc("gc");
+          Function gc("gc", R_BaseNamespace);
           gc(Named("verbose") = false, Named("full") = false);
           UNPROTECT(1);
         }

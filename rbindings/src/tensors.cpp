@@ -172,11 +172,6 @@ void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOff
   guarded([&] { rfuse::copyElements(tensorOf(dst), (int64_t)dstOffset, tensorOf(src), (int64_t)srcOffset, (int64_t)count); });
 }
 
-// [[Rcpp::export(.rf_tensor_gather)]]
-void rf_tensor_gather(SEXP src, SEXP rows, double offset, double count, SEXP dst) {
-  guarded([&] { rfuse::gatherSamples(tensorOf(src), tensorOf(rows), (int64_t)offset, (int64_t)count, tensorOf(dst)); });
-}
-
 // Runs a compiled program on handles (and plain R values, converted onto `device` first); returns
 // handles on `device`, or, with `outputs` (a list of handles), writes into those. The hot path
 // of every call on rf_tensors: failures come back as a value (class "rfuse_failure").

@@ -85,3 +85,21 @@ test_that("200 shapes stay within the cache limit's memory, and rf_cache_clear()
   rf_cache_clear()
   expect_lt(rss_mb() - cleared, (full - start) / 4) # what a cycle leaves behind is bounded (allocator noise)
 })
+
+test_that("a training loop's memory stays flat over 10,000 steps", {
+  skip_if_not(file.exists("/proc/self/status"), "resident memory is read from /proc (Linux)")
+  # Runs of 1,000 and of 21,000 steps (each its own program, cached kernels), three of each after
+  # warm-up: what a run costs once cancels out, so a loop that kept anything per step (a copy, a
+  # handle, an R object; 100 bytes a step would be 2 MB) shows as the difference.
+  set.seed(61)
+  x <- matrix(rnorm(64 * 4), 64); y <- x %*% c(1, -1, 0.5, 2)
+  loss <- function(w, b, x, y) nnf_mse_loss(x %*% w + b, y)
+  run <- function(steps) rf_train(loss, list(w = matrix(0, 4, 1), b = 0), list(x = x, y = y), steps = steps,
+                                  batch_size = 16, lr = 0.01, shuffle = TRUE, progress = FALSE)
+  fit <- run(10000)
+  expect_lt(tail(fit$history, 1), fit$history[1] / 100)
+  growth <- function(steps) median(vapply(1:3, function(w) { gc(); before <- rss_mb(); run(steps); gc(); rss_mb() - before }, 0))
+  short <- growth(1000)
+  long <- growth(21000)
+  expect_lt(long - short, 1, label = sprintf("MB for 20,000 more steps (%.2f per 1,000-step run, %.2f per 21,000)", short, long))
+})
