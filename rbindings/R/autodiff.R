@@ -75,7 +75,7 @@ grad_state <- function(f, wrt, dtype, pipeline, static, mode) {
 grad_entry <- function(state, args) {
   k <- call_key(state, args)
   names(args) <- k$names
-  entry <- state$cache[[k$key]]
+  entry <- current_entry(state$cache[[k$key]])
   if (!is.null(entry)) return(list(entry = entry, args = args))
   for (i in seq_along(args))
     check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])

@@ -180,7 +180,7 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   k <- call_key(state, args)
   k$key <- paste0(dtype, "|", k$key)
   names(args) <- k$names
-  entry <- state$cache[[k$key]]
+  entry <- current_entry(state$cache[[k$key]])
   if (!is.null(entry) && !captures_hold(state, entry$captures)) entry <- NULL # traced again
   if (!is.null(entry)) {
     .rf_counters$hits <- .rf_counters$hits + 1
@@ -202,6 +202,11 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   .rf_counters$compiles <- .rf_counters$compiles + 1
   list(entry = entry, args = args)
 }
+
+# A cached entry, or NULL when its program's handle is empty: a jitted function saved and
+# restored (serialization keeps no C++ object) compiles again.
+current_entry <- function(entry)
+  if (is.null(entry) || !identical(entry$program, .rf_counters$null_handle)) entry
 
 # Numbers a traced function (or a helper of the user's it calls) reads from outside itself are
 # constants of the compiled program. Each entry records the ones read while tracing

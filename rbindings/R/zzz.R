@@ -1,5 +1,7 @@
 .onLoad <- function(libname, pkgname) {
   .rf_tensor_prototype$value <- methods::new("rf_tensor", env = emptyenv())
+  # What a compiled program's handle is after a save and restore (see current_entry).
+  .rf_counters$null_handle <- methods::new("externalptr")
   # R users asked for float32 get float32 matrix products: TF32 (10-bit mantissa inputs, the
   # speed PyTorch's benchmarks use) only when asked for (rf_options(tf32 = TRUE)).
   if (!nzchar(Sys.getenv("RFUSE_ALLOW_TF32"))) .rf_option_set("tf32", "0")

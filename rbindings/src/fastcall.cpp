@@ -97,10 +97,12 @@ bool sameNames(SEXP a, SEXP b) {
   return true;
 }
 
-Table &tableOf(SEXP handle) {
-  if (TYPEOF(handle) != EXTPTRSXP || !R_ExternalPtrAddr(handle))
-    rfuse::r::fail("rfuse_error", "internal: the jitted function's call table is gone");
-  return *static_cast<Table *>(R_ExternalPtrAddr(handle));
+// The table, or null for a jitted function saved and restored in a new session (its calls then
+// all take the R path, which traces again).
+Table *tableOf(SEXP handle) {
+  if (TYPEOF(handle) != EXTPTRSXP)
+    return nullptr;
+  return static_cast<Table *>(R_ExternalPtrAddr(handle));
 }
 
 void finalizeTable(SEXP handle) {
@@ -149,7 +151,10 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
                     IntegerVector inputIndex, CharacterVector dtypes, std::string device, SEXP outDtype,
                     SEXP outDevice, SEXP outRdim, double outLen) {
   guarded([&] {
-    Table &t = tableOf(table);
+    Table *found = tableOf(table);
+    if (!found)
+      return;
+    Table &t = *found;
     Record r;
     r.names = names;
     r.kept = List::create(names, paramSlots, outRdim, outDtype, outDevice);
@@ -192,9 +197,10 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
 // The call's result, or NULL when no record matches (the caller then takes the R path).
 // [[Rcpp::export(.rf_fast_call)]]
 SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv) {
-  Table &t = tableOf(table);
-  if (t.records.empty())
+  Table *found = tableOf(table);
+  if (!found || found->records.empty())
     return R_NilValue;
+  Table &t = *found;
   for (const Record &r : t.records)
     if (r.generation != generation) { // rf_cache_clear() ran: forget everything (and what it kept)
       t.records.clear();

@@ -80,3 +80,25 @@ test_that("outside numbers, rf_cache_clear() and freed tensors take the R path",
   attr(gone, "env")$buf <- unserialize(serialize(attr(gone, "env")$buf, NULL))
   expect_error(g(gone), class = "rfuse_invalid_tensor")
 })
+
+test_that("a jitted function saved and restored takes the R path and answers", {
+  jf <- rf_jit(function(x) x * 2)
+  xt <- rf_tensor(c(1, 2), device = dev)
+  jf(xt); jf(xt)
+  f <- tempfile(fileext = ".rds")
+  saveRDS(jf, f)
+  back <- readRDS(f)
+  expect_equal(as.vector(back(rf_tensor(c(3, 4), device = dev))), c(6, 8))
+})
+
+test_that("jitted and gradient functions saved and restored compile again", {
+  jf <- rf_jit(function(x) x * 2)
+  jf(c(1, 2))
+  gf <- rf_grad(function(w) sum(w^2))
+  gf(c(1, 2))
+  f <- tempfile(fileext = ".rds")
+  saveRDS(list(jf, gf), f)
+  back <- readRDS(f) # their programs' handles come back empty
+  expect_equal(back[[1]](c(3, 4)), c(6, 8))
+  expect_equal(back[[2]](c(3, 4)), c(6, 8), tolerance = 1e-6)
+})
