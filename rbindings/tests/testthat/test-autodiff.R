@@ -166,3 +166,18 @@ test_that("the CNN-2 learns a synthetic, separable image task to > 90% on the CP
   expect_gt(mean(max.col(p) == y), 0.9)
   expect_lt(fit$history[40], fit$history[1] / 2)
 })
+
+test_that("rf_train's tf32 is TRUE or FALSE, and changes nothing where products are exact", {
+  set.seed(71)
+  x <- matrix(rnorm(40), 10); y <- x %*% c(1, 2, -1, 0.5)
+  loss <- function(w, x, y) nnf_mse_loss(x %*% w, y)
+  expect_error(rf_train(loss, list(w = matrix(0, 4, 1)), list(x = x, y = y), steps = 2, tf32 = NA, progress = FALSE),
+               class = "rfuse_type_error")
+  expect_error(rf_train(loss, list(w = matrix(0, 4, 1)), list(x = x, y = y), steps = 2, tf32 = "yes", progress = FALSE),
+               class = "rfuse_type_error")
+  # float64 (and the CPU) has no TF32: both settings train the same numbers.
+  a <- rf_train(loss, list(w = matrix(0, 4, 1)), list(x = x, y = y), steps = 5, dtype = "float64", progress = FALSE)
+  b <- rf_train(loss, list(w = matrix(0, 4, 1)), list(x = x, y = y), steps = 5, dtype = "float64", tf32 = FALSE,
+                progress = FALSE)
+  expect_identical(a$params$w, b$params$w)
+})
