@@ -67,7 +67,8 @@ const std::vector<Spec> &specs() {
         "hide the GPU: rfuse then loads no CUDA library (read once, before the first GPU probe)"},
        Kind::Bool, {}, 0, RFUSE_BOOL(disableCuda)},
       {{"tf32", "RFUSE_ALLOW_TF32", "TRUE, FALSE", "TRUE (the R package: FALSE)",
-        "f32 matmuls and convolutions on the GPU may use TF32 tensor cores (10-bit mantissa inputs)"},
+        "f32 matmuls and convolutions on the GPU may use TF32 tensor cores (10-bit mantissa inputs); "
+        "programs compiled with their own setting (training steps: rf_train's tf32) keep it"},
        Kind::Bool, {}, 0, RFUSE_BOOL(tf32)},
       {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",
         "from its second run, a GPU program is captured once into a CUDA graph and replayed"},
