@@ -23,13 +23,13 @@ std::vector<Tensor> tensors(List handles) {
   return out;
 }
 
-// Two lists of handles, one per set, as pairs.
-std::vector<std::array<Tensor, 2>> pairs(List a, List b, const char *what) {
-  if (a.size() != b.size())
-    fail("rfuse_error", std::string("internal: the two sets' ") + what + " differ in number");
-  std::vector<std::array<Tensor, 2>> out;
+// Per item: a tensor of `one` and the pair of a's and b's (one per set), made into T by `make`.
+template <class T, class Make> std::vector<T> zipped(List one, List a, List b, const char *what, Make make) {
+  if (a.size() != b.size() || a.size() != one.size())
+    fail("rfuse_error", std::string("internal: the training loop's ") + what + " differ in number");
+  std::vector<T> out;
   for (R_xlen_t k = 0; k < a.size(); ++k)
-    out.push_back({tensorOf(a[k]), tensorOf(b[k])});
+    out.push_back(make(tensorOf(one[k]), std::array<Tensor, 2>{tensorOf(a[k]), tensorOf(b[k])}));
   return out;
 }
 
@@ -62,27 +62,16 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
     loop->device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     loop->inputs = {tensors(inputs1), tensors(inputs2)};
     loop->outputs = {tensors(outputs1), tensors(outputs2)};
-    std::vector<Tensor> src = tensors(sources);
-    std::vector<std::array<Tensor, 2>> dst = pairs(batches1, batches2, "batches");
-    if (src.size() != dst.size())
-      fail("rfuse_error", "internal: a batch per data source");
-    for (size_t k = 0; k < src.size(); ++k)
-      loop->batches.push_back({src[k], dst[k]});
+    using Pair = std::array<Tensor, 2>;
+    loop->batches = zipped<TrainingLoop::Batch>(sources, batches1, batches2, "batches",
+                                                [](Tensor s, Pair p) { return TrainingLoop::Batch{s, p}; });
     loop->batchSize = (int64_t)batchSize;
     loop->batchesPerEpoch = (int64_t)batchesPerEpoch;
-    std::vector<Tensor> tab = tensors(tables);
-    std::vector<std::array<Tensor, 2>> val = pairs(values1, values2, "per-step values");
-    if (tab.size() != val.size())
-      fail("rfuse_error", "internal: a value per per-step table");
-    for (size_t k = 0; k < tab.size(); ++k)
-      loop->perStep.push_back({tab[k], val[k]});
+    loop->perStep = zipped<TrainingLoop::PerStep>(tables, values1, values2, "per-step values",
+                                                  [](Tensor t, Pair p) { return TrainingLoop::PerStep{t, p}; });
     loop->loss = {{tensorOf(loss1), tensorOf(loss2)}, tensorOf(lossHistory)};
-    std::vector<Tensor> hist = tensors(keptHistories);
-    std::vector<std::array<Tensor, 2>> kept = pairs(kept1, kept2, "kept outputs");
-    if (hist.size() != kept.size())
-      fail("rfuse_error", "internal: a history per kept output");
-    for (size_t k = 0; k < hist.size(); ++k)
-      loop->kept.push_back({kept[k], hist[k]});
+    loop->kept = zipped<TrainingLoop::Kept>(keptHistories, kept1, kept2, "kept outputs",
+                                            [](Tensor h, Pair p) { return TrainingLoop::Kept{p, h}; });
     loop->validate();
     SEXP handle = PROTECT(R_MakeExternalPtr(loop.release(), R_NilValue, R_NilValue));
     R_RegisterCFinalizerEx(handle, finalizeLoop, TRUE);
