@@ -478,17 +478,17 @@ track_batch_stats <- function(self, x) {
   n <- prod(t_size(x)) / t_size(x)[2]
   if (!is_sym(x)) return(update_running_stats(self, m, v, n))
   if (isTRUE(.rf_state$in_helper)) return(invisible()) # a helper's values cannot leave it
-  rm <- self$running_mean
-  rv <- self$running_var
-  if (is_sym(rm) && is_sym(rv) && !is.null(self$momentum)) {
+  run_m <- self$running_mean
+  run_v <- self$running_var
+  if (is_sym(run_m) && is_sym(run_v) && !is.null(self$momentum)) {
     # The running statistics are inputs of the traced code (a training step's state, which
     # rf_fit() keeps on the device): their updates are outputs that replace them, as torch
     # updates them in place.
     mom <- self$momentum
-    new_m <- (1 - mom) * rm + mom * m
-    new_v <- (1 - mom) * rv + mom * v * (n / max(n - 1, 1))
+    new_m <- (1 - mom) * run_m + mom * m
+    new_v <- (1 - mom) * run_v + mom * v * (n / max(n - 1, 1))
     .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(new_m$id, new_v$id), lens = c(new_m$len, new_v$len),
-                                                replaces = c(rm$id, rv$id), self = self)))
+                                                replaces = c(run_m$id, run_v$id))))
     return(invisible())
   }
   .rf_state$aux <- c(.rf_state$aux, list(list(ids = c(m$id, v$id), lens = c(m$len, v$len),
