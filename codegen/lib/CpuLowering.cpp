@@ -547,7 +547,7 @@ private:
         res = load(b, arg(i), mappedInputOffset(b, op, o, j));
       else
         return fail(why, "an index map over a value computed in the kernel"), Value();
-    } else if (codegen::isReduction(op)) {
+    } else if (isReductionOp(op)) {
       return fail(why, "a reduction of another shape"), Value();
     } else {
       SmallVector<Value> a;
@@ -649,7 +649,7 @@ private:
   bool emitRow(OpBuilder &b, Value o, std::string &why) {
     for (Operation *op : r.ops) {
       Value res = op->getResult(0);
-      if (codegen::isReduction(op)) {
+      if (isReductionOp(op)) {
         bool ok = true;
         auto loop = b.create<scf::ForOp>(
             loc, idx(b, 0), idx(b, L.redLen), idx(b, 1), ValueRange{init(b, op)},
@@ -734,7 +734,7 @@ private:
     auto scratchFor = [&](Value v) { return rowScratch[v] = scratch(elemOf(v)); };
     for (Operation *op : r.ops) {
       Value res = op->getResult(0);
-      if (codegen::isReduction(op)) {
+      if (isReductionOp(op)) {
         // Accumulators (in accType), then the results (finished: mean, rounding).
         bool separate = accType(op) != elemOf(res) || isa<ReduceMeanOp>(op);
         Value s = separate ? scratch(accType(op)) : scratchFor(res);
@@ -987,7 +987,7 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     k.library->pool.geometry = poolGeometry(op);
     return k;
   }
-  if (codegen::isReduction(op))
+  if (isReductionOp(op))
     return lowerRegion(r, FusionKind::reduction, target, name, why);
   if (auto s = dyn_cast<ScanOp>(op))
     return lowerScan(s, target, name, why);

@@ -802,7 +802,7 @@ private:
     };
     for (Operation *op : r.ops) {
       Value res = op->getResult(0);
-      if (isReduction(op)) {
+      if (isReductionOp(op)) {
         int kind = isa<ReduceMaxOp>(op) ? scalar::RF_REDUCE_MAX : isa<ReduceMinOp>(op) ? scalar::RF_REDUCE_MIN
                                                                                 : scalar::RF_REDUCE_SUM;
         DType dt = dtypeOf(res);
@@ -1208,7 +1208,7 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   if (isa<MatmulOp>(op)) {
     plan.kind = "matmul_epilogue";
     ok = planMatmul(r, name, options, plan, why);
-  } else if (isReduction(op)) {
+  } else if (isReductionOp(op)) {
     plan.kind = "reduction";
     plan.kernel = ReductionEmitter(r, name, options).emit(why);
   } else if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op)) {

@@ -94,13 +94,6 @@ SmallVector<int64_t> indexMap(Operation *op) {
   return map;
 }
 
-bool isReduction(Operation *op) { return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op); }
-
-ArrayRef<int64_t> reductionDims(Operation *op) {
-  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
-}
-
 MatmulGeometry matmulGeometry(MatmulOp mm) {
   auto ls = shapeOf(mm.getLhs()), rs = shapeOf(mm.getRhs()), os = shapeOf(mm.getResult());
   MatmulGeometry g;
@@ -116,7 +109,7 @@ MatmulGeometry matmulGeometry(MatmulOp mm) {
 }
 
 ReductionLayout::ReductionLayout(const Region &r) {
-  Operation *first = *llvm::find_if(r.ops, isReduction);
+  Operation *first = *llvm::find_if(r.ops, isReductionOp);
   full = SmallVector<int64_t>(shapeOf(first->getOperand(0)));
   SmallVector<int64_t> dims(reductionDims(first));
   llvm::sort(dims);
@@ -142,7 +135,7 @@ ReductionLayout::ReductionLayout(const Region &r) {
   for (Value in : r.inputs)
     space[in] = classify(in);
   for (Operation *op : r.ops)
-    space[op->getResult(0)] = isReduction(op) ? Space::Row : classify(op->getResult(0));
+    space[op->getResult(0)] = isReductionOp(op) ? Space::Row : classify(op->getResult(0));
 }
 
 ReductionLayout::Space ReductionLayout::classify(Value v) const {

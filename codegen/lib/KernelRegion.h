@@ -197,8 +197,6 @@ T readElement(E &e, const Region &r, mlir::Value v, llvm::SmallVector<T> coords,
   return result;
 }
 
-bool isReduction(mlir::Operation *op);
-llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);
 
 /// A matmul's sizes: row-major C[batch, m, n] = op(A)[batch?, m, k] op(B)[batch?, k, n].
 struct MatmulGeometry {

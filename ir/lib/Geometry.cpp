@@ -75,6 +75,18 @@ bool isPoolingOp(Operation *op) {
   return isa<MaxPool2dOp, AvgPool2dOp, MaxPool2dBackwardOp, AvgPool2dBackwardOp>(op);
 }
 
+bool isReductionOp(Operation *op) { return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op); }
+
+ArrayRef<int64_t> reductionDims(Operation *op) {
+  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getDims(); });
+}
+
+bool reductionKeepsDims(Operation *op) {
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>([](auto r) { return r.getKeepDims(); });
+}
+
 bool isIndexingOp(Operation *op) { return isa<SliceOp, ReverseOp, PadOp, ConcatOp, GatherOp>(op); }
 
 bool isIndexReadOp(Operation *op) { return isIndexingOp(op) || isa<BroadcastInDimOp, TransposeOp>(op); }

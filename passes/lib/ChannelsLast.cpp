@@ -1,6 +1,7 @@
 // rfuse-channels-last: NCHW convolutions and pooling in NHWC, with the layout transposes moved
 // down until they meet and cancel (see Passes.td).
 #include "rfuse/Passes/Passes.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -143,31 +144,18 @@ struct SinkThroughReduction : RewritePattern {
       : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), count(count) {}
   llvm::Statistic &count;
 
-  static ArrayRef<int64_t> dimsOf(Operation *op) {
-    if (auto r = dyn_cast<ReduceSumOp>(op)) return r.getDims();
-    if (auto r = dyn_cast<ReduceMeanOp>(op)) return r.getDims();
-    if (auto r = dyn_cast<ReduceMaxOp>(op)) return r.getDims();
-    return cast<ReduceMinOp>(op).getDims();
-  }
-  static bool keepsDims(Operation *op) {
-    if (auto r = dyn_cast<ReduceSumOp>(op)) return r.getKeepDims();
-    if (auto r = dyn_cast<ReduceMeanOp>(op)) return r.getKeepDims();
-    if (auto r = dyn_cast<ReduceMaxOp>(op)) return r.getKeepDims();
-    return cast<ReduceMinOp>(op).getKeepDims();
-  }
-
   LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
-    if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op) || op->getParentOfType<FusionOp>())
+    if (!isReductionOp(op) || op->getParentOfType<FusionOp>())
       return failure();
     auto t = op->getOperand(0).getDefiningOp<TransposeOp>();
     if (!t || tensorOf(t.getResult()).getRank() != 4)
       return failure();
     ArrayRef<int64_t> perm = t.getPerm();
     SmallVector<int64_t> dims;
-    for (int64_t d : dimsOf(op))
+    for (int64_t d : reductionDims(op))
       dims.push_back(perm[d]);
     llvm::sort(dims);
-    bool keep = keepsDims(op);
+    bool keep = reductionKeepsDims(op);
     Location loc = op->getLoc();
     Value x = t.getInput(), r;
     if (isa<ReduceSumOp>(op)) r = rw.create<ReduceSumOp>(loc, x, dims, keep);
@@ -183,7 +171,7 @@ struct SinkThroughReduction : RewritePattern {
         if (!llvm::is_contained(dims, d))
           kept.push_back(d);
       for (int64_t i = 0; i < (int64_t)perm.size(); ++i)
-        if (!llvm::is_contained(dimsOf(op), i))
+        if (!llvm::is_contained(reductionDims(op), i))
           order.push_back(llvm::find(kept, perm[i]) - kept.begin());
     }
     if (!llvm::equal(order, llvm::seq<int64_t>(0, order.size())))

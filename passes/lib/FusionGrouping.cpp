@@ -22,9 +22,6 @@ bool isElementwiseLike(Operation *op) {
 
 namespace {
 
-bool isReduction(Operation *op) {
-  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op);
-}
 // Library calls that take a generated epilogue: matmuls, convolutions and their gradients.
 bool isAnchor(Operation *op) { return isa<MatmulOp>(op) || isConvolutionOp(op); }
 
@@ -39,12 +36,6 @@ bool isSplatConstant(Value v) {
 bool clonedIn(Operation *op, Value v) { return isSplatConstant(v) && !isAnchor(op); }
 
 ArrayRef<int64_t> shapeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getShape(); }
-
-ArrayRef<int64_t> reductionDims(Operation *op) {
-  return llvm::TypeSwitch<Operation *, ArrayRef<int64_t>>(op)
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(
-          [](auto r) { return r.getDims(); });
-}
 
 // The reduced shape of `full` over `dims`, with (keep) or without the reduced dimensions.
 SmallVector<int64_t> reducedShape(ArrayRef<int64_t> full, ArrayRef<int64_t> dims, bool keep) {
@@ -209,7 +200,7 @@ private:
     case Mode::Elementwise:
       return isElementwiseLike(op);
     case Mode::Reduction:
-      return isElementwiseLike(op) || isReduction(op);
+      return isElementwiseLike(op) || isReductionOp(op);
     case Mode::MatmulEpilogue:
       return isElementwiseLike(op) || isAnchor(op);
     }
@@ -246,7 +237,7 @@ private:
     };
     SmallVector<Operation *> reductions, anchors, elementwise;
     for (Operation *op : set) {
-      if (isReduction(op))
+      if (isReductionOp(op))
         reductions.push_back(op);
       else if (isAnchor(op))
         anchors.push_back(op);
@@ -367,7 +358,7 @@ private:
   }
 
   bool shouldMaterialize(ArrayRef<Operation *> members) {
-    bool hasReduction = llvm::any_of(members, isReduction);
+    bool hasReduction = llvm::any_of(members, isReductionOp);
     bool hasAnchor = llvm::any_of(members, isAnchor);
     switch (options.mode) {
     case Mode::Elementwise:
@@ -385,7 +376,7 @@ private:
       return FusionKind::conv_epilogue;
     if (llvm::any_of(members, [](Operation *op) { return isa<MatmulOp>(op); }))
       return FusionKind::matmul_epilogue;
-    if (llvm::any_of(members, isReduction))
+    if (llvm::any_of(members, isReductionOp))
       return FusionKind::reduction;
     return FusionKind::pointwise;
   }

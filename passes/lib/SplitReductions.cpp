@@ -1,6 +1,7 @@
 // rfuse-split-reductions: two-stage reductions where one stage would leave the GPU idle (see
 // Passes.td).
 #include "rfuse/Passes/Passes.h"
+#include "rfuse/IR/Geometry.h"
 
 #include "mlir/IR/PatternMatch.h"
 
@@ -29,7 +30,7 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
   void runOnOperation() override {
     SmallVector<Operation *> reductions;
     getOperation().walk([&](Operation *op) {
-      if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op) && !op->getParentOfType<FusionOp>())
+      if (isReductionOp(op) && !op->getParentOfType<FusionOp>())
         reductions.push_back(op);
     });
     for (Operation *op : reductions)
@@ -37,12 +38,6 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
         ++numSplit;
   }
 
-  static ArrayRef<int64_t> dimsOf(Operation *op) {
-    if (auto r = dyn_cast<ReduceSumOp>(op)) return r.getDims();
-    if (auto r = dyn_cast<ReduceMeanOp>(op)) return r.getDims();
-    if (auto r = dyn_cast<ReduceMaxOp>(op)) return r.getDims();
-    return cast<ReduceMinOp>(op).getDims();
-  }
   bool split(Operation *op) {
     Value x = op->getOperand(0);
     auto t = tensorOf(x);
@@ -51,7 +46,7 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       return false;
     ArrayRef<int64_t> shape = t.getShape();
     int64_t rank = shape.size();
-    SmallVector<int64_t> dims(dimsOf(op));
+    SmallVector<int64_t> dims(reductionDims(op));
     llvm::sort(dims);
     int64_t reduced = 1, outputs = 1;
     for (int64_t d = 0; d < rank; ++d)

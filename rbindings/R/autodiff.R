@@ -364,7 +364,6 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   if (bs < 1 || bs > n) rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d", n))
   batches <- max(1L, n %/% bs)
   nb <- state_buffers(mode)
-  np <- length(params)
   steps <- as.integer(steps)
   # Everything the loop touches lives on the device: parameters and optimizer state in two
   # alternating sets (each step reads one and writes the other, so on a GPU each set's step is a
@@ -455,10 +454,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   per_step <- stream || length(tr$random) > 0
   done <- 0L
   last <- 1L
-  latest <- function() stats::setNames(lapply(seq_len(np), function(i)
-    restore_shape(tensor_values(P[[last]][[i]]), params[[i]])), names(params))
-  latest_buffers <- function() stats::setNames(lapply(seq_along(buffers), function(i)
-    restore_shape(tensor_values(B[[last]][[i]]), buffers[[i]])), names(buffers))
+  # The values the last completed step wrote into a set's tensors, shaped like the R arrays given.
+  latest_of <- function(sets, like) stats::setNames(lapply(seq_along(like), function(i)
+    restore_shape(tensor_values(sets[[last]][[i]]), like[[i]])), names(like))
+  latest <- function() latest_of(P, params)
+  latest_buffers <- function() latest_of(B, buffers)
   # An interrupt (or an error) leaves write_back() the last completed step's parameters (and
   # write_buffers() its buffers).
   on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)

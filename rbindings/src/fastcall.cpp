@@ -170,9 +170,7 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
       r.params.push_back(p);
     }
     r.moduleVersion = moduleVersion;
-    if (TYPEOF(program) != EXTPTRSXP || !R_ExternalPtrAddr(program))
-      return;
-    r.program = *XPtr<std::shared_ptr<rfuse::Program>>(program);
+    r.program = rfuse::r::programPtr(program);
     r.inputIndex.assign(inputIndex.begin(), inputIndex.end());
     for (R_xlen_t k = 0; k < dtypes.size(); ++k)
       r.dtypes.push_back(rfuse::r::dtypeOf(as<std::string>(dtypes[k])));
@@ -239,12 +237,7 @@ SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv) {
         for (size_t i = 0; i < r.inputIndex.size(); ++i) {
           int at = r.inputIndex[i];
           SEXP handle = at < n ? field(envOf(VECTOR_ELT(args, at)), bufS) : r.params[at - n].tensor;
-          const Tensor &x = tensorOf(handle);
-          if (x.dtype != r.dtypes[i])
-            rfuse::r::fail("rfuse_type_error", "input " + std::to_string(i + 1) + " is " +
-                                                   rfuse::dtypeName(x.dtype) + " but the program takes " +
-                                                   rfuse::dtypeName(r.dtypes[i]));
-          inputs.push_back(x);
+          inputs.push_back(rfuse::r::programInput(handle, r.dtypes[i], i));
         }
         std::vector<Tensor> results =
             rfuse::r::retryAfterCollection([&] { return r.program->run(inputs, r.device); });

@@ -89,14 +89,14 @@ inline DType dtypeOf(const std::string &name) {
 inline std::vector<int64_t> toShape(Rcpp::IntegerVector v) { return std::vector<int64_t>(v.begin(), v.end()); }
 inline TracedValue tv(int id) { return TracedValue{id}; }
 
-inline const Program &program(SEXP p) {
-  if (TYPEOF(p) != EXTPTRSXP || !R_ExternalPtrAddr(p))
+/// The program a handle holds (shared: a training loop or a fast-call record keeps it alive).
+inline std::shared_ptr<Program> programPtr(SEXP p) {
+  if (TYPEOF(p) != EXTPTRSXP || !R_ExternalPtrAddr(p) || !*Rcpp::XPtr<std::shared_ptr<Program>>(p))
     fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
-  Rcpp::XPtr<std::shared_ptr<Program>> ptr(p);
-  if (!*ptr)
-    fail("rfuse_error", "the compiled program is no longer valid (e.g. after a session restart)");
-  return **ptr;
+  return *Rcpp::XPtr<std::shared_ptr<Program>>(p);
 }
+inline const Program &program(SEXP p) { return *programPtr(p); }
+
 
 /// The tensor an rf_tensor's handle holds; a classed error when its memory is gone (a handle
 /// saved with the workspace and restored in a new session is a null pointer).
@@ -105,6 +105,15 @@ inline Tensor &tensorOf(SEXP handle) {
     fail("rfuse_invalid_tensor", "this rf_tensor's memory is gone (it was saved and restored in a new session, "
                                  "or freed): create it again from its R values");
   return *static_cast<Tensor *>(R_ExternalPtrAddr(handle));
+}
+
+/// The tensor of input `k` (0-based) of a program that takes `want` there.
+inline const Tensor &programInput(SEXP handle, DType want, size_t k) {
+  const Tensor &t = tensorOf(handle);
+  if (t.dtype != want)
+    fail("rfuse_type_error", "input " + std::to_string(k + 1) + " is " + dtypeName(t.dtype) +
+                                 " but the program takes " + dtypeName(want));
+  return t;
 }
 
 /// A failure as a value (class "rfuse_failure": condition class, message), for the hot paths that

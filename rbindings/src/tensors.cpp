@@ -186,12 +186,7 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
       for (R_xlen_t k = 0; k < args.size(); ++k) {
         SEXP a = args[k];
         if (TYPEOF(a) == EXTPTRSXP) {
-          const Tensor &t = tensorOf(a);
-          DType want = dtypeOf(as<std::string>(dtypes[k]));
-          if (t.dtype != want)
-            fail("rfuse_type_error", "input " + std::to_string(k + 1) + " is " + rfuse::dtypeName(t.dtype) +
-                                         " but the program takes " + rfuse::dtypeName(want));
-          inputs.push_back(t);
+          inputs.push_back(rfuse::r::programInput(a, dtypeOf(as<std::string>(dtypes[k])), k));
         } else { // an R value beside tensors becomes one: the same NA rule
           refuseNA(a);
           inputs.push_back(rfuse::r::tensorFromR(a, dtypeOf(as<std::string>(dtypes[k])), dev));

@@ -55,10 +55,8 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
                       List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories,
                       List kept1, List kept2, std::string device) {
   return guarded([&]() -> SEXP {
-    if (TYPEOF(program) != EXTPTRSXP || !R_ExternalPtrAddr(program))
-      fail("rfuse_error", "the compiled program is no longer valid");
     auto loop = std::make_unique<TrainingLoop>();
-    loop->program = *XPtr<std::shared_ptr<rfuse::Program>>(program);
+    loop->program = rfuse::r::programPtr(program);
     loop->device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     loop->inputs = {tensors(inputs1), tensors(inputs2)};
     loop->outputs = {tensors(outputs1), tensors(outputs2)};

@@ -73,6 +73,11 @@ struct ConvGeometry {
 bool isConvolutionOp(mlir::Operation *op);
 bool isPoolingOp(mlir::Operation *op);
 
+/// rfuse.reduce_sum, reduce_mean, reduce_max and reduce_min; their `dims` and `keep_dims`.
+bool isReductionOp(mlir::Operation *op);
+llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);
+bool reductionKeepsDims(mlir::Operation *op);
+
 /// rfuse.slice, reverse, pad, concat and gather: ops whose every element is an element of an
 /// operand (or pad's constant) read at a position the op's attributes map it to.
 bool isIndexingOp(mlir::Operation *op);
