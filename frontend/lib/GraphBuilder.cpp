@@ -278,6 +278,8 @@ RFUSE_UNARY_METHOD(acos, AcosOp, "acos")
 RFUSE_UNARY_METHOD(tgamma, TgammaOp, "tgamma")
 RFUSE_UNARY_METHOD(lgamma, LgammaOp, "lgamma")
 RFUSE_UNARY_METHOD(normalQuantile, QnormOp, "qnorm")
+RFUSE_UNARY_METHOD(digammaFunction, DigammaOp, "digamma")
+RFUSE_UNARY_METHOD(trigammaFunction, TrigammaOp, "trigamma")
 RFUSE_UNARY_METHOD(logicalNot, NotOp, "not")
 #undef RFUSE_UNARY_METHOD
 
@@ -448,6 +450,23 @@ TracedValue GraphBuilder::gather(TracedValue x, const std::vector<int64_t> &indi
                                        DenseElementsAttr::get(idxType, ArrayRef<int64_t>(indices)));
   auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
   return impl->wrap(impl->create<GatherOp>("gather", type, v, idx, impl->b.getI64IntegerAttr(dim)));
+}
+
+TracedValue GraphBuilder::gatherAt(TracedValue x, TracedValue indices, int64_t dim) {
+  Value v = impl->get(x, "gather");
+  Value i = impl->get(indices, "gather");
+  auto shape = Impl::typeOf(v).getShape();
+  auto idxShape = Impl::typeOf(i).getShape();
+  if (idxShape.size() != 1)
+    Impl::shapeFail("gather", "the index must be a vector (rank 1), not rank " + std::to_string(idxShape.size()));
+  Shape out;
+  std::string err;
+  if (!inferGatherShape(shape, {idxShape[0]}, dim, out, err))
+    Impl::shapeFail("gather", err);
+  if (!Impl::typeOf(i).getElementType().isInteger(64))
+    i = impl->get(cast(indices, DType::I64), "gather");
+  auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
+  return impl->wrap(impl->create<GatherOp>("gather", type, v, i, impl->b.getI64IntegerAttr(dim)));
 }
 
 TracedValue GraphBuilder::reduceSum(TracedValue x, const std::vector<int64_t> &d, bool k) {

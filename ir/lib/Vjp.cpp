@@ -115,9 +115,11 @@ LogicalResult pointwiseVjp(Operation *op, ScalarOpKind kind, Emit &e, Value g,
   case ScalarOpKind::Qnorm: // 1 / dnorm(y) = sqrt(2 pi) exp(y^2 / 2)
     set(0, e.mul(g, e.scale(e.b.create<ExpOp>(e.loc, y.getType(), e.scale(e.mul(y, y), 0.5)), 2.5066282746310002)));
     break;
-  case ScalarOpKind::Tgamma:
-  case ScalarOpKind::Lgamma: // the digamma function, which rfuse has no op for
-    return op->emitOpError("has no vector-Jacobian product (it needs the digamma function)");
+  case ScalarOpKind::Lgamma: set(0, e.mul(g, e.b.create<DigammaOp>(e.loc, x.getType(), x))); break;
+  case ScalarOpKind::Tgamma: set(0, e.mul(g, e.mul(y, e.b.create<DigammaOp>(e.loc, x.getType(), x)))); break;
+  case ScalarOpKind::Digamma: set(0, e.mul(g, e.b.create<TrigammaOp>(e.loc, x.getType(), x))); break;
+  case ScalarOpKind::Trigamma: // the tetragamma function, which rfuse has no op for
+    return op->emitOpError("has no vector-Jacobian product (it needs the tetragamma function)");
   case ScalarOpKind::Atan2: { // atan2(y, x): (x dy - y dx) / (x^2 + y^2)
     Value xx = op->getOperand(1), r2 = e.add(e.mul(x, x), e.mul(xx, xx));
     set(0, e.div(e.mul(g, xx), r2));

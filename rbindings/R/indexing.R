@@ -89,8 +89,52 @@ subscripts_of <- function(dots_expr, n, elt) {
 # The subscripts as arguments of a call to base R's own `[` / `[<-`.
 as_call_args <- function(idx) lapply(idx, function(e) if (is_all_of_dim(e)) quote(expr = ) else e)
 
+# x[i] / x[i, j] with positions the traced code computes (x[which.max(x)], lookup[k]): a gather
+# by them. Their number is known; their values are checked on every call: one outside 1..n
+# (R drops 0 and negatives and gives NA beyond n) sends the call to base R (runtime_check). A
+# computed logical mask selects a data-dependent number of elements: refused.
+index_computed <- function(x, idx, drop, call) {
+  flat <- length(idx) == 1
+  if (!flat && length(idx) != length(x$rdim)) rf_shape_error("incorrect number of dimensions", call)
+  dims <- if (flat) x$len else x$rdim
+  s <- if (flat) reshape_sym(x, NULL, x$len) else x
+  shape <- if (flat) as.integer(x$len) else rev(as.integer(dims))
+  id <- s$id
+  counts <- integer(length(idx))
+  for (k in seq_along(idx)) {
+    i <- idx[[k]]; n <- dims[k]; d <- length(shape) - k
+    if (!is_sym(i)) {
+      pos <- if (is_all_of_dim(i)) seq_len(n) else index_positions(i, n, call, dim_bounds = !flat)
+      id <- select_along(id, shape, d, pos - 1L, call)
+      counts[k] <- length(pos)
+    } else {
+      if (i$dtype == "i1") rf_unsupported("[", call, data_dependent_why)
+      p <- to_dtype(reshape_sym(i, NULL, i$len), trace_float(), call)
+      runtime_check(any_all("any", list((p < 1) | !(p < n + 1)), call),
+                    "lead to computed positions outside 1..n (where R drops the position or gives NA)")
+      id <- emit(.rf_b_gather_at, id, (p - 1)$id, as.integer(d), call = call)
+      counts[k] <- p$len
+    }
+    shape[d + 1] <- counts[k]
+  }
+  ib <- if (x$dtype != "i1" && is_int_value(x)) int_bound("same", int_ref(x))
+  out <- new_sym(id, if (flat) NULL else rev(shape), prod(counts), x$dtype, ib)
+  if (flat) return(out)
+  keep <- if (isTRUE(drop)) counts != 1L else rep(TRUE, length(counts))
+  new_rd <- if (sum(keep) >= 2) counts[keep] else NULL
+  if (is.null(new_rd) || length(new_rd) != length(counts)) reshape_sym(out, new_rd, prod(counts)) else out
+}
+
 # x[i], x[i, j, ...] on a traced x with static subscripts.
 index_sym <- function(x, idx, drop, call) {
+  s <- index_sym_plain(x, idx, drop, call)
+  if (!has_attrs(x)) return(s)
+  if (any(vapply(idx, is_sym, TRUE)))
+    rf_unsupported("[", call, "the names of positions the traced code computes are not known when tracing")
+  attrs_from_proxy(s, x, function(p) eval(as.call(c(list(base::`[`, p), as_call_args(idx), list(drop = drop)))))
+}
+index_sym_plain <- function(x, idx, drop, call) {
+  if (any(vapply(idx, is_sym, TRUE))) return(index_computed(x, idx, drop, call))
   sp <- subscript_positions(x, idx, call)
   ib <- if (x$dtype != "i1" && is_int_value(x)) int_bound("same", int_ref(x))
   if (sp$flat) {
@@ -127,7 +171,9 @@ index_sym <- function(x, idx, drop, call) {
 # The mask (a constant of x's shape) of the elements the static subscripts select, and `value`
 # spread to x's shape so that each selected element reads its own replacement (for repeated
 # positions the last one, as R assigns them in order).
-assign_sym <- function(x, idx, value, call) {
+# x[idx] <- value keeps x's attributes (a base R x's too).
+assign_sym <- function(x, idx, value, call) with_attrs(assign_positions(x, idx, value, call), sym_attrs(x))
+assign_positions <- function(x, idx, value, call) {
   x <- as_sym(x, call)
   value <- as_sym(value, call)
   ints <- is_int_value(x) && is_int_value(value)
@@ -198,6 +244,9 @@ rf_index <- function(x, ..., drop = TRUE) {
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
   if (is_sym(x)) return(index_sym(x, idx, drop, call))
+  # A constant (a lookup table) at computed positions.
+  if (any(vapply(idx, is_sym, TRUE)) && (is.numeric(x) || is.logical(x)) && !is.object(x))
+    return(index_sym(as_sym(x, call), idx, drop, call))
   if (any(vapply(idx, is_sym, TRUE))) rf_unsupported("[", call, data_dependent_why)
   # Base R's `[` on the values already computed (each subscript is evaluated once, as in R).
   base_call <- as.call(c(list(base::`[`, x), as_call_args(idx), if (!missing(drop)) list(drop = drop)))
@@ -228,9 +277,9 @@ rf_index2 <- function(x, ..., exact = TRUE) {
     if (any(vapply(idx, is_sym, TRUE))) rf_unsupported("[[", call, data_dependent_why)
     return(base::`[[`(x, ..., exact = exact))
   }
-  if (length(idx) == 0 || any(vapply(idx, function(i) is_sym(i) || length(i) != 1, TRUE)))
+  if (length(idx) == 0 || any(vapply(idx, function(i) rlen(i) != 1, TRUE)))
     rf_shape_error("subscript out of bounds (`[[` takes one position per dimension)", call)
-  if (any(vapply(idx, function(i) is.numeric(i) && i < 1, TRUE)))
+  if (any(vapply(idx, function(i) !is_sym(i) && is.numeric(i) && i < 1, TRUE)))
     rf_shape_error("invalid negative or zero subscript in get1index", call)
   index_sym(x, idx, TRUE, call)
 }
@@ -291,9 +340,41 @@ rf_c <- function(...) {
 
 # cbind (columns) / rbind (rows) of vectors and matrices: R's matrix n x k is the tensor [k, n],
 # so columns concatenate along tensor dim 0 and rows along tensor dim 1.
-bind_syms <- function(fname, args, columns, call) {
-  refuse_names(fname, args, call)
-  args <- args[!vapply(args, is.null, TRUE)]
+# The dimnames R's cbind / rbind give: along the bound dim the argument names, a symbol's name
+# (deparse.level 1) or its deparsed expression (2), a matrix's own; across it the first names
+# found among the arguments.
+bind_dimnames <- function(args, exprs, columns, deparse.level) {
+  along <- character(); named <- FALSE; across <- NULL
+  tags <- names(args) %||% rep("", length(args))
+  for (i in seq_along(args)) {
+    a <- args[[i]]; at <- sym_attrs(a); d <- dim(a)
+    if (length(d) == 2) {
+      dn <- at$dimnames
+      k <- d[if (columns) 2 else 1]
+      mine <- dn[[if (columns) 2 else 1]]
+      along <- c(along, mine %||% rep("", k)); named <- named || !is.null(mine)
+      if (is.null(across)) across <- dn[[if (columns) 1 else 2]]
+      next
+    }
+    e <- exprs[[i]]
+    nm <- if (nzchar(tags[i])) tags[i]
+          else if (deparse.level >= 1 && is.symbol(e)) as.character(e)
+          else if (deparse.level == 2) paste(deparse(e, 500L, nlines = 1L), collapse = "")
+          else ""
+    along <- c(along, nm); named <- named || nzchar(nm)
+    if (is.null(across) && !is.null(at$names) && length(a) > 1) across <- at$names
+  }
+  if (!named) along <- NULL
+  if (is.null(along) && is.null(across)) return(NULL)
+  if (columns) list(across, along) else list(along, across)
+}
+
+bind_syms <- function(fname, args, columns, call, exprs, deparse.level) {
+  if (!is.numeric(deparse.level) || length(deparse.level) != 1 || !deparse.level %in% 0:2)
+    rf_unsupported(fname, call, "deparse.level must be 0, 1 or 2")
+  keep <- !vapply(args, is.null, TRUE)
+  args <- args[keep]
+  dn <- bind_dimnames(args, exprs[keep], columns, deparse.level)
   syms <- lapply(args, as_sym, call = call)
   mats <- Filter(function(s) length(s$rdim) == 2, syms)
   if (any(vapply(syms, function(s) length(s$rdim) > 2, TRUE)))
@@ -322,18 +403,18 @@ bind_syms <- function(fname, args, columns, call) {
   ids <- vapply(parts, function(p) p$id, 0L)
   id <- if (length(ids) == 1) ids else emit(.rf_b_concat, ids, if (columns) 0L else 1L, call = call)
   rd <- as.integer(if (columns) c(n, k) else c(k, n))
-  new_sym(id, rd, prod(rd), want, if (!logical_only) parts_bound(args))
+  with_attrs(new_sym(id, rd, prod(rd), want, if (!logical_only) parts_bound(args)), list(dimnames = dn))
 }
 
 rf_cbind <- function(..., deparse.level = 1) {
   args <- list(...)
   if (!any(vapply(args, is_sym, TRUE))) return(base::cbind(..., deparse.level = deparse.level))
-  bind_syms("cbind", args, TRUE, sys.call())
+  bind_syms("cbind", args, TRUE, sys.call(), as.list(substitute(list(...)))[-1], deparse.level)
 }
 rf_rbind <- function(..., deparse.level = 1) {
   args <- list(...)
   if (!any(vapply(args, is_sym, TRUE))) return(base::rbind(..., deparse.level = deparse.level))
-  bind_syms("rbind", args, FALSE, sys.call())
+  bind_syms("rbind", args, FALSE, sys.call(), as.list(substitute(list(...)))[-1], deparse.level)
 }
 
 rf_rev <- function(x) {
@@ -351,8 +432,10 @@ head_tail <- function(x, n, tail, call) {
   if (length(x$rdim) > 2) rf_unsupported(if (tail) "tail" else "head", call, "only vectors and matrices")
   k <- if (n >= 0) min(n, len) else max(len + n, 0)
   pos <- if (tail) seq_len(k) + (len - k) else seq_len(k)
-  if (length(x$rdim) == 2) index_sym(x, list(pos, all_of_dim), FALSE, call)
-  else index_sym(reshape_sym(x, NULL, x$len), list(pos), TRUE, call)
+  s <- if (length(x$rdim) == 2) index_sym(with_attrs(x, NULL), list(pos, all_of_dim), FALSE, call)
+       else index_sym(with_attrs(reshape_sym(x, NULL, x$len), NULL), list(pos), TRUE, call)
+  # R's names: x's kept, and tail() of a matrix without row names numbers its rows ("[9,]").
+  attrs_from_proxy(s, x, if (tail) utils::tail else utils::head, n, always = TRUE)
 }
 rf_head <- function(x, n = 6L, ...) {
   if (!is_sym(x)) return(utils::head(x, n, ...))

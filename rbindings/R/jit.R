@@ -319,8 +319,16 @@ jit_call <- function(state, args) {
   if (!inputs_scanned && any(vapply(outs, function(o) is.double(o) && anyNA(o), TRUE)) &&
       has_true_na(numeric_inputs) &&
       !is.null(r <- base_r_call(state, args, "hold NA values"))) return(r$value)
+  if (!is.null(why <- failed_check(tr, outs, length(tr$out$ids)))) {
+    r <- base_r_call(state, args, why)
+    if (is.null(r)) rf_abort("rfuse_unsupported", paste0("the inputs of this call ", why, ", which the compiled program does not reproduce"))
+    return(r$value)
+  }
+  computed_attrs <- attribute_outputs(tr, outs, length(tr$out$ids))
   outs <- apply_aux(tr, outs, length(tr$out$ids))
   for (k in which(tr$out$int)) storage.mode(outs[[k]]) <- "integer"
+  for (k in seq_along(tr$out$attrs)) if (length(a <- tr$out$attrs[[k]])) attributes(outs[[k]]) <- c(attributes(outs[[k]]), a)
+  for (ca in computed_attrs) attr(outs[[ca$of]], ca$name) <- ca$value
   for (w in tr$warnings) warning(w, call. = FALSE)
   fill_outputs(tr$out, outs)
 }
@@ -359,8 +367,12 @@ jit_call_tensors <- function(state, args) {
   for (k in seq_len(n_main))
     main[[k]] <- make_tensor(buf = outs[[k]], dtype = rdtypes[k], device = device, rdim = tr$out$rdims[[k]],
                              len = tr$out$lens[k])
-  if (length(outs) > n_main) # auxiliary outputs (batch statistics) update R state: as R values
-    apply_aux(tr, c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL)))), n_main)
+  if (length(outs) > n_main) { # auxiliary outputs (batch statistics, checks) update R state: as R values
+    all_outs <- c(main, lapply(outs[-seq_len(n_main)], function(b) rf_guard(.rf_tensor_to_r(b, NULL))))
+    if (!is.null(why <- failed_check(tr, all_outs, n_main)))
+      rf_abort("rfuse_unsupported", paste0("the inputs of this call ", why, ", which the compiled program does not reproduce"))
+    apply_aux(tr, all_outs, n_main)
+  }
   if (tr$out$single && n_main == 1) {
     record_fast_call(state, args, je, inputs$dtypes, device, rdtypes[1])
     return(main[[1]])

@@ -14,11 +14,18 @@ generic_call <- function(generic) {
   call
 }
 
+# R's arithmetic, comparison and logic keep their operands' attributes: those of the first
+# operand of the result's length, else the second's.
 #' @export
 Ops.rf_sym <- function(e1, e2) {
   call <- generic_call(.Generic)
-  op <- .Generic
-  if (missing(e2)) { # unary
+  r <- ops_sym(.Generic, e1, if (!missing(e2)) e2, missing(e2), call)
+  from <- if (missing(e2) || (rlen(e1) == r$len && length(sym_attrs(e1)))) e1 else e2
+  if (rlen(from) == r$len && length(a <- sym_attrs(from))) r <- with_attrs(r, a)
+  r
+}
+ops_sym <- function(op, e1, e2, unary, call) {
+  if (unary) {
     ib <- if (is_int_value(e1)) int_ref(e1)
     if (op == "+") {
       s <- to_dtype(e1, trace_float(), call)
@@ -86,7 +93,7 @@ integer_division <- function(op, e1, e2, call) {
 
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
               cos = "cos", floor = "floor", tan = "tan", atan = "atan", asin = "asin", acos = "acos",
-              gamma = "tgamma", lgamma = "lgamma")
+              gamma = "tgamma", lgamma = "lgamma", digamma = "digamma", trigamma = "trigamma")
 
 # Math functions written with the traced ops: each as accurate as R's to within a few ulps
 # (log1p and expm1 by Goldberg's correction of log(1 + x) and exp(x) - 1; sinh through expm1 so
@@ -115,11 +122,16 @@ cumulative <- function(op, x, call) {
   new_sym(emit(.rf_b_scan, s$id, 0L, kind, call = call), NULL, x$len, s$dtype, ib)
 }
 
+# R's math functions keep their argument's attributes; the cumulative ones keep only names.
 #' @export
 Math.rf_sym <- function(x, ...) {
   call <- generic_call(.Generic)
   op <- .Generic
-  if (op %in% c("cumsum", "cumprod", "cummax", "cummin")) return(cumulative(op, x, call))
+  if (op %in% c("cumsum", "cumprod", "cummax", "cummin"))
+    return(with_attrs(cumulative(op, x, call), if (is.null(x$rdim)) x$attrs["names"]))
+  with_attrs(math_sym(op, x, call, ...), x$attrs)
+}
+math_sym <- function(op, x, call, ...) {
   if (op %in% names(composite_math)) return(composite_math[[op]](to_dtype(x, trace_float(), call)))
   if (op == "round") { # digits = 0: the nearest integer, ties to even (IEC 60559), as R
     digits <- if (...length()) ..1 else 0
@@ -154,18 +166,36 @@ reduce_all <- function(kind, x, call) {
   new_sym(id, NULL, 1L, s$dtype)
 }
 
+# x with its NA / NaN elements replaced by `v` (na.rm = TRUE: what a reduction skips). A
+# traced value's NA is a NaN (inputs holding R's NA are answered by base R).
+nan_to <- function(x, v) if (is_sym(x)) rf_ifelse(is.na.rf_sym(x), v, x) else { x[is.na(x)] <- v; x }
+
+# any() / all() of logical values (R's coercion of numbers to logical, with its warning, refused).
+any_all <- function(op, args, call) {
+  if (!all(vapply(args, function(a) if (is_sym(a)) a$dtype == "i1" else is.logical(a) && !anyNA(a), TRUE)))
+    rf_unsupported(op, call, "only logical values (comparisons, masks) without NA are traced")
+  parts <- lapply(args, function(a) reduce_all(if (op == "any") "max" else "min", a, call))
+  v <- Reduce(function(a, b) new_sym(emit(.rf_b_binary, if (op == "any") "max" else "min", a$id, b$id, call = call),
+                                     NULL, 1L, a$dtype), parts)
+  v > 0
+}
+
 #' @export
 Summary.rf_sym <- function(..., na.rm = FALSE) {
   call <- generic_call(.Generic)
   op <- .Generic
-  if (op == "range") return(rf_c(min(...), max(...)))
+  na_rm <- flag(na.rm, "na.rm", op, call)
+  if (op %in% c("any", "all")) return(any_all(op, list(...), call))
+  if (op == "range") return(rf_c(min(..., na.rm = na_rm), max(..., na.rm = na_rm)))
+  # na.rm: each NA / NaN replaced by the reduction's identity (max of nothing is -Inf, as R's).
+  args <- list(...)
+  if (na_rm) args <- lapply(args, nan_to, v = c(sum = 0, prod = 1, max = -Inf, min = Inf)[[op]])
   if (op == "prod") { # the last of the running products (a double, as R's)
-    all <- rf_c(..., 1)
+    all <- do.call(rf_c, c(args, list(1)))
     cp <- cumulative("cumprod", all, call)
     return(index_sym(cp, list(cp$len), TRUE, call))
   }
   if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
-  args <- list(...)
   # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
   # the guard sends such calls to base R).
   int <- all(vapply(args, is_int_value, TRUE))
@@ -194,17 +224,28 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
 #' @keywords internal
 #' @method mean rf_sym
 #' @export
-mean.rf_sym <- function(x, ...) reduce_all("mean", x, sys.call())
+mean.rf_sym <- function(x, ...) {
+  call <- generic_call("mean")
+  a <- list(...)
+  extra <- setdiff(names(a) %||% rep("", length(a)), c("na.rm", "trim"))
+  if (length(extra)) rf_unsupported("mean", call, sprintf("mean() takes only 'trim' and 'na.rm' (not %s)",
+                                                         paste(sQuote(extra, FALSE), collapse = ", ")))
+  if (!is.null(a$trim) && (is_sym(a$trim) || !is.numeric(a$trim) || length(a$trim) != 1 || a$trim != 0))
+    rf_unsupported("mean", call, "a trimmed mean sorts its values: only trim = 0 is traced")
+  if (!flag(a$na.rm %||% FALSE, "na.rm", "mean", call)) return(reduce_all("mean", x, call))
+  # The mean of the values that are not NA (NaN when there are none, as R's).
+  reduce_all("sum", nan_to(x, 0), call) / reduce_all("sum", !is.na.rf_sym(x), call)
+}
 
 #' @rdname rf_sym-methods
 #' @method t rf_sym
 #' @export
 t.rf_sym <- function(x) {
   call <- sys.call()
-  if (is.null(x$rdim)) return(reshape_sym(x, c(1L, x$len)))
+  if (is.null(x$rdim)) return(attrs_from_proxy(reshape_sym(x, c(1L, x$len)), x, base::t))
   if (length(x$rdim) != 2) rf_abort("rfuse_shape_error", "argument is not a matrix", call)
   id <- emit(.rf_b_transpose, x$id, c(1L, 0L), call = call)
-  new_sym(id, rev(x$rdim), x$len, x$dtype, x$ib)
+  attrs_from_proxy(new_sym(id, rev(x$rdim), x$len, x$dtype, x$ib), x, base::t)
 }
 
 # ---- Plain functions bound in the traced function's environment -----------------------------
@@ -232,9 +273,20 @@ matmul_syms <- function(x, y, call, ta = FALSE, tb = FALSE) {
   new_sym(id, c(m, n), as.double(m) * n, trace_float()) # beyond 2^31 elements too
 }
 
+# The dimnames of a matrix product (R's: the row names of the left factor, the column names of
+# the right one; for crossprod and tcrossprod those of the transposed factors).
+product_dimnames <- function(s, x, y, rows_of_x, cols_of_y) {
+  dn <- function(v, k) { d <- sym_attrs(v)$dimnames; if (length(dim(v)) == 2 && !is.null(d)) d[[k]] }
+  r <- dn(x, rows_of_x); c <- dn(y, cols_of_y)
+  if (is.null(r) && is.null(c)) s else with_attrs(s, list(dimnames = list(r, c)))
+}
+
 rf_matprod <- function(x, y) {
   call <- sys.call()
   if (!any_sym(x, y)) return(base::`%*%`(x, y))
+  product_dimnames(matprod_syms(x, y, call), x, y, 1L, 2L)
+}
+matprod_syms <- function(x, y, call) {
   x <- as_matrix_sym(x, call); y <- as_matrix_sym(y, call)
   if (is.null(x$rdim) && is.null(y$rdim)) {
     if (x$len != y$len) rf_shape_error("non-conformable arguments", call)
@@ -253,7 +305,7 @@ rf_crossprod <- function(x, y = NULL) {
   x <- as_matrix_sym(x, call); y <- if (is.null(y)) x else as_matrix_sym(y, call)
   if (is.null(x$rdim)) x <- reshape_sym(x, c(x$len, 1L))
   if (is.null(y$rdim)) y <- reshape_sym(y, c(y$len, 1L))
-  matmul_syms(x, y, call, ta = TRUE)
+  product_dimnames(matmul_syms(x, y, call, ta = TRUE), x, y, 2L, 2L)
 }
 
 rf_tcrossprod <- function(x, y = NULL) {
@@ -262,7 +314,7 @@ rf_tcrossprod <- function(x, y = NULL) {
   x <- as_matrix_sym(x, call); y <- if (is.null(y)) x else as_matrix_sym(y, call)
   if (is.null(x$rdim)) x <- reshape_sym(x, c(x$len, 1L))
   if (is.null(y$rdim)) y <- reshape_sym(y, c(y$len, 1L))
-  matmul_syms(x, y, call, tb = TRUE)
+  product_dimnames(matmul_syms(x, y, call, tb = TRUE), x, y, 1L, 1L)
 }
 
 # rowSums & co. for a matrix or array (dims = 1): reduce over R dims (dims+1):n (rows) or 1:dims.
@@ -281,21 +333,33 @@ margin_reduce <- function(x, kind, rows, dims, call) {
   new_sym(id, if (length(out) > 1) out else NULL, prod(out), x$dtype)
 }
 
+# rowSums & co. with na.rm: the sums of the values that are not NA, the means divided by their count.
+# The result is named by x's row (column) names, as R's.
+margin_sum_mean <- function(x, mean, rows, na.rm, dims, call) {
+  x <- as_sym(x, call)
+  r <- if (!flag(na.rm, "na.rm", if (rows) "rowSums" else "colSums", call))
+    margin_reduce(x, if (mean) "mean" else "sum", rows, dims, call)
+  else {
+    s <- margin_reduce(nan_to(x, 0), "sum", rows, dims, call)
+    if (mean) s / margin_reduce(!is.na.rf_sym(x), "sum", rows, dims, call) else s
+  }
+  attrs_from_proxy(with_attrs(r, NULL), x, if (rows) base::rowSums else base::colSums, dims = dims)
+}
 rf_rowSums <- function(x, na.rm = FALSE, dims = 1L) {
   if (!is_sym(x)) return(base::rowSums(x, na.rm, dims))
-  margin_reduce(x, "sum", TRUE, dims, sys.call())
+  margin_sum_mean(x, FALSE, TRUE, na.rm, dims, sys.call())
 }
 rf_colSums <- function(x, na.rm = FALSE, dims = 1L) {
   if (!is_sym(x)) return(base::colSums(x, na.rm, dims))
-  margin_reduce(x, "sum", FALSE, dims, sys.call())
+  margin_sum_mean(x, FALSE, FALSE, na.rm, dims, sys.call())
 }
 rf_rowMeans <- function(x, na.rm = FALSE, dims = 1L) {
   if (!is_sym(x)) return(base::rowMeans(x, na.rm, dims))
-  margin_reduce(x, "mean", TRUE, dims, sys.call())
+  margin_sum_mean(x, TRUE, TRUE, na.rm, dims, sys.call())
 }
 rf_colMeans <- function(x, na.rm = FALSE, dims = 1L) {
   if (!is_sym(x)) return(base::colMeans(x, na.rm, dims))
-  margin_reduce(x, "mean", FALSE, dims, sys.call())
+  margin_sum_mean(x, TRUE, FALSE, na.rm, dims, sys.call())
 }
 
 sweep_funs <- list("+" = `+`, "-" = `-`, "*" = `*`, "/" = `/`)
@@ -334,13 +398,23 @@ pminmax <- function(kind, args, call) {
   }, args)
 }
 
+# na.rm: an NA on one side gives the other side (NA only where all are).
+pminmax_na_rm <- function(kind, args, call) {
+  if (length(args) == 1) return(args[[1]])
+  Reduce(function(a, b) {
+    m <- pminmax(kind, list(nan_to(a, if (kind == "max") -Inf else Inf), nan_to(b, if (kind == "max") -Inf else Inf)), call)
+    rf_ifelse(is.na(a) & is.na(b), NaN, m)
+  }, args)
+}
 rf_pmax <- function(..., na.rm = FALSE) {
   if (!any_sym(...)) return(base::pmax(..., na.rm = na.rm))
-  pminmax("max", list(...), sys.call())
+  call <- sys.call()
+  if (flag(na.rm, "na.rm", "pmax", call)) pminmax_na_rm("max", list(...), call) else pminmax("max", list(...), call)
 }
 rf_pmin <- function(..., na.rm = FALSE) {
   if (!any_sym(...)) return(base::pmin(..., na.rm = na.rm))
-  pminmax("min", list(...), sys.call())
+  call <- sys.call()
+  if (flag(na.rm, "na.rm", "pmin", call)) pminmax_na_rm("min", list(...), call) else pminmax("min", list(...), call)
 }
 
 rf_ifelse <- function(test, yes, no) {
@@ -361,7 +435,9 @@ rf_ifelse <- function(test, yes, no) {
   # Integer branches give an integer (R's type of mixed branches depends on which are taken: a
   # double here).
   ib <- if (is_int_value(yes) && is_int_value(no)) int_bound("max", int_ref(yes), int_ref(no))
-  new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float(), ib)
+  # The result has test's attributes (R's ifelse).
+  with_attrs(new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, trace_float(), ib),
+             sym_attrs(test))
 }
 
 # Base functions that would look inside a traced value's record (a list) instead of its elements:
@@ -370,10 +446,13 @@ rf_ifelse <- function(test, yes, no) {
 #' @export
 is.na.rf_sym <- function(x) { # NaN computed inside (0/0): x != x
   call <- sys.call()
-  new_sym(emit(.rf_b_binary, "ne", x$id, x$id, call = call), x$rdim, x$len, "i1")
+  with_attrs(new_sym(emit(.rf_b_binary, "ne", x$id, x$id, call = call), x$rdim, x$len, "i1"),
+             x$attrs[c("names", "dimnames")])
 }
 #' @export
-names.rf_sym <- function(x) NULL
+names.rf_sym <- function(x) x$attrs$names
+#' @export
+dimnames.rf_sym <- function(x) x$attrs$dimnames
 #' @export
 is.numeric.rf_sym <- function(x) x$dtype != "i1"
 
@@ -386,6 +465,7 @@ text_refusal <- "a traced value has no text before the program runs (format resu
 # combined as base R's simplification would (length-1 results into a vector, equal-length ones
 # into the columns of a matrix); otherwise base R's own.
 simplify_traced <- function(fname, X, res, use_names, call) {
+  if (any(vapply(res, has_attrs, TRUE))) attrs_refusal(fname, call)
   if (use_names && (is.character(X) || !is.null(names(X))))
     rf_unsupported(fname, call, "traced results carry no names; use seq_along() or USE.NAMES = FALSE")
   lens <- vapply(res, rlen, 0)
@@ -423,7 +503,14 @@ rf_vapply <- function(X, FUN, FUN.VALUE, ..., USE.NAMES = TRUE) {
 
 rf_as_vector <- function(x, mode = "any") {
   if (!is_sym(x)) return(base::as.vector(x, mode))
-  reshape_sym(x, NULL, x$len)
+  call <- sys.call()
+  v <- reshape_sym(x, NULL, x$len)
+  switch(if (is.character(mode) && length(mode) == 1) mode else "",
+         any = v,
+         numeric = , double = to_dtype(v, trace_float(), call),
+         logical = if (v$dtype == "i1") v else rf_unsupported("as.vector", call, "numbers to logical: use x != 0"),
+         rf_unsupported("as.vector", call, sprintf("mode %s of a traced value (only \"any\", \"numeric\", \"double\", \"logical\")",
+                                                   deparse1(mode))))
 }
 rf_as_numeric <- function(x, ...) {
   if (!is_sym(x)) return(base::as.numeric(x, ...))
@@ -499,6 +586,24 @@ rf_beta <- function(a, b) {
   if (!any_sym(a, b)) return(base::beta(a, b))
   exp(rf_lbeta(a, b))
 }
+# choose(n, k) for a number k < 30 as R computes it: the running product n (n-1)/2 ... (n-k+1)/k,
+# rounded where n is an integer (to within R's 1e-7); NaN n stays NaN.
+rf_choose <- function(n, k) {
+  if (!any_sym(n, k)) return(base::choose(n, k))
+  call <- sys.call()
+  if (is_sym(k) || !is.numeric(k) || length(k) != 1 || is.na(k))
+    rf_unsupported("choose", call, "only a single number k that is not traced")
+  if (abs(k - round(k)) > 1e-7) rf_unsupported("choose", call, "k must be a whole number (R rounds it with a warning)")
+  k <- round(k)
+  if (k >= 30) rf_unsupported("choose", call, "k >= 30 (R computes it through beta functions)")
+  n <- to_dtype(as_sym(n, call), trace_float(), call)
+  if (k <= 0) return(rf_ifelse(is.na(n), n, if (k == 0) 1 else 0))
+  r <- n
+  for (j in seq_len(k)[-1]) r <- r * ((n - (j - 1)) / j)
+  whole <- abs(n - round(n)) <= 1e-7 * rf_pmax(1, abs(n))
+  rf_ifelse(whole, round(r), r)
+}
+
 rf_plogis <- function(q, location = 0, scale = 1, lower.tail = TRUE, log.p = FALSE) {
   if (!any_sym(q, location, scale)) return(stats::plogis(q, location, scale, lower.tail, log.p))
   call <- sys.call()
@@ -537,14 +642,18 @@ rf_is_logical <- function(x) if (is_sym(x)) x$dtype == "i1" else base::is.logica
 rf_as_matrix <- function(x, ...) {
   if (!is_sym(x)) return(base::as.matrix(x, ...))
   if (...length()) rf_unsupported("as.matrix", sys.call(), "only as.matrix(x)")
-  if (length(x$rdim) == 2) x else reshape_sym(x, c(x$len, 1L), x$len)
+  if (length(x$rdim) == 2) x else attrs_from_proxy(reshape_sym(x, c(x$len, 1L), x$len), x, base::as.matrix)
 }
-rf_I <- function(x) if (is_sym(x)) x else base::I(x)
+rf_I <- function(x) if (is_sym(x)) with_attrs(x, c(x$attrs["class"], list(class = unique(c("AsIs", x$attrs$class))))) else base::I(x)
+rf_unname <- function(obj, force = FALSE) {
+  if (!is_sym(obj)) return(base::unname(obj, force))
+  with_attrs(obj, obj$attrs["class"])
+}
 rf_drop <- function(x) {
   if (!is_sym(x)) return(base::drop(x))
   if (is.null(x$rdim)) return(x)
   keep <- x$rdim[x$rdim != 1L]
-  reshape_sym(x, if (length(keep) >= 2) keep else NULL, x$len)
+  attrs_from_proxy(reshape_sym(x, if (length(keep) >= 2) keep else NULL, x$len), x, base::drop)
 }
 #' @export
 is.finite.rf_sym <- function(x) {
@@ -579,5 +688,7 @@ traced_functions <- function() {
        is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
        is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
        drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
-       max.col = rf_max_col)
+       max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
+       scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
+       choose = rf_choose)
 }

@@ -13,6 +13,8 @@ new_sym <- function(id, rdim, len, dtype, ib = NULL) {
 }
 
 is_sym <- function(x) inherits(x, "rf_sym")
+# A symbolic value's own fields (`$` gives every other name to the torch-style tensor methods).
+sym_fields <- c("id", "rdim", "len", "dtype", "ib", "attrs")
 
 # The tensor shape of an R-level (rdim, len).
 tshape <- function(rdim, len) if (is.null(rdim)) as.integer(len) else rev(as.integer(rdim))
@@ -40,7 +42,7 @@ lift_constant <- function(x, call = NULL) {
   if (anyNA(vals) && dtype == "i1")
     rf_abort("rfuse_type_error", "logical NA cannot be traced (rfuse masks have no NA)", call)
   id <- rf_guard(.rf_b_constant(current_builder(), vals, tshape(rdim, length(x)), dtype), call)
-  new_sym(id, rdim, length(x), dtype)
+  with_attrs(new_sym(id, rdim, length(x), dtype), sym_attrs(x))
 }
 
 as_sym <- function(x, call = NULL) if (is_sym(x)) x else lift_constant(x, call)
@@ -128,3 +130,54 @@ length.rf_sym <- function(x) as.integer(x$len)
 
 #' @export
 dim.rf_sym <- function(x) if (is.null(x$rdim)) NULL else as.integer(x$rdim)
+
+# ---- Static attributes -------------------------------------------------------------------------
+# A traced value may carry the attributes R would give it besides its dims: names (a vector),
+# dimnames (an array) and a class (I()'s "AsIs"), as `attrs`, a named list of R values known when
+# tracing. The call's results get them. R keeps them through arithmetic, math and subsetting
+# (propagated here) and drops them in reductions and products; a traced function that does not
+# handle them refuses such a value (attrs_guard) rather than return a result without them.
+sym_attrs <- function(x) if (is_sym(x)) x$attrs else {
+  a <- attributes(x)
+  a[intersect(names(a), c("names", "dimnames", "class"))]
+}
+with_attrs <- function(s, attrs) {
+  attrs <- Filter(Negate(is.null), attrs)
+  s$attrs <- if (length(attrs)) attrs
+  s
+}
+has_attrs <- function(x) is_sym(x) && length(x$attrs) > 0
+
+# A stand-in R value of a traced value's shape and attributes (zeros): base R computes on it what
+# the attributes of a result of a shape-only function (subsetting, drop, head) are.
+attrs_proxy <- function(s) {
+  if (s$len > 5e7) rf_unsupported("<attributes>", NULL, "a value this large with names or dimnames")
+  p <- integer(s$len)
+  if (!is.null(s$rdim)) dim(p) <- s$rdim
+  a <- s$attrs
+  if (!is.null(a$dimnames)) dimnames(p) <- a$dimnames
+  if (!is.null(a$names)) names(p) <- a$names
+  p
+}
+# The attributes of base R's `fun(proxy, ...)` for a result `s` of the same length (`always`: also
+# when x has none, for functions that make names of their own, as tail() of a matrix).
+attrs_from_proxy <- function(s, x, fun, ..., always = FALSE) {
+  if (!always && !has_attrs(x)) return(s)
+  r <- fun(attrs_proxy(x), ...)
+  with_attrs(s, list(names = names(r), dimnames = dimnames(r), class = x$attrs$class))
+}
+
+# A value with attributes reaching a traced function that does not keep them as R would.
+attrs_guard <- function(fname, env) {
+  f <- sys.function(-1)
+  for (a in setdiff(names(formals(f)), "...")) {
+    if (eval(call("missing", as.name(a)), env)) next
+    if (has_attrs(get(a, envir = env))) attrs_refusal(fname, sys.call(-1))
+  }
+  if ("..." %in% names(formals(f)))
+    for (v in eval(quote(list(...)), env)) if (has_attrs(v)) attrs_refusal(fname, sys.call(-1))
+}
+attrs_refusal <- function(fname, call)
+  rf_unsupported(fname, call, paste("its argument carries names, dimnames or a class (from cbind/rbind's argument names,",
+                                    "I() or a named constant), which rfuse does not carry through it; drop them first",
+                                    "(unname(), cbind(..., deparse.level = 0))"))

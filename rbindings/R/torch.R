@@ -803,7 +803,6 @@ assign_inplace <- function(x, name, value) {
 }
 
 # Internal fields of a traced value (sym.R) stay fields; any other name is a tensor method.
-sym_fields <- c("id", "rdim", "len", "dtype", "ib")
 
 #' @export
 `$.rf_sym` <- function(x, name) {

@@ -79,13 +79,25 @@ make_helper <- function(name, fun) {
   function(...) trace_helper(name, fun, list(...), sys.call())
 }
 
+# The traced functions that keep, set or drop names, dimnames and class as R does; the others
+# refuse a value that has them (attrs_guard).
+attrs_aware <- c("[", "[[", "[<-", "[[<-", "%*%", "crossprod", "tcrossprod", "cbind", "rbind", "as.vector",
+                 "as.numeric", "as.double", "is.matrix", "is.array", "is.double", "is.integer", "is.logical",
+                 "I", "drop", "as.matrix", "unname", "sapply", "vapply", "lapply", "Map", "Filter", "Reduce",
+                 "diag<-", "ifelse", "paste", "paste0", "sprintf", "var", "sd", "cov", "cor", "scale", "norm",
+                 "rowSums", "colSums", "rowMeans", "colMeans", "head", "tail")
+attrs_guarded <- function(name, f) {
+  body(f) <- call("{", call("attrs_guard", name, quote(environment())), body(f))
+  f
+}
+
 # A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
 # every other function its body calls, helper tracers for the user's own functions.
 mask_function <- function(f, side_effect_guards = TRUE) {
   env <- environment(f) %||% globalenv()
   mask <- new.env(parent = env)
   fns <- traced_functions()
-  for (nm in names(fns)) assign(nm, fns[[nm]], envir = mask)
+  for (nm in names(fns)) assign(nm, if (nm %in% attrs_aware) fns[[nm]] else attrs_guarded(nm, fns[[nm]]), envir = mask)
   own <- names(formals(f))
   for (nm in setdiff(called_names(body(f)),
                      c(names(fns), passthrough_names, group_generic_names, own))) {
@@ -226,18 +238,35 @@ add_side_effect_guards <- function(mask) {
 }
 
 # The R-level structure of a traced result: a symbolic value, a constant, or a list of those.
-collect_outputs <- function(res) {
+# A result's attributes that are traced values (scale()'s "scaled:center") become auxiliary
+# outputs of a main program (`main`); a helper's results cannot carry them.
+collect_outputs <- function(res, main = TRUE) {
   items <- if (is_sym(res) || !is.list(res)) list(res) else res
   # Nested lists (torch's list(output, list(h, c))): their leaves, and the structure to rebuild.
   nested <- !is_sym(res) && is.list(res) && any(vapply(res, function(v) !is_sym(v) && is.list(v), TRUE))
   if (nested) items <- output_leaves(res)
   syms <- Filter(is_sym, items)
+  for (k in seq_along(syms)) {
+    a <- syms[[k]]$attrs
+    computed <- names(a)[vapply(a, is_sym, TRUE)]
+    if (!length(computed)) next
+    if (!main) rf_unsupported("<helper>", NULL, sprintf("a helper function's result with the computed attribute %s; call it from the traced function itself",
+                                                         sQuote(computed[1], FALSE)))
+    for (nm in computed) {
+      v <- a[[nm]]
+      if (any(vapply(v$attrs, is_sym, TRUE))) rf_unsupported("<attributes>", NULL, "an attribute whose own attributes are computed")
+      .rf_state$aux[[length(.rf_state$aux) + 1L]] <- list(ids = as.integer(v$id), attr_of = k, name = nm,
+                                                           attrs = v$attrs, int = !is.null(v$ib))
+    }
+    syms[[k]]$attrs <- a[setdiff(names(a), computed)]
+  }
   list(single = is_sym(res) || !is.list(res), items = items,
        ids = vapply(syms, function(s) as.integer(s$id), integer(1)),
        rdims = lapply(syms, function(s) if (is.null(s$rdim)) NULL else as.integer(s$rdim)),
        lens = vapply(syms, function(s) as.double(s$len), 0),
        dtypes = vapply(syms, function(s) s$dtype, ""),
        int = vapply(syms, function(s) !is.null(s$ib), TRUE), # R integers: converted back
+       attrs = lapply(syms, function(s) s$attrs), # names, dimnames, class: set on the results
        skeleton = if (nested) res)
 }
 
@@ -256,15 +285,53 @@ fill_outputs <- function(out, values) {
   if (out$single) items[[1]] else items
 }
 
+# A condition the compiled program computes on every call (a scalar logical) under which R's
+# answer is not what the program returns (which.max of values all NA has length 0): a call that
+# meets it is answered by base R (see jit_call), an auxiliary output carries it.
+runtime_check <- function(cond, why) {
+  if (isTRUE(.rf_state$in_helper))
+    rf_unsupported("<helper>", NULL, sprintf("a helper function's values that %s are checked on every call; call it from the traced function itself", why))
+  .rf_state$aux[[length(.rf_state$aux) + 1L]] <- list(ids = as.integer(cond$id), check = why)
+}
+# Helpers whose body calls these are traced inline (their checks must reach the call).
+checked_names <- c("which.max", "which.min")
+
+# The attributes computed by the program (collect_outputs): for each, the result it belongs to,
+# its name and its value.
+attribute_outputs <- function(tr, outs, n_main) {
+  k <- n_main; found <- list()
+  for (a in tr$aux) {
+    if (!is.null(a$attr_of)) {
+      v <- outs[[k + 1L]]
+      if (a$int) storage.mode(v) <- "integer"
+      if (length(a$attrs)) attributes(v) <- c(attributes(v), a$attrs)
+      found[[length(found) + 1L]] <- list(of = a$attr_of, name = a$name, value = v)
+    }
+    k <- k + length(a$ids)
+  }
+  found
+}
+
+# The reason of the first runtime check a call's outputs (the auxiliary ones after `n_main`) meet.
+failed_check <- function(tr, outs, n_main) {
+  k <- n_main
+  for (a in tr$aux) {
+    if (!is.null(a$check) && isTRUE(as.logical(outs[[k + 1L]])[1])) return(a$check)
+    k <- k + length(a$ids)
+  }
+  NULL
+}
+
 # A user helper called with symbolic arguments: traced once per argument signature as its own
 # function, then called. With constant arguments mixed in it is traced inline instead.
 trace_helper <- function(name, fun, args, call) {
   syms <- vapply(args, is_sym, logical(1))
   if (!any(syms)) return(do.call(fun, args))
   masked <- mask_function(fun)
-  if (!all(syms)) return(do.call(masked, args))
+  if (!all(syms) || any(checked_names %in% called_names(body(fun)))) return(do.call(masked, args))
   # An integer argument's bound entry is part of the key: the helper's own bounds refer to it.
-  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x"), a$ib %||% ""), ""),
+  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x"), a$ib %||% "",
+                                                     if (length(a$attrs)) deparse1(a$attrs) else ""), ""),
                collapse = "|")
   entry <- .rf_state$helpers[[key]]
   b <- current_builder()
@@ -273,21 +340,22 @@ trace_helper <- function(name, fun, args, call) {
     fname <- paste0(gsub("[^A-Za-z0-9_]", "_", name), "_", .rf_state$nhelpers)
     rf_guard(.rf_b_begin_function(b, fname), call)
     inner <- lapply(args, function(a)
-      new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib))
+      with_attrs(new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib),
+                 a$attrs))
     outer <- .rf_state$in_helper
     .rf_state$in_helper <- TRUE
-    out <- collect_outputs(do.call(masked, inner))
+    out <- collect_outputs(do.call(masked, inner), main = FALSE)
     .rf_state$in_helper <- outer
     if (!all(vapply(out$items, is_sym, logical(1))))
       rf_unsupported(name, call, "a traced helper must return symbolic values only")
     fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
     entry <- list(fid = fid, single = out$single,
-                  structure = lapply(out$items, function(s) unclass(s)[c("rdim", "len", "dtype", "ib")]),
+                  structure = lapply(out$items, function(s) unclass(s)[c("rdim", "len", "dtype", "ib", "attrs")]),
                   names = names(out$items))
     .rf_state$helpers[[key]] <- entry
   }
   ids <- rf_guard(.rf_b_call(b, entry$fid, vapply(args, function(a) as.integer(a$id), integer(1))), call)
-  outs <- Map(function(id, s) new_sym(id, s$rdim, s$len, s$dtype, s$ib), ids, entry$structure)
+  outs <- Map(function(id, s) with_attrs(new_sym(id, s$rdim, s$len, s$dtype, s$ib), s$attrs), ids, entry$structure)
   if (entry$single) outs[[1]] else stats::setNames(outs, entry$names)
 }
 

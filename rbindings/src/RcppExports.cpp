@@ -279,6 +279,20 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_gather_at
+int rf_b_gather_at(SEXP b, int x, int indices, int dim);
+RcppExport SEXP _rfuse_rf_b_gather_at(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_gather_at(b, x, indices, dim));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_gather
 int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
@@ -875,6 +889,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
+    {"_rfuse_rf_b_gather_at", (DL_FUNC) &_rfuse_rf_b_gather_at, 4},
     {"_rfuse_rf_b_gather", (DL_FUNC) &_rfuse_rf_b_gather, 4},
     {"_rfuse_rf_b_reduce", (DL_FUNC) &_rfuse_rf_b_reduce, 5},
     {"_rfuse_rf_b_matmul", (DL_FUNC) &_rfuse_rf_b_matmul, 5},

@@ -73,6 +73,8 @@ int rf_b_unary(SEXP b, std::string op, int x) {
     if (op == "tgamma") return g.tgamma(v).id;
     if (op == "lgamma") return g.lgamma(v).id;
     if (op == "qnorm") return g.normalQuantile(v).id;
+    if (op == "digamma") return g.digammaFunction(v).id;
+    if (op == "trigamma") return g.trigammaFunction(v).id;
     if (op == "not") return g.logicalNot(v).id;
     fail("rfuse_error", "unknown unary op '" + op + "'");
   });
@@ -156,6 +158,11 @@ int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
 // [[Rcpp::export(.rf_b_scan)]]
 int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
   return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });
+}
+
+// [[Rcpp::export(.rf_b_gather_at)]]
+int rf_b_gather_at(SEXP b, int x, int indices, int dim) {
+  return guarded([&] { return builder(b).gatherAt(tv(x), tv(indices), dim).id; });
 }
 
 // [[Rcpp::export(.rf_b_gather)]]

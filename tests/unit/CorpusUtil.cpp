@@ -106,6 +106,13 @@ std::vector<CorpusGraph> canonicalCorpus() {
       TracedValue rows = g.slice(v[1], {1, 0}, {5, 50}, {1, 1});
       return V{g.mul(g.tanh(cols), rows)};
     }, seed++));
+    // Positions computed from the data (R's x[which.max(x)], lookup[k]): in range by construction.
+    out.push_back(make("gathered_at_computed" + sfx, {{7, 50}, {5}}, dt, [](GraphBuilder &g, V &v) {
+      DType t = g.dtype(v[1]);
+      TracedValue pos = g.floor(g.mul(g.sigmoid(v[1]), g.scalar(49.99, t)));
+      TracedValue picked = g.gatherAt(v[0], pos, 1);
+      return V{g.add(g.exp(picked), g.gatherAt(g.reduceMax(v[0], {1}, false), g.floor(g.mul(g.sigmoid(v[1]), g.scalar(6.99, t))), 0))};
+    }, seed++));
     out.push_back(make("reverse_pad_concat" + sfx, {{10}, {5}, {4, 3}, {4, 2}}, dt, [](GraphBuilder &g, V &v) {
       TracedValue a = g.reverse(v[0], {0}), b = g.pad(v[1], {2}, {1}, {1}, 0.5);
       TracedValue wide = g.concat({v[2], g.reverse(v[3], {0, 1})}, 1);

@@ -242,6 +242,8 @@ const std::map<std::string, KindOp> &kindOps() {
       {"Tgamma", {"%r = rfuse.tgamma %x : T", "float"}},
       {"Lgamma", {"%r = rfuse.lgamma %x : T", "float"}},
       {"Qnorm", {"%s = rfuse.sigmoid %x : T\n  %r = rfuse.qnorm %s : T", "float"}},
+      {"Digamma", {"%r = rfuse.digamma %x : T", "float"}},
+      {"Trigamma", {"%r = rfuse.trigamma %x : T", "float"}},
       {"Add", {"%r = rfuse.add %x, %y : T", "float"}},
       {"Sub", {"%r = rfuse.sub %x, %y : T", "float"}},
       {"Mul", {"%r = rfuse.mul %x, %y : T", "float"}},

@@ -110,6 +110,44 @@ TEST(Interpreter, GeluKnownValues) {
   EXPECT_NEAR(out[1].f[0], 0.8411919906082768, 1e-12);
 }
 
+TEST(Interpreter, DigammaTrigammaMatchR) {
+  // {x, digamma(x), trigamma(x)} printed by R 4.2 (an independent implementation: dpsifn).
+  const double cases[][3] = {
+      {9.9999999999999995e-07, -1000000.57721402, 1000000000001.645},
+      {0.10000000000000001, -10.423754940411076, 101.43329915079275},
+      {0.5, -1.9635100260214231, 4.934802200544679},
+      {1, -0.57721566490153231, 1.6449340668482264},
+      {2.5, 0.70315664064524341, 0.49035775610023491},
+      {7.25, 1.9104535268837362, 0.14787923315893214},
+      {19.899999999999999, 2.9653837242676788, 0.051534988983070656},
+      {123.40000000000001, 4.8113737751162775, 0.0081366516108652628},
+      {1000000, 13.81551005796419, 1.0000005000001672e-06},
+      {-0.5, 0.036489973978577089, 8.934802200544679},
+      {-2.2999999999999998, 3.3173231575618258, 14.7259121609613},
+      {-7.9000000000000004, -7.5400072244194689, 103.23693140003927},
+  };
+  const int n = sizeof(cases) / sizeof(cases[0]);
+  std::vector<double> xs;
+  for (auto &c : cases)
+    xs.push_back(c[0]);
+  auto program = [](int64_t len) {
+    std::string ty = tensorType({len}, "f64");
+    return "func.func @main(%x: " + ty + ") -> (" + ty + ", " + ty + ") {\n %0 = rfuse.digamma %x : " + ty +
+           "\n %1 = rfuse.trigamma %x : " + ty + "\n return %0, %1 : " + ty + ", " + ty + "\n}";
+  };
+  auto out = run(program(n), {HostTensor::fromDoubles(DType::F64, {n}, xs)});
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(out[0].f[i], cases[i][1], 1e-14 * std::max(1.0, std::fabs(cases[i][1]))) << "digamma " << cases[i][0];
+    EXPECT_NEAR(out[1].f[i], cases[i][2], 1e-14 * std::max(1.0, std::fabs(cases[i][2]))) << "trigamma " << cases[i][0];
+  }
+  // The poles: digamma NaN, trigamma Inf (R's).
+  auto poles = run(program(3), {HostTensor::fromDoubles(DType::F64, {3}, {0.0, -1.0, -4.0})});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(std::isnan(poles[0].f[i])) << i;
+    EXPECT_TRUE(std::isinf(poles[1].f[i]) && poles[1].f[i] > 0) << i;
+  }
+}
+
 // ---- Binary, compare, logic, select ------------------------------------------------------------
 
 struct BinaryCase {

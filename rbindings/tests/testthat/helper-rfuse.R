@@ -16,13 +16,32 @@ rnd <- function(...) {
   if (length(d) > 1) array(x, d) else x
 }
 
+# The same attributes as base R's: names, dimnames and class identical, computed ones (scale()'s
+# "scaled:center") within the dtype's tolerance.
+expect_same_attributes <- function(got, ref, info) {
+  ga <- attributes(got); ra <- attributes(ref)
+  expect_identical(sort(names(ga) %||% character()), sort(names(ra) %||% character()), info = info)
+  for (n in intersect(names(ra), names(ga))) {
+    if (is.double(ra[[n]])) {
+      expect_identical(names(ga[[n]]), names(ra[[n]]), info = paste(info, n))
+      expect_lt(rel_err(ga[[n]], ra[[n]]), tol[[info]])
+    } else expect_identical(ga[[n]], ra[[n]], info = paste(info, n))
+  }
+}
+
 expect_matches_base <- function(f, ..., dtypes = c("float64", "float32")) {
   ref <- f(...)
   for (dt in dtypes) {
     got <- rf_jit(f, dtype = dt)(...)
     expect_identical(dim(got), dim(ref), info = dt)
+    expect_same_attributes(got, ref, dt)
     expect_lt(rel_err(got, ref), tol[[dt]])
   }
+}
+
+# A function rfuse must refuse (a classed rfuse_unsupported error), not answer.
+expect_refused <- function(f, ...) {
+  expect_error(rf_jit(f, dtype = "float64")(...), class = "rfuse_unsupported")
 }
 
 # Gradients (rf_value_and_grad, float64) against central differences of f.

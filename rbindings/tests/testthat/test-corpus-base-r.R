@@ -1,13 +1,8 @@
 # A corpus of real-world-style base-R numeric code (the way it appears in CRAN packages, textbooks
-# and blog posts), each function traced by rf_jit and checked against plain base R. Functions that
-# use what rfuse does not trace yet (cumulative ops, prod, round, atan2, scale()'s attributes,
-# names on results, an index computed from the data) are expected to be refused with a classed
-# rfuse_unsupported error, never answered wrongly: when one becomes supported, its expectation
-# moves to expect_matches_base.
-
-expect_refused <- function(f, ...) {
-  expect_error(rf_jit(f, dtype = "float64")(...), class = "rfuse_unsupported")
-}
+# and blog posts), each function traced by rf_jit and checked against plain base R, attributes
+# included. Functions that use what rfuse does not trace yet (an index computed from the data,
+# linear solves) are expected to be refused with a classed rfuse_unsupported error, never
+# answered wrongly: when one becomes supported, its expectation moves to expect_matches_base.
 
 test_that("corpus: a 2-layer neural net forward, loss and hand-written backward", {
   set.seed(101)
@@ -111,7 +106,7 @@ test_that("corpus: k-means assignment, farthest point and RBF kernels", {
     d <- rowSums(sweep(X, 2, c0)^2)
     X[which.max(d), ]
   }
-  expect_refused(farthest_point, X, c(0.1, -0.2))
+  expect_matches_base(farthest_point, X, c(0.1, -0.2))
 
   # Gaussian (RBF) kernel matrix between two sets of points.
   rbf_kernel <- function(X, Y, gamma = 0.5) {
@@ -167,12 +162,12 @@ test_that("corpus: Black-Scholes price, delta and gamma", {
     cbind(pnorm(d1), dnorm(d1) / (S * sigma * sqrt(T)), put)
   }
   expect_matches_base(bs_greeks, S, K, 0.03, 0.25, 0.5)
-  # The same with column names: the result would carry dimnames.
+  # The same with column names: the result carries them, as R's.
   bs_greeks_named <- function(S, K, r, sigma, T) {
     d1 <- (log(S / K) + (r + 0.5 * sigma^2) * T) / (sigma * sqrt(T))
     cbind(delta = pnorm(d1), gamma = dnorm(d1) / (S * sigma * sqrt(T)))
   }
-  expect_refused(bs_greeks_named, S, K, 0.03, 0.25, 0.5)
+  expect_matches_base(bs_greeks_named, S, K, 0.03, 0.25, 0.5)
 })
 
 test_that("corpus: standardization, moving averages, differences and cumulative ops", {
@@ -182,7 +177,10 @@ test_that("corpus: standardization, moving averages, differences and cumulative 
 
   # Column standardization with scale().
   standardize_scale <- function(X) scale(X)
-  expect_refused(standardize_scale, X) # its result carries the scaled:center / scaled:scale attributes
+  expect_matches_base(standardize_scale, X) # with its scaled:center / scaled:scale attributes
+  expect_matches_base(function(X) scale(X, scale = FALSE) * 2, X)
+  expect_matches_base(function(X) scale(X, center = c(1, 2, 3), scale = c(2, 2, 4))[, 2:3], X)
+  expect_matches_base(function(x) scale(x), x)
   # The same by hand, with sweep().
   standardize_sweep <- function(X) {
     Xc <- sweep(X, 2, colMeans(X))

@@ -112,7 +112,7 @@ test_that("math and distribution functions match base R", {
   expect_identical(rf_jit(function(p) qnorm(p * 1), dtype = "float64")(c(0, 1)), c(-Inf, Inf))
   a <- abs(x) + 0.5
   expect_matches_base(function(a) gamma(a) + lgamma(a * 3) + beta(a, 2) + lbeta(a, a), a)
-  expect_error(rf_value_and_grad(function(a) sum(lgamma(a)), dtype = "float64")(a), class = "rfuse_autodiff_error")
+  expect_error(rf_value_and_grad(function(a) sum(trigamma(a)), dtype = "float64")(a), "tetragamma", class = "rfuse_autodiff_error")
   # Inf and NaN computed inside (inputs holding them are answered by base R).
   f <- function(x) cbind(is.finite(1 / x), is.nan(x / x), is.infinite(1 / x))
   expect_equal(rf_jit(f, dtype = "float64")(c(1, 0, -2)), f(c(1, 0, -2)))
@@ -164,10 +164,31 @@ test_that("bad subscripts get R's errors or classed refusals", {
   expect_error(rf_jit(function(x) x[c(-1, 2)], dtype = "float64")(x), "mix", class = "rfuse_shape_error")
   expect_error(rf_jit(function(x) x[c(1, NA)], dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x["a"], dtype = "float64")(x), class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) x[which.max(x)], dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x[x > 0 & x < 1][1], dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x, v) { x[x > 0] <- v; x }, dtype = "float64")(x, rnd(5)), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) c(a = x), dtype = "float64")(x), class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) digamma(x), dtype = "float64")(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) psigamma(x, 2), dtype = "float64")(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) round(x, 2), dtype = "float64")(x), "digits", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) { y <- x; y[1:3] <- c(1, 2); y }, dtype = "float64")(x), class = "rfuse_shape_error")
+})
+
+test_that("positions the traced code computes gather, checked on every call", {
+  set.seed(141)
+  x <- rnd(9); M <- rnd(4, 6)
+  expect_matches_base(function(x) x[which.max(x)] * 2 + x[[which.min(x)]], x)
+  expect_matches_base(function(M, j) M[2, j] + M[j[3], 1:3], M, c(5, 1, 3))
+  expect_matches_base(function(x, i) x[i] + x[[i[2]]], x, c(2.7, 9, 1)) # fractions truncate, as in R
+  tab <- c(0.5, 1.5, 2.5, 3.5)
+  expect_identical(rf_jit(function(k) tab[k %% 4L + 1L])(1:10), tab[1:10 %% 4L + 1L])
+  # A position outside 1..n (R: dropped, or NA) sends the call to base R: the same answer.
+  f <- rf_jit(function(x, i) x[i] * 2, dtype = "float64")
+  expect_message(r <- f(x, c(0, 2)), class = "rfuse_fallback") # (the note comes once per function)
+  expect_identical(r, x[c(0, 2)] * 2)
+  for (bad in list(c(-1, -3), c(10, 1))) expect_identical(f(x, bad), x[bad] * 2)
+  expect_identical(f(x, c(3, 4)), x[c(3, 4)] * 2)
+  # On rf_tensors there is no base R to answer: a classed error.
+  g <- rf_jit(function(x, i) x[i], dtype = "float64")
+  expect_error(g(rf_tensor(x), rf_tensor(c(0, 1))), "outside", class = "rfuse_unsupported")
+  # A mask still selects a data-dependent number of elements.
+  expect_refused(function(x) x[x > 0], x)
 })

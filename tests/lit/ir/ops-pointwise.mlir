@@ -79,8 +79,18 @@ func.func @unary_float(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %20 = rfuse.acos %19 : tensor<4x8xf32>
   // CHECK: %[[A2:.+]] = rfuse.atan2 %[[AC]], %[[F]] : tensor<4x8xf32>
   %21 = rfuse.atan2 %20, %14 : tensor<4x8xf32>
-  // CHECK: return %[[A2]] : tensor<4x8xf32>
-  return %21 : tensor<4x8xf32>
+  // CHECK: %[[TG:.+]] = rfuse.tgamma %[[A2]] : tensor<4x8xf32>
+  %22 = rfuse.tgamma %21 : tensor<4x8xf32>
+  // CHECK: %[[LG:.+]] = rfuse.lgamma %[[TG]] : tensor<4x8xf32>
+  %23 = rfuse.lgamma %22 : tensor<4x8xf32>
+  // CHECK: %[[Q:.+]] = rfuse.qnorm %[[LG]] : tensor<4x8xf32>
+  %24 = rfuse.qnorm %23 : tensor<4x8xf32>
+  // CHECK: %[[DG:.+]] = rfuse.digamma %[[Q]] : tensor<4x8xf32>
+  %25 = rfuse.digamma %24 : tensor<4x8xf32>
+  // CHECK: %[[TRG:.+]] = rfuse.trigamma %[[DG]] : tensor<4x8xf32>
+  %26 = rfuse.trigamma %25 : tensor<4x8xf32>
+  // CHECK: return %[[TRG]] : tensor<4x8xf32>
+  return %26 : tensor<4x8xf32>
 }
 
 // The float element types other than f32, and rank 0.

@@ -135,3 +135,26 @@ func.func @with_aux(%x: tensor<4x3xf32>, %w: tensor<3xf32>) -> (tensor<f32>, ten
 // AUX: %[[M:.*]] = rfuse.reduce_mean %arg0
 // AUX: return %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] : tensor<f32>, tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>
 
+
+// The gamma family: lgamma's product is digamma, digamma's trigamma; trigamma has none.
+// RUN: rfuse-opt %s --rfuse-autodiff='function=gammas' | FileCheck %s --check-prefix=GAMMA
+// RUN: not rfuse-opt %s --rfuse-autodiff='function=tetragamma' 2>&1 | FileCheck %s --check-prefix=TETRA
+func.func @gammas(%x: tensor<4xf64>) -> tensor<f64> {
+  %l = rfuse.lgamma %x : tensor<4xf64>
+  %d = rfuse.digamma %l : tensor<4xf64>
+  %s = rfuse.reduce_sum %d, dims = [0] : (tensor<4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+// GAMMA-LABEL: func.func @gammas_grad
+// GAMMA-SAME: (%[[X:[a-z0-9]+]]: tensor<4xf64>)
+// GAMMA: %[[L:.*]] = rfuse.lgamma %[[X]]
+// GAMMA: %[[T:.*]] = rfuse.trigamma %[[L]]
+// GAMMA: %[[G1:.*]] = rfuse.mul %{{.*}}, %[[T]]
+// GAMMA: %[[D:.*]] = rfuse.digamma %[[X]]
+// GAMMA: rfuse.mul %[[G1]], %[[D]]
+func.func @tetragamma(%x: tensor<4xf64>) -> tensor<f64> {
+  %t = rfuse.trigamma %x : tensor<4xf64>
+  %s = rfuse.reduce_sum %t, dims = [0] : (tensor<4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+// TETRA: 'rfuse.trigamma' op has no vector-Jacobian product (it needs the tetragamma function)

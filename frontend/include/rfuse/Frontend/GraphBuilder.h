@@ -106,6 +106,8 @@ public:
   TracedValue tgamma(TracedValue x);
   TracedValue lgamma(TracedValue x);
   TracedValue normalQuantile(TracedValue x); /// (not "qnorm": R's headers define that as a macro)
+  TracedValue digammaFunction(TracedValue x);  /// (nor "digamma" or "trigamma")
+  TracedValue trigammaFunction(TracedValue x);
   TracedValue logicalNot(TracedValue x);
 
   TracedValue add(TracedValue a, TracedValue b);
@@ -143,6 +145,9 @@ public:
   TracedValue scan(TracedValue x, int64_t dim, const std::string &kind);
   /// x's entries along `dim` at the given positions (each in [0, size)).
   TracedValue gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim);
+  /// x's entries along `dim` at computed 0-based positions (a vector, cast to i64 by truncation;
+  /// the op clamps them into range: the caller checks them).
+  TracedValue gatherAt(TracedValue x, TracedValue indices, int64_t dim);
 
   // --- Reductions ---------------------------------------------------------------------------
   TracedValue reduceSum(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);

@@ -79,6 +79,10 @@ def Rfuse_LgammaOp : Rfuse_UnaryOp<"lgamma", "Lgamma", Rfuse_FloatTensor,
                                    "the logarithm of the absolute value of the gamma function">;
 def Rfuse_QnormOp : Rfuse_UnaryOp<"qnorm", "Qnorm", Rfuse_FloatTensor,
                                   "the standard normal quantile (Wichura's AS 241, as R's qnorm)">;
+def Rfuse_DigammaOp : Rfuse_UnaryOp<"digamma", "Digamma", Rfuse_FloatTensor,
+                                    "the digamma function, the derivative of lgamma">;
+def Rfuse_TrigammaOp : Rfuse_UnaryOp<"trigamma", "Trigamma", Rfuse_FloatTensor,
+                                     "the trigamma function, the derivative of digamma">;
 
 def Rfuse_NotOp : Rfuse_Op<"not", [Pure, SameOperandsAndResultType, Rfuse_PointwiseOpInterface,
                                    Rfuse_VjpOpInterface]> {

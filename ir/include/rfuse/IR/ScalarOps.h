@@ -128,6 +128,41 @@ template <class T> RF_FN T rf_atan2(T y, T x) { return RF_M(atan2)(y, x); }
 // Gamma and its logarithm (of |Gamma|), libm's (R computes its own, to the same few ulps).
 template <class T> RF_FN T rf_tgamma(T x) { return RF_M(tgamma)(x); }
 template <class T> RF_FN T rf_lgamma(T x) { return RF_M(lgamma)(x); }
+// digamma (psi) and trigamma (psi'), as R's to a few ulps: x < 0 reflected (psi(x) =
+// psi(1 - x) - pi / tan(pi x), psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x), with the angle reduced
+// to x - floor(x), exactly), shifted up by 10 (psi(y) = psi(y + 10) - sum 1 / (y + k),
+// psi'(y) = psi'(y + 10) + sum 1 / (y + k)^2) and the asymptotic series at y + 10 >= 10 (seven
+// Bernoulli terms: the next is below 1e-17 relative). At the poles, 0, -1, -2, ...: digamma NaN,
+// trigamma Inf (R's).
+template <class T> RF_FN T rf_digamma(T x) {
+  T y = rf_if(x < T(0), T(1) - x, x);
+  T acc = T(0);
+  for (int k = 0; k < 10; ++k) acc = acc + T(1) / (y + T(k));
+  T z = y + T(10), r = T(1) / z, r2 = r * r;
+  T series = r2 * (T(1.0 / 12) - r2 * (T(1.0 / 120) - r2 * (T(1.0 / 252) - r2 * (T(1.0 / 240) -
+             r2 * (T(1.0 / 132) - r2 * (T(691.0 / 32760) - r2 * T(1.0 / 12)))))));
+  T psi = RF_M(log)(z) - T(0.5) * r - series - acc;
+  T pi = T(3.14159265358979323846);
+  T frac = x - RF_M(floor)(x);
+  T reflected = psi - pi / RF_M(tan)(pi * frac);
+  T inf = T(RF_INF);
+  return rf_if(x < T(0), rf_if(frac == T(0), inf - inf, reflected), rf_if(x == T(0), inf - inf, psi));
+}
+template <class T> RF_FN T rf_trigamma(T x) {
+  T y = rf_if(x < T(0), T(1) - x, x);
+  T acc = T(0);
+  for (int k = 0; k < 10; ++k) acc = acc + T(1) / ((y + T(k)) * (y + T(k)));
+  T z = y + T(10), r = T(1) / z, r2 = r * r;
+  T series = r * (T(1) + r * (T(0.5) + r * (T(1.0 / 6) - r2 * (T(1.0 / 30) - r2 * (T(1.0 / 42) -
+             r2 * (T(1.0 / 30) - r2 * (T(5.0 / 66) - r2 * (T(691.0 / 2730) - r2 * T(7.0 / 6)))))))));
+  T psi1 = series + acc;
+  T pi = T(3.14159265358979323846);
+  T frac = x - RF_M(floor)(x);
+  T s = RF_M(sin)(pi * frac);
+  T reflected = pi * pi / (s * s) - psi1;
+  T inf = T(RF_INF);
+  return rf_if(x < T(0), rf_if(frac == T(0), inf, reflected), rf_if(x == T(0), inf, psi1));
+}
 // The standard normal quantile: Wichura's AS 241 (PPND16), the algorithm of R's qnorm, with R's
 // boundaries (0 -> -Inf, 1 -> Inf, outside [0, 1] NaN). The three regions are all computed
 // and one chosen (builder types cannot branch).
