@@ -136,6 +136,36 @@ TEST(CpuJit, ThreadsDoNotChangeResults) {
   expectCpuMatchesInterpreter("threads", g.moduleText(), in);
 }
 
+// Products through the host's BLAS (k > 32) and rfuse's short-k kernel (k <= 32), in every
+// transpose combination and batched, equal the interpreter, whatever the thread count.
+TEST(CpuJit, ProductsOfEveryLayoutMatchInterpreter) {
+  for (int64_t k : {1, 5, 32, 33, 100})
+    for (int flags = 0; flags < 4; ++flags) {
+      bool ta = flags & 1, tb = flags & 2;
+      GraphBuilder g;
+      int64_t m = 300, n = 170;
+      TracedValue a = g.input(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, DType::F64);
+      TracedValue b = g.input(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, DType::F64);
+      TracedValue ab = g.input(ta ? std::vector<int64_t>{3, k, 20} : std::vector<int64_t>{3, 20, k}, DType::F64);
+      TracedValue bb = g.input(tb ? std::vector<int64_t>{3, 9, k} : std::vector<int64_t>{3, k, 9}, DType::F64);
+      g.finish({g.exp(g.mul(g.matmul(a, b, ta, tb), g.scalar(0.01, DType::F64))), g.matmul(ab, bb, ta, tb)});
+      std::mt19937_64 rng(k * 4 + flags);
+      std::vector<HostTensor> in;
+      for (TracedValue v : {a, b, ab, bb})
+        in.push_back(test::randomTensor(DType::F64, g.shape(v), rng));
+      std::string name = "k=" + std::to_string(k) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
+      expectCpuMatchesInterpreter(name, g.moduleText(), in);
+      auto program = compileProgram(g.moduleText(), "default");
+      setOption("cpu_threads", "1");
+      auto one = program->run(in, Device::Cpu);
+      setOption("cpu_threads", "4");
+      auto four = program->run(in, Device::Cpu);
+      setOption("cpu_threads", "0");
+      for (size_t i = 0; i < one.size(); ++i)
+        EXPECT_EQ(one[i].f, four[i].f) << name << " output " << i;
+    }
+}
+
 // Equal kernels of different programs share one compiled function.
 TEST(CpuJit, CompiledFunctionsAreSharedByKey) {
   GraphBuilder g;

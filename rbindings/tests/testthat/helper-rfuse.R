@@ -20,7 +20,7 @@ rnd <- function(...) {
 # "scaled:center") within the dtype's tolerance.
 expect_same_attributes <- function(got, ref, info) {
   ga <- attributes(got); ra <- attributes(ref)
-  expect_identical(sort(names(ga) %||% character()), sort(names(ra) %||% character()), info = info)
+  expect_identical(sort(c(character(), names(ga))), sort(c(character(), names(ra))), info = info)
   for (n in intersect(names(ra), names(ga))) {
     if (is.double(ra[[n]])) {
       expect_identical(names(ga[[n]]), names(ra[[n]]), info = paste(info, n))

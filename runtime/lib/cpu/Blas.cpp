@@ -36,16 +36,78 @@ void dgemmRowMajor(bool ta, bool tb, int m, int n, int k, const double *a, int l
   blasDgemm()(tb ? "T" : "N", ta ? "T" : "N", &n, &m, &k, &one, b, &ldb, a, &lda, &beta, c, &ldc, 1, 1);
 }
 
+// Whether the process's BLAS runs one thread (Debian's reference libblas, R's own): then rfuse
+// spreads a large product's rows over its threads itself. A threaded OpenBLAS is left alone.
+bool blasSingleThreaded() {
+  static bool single = [] {
+    using NumThreads = int (*)();
+    if (auto f = (NumThreads)dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))
+      return f() <= 1;
+    return true;
+  }();
+  return single;
+}
+
+// C[m, n] = op(A)[m, k] B'[k, n] for a short k, rows r0..r1 of C: each row k axpys over the rows
+// of B' ([k, n], contiguous), vectorized for the host CPU (an AVX2/FMA clone where the CPU has
+// it). Reference BLAS runs such shapes (an RBF kernel's 2000 x 1500 x 16) several times slower:
+// short dot products or k passes over C, without AVX. Each element sums its k products in order
+// (as reference BLAS does), whatever the row split.
+__attribute__((target_clones("arch=haswell", "default"))) void
+smallKRows(int64_t r0, int64_t r1, int64_t n, int64_t k, const double *a, int64_t aRow, int64_t aCol,
+           const double *bp, double *c) {
+  for (int64_t i = r0; i < r1; ++i) {
+    double *ci = c + i * n;
+    double a0 = a[i * aRow];
+    for (int64_t j = 0; j < n; ++j)
+      ci[j] = a0 * bp[j];
+    for (int64_t l = 1; l < k; ++l) {
+      double al = a[i * aRow + l * aCol];
+      const double *bl = bp + l * n;
+      for (int64_t j = 0; j < n; ++j)
+        ci[j] += al * bl[j];
+    }
+  }
+}
+constexpr int64_t kSmallK = 32;
+
 } // namespace
 
 bool blasAvailable() { return blasDgemm() != nullptr; }
 
+// Each row block of C is its own dgemm call on the same operands: every element is the same
+// k-term dot product in the same order whatever the split (reference BLAS), so threads do not
+// change results.
 void gemm(const codegen::MatmulCall &g, const double *a, const double *b, double *c) {
-  int m = (int)g.m, n = (int)g.n, k = (int)g.k;
-  for (int64_t p = 0; p < g.batch; ++p)
-    dgemmRowMajor(g.transposeA, g.transposeB, m, n, k, a + (g.batchedA ? p * g.m * g.k : 0),
-                  g.transposeA ? m : k, b + (g.batchedB ? p * g.k * g.n : 0), g.transposeB ? k : n, 0,
-                  c + p * g.m * g.n, n);
+  int n = (int)g.n, k = (int)g.k;
+  int lda = g.transposeA ? (int)g.m : k, ldb = g.transposeB ? k : n;
+  for (int64_t p = 0; p < g.batch; ++p) {
+    const double *ap = a + (g.batchedA ? p * g.m * g.k : 0), *bp = b + (g.batchedB ? p * g.k * g.n : 0);
+    double *cp = c + p * g.m * g.n;
+    auto rows = [&](int64_t r0, int64_t r1) {
+      // Row r of op(A): A's row r, or (transposed) its column r.
+      dgemmRowMajor(g.transposeA, g.transposeB, (int)(r1 - r0), n, k, ap + (g.transposeA ? r0 : r0 * lda), lda,
+                    bp, ldb, 0, cp + r0 * n, n);
+    };
+    if (g.k >= 1 && g.k <= kSmallK) {
+      std::vector<double> packed; // op(B) as [k, n] rows
+      const double *bk = bp;
+      if (g.transposeB) {
+        packed.resize(g.k * g.n);
+        for (int64_t j = 0; j < g.n; ++j)
+          for (int64_t l = 0; l < g.k; ++l)
+            packed[l * g.n + j] = bp[j * g.k + l];
+        bk = packed.data();
+      }
+      int64_t aRow = g.transposeA ? 1 : g.k, aCol = g.transposeA ? g.m : 1;
+      parallelFor(g.m, 0, 2 * g.n * g.k,
+                  [&](int64_t r0, int64_t r1) { smallKRows(r0, r1, g.n, g.k, ap, aRow, aCol, bk, cp); });
+    } else if (blasSingleThreaded()) {
+      parallelFor(g.m, 0, 2 * (int64_t)n * k, rows);
+    } else {
+      rows(0, g.m);
+    }
+  }
 }
 
 // The convolution ops as im2col / col2im + dgemm per image and group. The column matrix of image
