@@ -1,5 +1,5 @@
 # Classed conditions. Every error rfuse raises inherits from "rfuse_error"; the specific classes
-# are rfuse_unsupported, rfuse_shape_error, rfuse_type_error, rfuse_trace_error,
+# are rfuse_unsupported, rfuse_shape_error, rfuse_type_error, rfuse_trace_error, rfuse_format_error (a file that is not what it claims),
 # rfuse_compile_error and rfuse_runtime_error.
 
 rf_abort <- function(class, message, call = NULL) {

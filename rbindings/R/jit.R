@@ -200,7 +200,28 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
   .rf_counters$compiles <- .rf_counters$compiles + 1
+  count_recompiles(state, k$key)
   list(entry = entry, args = args)
+}
+
+# Each new argument signature compiles a program of its own (shapes are static). Past
+# getOption("rfuse.recompile_limit", 8) programs for one function, a warning (once per
+# function) names the signatures that caused them, as torch.compile's recompile limit does.
+count_recompiles <- function(state, key) {
+  limit <- getOption("rfuse.recompile_limit", 8L)
+  if (!is.numeric(limit) || length(limit) != 1 || is.na(limit) || limit < 1)
+    rf_abort("rfuse_option_error", "options(rfuse.recompile_limit) must be a positive number of compilations")
+  state$notes$compiled <- c(state$notes$compiled, key)
+  n <- length(state$notes$compiled)
+  if (n > limit && is.null(state$notes$warned_recompile_limit)) {
+    assign("warned_recompile_limit", TRUE, envir = state$notes)
+    warning(structure(class = c("rfuse_recompile_warning", "warning", "condition"), list(
+      message = sprintf(paste0("rfuse: this function has been compiled %d times (options(rfuse.recompile_limit) = %d): ",
+                               "every new argument shape, type or static value compiles a program of its own. ",
+                               "The signatures: %s"),
+                        n, as.integer(limit), paste(unique(state$notes$compiled), collapse = " | ")),
+      call = NULL)))
+  }
 }
 
 # A cached entry, or NULL when its program's handle is empty: a jitted function saved and

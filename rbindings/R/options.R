@@ -79,12 +79,12 @@ option_text <- function(name, value, table) {
   value
 }
 
-.rf_r_options <- c("device", "detect_anomaly", "cache_limit", "data_budget")
+.rf_r_options <- c("device", "detect_anomaly", "cache_limit", "recompile_limit", "data_budget")
 
 # options(rfuse.<name> = value): applied when the package loads and before each compile.
 apply_r_options <- function() {
   given <- names(options())
-  # rfuse.device, rfuse.detect_anomaly, rfuse.cache_limit and rfuse.data_budget are the R package's own.
+  # rfuse.device, rfuse.detect_anomaly, rfuse.cache_limit, rfuse.recompile_limit and rfuse.data_budget are the R package's own.
   given <- setdiff(substring(given[startsWith(given, "rfuse.")], 7L), .rf_r_options)
   if (length(given)) {
     names <- rf_option_table()$name

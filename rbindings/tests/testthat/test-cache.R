@@ -34,3 +34,17 @@ test_that("the cache report survives a jitted function collected while it runs",
   expect_true(is.numeric(rf_cache_info()$programs))
   expect_gte(rf_cache_clear(), 0)
 })
+
+test_that("past the recompile limit, one warning lists the signatures that compiled", {
+  f <- rf_jit(function(x) x * 2)
+  old <- options(rfuse.recompile_limit = 3)
+  on.exit(options(old))
+  for (n in 1:3) expect_no_warning(f(seq_len(n) + 0.5))
+  w <- expect_warning(f(seq_len(4) + 0.5), class = "rfuse_recompile_warning")
+  expect_match(conditionMessage(w), "compiled 4 times")
+  expect_match(conditionMessage(w), "recompile_limit")
+  expect_no_warning(for (n in 5:7) f(seq_len(n) + 0.5)) # once per function
+  expect_equal(f(c(1.5, 2.5)), c(3, 5)) # an earlier signature: no compile, no warning
+  options(rfuse.recompile_limit = 0)
+  expect_error(rf_jit(function(x) x + 1)(1), class = "rfuse_option_error")
+})
