@@ -452,6 +452,18 @@ TracedValue GraphBuilder::gather(TracedValue x, const std::vector<int64_t> &indi
   return impl->wrap(impl->create<GatherOp>("gather", type, v, idx, impl->b.getI64IntegerAttr(dim)));
 }
 
+TracedValue GraphBuilder::solve(TracedValue a, TracedValue b, double tolerance) {
+  Value va = impl->get(a, "solve"), vb = impl->get(b, "solve");
+  auto ta = Impl::typeOf(va), tb = Impl::typeOf(vb);
+  if (ta.getRank() != 2 || ta.getShape()[0] != ta.getShape()[1])
+    Impl::shapeFail("solve", "'a' must be a square matrix");
+  if (tb.getRank() != 2 || tb.getShape()[1] != ta.getShape()[0])
+    Impl::shapeFail("solve", "'b' must be [k, " + std::to_string(ta.getShape()[0]) + "]");
+  if (ta.getElementType() != tb.getElementType())
+    Impl::shapeFail("solve", "'a' and 'b' must have one element type");
+  return impl->wrap(impl->create<SolveOp>("solve", tb, va, vb, impl->b.getF64FloatAttr(tolerance)));
+}
+
 TracedValue GraphBuilder::gatherAt(TracedValue x, TracedValue indices, int64_t dim) {
   Value v = impl->get(x, "gather");
   Value i = impl->get(indices, "gather");

@@ -309,6 +309,17 @@ LogicalResult ScanOp::verify() {
   return success();
 }
 
+LogicalResult SolveOp::verify() {
+  auto a = getA().getType(), b = getB().getType(), r = getResult().getType();
+  if (a.getRank() != 2 || a.getShape()[0] != a.getShape()[1])
+    return emitOpError("'a' must be a square matrix, not ") << a;
+  if (b.getRank() != 2 || b.getShape()[1] != a.getShape()[0])
+    return emitOpError("'b' ") << b << " must be [k, " << a.getShape()[0] << "] to solve with " << a;
+  if (a.getElementType() != b.getElementType() || r != b)
+    return emitOpError("'a', 'b' and the result must share one element type, the result 'b''s type");
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   auto c = getIndices().getDefiningOp<ConstantOp>();
   if (!c)

@@ -193,6 +193,16 @@ LogicalResult matmulVjp(MatmulOp mm, Emit &e, Value g, SmallVectorImpl<Value> &g
   return success();
 }
 
+// x · a = b: with G = g a^-T (G · a^T = g), db = G and da = -x^T G (docs/autodiff.md). The
+// transposed system is solved with tolerance 0: its condition is a's, checked by the forward solve.
+LogicalResult solveVjp(SolveOp s, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  Value at = e.b.create<TransposeOp>(e.loc, s.getA(), ArrayRef<int64_t>{1, 0});
+  Value G = e.b.create<SolveOp>(e.loc, s.getB().getType(), at, g, e.b.getF64FloatAttr(0.0));
+  grads[0] = e.neg(e.b.create<MatmulOp>(e.loc, s.getResult(), G, true, false).getResult());
+  grads[1] = G;
+  return success();
+}
+
 template <class ReduceOpT>
 LogicalResult reduceVjp(ReduceOpT r, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
   Value x = r.getInput();
@@ -371,6 +381,7 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMinOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](MatmulOp m) { result = matmulVjp(m, e, g, operandGrads); })
+      .Case([&](SolveOp s) { result = solveVjp(s, e, g, operandGrads); })
       .Case([&](Conv2dOp c) { result = convVjp(c, e, g, operandGrads); })
       .Case([&](MaxPool2dOp p) { result = poolVjp(p, e, g, operandGrads); })
       .Case([&](AvgPool2dOp p) { result = poolVjp(p, e, g, operandGrads); })

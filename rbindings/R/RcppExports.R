@@ -81,6 +81,10 @@
     .Call(`_rfuse_rf_b_scan`, b, x, dim, kind)
 }
 
+.rf_b_solve <- function(b, a, rhs, tolerance) {
+    .Call(`_rfuse_rf_b_solve`, b, a, rhs, tolerance)
+}
+
 .rf_b_gather_at <- function(b, x, indices, dim) {
     .Call(`_rfuse_rf_b_gather_at`, b, x, indices, dim)
 }

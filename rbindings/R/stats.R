@@ -135,3 +135,47 @@ which_extreme <- function(x, max, call) {
 }
 rf_which_max <- function(x) if (is_sym(x)) which_extreme(x, TRUE, sys.call()) else base::which.max(x)
 rf_which_min <- function(x) if (is_sym(x)) which_extreme(x, FALSE, sys.call()) else base::which.min(x)
+
+# ---- Linear algebra ------------------------------------------------------------------------------
+# solve(a, b): rfuse.solve, which runs LAPACK's dgesv (and dgecon's condition check) on the data
+# exactly as R's solve does. Where R's solve stops (a singular system, or one whose reciprocal
+# condition number is below `tol`), the program's result is NaN and the call is answered by base R
+# (runtime_check): R's own error.
+rf_solve <- function(a, b, ...) {
+  if (missing(b)) { if (!is_sym(a)) return(base::solve(a, ...)) }
+  else if (!any_sym(a, b)) return(base::solve(a, b, ...))
+  call <- sys.call()
+  extra <- list(...)
+  if (length(extra) && (is.null(names(extra)) || !all(names(extra) %in% c("tol", "LINPACK"))))
+    rf_unsupported("solve", call, "solve() takes only 'tol' (and LINPACK = FALSE) besides a and b")
+  if (isTRUE(extra$LINPACK)) rf_unsupported("solve", call, "LINPACK = TRUE (defunct in R)")
+  tol <- extra$tol %||% .Machine$double.eps
+  if (is_sym(tol) || !is.numeric(tol) || length(tol) != 1 || is.na(tol))
+    rf_unsupported("solve", call, "'tol' must be a single number that is not traced")
+  a <- to_dtype(as_sym(a, call), trace_float(), call)
+  if (is.null(a$rdim) && a$len == 1) a <- reshape_sym(a, c(1L, 1L), 1L)
+  ad <- a$rdim %||% c(a$len, 1L)
+  if (length(ad) != 2 || ad[1] != ad[2]) rf_shape_error(sprintf("'a' (%d x %d) must be square", ad[1], ad[2]), call)
+  n <- ad[1]
+  an <- a$attrs$dimnames
+  if (missing(b)) {
+    b <- lift_constant(diag(1, n), call)
+    vector_b <- FALSE
+    bn <- list(NULL, an[[1]])
+  } else {
+    b <- to_dtype(as_sym(b, call), trace_float(), call)
+    vector_b <- is.null(b$rdim)
+    bd <- b$rdim %||% c(b$len, 1L)
+    if (length(bd) != 2 || bd[1] != n)
+      rf_shape_error(sprintf("'b' (%d x %d) must be compatible with 'a' (%d x %d)", bd[1], bd[length(bd)], n, n), call)
+    bn <- b$attrs$dimnames
+  }
+  k <- if (vector_b) 1L else b$rdim[2]
+  x <- new_sym(emit(.rf_b_solve, a$id, reshape_sym(b, c(n, k))$id, as.double(tol), call = call),
+               c(n, k), as.double(n) * k, trace_float())
+  runtime_check(any_all("any", list(is.na.rf_sym(x)), call),
+                "make R's solve() stop (a singular system, or one too ill-conditioned for 'tol')")
+  if (vector_b) return(with_attrs(reshape_sym(x, NULL, n), list(names = an[[2]])))
+  dn <- list(an[[2]], bn[[2]])
+  with_attrs(x, if (!is.null(dn[[1]]) || !is.null(dn[[2]])) list(dimnames = dn))
+}

@@ -279,6 +279,20 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_solve
+int rf_b_solve(SEXP b, int a, int rhs, double tolerance);
+RcppExport SEXP _rfuse_rf_b_solve(SEXP bSEXP, SEXP aSEXP, SEXP rhsSEXP, SEXP toleranceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type a(aSEXP);
+    Rcpp::traits::input_parameter< int >::type rhs(rhsSEXP);
+    Rcpp::traits::input_parameter< double >::type tolerance(toleranceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_solve(b, a, rhs, tolerance));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_gather_at
 int rf_b_gather_at(SEXP b, int x, int indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather_at(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
@@ -889,6 +903,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
+    {"_rfuse_rf_b_solve", (DL_FUNC) &_rfuse_rf_b_solve, 4},
     {"_rfuse_rf_b_gather_at", (DL_FUNC) &_rfuse_rf_b_gather_at, 4},
     {"_rfuse_rf_b_gather", (DL_FUNC) &_rfuse_rf_b_gather, 4},
     {"_rfuse_rf_b_reduce", (DL_FUNC) &_rfuse_rf_b_reduce, 5},

@@ -160,6 +160,11 @@ int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
   return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });
 }
 
+// [[Rcpp::export(.rf_b_solve)]]
+int rf_b_solve(SEXP b, int a, int rhs, double tolerance) {
+  return guarded([&] { return builder(b).solve(tv(a), tv(rhs), tolerance).id; });
+}
+
 // [[Rcpp::export(.rf_b_gather_at)]]
 int rf_b_gather_at(SEXP b, int x, int indices, int dim) {
   return guarded([&] { return builder(b).gatherAt(tv(x), tv(indices), dim).id; });

@@ -272,6 +272,19 @@ TEST_F(Gpu, HostFallbackRunsPooling) {
   expectGpuMatchesInterpreter("pool", g.moduleText(), {test::randomTensor(DType::F32, {2, 3, 8, 8}, rng)});
 }
 
+// rfuse.solve runs on the host (LAPACK, as R's solve) between device kernels, in f64 and f32.
+TEST_F(Gpu, SolveRunsOnTheHostBetweenDeviceKernels) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    GraphBuilder g;
+    TracedValue a = g.input({6, 6}, dt), b = g.input({3, 6}, dt);
+    TracedValue spd = g.add(g.matmul(a, a, true, false), g.broadcastTo(g.scalar(6.0, dt), {6, 6}));
+    g.finish({g.tanh(g.solve(spd, g.exp(b), 2.220446049250313e-16))});
+    std::mt19937_64 rng(6);
+    expectGpuMatchesInterpreter(dt == DType::F64 ? "solve f64" : "solve f32", g.moduleText(),
+                                {test::randomTensor(dt, {6, 6}, rng), test::randomTensor(dt, {3, 6}, rng)});
+  }
+}
+
 TEST_F(Gpu, Tf32IsOnByDefaultAndClose) {
   setOption("tf32", "1");
   GraphBuilder g;

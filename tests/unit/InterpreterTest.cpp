@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <sstream>
 
 using namespace rfuse;
 using namespace rfuse::test;
@@ -146,6 +147,42 @@ TEST(Interpreter, DigammaTrigammaMatchR) {
     EXPECT_TRUE(std::isnan(poles[0].f[i])) << i;
     EXPECT_TRUE(std::isinf(poles[1].f[i]) && poles[1].f[i] > 0) << i;
   }
+}
+
+// rfuse.solve: x · a = b through LAPACK (R's solve on a = A^T, b = B^T); NaN where R would stop.
+TEST(Interpreter, SolveMatchesTheSystemAndRefusesSingularOnes) {
+  auto program = [](double tol) {
+    std::ostringstream os;
+    os.precision(17);
+    os << "func.func @main(%a: tensor<4x4xf64>, %b: tensor<3x4xf64>) -> tensor<3x4xf64> {\n"
+       << " %x = rfuse.solve %a, %b tolerance = " << std::scientific << tol
+       << " : (tensor<4x4xf64>, tensor<3x4xf64>) -> tensor<3x4xf64>\n return %x : tensor<3x4xf64>\n}";
+    return os.str();
+  };
+  std::mt19937_64 rng(11);
+  HostTensor a = randomTensor(DType::F64, {4, 4}, rng, -1, 1), b = randomTensor(DType::F64, {3, 4}, rng, -1, 1);
+  for (int i = 0; i < 4; ++i)
+    a.f[i * 4 + i] += 4; // well conditioned
+  HostTensor x = run(program(2.220446049250313e-16), {a, b})[0];
+  for (int r = 0; r < 3; ++r) // x · a = b
+    for (int c = 0; c < 4; ++c) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k)
+        s += x.f[r * 4 + k] * a.f[k * 4 + c];
+      EXPECT_NEAR(s, b.f[r * 4 + c], 1e-13) << r << "," << c;
+    }
+  HostTensor singular = a;
+  for (int c = 0; c < 4; ++c)
+    singular.f[3 * 4 + c] = 0; // a zero row of a (a zero column of R's A): U has an exact 0
+  HostTensor xs = run(program(0), {singular, b})[0];
+  for (double v : xs.f)
+    EXPECT_TRUE(std::isnan(v)); // exactly singular, even with tolerance 0
+  HostTensor nearly = a;
+  for (int c = 0; c < 4; ++c)
+    nearly.f[3 * 4 + c] = nearly.f[1 * 4 + c] * (1 + 1e-15);
+  HostTensor xn = run(program(1e-8), {nearly, b})[0];
+  for (double v : xn.f)
+    EXPECT_TRUE(std::isnan(v)); // reciprocal condition below the tolerance
 }
 
 // ---- Binary, compare, logic, select ------------------------------------------------------------

@@ -1,7 +1,7 @@
 # A corpus of real-world-style base-R numeric code (the way it appears in CRAN packages, textbooks
 # and blog posts), each function traced by rf_jit and checked against plain base R, attributes
-# included. Functions that use what rfuse does not trace yet (an index computed from the data,
-# linear solves) are expected to be refused with a classed rfuse_unsupported error, never
+# included. Functions that use what rfuse does not trace yet (a mask computed from the data,
+# Cholesky or QR factorizations) are expected to be refused with a classed rfuse_unsupported error, never
 # answered wrongly: when one becomes supported, its expectation moves to expect_matches_base.
 
 test_that("corpus: a 2-layer neural net forward, loss and hand-written backward", {

@@ -131,3 +131,40 @@ test_that("names, dimnames and class travel as in R, or the function refuses", {
   expect_refused(function(x, y) sweep(cbind(x, y), 2, c(1, 2)), x, y)
   expect_refused(function(x, y) rev(cbind(x, y)), x, y)
 })
+
+test_that("solve() is R's: LAPACK's dgesv on the same data, bit for bit", {
+  set.seed(305)
+  X <- matrix(rnorm(60), 12, 5); y <- rnorm(12)
+  ridge <- function(X, y, lambda = 0.5) solve(crossprod(X) + diag(lambda, ncol(X)), crossprod(X, y))
+  expect_identical(rf_jit(ridge, dtype = "float64")(X, y), ridge(X, y))
+  expect_matches_base(ridge, X, y)
+  ols_vec <- function(X, y) solve(crossprod(X), drop(crossprod(X, y))) # a vector right-hand side
+  expect_identical(rf_jit(ols_vec, dtype = "float64")(X, y), ols_vec(X, y))
+  inverse <- function(X) solve(crossprod(X)) %*% t(X)
+  expect_matches_base(inverse, X)
+  # Names: the result's rows are a's columns, its columns b's.
+  named <- function(x, y) { A <- crossprod(cbind(a = x, b = y)); solve(A, cbind(r = x[1:2], s = y[1:2])) }
+  expect_matches_base(named, y, y^2 + 1)
+  expect_matches_base(function(x, y) solve(crossprod(cbind(a = x, b = y))), y, y^2 + 1)
+  expect_matches_base(function(x, y) solve(crossprod(cbind(a = x, b = y)), x[1:2]), y, y^2 + 1)
+  expect_matches_base(function(X) solve(X[1:3, 1:3], tol = 1e-10), X)
+  # Gradients through the solve: against central differences.
+  loss <- function(X, y) sum(solve(crossprod(X) + diag(5), crossprod(X, y))^2)
+  g <- rf_grad(loss, dtype = "float64")(X, y)
+  expect_lt(rel_err(g$X, central_diff(loss, list(X = X, y = y), "X")), 1e-6)
+  expect_lt(rel_err(g$y, central_diff(loss, list(X = X, y = y), "y")), 1e-6)
+})
+
+test_that("where R's solve() stops, base R answers with R's error", {
+  S <- matrix(c(1, 2, 2, 4), 2)
+  f <- rf_jit(function(S) solve(S) * 2, dtype = "float64")
+  expect_error(expect_message(f(S), class = "rfuse_fallback"), "exactly singular")
+  near <- matrix(c(1, 1, 1, 1 + 1e-17 * 3), 2) + diag(c(0, 1e-16))
+  expect_error(rf_jit(function(S) solve(S), dtype = "float64")(near), "singular")
+  expect_equal(rf_jit(function(S) solve(S + diag(2)), dtype = "float64")(S), solve(S + diag(2)))
+  # Shapes and arguments R refuses, or rfuse does not take.
+  expect_error(rf_jit(function(X) solve(X), dtype = "float64")(matrix(1:6 + 0.5, 2)), "must be square", class = "rfuse_shape_error")
+  expect_error(rf_jit(function(X, b) solve(X, b), dtype = "float64")(diag(3), c(1, 2)), "compatible", class = "rfuse_shape_error")
+  expect_refused(function(X) solve(X, LINPACK = TRUE), diag(2) + 0.5)
+  expect_refused(function(X) solve(X, foo = 1), diag(2) + 0.5)
+})

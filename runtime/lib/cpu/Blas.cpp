@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 namespace rfuse::cpu {
@@ -71,9 +72,71 @@ smallKRows(int64_t r0, int64_t r1, int64_t n, int64_t k, const double *a, int64_
 }
 constexpr int64_t kSmallK = 32;
 
+// LAPACK's routines R's solve() calls: the process's (R's own inside R), else Debian's liblapack.
+struct Lapack {
+  using Dgesv = void (*)(const int *, const int *, double *, const int *, int *, double *, const int *, int *);
+  using Dlange = double (*)(const char *, const int *, const int *, const double *, const int *, double *, size_t);
+  using Dgecon = void (*)(const char *, const int *, const double *, const int *, const double *, double *,
+                          double *, int *, int *, size_t);
+  Dgesv dgesv = nullptr;
+  Dlange dlange = nullptr;
+  Dgecon dgecon = nullptr;
+};
+const Lapack &lapack() {
+  static Lapack l = [] {
+    Lapack r;
+    auto find = [&](void *h) {
+      r.dgesv = (Lapack::Dgesv)dlsym(h, "dgesv_");
+      r.dlange = (Lapack::Dlange)dlsym(h, "dlange_");
+      r.dgecon = (Lapack::Dgecon)dlsym(h, "dgecon_");
+      return r.dgesv && r.dlange && r.dgecon;
+    };
+    if (find(RTLD_DEFAULT))
+      return r;
+    for (const char *lib : {"liblapack.so.3", "libopenblas.so.0", "liblapack.so"})
+      if (void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL))
+        if (find(h))
+          return r;
+    return Lapack{};
+  }();
+  return l;
+}
+
 } // namespace
 
 bool blasAvailable() { return blasDgemm() != nullptr; }
+
+bool lapackAvailable() { return lapack().dgesv != nullptr; }
+
+// R's La_solve (src/modules/lapack/Lapack.c), step for step.
+bool lapackSolve(int64_t n64, int64_t k64, const double *a, const double *b, double tolerance, double *x,
+                 std::string &why) {
+  const Lapack &l = lapack();
+  if (!l.dgesv)
+    throw std::runtime_error("rfuse.solve needs LAPACK (dgesv_), and none was found (liblapack.so.3)");
+  int n = (int)n64, k = (int)k64, info = 0;
+  std::vector<double> lu(a, a + n64 * n64);
+  std::vector<int> ipiv(std::max(1, n));
+  std::copy(b, b + n64 * k64, x);
+  l.dgesv(&n, &k, lu.data(), &n, ipiv.data(), x, &n, &info);
+  if (info > 0) {
+    why = "Lapack routine dgesv: system is exactly singular: U[" + std::to_string(info) + "," +
+          std::to_string(info) + "] = 0";
+    return false;
+  }
+  if (info < 0)
+    throw std::runtime_error("argument " + std::to_string(-info) + " of Lapack routine dgesv had invalid value");
+  if (tolerance > 0) {
+    double anorm = l.dlange("1", &n, &n, a, &n, nullptr, 1), rcond = 0;
+    std::vector<double> work(4 * (size_t)std::max(1, n));
+    l.dgecon("1", &n, lu.data(), &n, &anorm, &rcond, work.data(), ipiv.data(), &info, 1);
+    if (rcond < tolerance) {
+      why = "system is computationally singular: reciprocal condition number = " + std::to_string(rcond);
+      return false;
+    }
+  }
+  return true;
+}
 
 // Each row block of C is its own dgemm call on the same operands: every element is the same
 // k-term dot product in the same order whatever the split (reference BLAS), so threads do not

@@ -4,6 +4,8 @@
 
 #include "rfuse/Codegen/LibraryCalls.h"
 
+#include <string>
+
 namespace rfuse::cpu {
 
 /// Whether a dgemm_ was found (the process's, else libblas.so.3 / OpenBLAS).
@@ -16,6 +18,15 @@ void convolveForward(const ConvGeometry &c, const double *x, const double *w, co
 void convolveBackwardInput(const ConvGeometry &c, const double *dy, const double *w, double *dx);
 /// rfuse.conv2d_backward_filter: dW = sum over images of dy col^T, in image order.
 void convolveBackwardFilter(const ConvGeometry &c, const double *x, const double *dy, double *dw);
+
+/// Whether LAPACK's dgesv_, dgecon_ and dlange_ were found (the process's, else liblapack.so.3).
+bool lapackAvailable();
+/// R's solve() through LAPACK, on R's column-major n x n A (`a`) and n x k B (`b`): X (n x k,
+/// into `x`) with A X = B, as R's La_solve computes it. Returns false, with R's reason in `why`,
+/// where R stops: A exactly singular, or (tolerance > 0) dgecon's reciprocal condition number
+/// below tolerance.
+bool lapackSolve(int64_t n, int64_t k, const double *a, const double *b, double tolerance, double *x,
+                 std::string &why);
 
 } // namespace rfuse::cpu
 

@@ -8,6 +8,8 @@
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOps.h"
 
+#include "../cpu/Blas.h"
+
 #include <algorithm>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -215,6 +217,7 @@ private:
         .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MAX>(r, in[0], false)}; })
         .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MIN>(r, in[0], false)}; })
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
+        .Case([&](SolveOp s) { return std::vector<HostTensor>{solve(s, in[0], in[1])}; })
         .Case<Conv2dOp, Conv2dBackwardInputOp, Conv2dBackwardFilterOp>(
             [&](Operation *c) { return std::vector<HostTensor>{convolution(c, in)}; })
         .Case<MaxPool2dOp, AvgPool2dOp, MaxPool2dBackwardOp, AvgPool2dBackwardOp>(
@@ -475,6 +478,19 @@ private:
       else
         out.i[o] = wrapInteger(out.dtype, (int64_t)v);
     }
+    return out;
+  }
+
+  // x · a = b through LAPACK on the data as R's column-major matrices (see SolveOp); where R
+  // would stop, NaN everywhere.
+  HostTensor solve(SolveOp s, const HostTensor &a, const HostTensor &b) {
+    HostTensor out = alloc(s.getResult());
+    int64_t n = a.shape[0], k = b.shape[0];
+    std::vector<double> x(n * k);
+    std::string why;
+    bool ok = cpu::lapackSolve(n, k, a.f.data(), b.f.data(), s.getTolerance().convertToDouble(), x.data(), why);
+    for (int64_t i = 0; i < n * k; ++i)
+      out.set(i, ok ? x[i] : std::numeric_limits<double>::quiet_NaN());
     return out;
   }
 

@@ -1553,3 +1553,30 @@ func.func @f(%x: tensor<6xf32>, %i: tensor<2xf32>) {
   %0 = rfuse.gather %x, %i, dim = 0 : (tensor<6xf32>, tensor<2xf32>) -> tensor<2xf32>
   return
 }
+
+// -----
+
+// solve: a must be square.
+func.func @f(%a: tensor<3x2xf64>, %b: tensor<1x3xf64>) {
+  // expected-error @+1 {{'rfuse.solve' op 'a' must be a square matrix, not 'tensor<3x2xf64>'}}
+  %0 = rfuse.solve %a, %b tolerance = 0.0 : (tensor<3x2xf64>, tensor<1x3xf64>) -> tensor<1x3xf64>
+  return
+}
+
+// -----
+
+// solve: b must be [k, n].
+func.func @f(%a: tensor<3x3xf64>, %b: tensor<3x2xf64>) {
+  // expected-error @+1 {{'rfuse.solve' op 'b' 'tensor<3x2xf64>' must be [k, 3] to solve with 'tensor<3x3xf64>'}}
+  %0 = rfuse.solve %a, %b tolerance = 0.0 : (tensor<3x3xf64>, tensor<3x2xf64>) -> tensor<3x2xf64>
+  return
+}
+
+// -----
+
+// solve: one element type, the result b's type.
+func.func @f(%a: tensor<3x3xf64>, %b: tensor<2x3xf32>) {
+  // expected-error @+1 {{'rfuse.solve' op 'a', 'b' and the result must share one element type, the result 'b''s type}}
+  %0 = rfuse.solve %a, %b tolerance = 0.0 : (tensor<3x3xf64>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

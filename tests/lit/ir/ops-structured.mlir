@@ -226,3 +226,13 @@ func.func @conv2d_1x1(%x: tensor<1x3x5x7xf32>, %w: tensor<4x3x1x1xf32>,
        : (tensor<1x5x7x3xf32>, tensor<4x1x1x3xf32>) -> tensor<1x5x7x4xf32>
   return %0, %1 : tensor<1x4x5x7xf32>, tensor<1x5x7x4xf32>
 }
+
+// solve: x · a = b (R's solve(A, B) on a = A^T, b = B^T), with R's tolerance.
+// CHECK-LABEL: func.func @solve
+// CHECK: rfuse.solve %{{.*}}, %{{.*}} tolerance = 2.2204460492503131E-16 : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+// GENERIC-LABEL: sym_name = "solve"
+// GENERIC: "rfuse.solve"(%{{.*}}, %{{.*}}) <{tolerance = 2.2204460492503131E-16 : f64}> : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+func.func @solve(%a: tensor<3x3xf64>, %b: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  %x = rfuse.solve %a, %b tolerance = 2.2204460492503131E-16 : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+  return %x : tensor<2x3xf64>
+}

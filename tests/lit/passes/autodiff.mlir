@@ -158,3 +158,19 @@ func.func @tetragamma(%x: tensor<4xf64>) -> tensor<f64> {
   return %s : tensor<f64>
 }
 // TETRA: 'rfuse.trigamma' op has no vector-Jacobian product (it needs the tetragamma function)
+
+// solve: x · a = b; with G the solve of the transposed system (tolerance 0), db = G, da = -x^T G.
+// RUN: rfuse-opt %s --rfuse-autodiff='function=linear_solve' | FileCheck %s --check-prefix=SOLVE
+func.func @linear_solve(%a: tensor<3x3xf64>, %b: tensor<2x3xf64>) -> tensor<f64> {
+  %x = rfuse.solve %a, %b tolerance = 2.2204460492503131E-16 : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+  %s = rfuse.reduce_sum %x, dims = [0, 1] : (tensor<2x3xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+// SOLVE-LABEL: func.func @linear_solve_grad
+// SOLVE-SAME: (%[[A:[a-z0-9]+]]: tensor<3x3xf64>, %[[B:[a-z0-9]+]]: tensor<2x3xf64>) -> (tensor<f64>, tensor<3x3xf64>, tensor<2x3xf64>)
+// SOLVE: %[[X:.*]] = rfuse.solve %[[A]], %[[B]]
+// SOLVE: %[[AT:.*]] = rfuse.transpose %[[A]]
+// SOLVE: %[[G:.*]] = rfuse.solve %[[AT]], %{{.*}} tolerance = 0.000000e+00
+// SOLVE: %[[XG:.*]] = rfuse.matmul %[[X]], %[[G]] {{.*}}transpose_a = true
+// SOLVE: %[[DA:.*]] = rfuse.neg %[[XG]]
+// SOLVE: return %{{.*}}, %[[DA]], %[[G]]

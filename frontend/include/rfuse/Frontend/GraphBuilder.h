@@ -148,6 +148,9 @@ public:
   /// x's entries along `dim` at computed 0-based positions (a vector, cast to i64 by truncation;
   /// the op clamps them into range: the caller checks them).
   TracedValue gatherAt(TracedValue x, TracedValue indices, int64_t dim);
+  /// x with x · a = b (rfuse.solve: R's solve(A, B) on a = A^T, b = B^T, LAPACK's dgesv); NaN
+  /// everywhere where R's solve would stop (singular, or reciprocal condition below tolerance).
+  TracedValue solve(TracedValue a, TracedValue b, double tolerance);
 
   // --- Reductions ---------------------------------------------------------------------------
   TracedValue reduceSum(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);

@@ -448,6 +448,29 @@ def Rfuse_ReduceMinOp : Rfuse_ReduceOp<"reduce_min", Rfuse_NumericTensor, "minim
 // Contractions, convolution, pooling
 //===----------------------------------------------------------------------===//
 
+def Rfuse_SolveOp : Rfuse_Op<"solve", [Pure, Rfuse_VjpOpInterface]> {
+  let summary = "Solves a square linear system as R's solve() does (LAPACK's dgesv and dgecon).";
+  let description = [{
+    `x · a = b` for a square `a` [n, n] and `b` [k, n]: x = b a^-1. In R's layout (an R n x n
+    matrix A is the tensor A^T) this is R's `solve(A, B)`, X = A^-1 B, with a = A^T, b = B^T and
+    x = X^T; so LAPACK's column-major dgesv (LU with partial pivoting) runs on the tensors' data
+    as they are, exactly as R's `solve` runs it. Where R's `solve` stops with an error — `a`
+    exactly singular, or, for `tolerance` > 0, the reciprocal condition number (dgecon's 1-norm
+    estimate) below `tolerance` — every element of `x` is NaN: the R package checks for it and
+    lets base R answer (with R's error). Computed in f64 whatever the element type, on the host
+    (the interpreter, on either backend).
+
+    Example:
+    ```mlir
+    %x = rfuse.solve %a, %b tolerance = 2.220446e-16 : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$a, Rfuse_FloatTensor:$b, F64Attr:$tolerance);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b `tolerance` `=` $tolerance attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "Matrix product, optionally batched, with transpose flags.";
   let description = [{
