@@ -30,6 +30,10 @@ R=/tmp/rfuse-gpu/rfuse
 # cuDNN comes with PyTorch's wheels there (nvidia-cudnn-cu13).
 cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH="$R/lib:${cudnn_dir:+$cudnn_dir:}${LD_LIBRARY_PATH:-}"
+# BLAS and LAPACK (the CPU backend's products, rfuse.solve's host step) come with R's debs: when
+# an earlier call unpacked them (r-setup), the tests find them too.
+[ -d /opt/r/usr/lib/x86_64-linux-gnu/lapack ] &&
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/opt/r/usr/lib/x86_64-linux-gnu/blas:/opt/r/usr/lib/x86_64-linux-gnu/lapack:/opt/r/usr/lib/x86_64-linux-gnu"
 export RFUSE_CACHE_DIR=/tmp/rfuse-kernel-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 if [ "$what" = tests ] || [ "$what" = all ]; then

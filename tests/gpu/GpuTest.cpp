@@ -280,8 +280,15 @@ TEST_F(Gpu, SolveRunsOnTheHostBetweenDeviceKernels) {
     TracedValue spd = g.add(g.matmul(a, a, true, false), g.broadcastTo(g.scalar(6.0, dt), {6, 6}));
     g.finish({g.tanh(g.solve(spd, g.exp(b), 2.220446049250313e-16))});
     std::mt19937_64 rng(6);
-    expectGpuMatchesInterpreter(dt == DType::F64 ? "solve f64" : "solve f32", g.moduleText(),
-                                {test::randomTensor(dt, {6, 6}, rng), test::randomTensor(dt, {3, 6}, rng)});
+    std::vector<HostTensor> in = {test::randomTensor(dt, {6, 6}, rng), test::randomTensor(dt, {3, 6}, rng)};
+    try {
+      interpretText(g.moduleText(), "main", in);
+    } catch (const std::exception &e) { // the GPU box has LAPACK only with R's libraries unpacked
+      if (std::string(e.what()).find("LAPACK") != std::string::npos)
+        GTEST_SKIP() << "no LAPACK on this machine: " << e.what();
+      throw;
+    }
+    expectGpuMatchesInterpreter(dt == DType::F64 ? "solve f64" : "solve f32", g.moduleText(), in);
   }
 }
 
