@@ -189,6 +189,10 @@
     .Call(`_rfuse_rf_build_dir`)
 }
 
+.rf_compile_counts <- function() {
+    .Call(`_rfuse_rf_compile_counts`)
+}
+
 .rf_clear_compiled_caches <- function() {
     invisible(.Call(`_rfuse_rf_clear_compiled_caches`))
 }

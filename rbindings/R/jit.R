@@ -513,8 +513,17 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' `getOption("rfuse.cache_limit", 64)` signatures, the least recently used dropped (with one
 #' warning of class `rfuse_recompile_warning`).
 #'
-#' @return `rf_cache_info()`: a list with `programs`, `compiles`, `hits`. `rf_cache_clear()`:
-#'   the number of programs removed, invisibly.
+#' Compiled programs (the IR after the pass pipeline) are also kept on disk, under
+#' `rf_options()`'s `cache_dir` with the GPU kernels, keyed by the traced program, the pipeline
+#' and rfuse's version: a new R session that traces the same function runs no passes, and its
+#' kernels come from the kernel cache (no NVRTC). The CPU backend's LLVM compiles are not kept
+#' on disk yet.
+#'
+#' @return `rf_cache_info()`: a list with `programs` (cached in this session), `compiles`
+#'   (signatures traced and compiled), `hits`, and this process's `pass_runs` (programs whose pass
+#'   pipeline ran), `disk_hits` (programs read back from the disk cache instead),
+#'   `nvrtc_compiles` and `llvm_compiles`. `rf_cache_clear()`: the number of programs removed,
+#'   invisibly.
 #' @examples
 #' rf_cache_info()
 #' @export
@@ -525,7 +534,10 @@ rf_cache_info <- function() {
     e <- .rf_caches[[id]]
     if (is.null(e)) 0L else length(ls(e, all.names = TRUE))
   }, integer(1)))
-  list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits + .rf_fast_hits())
+  counts <- .rf_compile_counts()
+  list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits + .rf_fast_hits(),
+       pass_runs = counts[["pass_runs"]], disk_hits = counts[["disk_hits"]],
+       nvrtc_compiles = counts[["nvrtc_compiles"]], llvm_compiles = counts[["llvm_compiles"]])
 }
 
 #' @rdname rf_cache_info

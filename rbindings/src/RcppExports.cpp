@@ -625,6 +625,16 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_compile_counts
+Rcpp::NumericVector rf_compile_counts();
+RcppExport SEXP _rfuse_rf_compile_counts() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_compile_counts());
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_clear_compiled_caches
 void rf_clear_compiled_caches();
 RcppExport SEXP _rfuse_rf_clear_compiled_caches() {
@@ -930,6 +940,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
+    {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},

@@ -586,6 +586,20 @@ void rf_option_set(std::string name, std::string value) {
 // [[Rcpp::export(.rf_build_dir)]]
 std::string rf_build_dir() { return RFUSE_BUILD_DIR; }
 
+// This process's compile work: pass-pipeline runs, programs read from the disk cache, NVRTC and
+// LLVM compiles (rf_cache_info()).
+// [[Rcpp::export(.rf_compile_counts)]]
+Rcpp::NumericVector rf_compile_counts() {
+  return guarded([&] {
+    rfuse::ProgramCacheStats p = rfuse::programCacheStats();
+    rfuse::cuda::KernelCacheStats k = rfuse::cuda::kernelCacheStats();
+    return Rcpp::NumericVector::create(
+        Rcpp::Named("pass_runs") = (double)p.passRuns, Rcpp::Named("disk_hits") = (double)p.diskHits,
+        Rcpp::Named("nvrtc_compiles") = (double)k.compiles,
+        Rcpp::Named("llvm_compiles") = (double)rfuse::cpuJitStats().compiled);
+  });
+}
+
 // [[Rcpp::export(.rf_clear_compiled_caches)]]
 void rf_clear_compiled_caches() {
   guarded([&] { rfuse::clearCompiledCaches(); });

@@ -1,6 +1,7 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/DiskCache.h"
 #include "rfuse/Runtime/Options.h"
 #include "cpu/CpuExecutor.h"
 #include "cpu/CpuJit.h"
@@ -20,8 +21,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <chrono>
+#include <sstream>
 #include <cmath>
 #include <mutex>
 
@@ -111,31 +114,45 @@ std::shared_ptr<Program> compileGradientProgram(const std::string &moduleText,
   return Program::build(moduleText, pipeline, "main_grad", &request, options);
 }
 
-std::shared_ptr<Program> Program::build(const std::string &moduleText, const std::string &pipeline,
-                                        const std::string &entry, const GradientRequest *gradient,
-                                        const CompileOptions &options) {
-  auto start = std::chrono::steady_clock::now();
-  DialectRegistry registry;
-  registerRfuseDialects(registry);
-  std::shared_ptr<Program> program(new Program());
-  program->state_ = std::make_unique<Program::State>(registry);
-  program->state_->tf32 = options.tf32;
-  program->entry_ = entry;
-  MLIRContext &ctx = program->state_->ctx;
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << d.getLocation() << ": " << d << "\n";
-    return success();
-  });
-  program->state_->module = parseSourceString<ModuleOp>(moduleText, &ctx);
-  ModuleOp module = program->state_->module.get();
-  if (!module)
-    throw CompileError("the traced module does not parse or verify:\n" + diagnostics);
+namespace {
+
+// Compiled programs on disk: the module after the pass pipeline (and rfuse-autodiff), keyed by
+// what produced it, so that a new process tracing the same function runs no passes.
+constexpr char kProgramMagic[8] = {'R', 'F', 'P', 'R', 'O', 'G', '0', '1'};
+std::mutex programCacheMutex;
+ProgramCacheStats programCache;
+
+std::string programCacheKey(const std::string &text, const std::string &pipeline, const std::string &entry,
+                            const GradientRequest *g) {
+  std::ostringstream os;
+  os.precision(17);
+  os << text << "\n//pipeline " << pipeline << "\n//entry " << entry << "\n//rfuse " << RFUSE_VERSION;
+  if (g) {
+    os << "\n//gradient wrt";
+    for (int64_t w : g->wrt)
+      os << " " << w;
+    os << " recompute " << g->recomputePointwise << " optimizer " << g->optimizer << " lr " << g->learningRate
+       << " lr-input " << g->learningRateInput << " momentum " << g->momentum << " decay " << g->weightDecay
+       << " betas " << g->beta1 << " " << g->beta2 << " eps " << g->epsilon;
+  }
+  return cacheKeyHex(llvm::xxh3_64bits(os.str()));
+}
+
+void countProgramCache(uint64_t ProgramCacheStats::*field) {
+  std::lock_guard<std::mutex> lock(programCacheMutex);
+  ++(programCache.*field);
+}
+
+// Runs rfuse-autodiff (for a gradient) and the pass pipeline on `module`, filling `info`'s pass
+// record and cost figures. Throws CompileError with the diagnostics.
+void compileModule(ModuleOp module, const std::string &pipeline, const std::string &entry,
+                   const GradientRequest *gradient, const CompileOptions &compileOptions, CompileInfo &info,
+                   const std::string &diagnostics) {
+  MLIRContext *ctx = module.getContext();
   if (gradient) {
     // Inline, differentiate main into main_grad, then drop main: the pipeline compiles only
     // the gradient program.
-    PassManager pm(&ctx);
+    PassManager pm(ctx);
     pm.addPass(createInlinerPass());
     pm.addPass(createCanonicalizerPass());
     AutodiffOptions options;
@@ -157,17 +174,14 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
   }
   if (!module.lookupSymbol<func::FuncOp>(entry))
     throw CompileError("the module has no function '" + entry + "'");
-  CompileInfo &info = program->info_;
-  info.pipeline = pipeline;
-  info.tracedText = moduleText;
   std::vector<CostEntry> costs;
-  if (failed(compile(module, pipeline, &costs, options.recordPasses ? &info.passes : nullptr)) ||
+  if (failed(compile(module, pipeline, &costs, compileOptions.recordPasses ? &info.passes : nullptr)) ||
       failed(verify(module)))
     throw CompileError("pipeline '" + pipeline + "' failed:\n" + diagnostics);
-  if (options.recordPasses) { // the lowering stages, each on a copy of the compiled module
+  if (compileOptions.recordPasses) { // the lowering stages, each on a copy of the compiled module
     for (bool cuda : {true, false}) {
       OwningOpRef<ModuleOp> copy = module.clone();
-      PassManager pm(&ctx);
+      PassManager pm(ctx);
       pm.addPass(cuda ? createEmitCuda() : createLowerKernelsToCpu());
       if (succeeded(pm.run(*copy)))
         info.passes.push_back({cuda ? "rfuse-emit-cuda" : "rfuse-lower-kernels-to-cpu", printModule(*copy)});
@@ -180,6 +194,80 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
       info.kernelCount = c.kernels;
       info.bytesMoved = c.bytes;
     }
+}
+
+} // namespace
+
+ProgramCacheStats programCacheStats() {
+  std::lock_guard<std::mutex> lock(programCacheMutex);
+  return programCache;
+}
+
+std::shared_ptr<Program> Program::build(const std::string &moduleText, const std::string &pipeline,
+                                        const std::string &entry, const GradientRequest *gradient,
+                                        const CompileOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  DialectRegistry registry;
+  registerRfuseDialects(registry);
+  std::shared_ptr<Program> program(new Program());
+  program->state_ = std::make_unique<Program::State>(registry);
+  program->state_->tf32 = options.tf32;
+  program->entry_ = entry;
+  MLIRContext &ctx = program->state_->ctx;
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d.getLocation() << ": " << d << "\n";
+    return success();
+  });
+  CompileInfo &info = program->info_;
+  info.pipeline = pipeline;
+  info.tracedText = moduleText;
+  // The disk cache (skipped when every pass's IR is to be kept, or disk_cache is off).
+  std::string dir = runtimeOptions().cacheDir, key, path;
+  bool useDisk = runtimeOptions().diskCache && !options.recordPasses && trustedCacheDir(dir);
+  bool fromDisk = false;
+  if (useDisk) {
+    key = programCacheKey(moduleText, pipeline, entry, gradient);
+    path = dir + "/" + key + ".program";
+    std::vector<char> payload;
+    std::string problem;
+    if (readCacheEntry(path, kProgramMagic, key, payload, problem)) {
+      // "<kernels> <bytes>\n" then the compiled module's text.
+      std::string text(payload.begin(), payload.end());
+      size_t eol = text.find('\n');
+      std::istringstream head(text.substr(0, eol));
+      if (eol != std::string::npos && (head >> info.kernelCount >> info.bytesMoved)) {
+        program->state_->module = parseSourceString<ModuleOp>(text.substr(eol + 1), &ctx);
+        fromDisk = program->state_->module && succeeded(verify(*program->state_->module)) &&
+                   program->state_->module->lookupSymbol<func::FuncOp>(entry);
+      }
+      if (!fromDisk)
+        problem = "its module does not parse";
+    }
+    if (!fromDisk && !problem.empty()) {
+      llvm::errs() << "rfuse: warning: ignoring program cache entry " << path << " (" << problem << "); compiling\n";
+      countProgramCache(&ProgramCacheStats::rejected);
+    }
+  }
+  if (fromDisk) {
+    countProgramCache(&ProgramCacheStats::diskHits);
+  } else {
+    program->state_->module = parseSourceString<ModuleOp>(moduleText, &ctx);
+    if (!program->state_->module)
+      throw CompileError("the traced module does not parse or verify:\n" + diagnostics);
+    compileModule(program->state_->module.get(), pipeline, entry, gradient, options, info, diagnostics);
+    countProgramCache(&ProgramCacheStats::passRuns);
+    if (useDisk) {
+      // With locations: kernels quote the R calls they came from (rf_explain, rf_profile).
+      std::string text = std::to_string(info.kernelCount) + " " + std::to_string(info.bytesMoved) + "\n";
+      llvm::raw_string_ostream os(text);
+      program->state_->module->print(os, OpPrintingFlags().enableDebugInfo(/*prettyForm=*/false));
+      if (writeCacheEntry(path, kProgramMagic, key, std::vector<char>(text.begin(), text.end())))
+        countProgramCache(&ProgramCacheStats::diskWrites);
+    }
+  }
+  ModuleOp module = program->state_->module.get();
   info.fusedText = printModule(module);
   for (Type t : module.lookupSymbol<func::FuncOp>(entry).getResultTypes()) {
     auto rt = llvm::cast<RankedTensorType>(t);

@@ -39,7 +39,7 @@ test_that("a cache directory writable by others, or another user's, is never rea
   shared <- file.path(base, "shared"); dir.create(shared); Sys.chmod(shared, "0777", use_umask = FALSE)
   file.copy(entry, shared)
   log <- paste(run_as_nobody(shared, model, file.path(out, "c")), collapse = "\n")
-  expect_match(log, "kernel cache directory .* belongs to another user; not using it")
+  expect_match(log, "cache directory .* belongs to another user; not using it")
   expect_match(log, "compiled 1, from cache 0")
   expect_identical(list.files(shared), basename(entry))
 

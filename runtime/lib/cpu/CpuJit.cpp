@@ -59,6 +59,7 @@ struct HostJit {
   using Compiled = CompiledFunction;
   std::map<uint64_t, std::shared_ptr<Compiled>> cache; // key: hash of the lowered function
   size_t reused = 0;
+  size_t compiles = 0; // LLVM compiles in this process (the cache may be cleared meanwhile)
 
   // Never destroyed: an ExecutionEngine's destructor runs the JIT's deinitializers, which at
   // process exit would compile and run code after LLVM's own statics are gone.
@@ -196,6 +197,7 @@ struct HostJit {
     }
     compiled->fn = *fn;
     cache[key] = compiled;
+    ++compiles;
     return compiled;
   }
 };
@@ -211,7 +213,7 @@ void clearJitCache() {
 std::pair<size_t, size_t> jitCacheCounts() {
   HostJit &jit = HostJit::get();
   std::lock_guard<std::mutex> lock(jit.mutex);
-  return {jit.cache.size(), jit.reused};
+  return {jit.compiles, jit.reused};
 }
 
 namespace {

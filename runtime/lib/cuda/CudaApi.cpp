@@ -3,6 +3,7 @@
 #include "CudaApi.h"
 #include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/DiskCache.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -34,6 +35,8 @@
 
 namespace rfuse::cuda {
 namespace {
+
+constexpr char kCubinMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
 
 void *openFirst(std::initializer_list<const char *> names, std::string &error) {
   for (const char *n : names)
@@ -321,13 +324,7 @@ struct MemoryCache {
 } memoryCache;
 KernelCacheStats stats;
 
-constexpr char kMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
-  return buf;
-}
 
 std::string includePath() {
   if (std::string p = runtimeOptions().cudaInclude; !p.empty())
@@ -336,108 +333,6 @@ std::string includePath() {
     if (llvm::sys::fs::exists(std::string(c) + "/cuda_fp16.h"))
       return c;
   return "/usr/local/cuda/include";
-}
-
-// The disk cache holds code that runs in this process, and a checksum is not authentication:
-// only a directory of this user's that nobody else can write to is used. A missing one is made
-// with mode 0700; another is refused, with one warning, and the disk cache bypassed.
-bool trustedCacheDir(const std::string &dir) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  std::lock_guard<std::mutex> lock(mutex);
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) {
-    llvm::SmallString<256> parent(dir);
-    llvm::sys::path::remove_filename(parent);
-    if (!parent.empty())
-      llvm::sys::fs::create_directories(parent);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-      return false; // caching is best effort
-    if (::lstat(dir.c_str(), &st) != 0)
-      return false;
-  }
-  std::string problem;
-  if (S_ISLNK(st.st_mode))
-    problem = "is a symbolic link";
-  else if (!S_ISDIR(st.st_mode))
-    problem = "is not a directory";
-  else if (st.st_uid != ::geteuid())
-    problem = "belongs to another user";
-  else if (st.st_mode & (S_IWGRP | S_IWOTH))
-    problem = "is writable by group or others";
-  if (!problem.empty() && warned.insert(dir).second)
-    llvm::errs() << "rfuse: warning: the kernel cache directory " << dir << " " << problem
-                 << "; not using it (kernels are compiled and kept in memory only)\n";
-  return problem.empty();
-}
-
-// Entry layout: magic, key (16 hex chars), payload size (u64), xxh3 of the payload (u64), payload.
-bool readEntry(const std::string &path, const std::string &key, std::vector<char> &cubin,
-               std::string &problem) {
-  // Opened without following a link, then checked on the open file itself: a link or another
-  // user's file planted there (even between a check and the open) is never read.
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      problem = "a symbolic link";
-    return false;
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-    ::close(fd);
-    problem = "not a regular file of this user's";
-    return false;
-  }
-  std::ifstream in("/proc/self/fd/" + std::to_string(fd), std::ios::binary);
-  ::close(fd); // the stream holds its own descriptor of the same file
-  if (!in)
-    return false;
-  char magic[8], k[16];
-  uint64_t size = 0, sum = 0;
-  in.read(magic, 8).read(k, 16).read((char *)&size, 8).read((char *)&sum, 8);
-  if (!in || std::memcmp(magic, kMagic, 8) != 0 || std::string(k, 16) != key) {
-    problem = "foreign or corrupt header";
-    return false;
-  }
-  if (size > (1u << 30)) {
-    problem = "implausible size";
-    return false;
-  }
-  cubin.resize(size);
-  in.read(cubin.data(), size);
-  if (!in || in.peek() != EOF) {
-    problem = "truncated or oversized entry";
-    return false;
-  }
-  if (llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>((const uint8_t *)cubin.data(), cubin.size())) != sum) {
-    problem = "checksum mismatch";
-    return false;
-  }
-  return true;
-}
-
-bool writeEntry(const std::string &dir, const std::string &key, const std::vector<char> &cubin) {
-  std::string final = dir + "/" + key + ".cubin";
-  // A process-unique temporary file, renamed into place atomically: concurrent writers of the
-  // same key each rename a complete file; readers never see a partial one.
-  std::string tmp = final + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    uint64_t size = cubin.size();
-    uint64_t sum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>((const uint8_t *)cubin.data(), cubin.size()));
-    out.write(kMagic, 8).write(key.data(), 16).write((const char *)&size, 8).write((const char *)&sum, 8);
-    out.write(cubin.data(), cubin.size());
-    if (!out) {
-      llvm::sys::fs::remove(tmp);
-      return false;
-    }
-  }
-  if (llvm::sys::fs::rename(tmp, final)) {
-    llvm::sys::fs::remove(tmp);
-    return false;
-  }
-  return true;
 }
 
 CompiledKernel nvrtcCompile(const std::string &name, const std::string &source,
@@ -486,7 +381,7 @@ std::string kernelCacheDir() {
 }
 
 std::string kernelCacheKey(const std::string &source, const std::string &arch) {
-  return hex(llvm::xxh3_64bits(source + "\n//arch " + arch + "\n//rfuse " + RFUSE_VERSION +
+  return cacheKeyHex(llvm::xxh3_64bits(source + "\n//arch " + arch + "\n//rfuse " + RFUSE_VERSION +
                                "\n//nvrtc " + std::to_string(nvrtcVersion())));
 }
 
@@ -509,7 +404,7 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
     std::vector<char> cubin;
     std::string problem;
     std::string path = dir + "/" + key + ".cubin";
-    if (readEntry(path, key, cubin, problem)) {
+    if (readCacheEntry(path, kCubinMagic, key, cubin, problem)) {
       CompiledKernel k{arch, std::move(cubin), "", true};
       std::lock_guard<std::mutex> lock(cacheMutex);
       ++stats.diskHits;
@@ -528,7 +423,7 @@ CompiledKernel compileKernel(const std::string &name, const std::string &source,
   ++stats.compiles;
   if (useCache)
     memoryCache.put(key, k);
-  if (useDisk && writeEntry(dir, key, k.cubin))
+  if (useDisk && writeCacheEntry(dir + "/" + key + ".cubin", kCubinMagic, key, k.cubin))
     ++stats.diskWrites;
   return k;
 }

@@ -147,9 +147,19 @@ private:
 std::shared_ptr<Program> compileProgram(const std::string &moduleText, const std::string &pipeline,
                                         const std::string &entry = "main", const CompileOptions &options = {});
 
+/// Compiled programs (the module after the pass pipeline) in the disk cache (disk_cache,
+/// cache_dir), keyed by the traced text, pipeline, entry, gradient request and rfuse's version.
+struct ProgramCacheStats {
+  uint64_t passRuns = 0;   ///< programs compiled by running the pass pipeline
+  uint64_t diskHits = 0;   ///< programs read back from the disk cache (no passes run)
+  uint64_t diskWrites = 0; ///< programs written to it
+  uint64_t rejected = 0;   ///< entries ignored (corrupt, foreign, not this user's)
+};
+ProgramCacheStats programCacheStats();
+
 /// The CPU backend's process-wide cache of compiled functions (keyed by their lowered IR).
 struct CpuJitStats {
-  size_t compiled = 0; ///< functions JIT-compiled
+  size_t compiled = 0; ///< functions JIT-compiled (LLVM codegen runs) in this process
   size_t reused = 0;   ///< lookups answered by an earlier compile
 };
 CpuJitStats cpuJitStats();
