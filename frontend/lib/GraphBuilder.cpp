@@ -464,6 +464,22 @@ TracedValue GraphBuilder::solve(TracedValue a, TracedValue b, double tolerance) 
   return impl->wrap(impl->create<SolveOp>("solve", tb, va, vb, impl->b.getF64FloatAttr(tolerance)));
 }
 
+TracedValue GraphBuilder::cholesky(TracedValue a) {
+  Value v = impl->get(a, "cholesky");
+  auto t = Impl::typeOf(v);
+  if (t.getRank() != 2 || t.getShape()[0] != t.getShape()[1])
+    Impl::shapeFail("cholesky", "needs a square matrix");
+  return impl->wrap(impl->create<CholeskyOp>("cholesky", t, v));
+}
+
+TracedValue GraphBuilder::logDeterminant(TracedValue a) {
+  Value v = impl->get(a, "log_determinant");
+  auto t = Impl::typeOf(v);
+  if (t.getRank() != 2 || t.getShape()[0] != t.getShape()[1])
+    Impl::shapeFail("log_determinant", "needs a square matrix");
+  return impl->wrap(impl->create<LogDeterminantOp>("log_determinant", RankedTensorType::get({2}, t.getElementType()), v));
+}
+
 TracedValue GraphBuilder::gatherAt(TracedValue x, TracedValue indices, int64_t dim) {
   Value v = impl->get(x, "gather");
   Value i = impl->get(indices, "gather");

@@ -320,6 +320,22 @@ LogicalResult SolveOp::verify() {
   return success();
 }
 
+LogicalResult CholeskyOp::verify() {
+  auto t = getInput().getType();
+  if (t.getRank() != 2 || t.getShape()[0] != t.getShape()[1])
+    return emitOpError("needs a square matrix, not ") << t;
+  return success();
+}
+
+LogicalResult LogDeterminantOp::verify() {
+  auto t = getInput().getType(), r = getResult().getType();
+  if (t.getRank() != 2 || t.getShape()[0] != t.getShape()[1])
+    return emitOpError("needs a square matrix, not ") << t;
+  if (r.getRank() != 1 || r.getShape()[0] != 2 || r.getElementType() != t.getElementType())
+    return emitOpError("returns [2] (log modulus, sign) in the input's element type, not ") << r;
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   auto c = getIndices().getDefiningOp<ConstantOp>();
   if (!c)

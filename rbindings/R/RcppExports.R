@@ -85,6 +85,14 @@
     .Call(`_rfuse_rf_b_solve`, b, a, rhs, tolerance)
 }
 
+.rf_b_cholesky <- function(b, a) {
+    .Call(`_rfuse_rf_b_cholesky`, b, a)
+}
+
+.rf_b_log_determinant <- function(b, a) {
+    .Call(`_rfuse_rf_b_log_determinant`, b, a)
+}
+
 .rf_b_gather_at <- function(b, x, indices, dim) {
     .Call(`_rfuse_rf_b_gather_at`, b, x, indices, dim)
 }

@@ -208,6 +208,7 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
 # getOption("rfuse.recompile_limit", 8) programs for one function, a warning (once per
 # function) names the signatures that caused them, as torch.compile's recompile limit does.
 count_recompiles <- function(state, key) {
+  if (isTRUE(state$notes$internal)) return(invisible()) # rfuse's own programs (eager ops, models called on tensors)
   limit <- getOption("rfuse.recompile_limit", 8L)
   if (!is.numeric(limit) || length(limit) != 1 || is.na(limit) || limit < 1)
     rf_abort("rfuse_option_error", "options(rfuse.recompile_limit) must be a positive number of compilations")

@@ -84,7 +84,10 @@ new_module <- function(def, ...) {
   # records for backward() it runs op by op, so that the graph is recorded.
   instance <- structure(function(...) {
     if (!in_trace() && any_tensor(...) && !any_requires_grad(...)) {
-      if (is.null(self$.jit)) self$.jit <- rf_jit(instance)
+      if (is.null(self$.jit)) {
+        self$.jit <- rf_jit(instance)
+        assign("internal", TRUE, envir = attr(self$.jit, "rfuse")$notes) # called eagerly: no recompile warning
+      }
       return(self$.jit(...))
     }
     self$forward(...)

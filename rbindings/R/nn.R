@@ -152,6 +152,7 @@ run_eagerly <- function(key, f, args) {
   if (is.null(jf)) {
     jf <- rf_jit(f, dtype = "float64")
     assign("no_base_r", TRUE, envir = attr(jf, "rfuse")$notes) # f itself comes back here
+    assign("internal", TRUE, envir = attr(jf, "rfuse")$notes) # rfuse's own: no recompile warning
     assign(key, jf, envir = eager_cache)
   }
   do.call(jf, args)

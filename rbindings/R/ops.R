@@ -690,5 +690,5 @@ traced_functions <- function() {
        drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
        max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
        scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
-       choose = rf_choose, solve = rf_solve)
+       choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det)
 }

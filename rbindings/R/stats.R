@@ -179,3 +179,36 @@ rf_solve <- function(a, b, ...) {
   dn <- list(an[[2]], bn[[2]])
   with_attrs(x, if (!is.null(dn[[1]]) || !is.null(dn[[2]])) list(dimnames = dn))
 }
+
+# chol(x): rfuse.cholesky, LAPACK's dpotrf as R's chol calls it (upper triangle, zeros below, x's
+# dimnames); where R stops (not positive definite), base R answers with its error.
+rf_chol <- function(x, ...) {
+  if (!is_sym(x)) return(base::chol(x, ...))
+  call <- sys.call()
+  extra <- list(...)
+  if (length(extra) && (is.null(names(extra)) || !all(names(extra) %in% c("pivot", "LINPACK", "tol"))))
+    rf_unsupported("chol", call, "chol() takes only pivot = FALSE besides x")
+  if (isTRUE(extra$pivot)) rf_unsupported("chol", call, "pivot = TRUE (its pivot and rank attributes depend on the data)")
+  if (isTRUE(extra$LINPACK)) rf_unsupported("chol", call, "LINPACK = TRUE (defunct in R)")
+  x <- to_dtype(as_sym(x, call), trace_float(), call)
+  if (is.null(x$rdim) && x$len == 1) x <- reshape_sym(x, c(1L, 1L), 1L)
+  d <- x$rdim %||% c(x$len, 1L)
+  if (length(d) != 2 || d[1] != d[2]) rf_shape_error("'a' must be a square matrix", call)
+  u <- new_sym(emit(.rf_b_cholesky, x$id, call = call), d, x$len, trace_float())
+  runtime_check(any_all("any", list(is.na.rf_sym(u)), call),
+                "make R's chol() stop (a matrix that is not positive definite)")
+  with_attrs(u, x$attrs["dimnames"])
+}
+
+# det(x): sign * exp(log |det|) from rfuse.log_determinant (R's determinant, LAPACK's dgetrf).
+rf_det <- function(x, ...) {
+  if (!is_sym(x)) return(base::det(x, ...))
+  call <- sys.call()
+  if (...length()) rf_unsupported("det", call, "det() takes only x")
+  x <- to_dtype(as_sym(x, call), trace_float(), call)
+  if (is.null(x$rdim) && x$len == 1) x <- reshape_sym(x, c(1L, 1L), 1L)
+  d <- x$rdim %||% c(x$len, 1L)
+  if (length(d) != 2 || d[1] != d[2]) rf_shape_error("'a' must be a square matrix", call)
+  ld <- new_sym(emit(.rf_b_log_determinant, x$id, call = call), NULL, 2L, trace_float())
+  index_sym(ld, list(2), TRUE, call) * exp(index_sym(ld, list(1), TRUE, call))
+}

@@ -240,6 +240,7 @@ materialize <- function(t) {
   jf <- .rf_lazy[[key]]
   if (is.null(jf)) {
     jf <- rf_jit(graph_evaluator(g$steps), dtype = dtype)
+    assign("internal", TRUE, envir = attr(jf, "rfuse")$notes) # rfuse's own: no recompile warning
     assign(key, jf, envir = .rf_lazy)
   }
   r <- do.call(jf, stats::setNames(g$leaves, paste0("l", seq_along(g$leaves))))

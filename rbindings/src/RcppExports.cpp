@@ -293,6 +293,30 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_cholesky
+int rf_b_cholesky(SEXP b, int a);
+RcppExport SEXP _rfuse_rf_b_cholesky(SEXP bSEXP, SEXP aSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type a(aSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_cholesky(b, a));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_log_determinant
+int rf_b_log_determinant(SEXP b, int a);
+RcppExport SEXP _rfuse_rf_b_log_determinant(SEXP bSEXP, SEXP aSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type a(aSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_log_determinant(b, a));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_gather_at
 int rf_b_gather_at(SEXP b, int x, int indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather_at(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
@@ -914,6 +938,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
     {"_rfuse_rf_b_solve", (DL_FUNC) &_rfuse_rf_b_solve, 4},
+    {"_rfuse_rf_b_cholesky", (DL_FUNC) &_rfuse_rf_b_cholesky, 2},
+    {"_rfuse_rf_b_log_determinant", (DL_FUNC) &_rfuse_rf_b_log_determinant, 2},
     {"_rfuse_rf_b_gather_at", (DL_FUNC) &_rfuse_rf_b_gather_at, 4},
     {"_rfuse_rf_b_gather", (DL_FUNC) &_rfuse_rf_b_gather, 4},
     {"_rfuse_rf_b_reduce", (DL_FUNC) &_rfuse_rf_b_reduce, 5},

@@ -165,6 +165,16 @@ int rf_b_solve(SEXP b, int a, int rhs, double tolerance) {
   return guarded([&] { return builder(b).solve(tv(a), tv(rhs), tolerance).id; });
 }
 
+// [[Rcpp::export(.rf_b_cholesky)]]
+int rf_b_cholesky(SEXP b, int a) {
+  return guarded([&] { return builder(b).cholesky(tv(a)).id; });
+}
+
+// [[Rcpp::export(.rf_b_log_determinant)]]
+int rf_b_log_determinant(SEXP b, int a) {
+  return guarded([&] { return builder(b).logDeterminant(tv(a)).id; });
+}
+
 // [[Rcpp::export(.rf_b_gather_at)]]
 int rf_b_gather_at(SEXP b, int x, int indices, int dim) {
   return guarded([&] { return builder(b).gatherAt(tv(x), tv(indices), dim).id; });

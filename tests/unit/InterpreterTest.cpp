@@ -185,6 +185,45 @@ TEST(Interpreter, SolveMatchesTheSystemAndRefusesSingularOnes) {
     EXPECT_TRUE(std::isnan(v)); // reciprocal condition below the tolerance
 }
 
+// rfuse.cholesky / rfuse.log_determinant: R's chol() and determinant() through LAPACK.
+TEST(Interpreter, CholeskyAndLogDeterminantAreLapacks) {
+  std::mt19937_64 rng(12);
+  HostTensor m = randomTensor(DType::F64, {3, 3}, rng, -1, 1), a(DType::F64, {3, 3});
+  for (int i = 0; i < 3; ++i) // a = m^T m + 3 I: symmetric positive definite
+    for (int j = 0; j < 3; ++j) {
+      double s = i == j ? 3 : 0;
+      for (int k = 0; k < 3; ++k)
+        s += m.f[k * 3 + i] * m.f[k * 3 + j];
+      a.f[i * 3 + j] = s;
+    }
+  std::string text = "func.func @main(%a: tensor<3x3xf64>) -> (tensor<3x3xf64>, tensor<2xf64>) {\n"
+                     " %u = rfuse.cholesky %a : tensor<3x3xf64>\n"
+                     " %d = rfuse.log_determinant %a : (tensor<3x3xf64>) -> tensor<2xf64>\n"
+                     " return %u, %d : tensor<3x3xf64>, tensor<2xf64>\n}";
+  auto out = run(text, {a});
+  // The tensor holds U^T (R's layout): t[i][j] = U[j][i], zero for j > i; U^T U = A.
+  const std::vector<double> &t = out[0].f;
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      EXPECT_EQ(t[i * 3 + j], 0.0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k)
+        s += t[i * 3 + k] * t[j * 3 + k];
+      EXPECT_NEAR(s, a.f[i * 3 + j], 1e-12);
+    }
+  double det = a.f[0] * (a.f[4] * a.f[8] - a.f[5] * a.f[7]) - a.f[1] * (a.f[3] * a.f[8] - a.f[5] * a.f[6]) +
+               a.f[2] * (a.f[3] * a.f[7] - a.f[4] * a.f[6]);
+  EXPECT_NEAR(out[1].f[0], std::log(std::fabs(det)), 1e-12);
+  EXPECT_EQ(out[1].f[1], det < 0 ? -1.0 : 1.0);
+  HostTensor indefinite = a;
+  indefinite.f[0] = -1; // not positive definite: NaN; and its determinant's sign flips with it
+  auto bad = run(text, {indefinite});
+  for (double v : bad[0].f)
+    EXPECT_TRUE(std::isnan(v));
+}
+
 // ---- Binary, compare, logic, select ------------------------------------------------------------
 
 struct BinaryCase {

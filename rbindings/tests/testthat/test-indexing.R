@@ -91,9 +91,9 @@ test_that("sapply / vapply over a static sequence, Reduce, and both pipes trace"
   expect_identical(rf_jit(function(x) x * sapply(1:2, function(k) k), dtype = "float64")(c(1, 2)), c(1, 4))
 })
 
-test_that("linear algebra beyond solve() refuses cleanly (no broken .Internal)", {
+test_that("linear algebra beyond solve(), chol() and det() refuses cleanly (no broken .Internal)", {
   A <- crossprod(rnd(4, 3)) + diag(3)
-  for (f in list(function(A) chol(A), function(A) det(A), function(A) qr(A)))
+  for (f in list(function(A) qr(A), function(A) determinant(A), function(A) svd(A), function(A) eigen(A)))
     expect_error(rf_jit(f, dtype = "float64")(A), class = "rfuse_unsupported")
 })
 

@@ -5,6 +5,7 @@
 lchoose_free <- function(n) n * 0
 solve_free <- function(X) X %*% c(0.5, 2)
 apply_free <- function(X) 0
+backsolve_free <- function(U) U %*% t(U)
 
 test_that("na.rm = TRUE skips the NaN a traced function computes, as base R", {
   set.seed(301)
@@ -170,4 +171,28 @@ test_that("where R's solve() stops, base R answers with R's error", {
   expect_error(rf_jit(function(X, b) solve(X, b), dtype = "float64")(diag(3), c(1, 2)), "compatible", class = "rfuse_shape_error")
   expect_refused(function(X) solve(X, LINPACK = TRUE), diag(2) + 0.5)
   expect_refused(function(X) solve(X, foo = 1), diag(2) + 0.5)
+})
+
+test_that("chol() and det() are R's (LAPACK's dpotrf and dgetrf on the same data)", {
+  same <- if (rf_default_device() == "cpu") expect_identical else function(a, b) expect_equal(a, b, tolerance = 1e-12)
+  set.seed(306)
+  X <- matrix(rnorm(40), 8, 5)
+  spd <- function(X) crossprod(X) + diag(0.5, ncol(X))
+  same(rf_jit(function(X) chol(spd(X)), dtype = "float64")(X), chol(spd(X)))
+  expect_matches_base(function(X) chol(spd(X)), X)
+  expect_matches_base(function(X) backsolve_free(chol(spd(X))), X)
+  expect_matches_base(function(x, y) chol(crossprod(cbind(a = x, b = y)) + diag(2)), X[, 1], X[, 2]) # dimnames kept
+  # The Gaussian log-density's log-determinant through the Cholesky factor, and det itself.
+  logdet <- function(X) 2 * sum(log(diag(chol(spd(X)))))
+  expect_matches_base(logdet, X)
+  same(rf_jit(function(X) det(spd(X)), dtype = "float64")(X), det(spd(X)))
+  expect_matches_base(function(X) det(X[1:5, ]) + det(-spd(X)), X) # negative determinants too
+  expect_identical(rf_jit(function(X) det(X %*% diag(c(1, 1, 1, 1, 0))), dtype = "float64")(X[1:5, ]),
+                   det(X[1:5, ] %*% diag(c(1, 1, 1, 1, 0)))) # singular: 0, as R
+  # Not positive definite: base R answers, with R's error.
+  f <- rf_jit(function(X) chol(X - diag(100, 5)), dtype = "float64")
+  expect_error(suppressMessages(f(spd(X))), "leading minor")
+  expect_error(rf_jit(function(X) chol(X), dtype = "float64")(X), "square", class = "rfuse_shape_error")
+  expect_refused(function(X) chol(spd(X), pivot = TRUE), X)
+  expect_error(rf_grad(function(X) det(spd(X)), dtype = "float64")(X), class = "rfuse_autodiff_error")
 })

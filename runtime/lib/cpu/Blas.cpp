@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -78,9 +80,13 @@ struct Lapack {
   using Dlange = double (*)(const char *, const int *, const int *, const double *, const int *, double *, size_t);
   using Dgecon = void (*)(const char *, const int *, const double *, const int *, const double *, double *,
                           double *, int *, int *, size_t);
+  using Dpotrf = void (*)(const char *, const int *, double *, const int *, int *, size_t);
+  using Dgetrf = void (*)(const int *, const int *, double *, const int *, int *, int *);
   Dgesv dgesv = nullptr;
   Dlange dlange = nullptr;
   Dgecon dgecon = nullptr;
+  Dpotrf dpotrf = nullptr;
+  Dgetrf dgetrf = nullptr;
 };
 const Lapack &lapack() {
   static Lapack l = [] {
@@ -89,7 +95,9 @@ const Lapack &lapack() {
       r.dgesv = (Lapack::Dgesv)dlsym(h, "dgesv_");
       r.dlange = (Lapack::Dlange)dlsym(h, "dlange_");
       r.dgecon = (Lapack::Dgecon)dlsym(h, "dgecon_");
-      return r.dgesv && r.dlange && r.dgecon;
+      r.dpotrf = (Lapack::Dpotrf)dlsym(h, "dpotrf_");
+      r.dgetrf = (Lapack::Dgetrf)dlsym(h, "dgetrf_");
+      return r.dgesv && r.dlange && r.dgecon && r.dpotrf && r.dgetrf;
     };
     if (find(RTLD_DEFAULT))
       return r;
@@ -108,12 +116,63 @@ bool blasAvailable() { return blasDgemm() != nullptr; }
 
 bool lapackAvailable() { return lapack().dgesv != nullptr; }
 
+namespace {
+const Lapack &requireLapack(const char *routine) {
+  const Lapack &l = lapack();
+  if (!l.dgesv)
+    throw std::runtime_error(std::string("rfuse needs LAPACK (") + routine + "), and none was found (liblapack.so.3)");
+  return l;
+}
+} // namespace
+
+// R's La_chol (src/modules/lapack/Lapack.c) without pivoting: the lower triangle zeroed, then dpotrf.
+bool lapackCholesky(int64_t n64, const double *a, double *u, std::string &why) {
+  const Lapack &l = requireLapack("dpotrf");
+  int n = (int)n64, info = 0;
+  std::copy(a, a + n64 * n64, u);
+  for (int64_t j = 0; j < n64; ++j)
+    for (int64_t i = j + 1; i < n64; ++i)
+      u[i + n64 * j] = 0;
+  l.dpotrf("U", &n, u, &n, &info, 1);
+  if (info > 0) {
+    why = "the leading minor of order " + std::to_string(info) + " is not positive";
+    return false;
+  }
+  if (info < 0)
+    throw std::runtime_error("argument " + std::to_string(-info) + " of Lapack routine dpotrf had invalid value");
+  return true;
+}
+
+// R's det_ge_real with logarithm = TRUE.
+void lapackLogDeterminant(int64_t n64, const double *a, double &modulus, double &sign) {
+  const Lapack &l = requireLapack("dgetrf");
+  int n = (int)n64, info = 0;
+  std::vector<double> lu(a, a + n64 * n64);
+  std::vector<int> ipiv(std::max(1, n));
+  l.dgetrf(&n, &n, lu.data(), &n, ipiv.data(), &info);
+  sign = 1;
+  if (info < 0)
+    throw std::runtime_error("argument " + std::to_string(-info) + " of Lapack routine dgetrf had invalid value");
+  if (info > 0) {
+    modulus = -std::numeric_limits<double>::infinity();
+    return;
+  }
+  for (int i = 0; i < n; ++i)
+    if (ipiv[i] != i + 1)
+      sign = -sign;
+  modulus = 0;
+  for (int64_t i = 0; i < n64; ++i) {
+    double d = lu[i * (n64 + 1)];
+    modulus += std::log(d < 0 ? -d : d);
+    if (d < 0)
+      sign = -sign;
+  }
+}
+
 // R's La_solve (src/modules/lapack/Lapack.c), step for step.
 bool lapackSolve(int64_t n64, int64_t k64, const double *a, const double *b, double tolerance, double *x,
                  std::string &why) {
-  const Lapack &l = lapack();
-  if (!l.dgesv)
-    throw std::runtime_error("rfuse.solve needs LAPACK (dgesv_), and none was found (liblapack.so.3)");
+  const Lapack &l = requireLapack("dgesv");
   int n = (int)n64, k = (int)k64, info = 0;
   std::vector<double> lu(a, a + n64 * n64);
   std::vector<int> ipiv(std::max(1, n));

@@ -28,6 +28,12 @@ bool lapackAvailable();
 bool lapackSolve(int64_t n, int64_t k, const double *a, const double *b, double tolerance, double *x,
                  std::string &why);
 
+/// R's chol() through LAPACK's dpotrf on R's column-major n x n A (`a`): the upper factor with
+/// zeros below, into `u`. False, with R's reason, where R stops (a leading minor not positive).
+bool lapackCholesky(int64_t n, const double *a, double *u, std::string &why);
+/// R's determinant(A, logarithm = TRUE) through LAPACK's dgetrf: log |det A| and its sign.
+void lapackLogDeterminant(int64_t n, const double *a, double &modulus, double &sign);
+
 } // namespace rfuse::cpu
 
 #endif

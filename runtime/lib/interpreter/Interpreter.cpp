@@ -218,6 +218,24 @@ private:
         .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MIN>(r, in[0], false)}; })
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
         .Case([&](SolveOp s) { return std::vector<HostTensor>{solve(s, in[0], in[1])}; })
+        .Case([&](CholeskyOp c) {
+          HostTensor out = alloc(c.getResult());
+          int64_t n = in[0].shape[0];
+          std::vector<double> u(n * n);
+          std::string why;
+          bool ok = cpu::lapackCholesky(n, in[0].f.data(), u.data(), why);
+          for (int64_t i = 0; i < n * n; ++i)
+            out.set(i, ok ? u[i] : std::numeric_limits<double>::quiet_NaN());
+          return std::vector<HostTensor>{out};
+        })
+        .Case([&](LogDeterminantOp d) {
+          HostTensor out = alloc(d.getResult());
+          double modulus = 0, sign = 1;
+          cpu::lapackLogDeterminant(in[0].shape[0], in[0].f.data(), modulus, sign);
+          out.set(0, modulus);
+          out.set(1, sign);
+          return std::vector<HostTensor>{out};
+        })
         .Case<Conv2dOp, Conv2dBackwardInputOp, Conv2dBackwardFilterOp>(
             [&](Operation *c) { return std::vector<HostTensor>{convolution(c, in)}; })
         .Case<MaxPool2dOp, AvgPool2dOp, MaxPool2dBackwardOp, AvgPool2dBackwardOp>(

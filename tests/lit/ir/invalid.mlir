@@ -1580,3 +1580,21 @@ func.func @f(%a: tensor<3x3xf64>, %b: tensor<2x3xf32>) {
   %0 = rfuse.solve %a, %b tolerance = 0.0 : (tensor<3x3xf64>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+// cholesky: a square matrix.
+func.func @f(%a: tensor<3x2xf64>) {
+  // expected-error @+1 {{'rfuse.cholesky' op needs a square matrix, not 'tensor<3x2xf64>'}}
+  %0 = rfuse.cholesky %a : tensor<3x2xf64>
+  return
+}
+
+// -----
+
+// log_determinant: [2] in the input's element type.
+func.func @f(%a: tensor<3x3xf64>) {
+  // expected-error @+1 {{'rfuse.log_determinant' op returns [2] (log modulus, sign) in the input's element type, not 'tensor<3xf64>'}}
+  %0 = rfuse.log_determinant %a : (tensor<3x3xf64>) -> tensor<3xf64>
+  return
+}

@@ -236,3 +236,15 @@ func.func @solve(%a: tensor<3x3xf64>, %b: tensor<2x3xf64>) -> tensor<2x3xf64> {
   %x = rfuse.solve %a, %b tolerance = 2.2204460492503131E-16 : (tensor<3x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
   return %x : tensor<2x3xf64>
 }
+
+// cholesky and log_determinant: R's chol() and determinant() (LAPACK on the host).
+// CHECK-LABEL: func.func @factorizations
+// CHECK: rfuse.cholesky %{{.*}} : tensor<3x3xf64>
+// CHECK: rfuse.log_determinant %{{.*}} : (tensor<3x3xf32>) -> tensor<2xf32>
+// GENERIC-LABEL: sym_name = "factorizations"
+// GENERIC: "rfuse.cholesky"(%{{.*}}) : (tensor<3x3xf64>) -> tensor<3x3xf64>
+func.func @factorizations(%a: tensor<3x3xf64>, %b: tensor<3x3xf32>) -> (tensor<3x3xf64>, tensor<2xf32>) {
+  %u = rfuse.cholesky %a : tensor<3x3xf64>
+  %d = rfuse.log_determinant %b : (tensor<3x3xf32>) -> tensor<2xf32>
+  return %u, %d : tensor<3x3xf64>, tensor<2xf32>
+}

@@ -151,6 +151,10 @@ public:
   /// x with x · a = b (rfuse.solve: R's solve(A, B) on a = A^T, b = B^T, LAPACK's dgesv); NaN
   /// everywhere where R's solve would stop (singular, or reciprocal condition below tolerance).
   TracedValue solve(TracedValue a, TracedValue b, double tolerance);
+  /// R's chol() of the R matrix whose tensor is `a` (rfuse.cholesky); NaN where R's chol stops.
+  TracedValue cholesky(TracedValue a);
+  /// [log |det a|, sign] (rfuse.log_determinant: R's determinant(logarithm = TRUE)).
+  TracedValue logDeterminant(TracedValue a);
 
   // --- Reductions ---------------------------------------------------------------------------
   TracedValue reduceSum(TracedValue x, const std::vector<int64_t> &dims, bool keepDims = false);

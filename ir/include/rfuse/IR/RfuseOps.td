@@ -471,6 +471,36 @@ def Rfuse_SolveOp : Rfuse_Op<"solve", [Pure, Rfuse_VjpOpInterface]> {
   let hasVerifier = 1;
 }
 
+def Rfuse_CholeskyOp : Rfuse_Op<"cholesky", [Pure, SameOperandsAndResultType]> {
+  let summary = "The Cholesky factor, as R's chol() computes it (LAPACK's dpotrf).";
+  let description = [{
+    For R's symmetric positive definite n x n matrix A (the tensor `a` = A^T), R's `chol(A)`: the
+    upper triangular U with U^T U = A, read from A's upper triangle, as the tensor U^T (zeros on
+    the other side). LAPACK's dpotrf runs on the tensor's data as R's column-major matrix, as R's
+    chol does. Where R's `chol` stops (a leading minor not positive), every element is NaN: the
+    R package lets base R answer, with R's error. In f64 whatever the element type, on the host.
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$input);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Rfuse_LogDeterminantOp : Rfuse_Op<"log_determinant", [Pure]> {
+  let summary = "log |det| and the sign of a square matrix, as R's determinant() (LAPACK's dgetrf).";
+  let description = [{
+    For a square `a` [n, n], a [2] tensor: the logarithm of the modulus of its determinant and the
+    determinant's sign (+-1), as R's `determinant(A, logarithm = TRUE)` computes them from the LU
+    factorization with partial pivoting (LAPACK's dgetrf on the data as R's column-major A = a^T,
+    whose determinant is a's); a singular matrix gives -Inf and sign 1, as R's. R's `det(A)` is
+    sign * exp(modulus). In f64 whatever the element type, on the host.
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$input);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "Matrix product, optionally batched, with transpose flags.";
   let description = [{
