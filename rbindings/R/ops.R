@@ -690,5 +690,9 @@ traced_functions <- function() {
        drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
        max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
        scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
-       choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det)
+       choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det,
+       which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
+                                         "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
+       sort = base_guard("sort", "sorting is not traced yet (sort, order, median and quantile are refused)"),
+       median = make_guard("median", stats::median, "sorting is not traced yet (sort, order, median and quantile are refused)"))
 }

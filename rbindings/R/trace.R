@@ -84,7 +84,7 @@ make_helper <- function(name, fun) {
 attrs_aware <- c("[", "[[", "[<-", "[[<-", "%*%", "crossprod", "tcrossprod", "cbind", "rbind", "as.vector",
                  "as.numeric", "as.double", "is.matrix", "is.array", "is.double", "is.integer", "is.logical",
                  "I", "drop", "as.matrix", "unname", "sapply", "vapply", "lapply", "Map", "Filter", "Reduce",
-                 "diag<-", "ifelse", "paste", "paste0", "sprintf", "var", "sd", "cov", "cor", "scale", "norm",
+                 "diag<-", "ifelse", "paste", "paste0", "sprintf", "which", "sort", "median", "var", "sd", "cov", "cor", "scale", "norm",
                  "rowSums", "colSums", "rowMeans", "colMeans", "head", "tail", "solve", "chol", "det")
 attrs_guarded <- function(name, f) {
   body(f) <- call("{", call("attrs_guard", name, quote(environment())), body(f))
