@@ -434,8 +434,10 @@ head_tail <- function(x, n, tail, call) {
   pos <- if (tail) seq_len(k) + (len - k) else seq_len(k)
   s <- if (length(x$rdim) == 2) index_sym(with_attrs(x, NULL), list(pos, all_of_dim), FALSE, call)
        else index_sym(with_attrs(reshape_sym(x, NULL, x$len), NULL), list(pos), TRUE, call)
-  # R's names: x's kept, and tail() of a matrix without row names numbers its rows ("[9,]").
-  attrs_from_proxy(s, x, if (tail) utils::tail else utils::head, n, always = TRUE)
+  # R's names: x's kept (as base R computes them on a stand-in), and tail() of a matrix without
+  # row names numbers its rows ("[9,]").
+  if (has_attrs(x)) return(attrs_from_proxy(s, x, if (tail) utils::tail else utils::head, n))
+  if (tail && length(x$rdim) == 2) with_attrs(s, list(dimnames = list(sprintf("[%d,]", pos), NULL))) else s
 }
 rf_head <- function(x, n = 6L, ...) {
   if (!is_sym(x)) return(utils::head(x, n, ...))

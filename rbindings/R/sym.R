@@ -159,10 +159,9 @@ attrs_proxy <- function(s) {
   if (!is.null(a$names)) names(p) <- a$names
   p
 }
-# The attributes of base R's `fun(proxy, ...)` for a result `s` of the same length (`always`: also
-# when x has none, for functions that make names of their own, as tail() of a matrix).
-attrs_from_proxy <- function(s, x, fun, ..., always = FALSE) {
-  if (!always && !has_attrs(x)) return(s)
+# The attributes of base R's `fun(proxy, ...)` for a result `s` of the same length.
+attrs_from_proxy <- function(s, x, fun, ...) {
+  if (!has_attrs(x)) return(s)
   r <- fun(attrs_proxy(x), ...)
   with_attrs(s, list(names = names(r), dimnames = dimnames(r), class = x$attrs$class))
 }
