@@ -41,6 +41,26 @@ void expectCpuMatchesInterpreter(const std::string &name, const std::string &tex
   }
 }
 
+// The program's results with 1 thread and with 4 agree bit for bit.
+void expectThreadCountsAgree(const std::string &name, const std::string &text, const std::vector<HostTensor> &in) {
+  auto program = compileProgram(text, "default");
+  setOption("cpu_threads", "1");
+  auto one = program->run(in, Device::Cpu);
+  setOption("cpu_threads", "4");
+  auto four = program->run(in, Device::Cpu);
+  setOption("cpu_threads", "0");
+  for (size_t i = 0; i < one.size(); ++i) {
+    int64_t first = -1, count = 0;
+    for (size_t k = 0; k < one[i].f.size(); ++k)
+      if (one[i].f[k] != four[i].f[k]) {
+        if (first < 0)
+          first = k;
+        ++count;
+      }
+    EXPECT_EQ(count, 0) << name << " output " << i << ": " << count << " elements differ, the first at " << first;
+  }
+}
+
 TEST(CpuJit, CorpusMatchesInterpreter) {
   for (const test::CorpusGraph &g : test::canonicalCorpus())
     expectCpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
@@ -118,21 +138,7 @@ TEST(CpuJit, ThreadsDoNotChangeResults) {
   g.finish({sm, cs, g.tanh(g.add(x, g.broadcastTo(gamma, {512, 384})))});
   std::mt19937_64 rng(5);
   std::vector<HostTensor> in = {test::randomTensor(DType::F64, {512, 384}, rng), test::randomTensor(DType::F64, {384}, rng)};
-  auto program = compileProgram(g.moduleText(), "default");
-  setOption("cpu_threads", "1");
-  auto one = program->run(in, Device::Cpu);
-  setOption("cpu_threads", "4");
-  auto four = program->run(in, Device::Cpu);
-  setOption("cpu_threads", "0");
-  for (size_t i = 0; i < one.size(); ++i) {
-    int64_t first = -1, count = 0;
-    for (size_t k = 0; k < one[i].f.size(); ++k)
-      if (one[i].f[k] != four[i].f[k]) {
-        if (first < 0) first = k;
-        ++count;
-      }
-    EXPECT_EQ(count, 0) << "output " << i << ": " << count << " elements differ, the first at " << first;
-  }
+  expectThreadCountsAgree("threads", g.moduleText(), in);
   expectCpuMatchesInterpreter("threads", g.moduleText(), in);
 }
 
@@ -155,14 +161,7 @@ TEST(CpuJit, ProductsOfEveryLayoutMatchInterpreter) {
         in.push_back(test::randomTensor(DType::F64, g.shape(v), rng));
       std::string name = "k=" + std::to_string(k) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
       expectCpuMatchesInterpreter(name, g.moduleText(), in);
-      auto program = compileProgram(g.moduleText(), "default");
-      setOption("cpu_threads", "1");
-      auto one = program->run(in, Device::Cpu);
-      setOption("cpu_threads", "4");
-      auto four = program->run(in, Device::Cpu);
-      setOption("cpu_threads", "0");
-      for (size_t i = 0; i < one.size(); ++i)
-        EXPECT_EQ(one[i].f, four[i].f) << name << " output " << i;
+      expectThreadCountsAgree(name, g.moduleText(), in);
     }
 }
 
