@@ -126,7 +126,8 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
                             const GradientRequest *g) {
   std::ostringstream os;
   os.precision(17);
-  os << text << "\n//pipeline " << pipeline << "\n//entry " << entry << "\n//rfuse " << RFUSE_VERSION;
+  os << text << "\n//pipeline " << pipeline << "\n//entry " << entry << "\n//rfuse " << RFUSE_VERSION
+     << "\n//program cache 2"; // the entry format (2: printed with locations)
   if (g) {
     os << "\n//gradient wrt";
     for (int64_t w : g->wrt)
@@ -262,7 +263,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
       // With locations: kernels quote the R calls they came from (rf_explain, rf_profile).
       std::string text = std::to_string(info.kernelCount) + " " + std::to_string(info.bytesMoved) + "\n";
       llvm::raw_string_ostream os(text);
-      program->state_->module->print(os, OpPrintingFlags().enableDebugInfo(/*prettyForm=*/false));
+      program->state_->module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
       if (writeCacheEntry(path, kProgramMagic, key, std::vector<char>(text.begin(), text.end())))
         countProgramCache(&ProgramCacheStats::diskWrites);
     }

@@ -39,9 +39,10 @@ struct ScratchCache {
 std::string mlpText() {
   GraphBuilder g;
   TracedValue x = g.input({8, 16}, DType::F64, "x"), w = g.input({16, 4}, DType::F64, "w");
+  g.setSourceLocation("tanh(x %*% w)");
   TracedValue h = g.tanh(g.matmul(x, w));
   g.finish({g.reduceSum(g.mul(h, h), {0, 1})});
-  return g.moduleText();
+  return g.moduleText(/*withLocations=*/true);
 }
 
 TEST(ProgramCache, ASecondCompileRunsNoPassesAndGivesTheSameProgram) {
@@ -59,6 +60,8 @@ TEST(ProgramCache, ASecondCompileRunsNoPassesAndGivesTheSameProgram) {
   EXPECT_EQ(second->info().fusedText, first->info().fusedText);
   EXPECT_EQ(second->info().kernelCount, first->info().kernelCount);
   EXPECT_EQ(second->info().bytesMoved, first->info().bytesMoved);
+  // The kernels still quote where their ops came from (the module is kept with its locations).
+  EXPECT_EQ(second->info().cudaSources, first->info().cudaSources);
   std::mt19937_64 rng(3);
   std::vector<HostTensor> in = {test::randomTensor(DType::F64, {8, 16}, rng), test::randomTensor(DType::F64, {16, 4}, rng)};
   EXPECT_EQ(second->run(in, Device::Cpu)[0].f, first->run(in, Device::Cpu)[0].f);
