@@ -62,10 +62,9 @@ test_that("an interrupt stops a long compile within a second, and caches stay us
   body <- paste0("    %v", 1:n, " = rfuse.add %v", 0:(n - 1), ", %v", 0:(n - 1), " : tensor<4xf64>")
   text <- paste(c("func.func @main(%v0: tensor<4xf64>) -> tensor<4xf64> {", body,
                   sprintf("    return %%v%d : tensor<4xf64>", n), "}"), collapse = "\n")
-  # The passes must run (a program read back from the disk cache would be there before the signal).
-  old <- rf_options()$disk_cache
-  rf_options(disk_cache = FALSE)
-  on.exit(rf_options(disk_cache = old))
+  # A text of its own each run: the passes must run (a program read back from the disk cache
+  # would be there before the signal).
+  text <- paste0("// ", Sys.getpid(), " ", format(Sys.time(), "%H%M%OS6"), "\n", text)
   pid <- Sys.getpid()
   job <- parallel::mcparallel({ Sys.sleep(0.5); tools::pskill(pid, tools::SIGINT) })
   t0 <- proc.time()[[3]]
