@@ -17,11 +17,13 @@ centred_columns <- function(x, fname, call) {
   m <- if (length(x$rdim) == 2) x else with_attrs(reshape_sym(x, c(x$len, 1L), x$len), NULL)
   if (length(x$rdim) > 2) rf_shape_error("'x' must be a vector or a matrix", call)
   if (m$rdim[1] < 2) rf_unsupported(fname, call, "fewer than two observations (R's answer is NA)")
-  list(c = m - rf_sweep_stats(m, call), n = m$rdim[1], vector = is.null(x$rdim))
+  list(c = m - spread_columns(margin_reduce(m, "mean", FALSE, 1L, call), m, call), n = m$rdim[1],
+       vector = is.null(x$rdim))
 }
-rf_sweep_stats <- function(m, call) { # colMeans spread over the rows
-  mu <- margin_reduce(m, "mean", FALSE, 1L, call)
-  new_sym(emit(.rf_b_broadcast, mu$id, sym_tshape(m), 0L, call = call), m$rdim, m$len, m$dtype)
+# A value per column of matrix m (length ncol), repeated down its rows.
+spread_columns <- function(v, m, call) {
+  v <- to_dtype(reshape_sym(as_sym(v, call), NULL, m$rdim[2]), trace_float(), call)
+  new_sym(emit(.rf_b_broadcast, v$id, sym_tshape(m), 0L, call = call), m$rdim, m$len, v$dtype)
 }
 
 cov_syms <- function(x, y, fname, call, cor) {
@@ -74,10 +76,6 @@ rf_scale <- function(x, center = TRUE, scale = TRUE) {
   x <- rf_as_matrix(to_dtype(as_sym(x, call), trace_float(), call))
   nc <- x$rdim[2]; n <- x$rdim[1]
   cn <- x$attrs$dimnames[[2]]
-  spread <- function(v) { # a length-nc vector over the columns
-    v <- to_dtype(reshape_sym(as_sym(v, call), NULL, nc), trace_float(), call)
-    new_sym(emit(.rf_b_broadcast, v$id, sym_tshape(x), 0L, call = call), x$rdim, x$len, v$dtype)
-  }
   named <- function(v) if (is.null(cn)) v else with_attrs(v, list(names = cn))
   attrs <- x$attrs
   x <- with_attrs(x, NULL)
@@ -87,13 +85,13 @@ rf_scale <- function(x, center = TRUE, scale = TRUE) {
     if (rlen(center) != nc) rf_shape_error("length of 'center' must equal the number of columns of 'x'", call)
     cen <- if (is_sym(center)) center else as.numeric(center)
   }
-  if (!is.null(cen)) x <- x - spread(cen)
+  if (!is.null(cen)) x <- x - spread_columns(cen, x, call)
   if (isTRUE(scale)) sc <- sqrt(margin_reduce(x * x, "sum", FALSE, 1L, call) / max(1, n - 1))
   else if (!isFALSE(scale)) {
     if (rlen(scale) != nc) rf_shape_error("length of 'scale' must equal the number of columns of 'x'", call)
     sc <- if (is_sym(scale)) scale else as.numeric(scale)
   }
-  if (!is.null(sc)) x <- x / spread(sc)
+  if (!is.null(sc)) x <- x / spread_columns(sc, x, call)
   static_or_named <- function(v) if (is_sym(v)) named(with_attrs(reshape_sym(v, NULL, nc), NULL))
                                  else { if (!is.null(cn)) names(v) <- cn; v }
   with_attrs(x, c(attrs["dimnames"],
