@@ -615,7 +615,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   if (NROW(x) != NROW(y))
     rf_abort("rfuse_shape_error", sprintf("`x` has %d samples but `y` has %d", NROW(x), NROW(y)))
   # Frozen parameters ($requires_grad_(FALSE), nn_parameter(requires_grad = FALSE)) are constants.
-  params <- Filter(function(p) !identical(attr(p, "requires_grad"), FALSE), model$parameters)
+  params <- Filter(function(p) !parameter_frozen(p), model$parameters)
   if (!length(params)) rf_abort("rfuse_type_error", "the model has no trainable parameters (all are frozen)")
   paths <- names(params)
   self <- attr(model, "self")
@@ -632,7 +632,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     loss(do.call(model, list(a$.input)), a$.target)
   }
   write_back <- function(trained)
-    for (p in paths) set_parameter(self, p, nn_parameter(restore_shape(trained[[p]], params[[p]])))
+    for (p in paths) store_parameter(self, p, trained[[p]])
   # The running statistics the steps computed, and as many batches counted as steps were run by
   # the batch norms that tracked them (those in training mode).
   write_buffers <- function(values, done, replaced) {
@@ -650,7 +650,8 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # rf_train()'s arguments, matched and with its defaults, as R would for a call of it.
   settings <- rf_train
   body(settings) <- quote(as.list(environment()))
-  a <- settings(f, lapply(params, unclass), data = data, write_back = write_back, ...)
+  a <- settings(f, lapply(params, function(p) if (is_tensor(p)) state_value(p) else unclass(p)), data = data,
+                write_back = write_back, ...)
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
              buffers = tracked, write_buffers = write_buffers)
@@ -750,9 +751,11 @@ optim_adamw <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, w
 
 new_optimizer <- function(params, mode, class) {
   if (is_tensor(params)) params <- list(params)
+  if (inherits(params, "rf_parameter_list")) params <- take_module_parameters(params)
   if (!is.list(params) || !length(params) ||
       !all(vapply(params, function(p) is_tensor(p) && isTRUE(p@env$requires_grad), logical(1))))
-    rf_abort("rfuse_type_error", "an optimizer takes rf_tensors made with requires_grad = TRUE")
+    rf_abort("rfuse_type_error", paste("an optimizer takes rf_tensors made with requires_grad = TRUE, or a module's",
+                                       "parameters as `model$parameters` gives them"))
   if (!is.numeric(mode$lr) || length(mode$lr) != 1 || mode$lr < 0)
     rf_abort("rfuse_type_error", "`lr` must be a non-negative number")
   n <- length(params)
@@ -778,12 +781,18 @@ new_optimizer <- function(params, mode, class) {
   self$buffers <- NULL
   self$step <- function() {
     values <- lapply(params, function(p) { materialize(p); p })
-    grads <- lapply(seq_len(n), function(i) {
-      g <- params[[i]]@env$grad
-      if (is.null(g))
-        rf_abort("rfuse_autodiff_error", sprintf("parameter %d has no gradient: call loss$backward() before step()", i))
-      g
-    })
+    # As torch, a parameter without a gradient (not used by the loss) is left as it is.
+    idle <- which(vapply(params, function(p) is.null(p@env$grad), logical(1)))
+    if (length(idle) == n)
+      rf_abort("rfuse_autodiff_error", "no parameter has a gradient: call loss$backward() before step()")
+    if (length(idle) && !isTRUE(self$warned_idle)) {
+      self$warned_idle <- TRUE
+      msg <- sprintf(paste("parameter(s) %s got no gradient from loss$backward() and stay as they are (as in torch);",
+                           "if forward() uses them, a value on the way was converted to an R array, which cuts",
+                           "the graph (keep it an rf_tensor)"), paste(idle, collapse = ", "))
+      warning(structure(class = c("rfuse_no_gradient_warning", "warning", "condition"), list(message = msg, call = NULL)))
+    }
+    grads <- lapply(seq_len(n), function(i) params[[i]]@env$grad %||% (values[[i]] * 0))
     nb <- state_buffers(mode)
     # Momentum / Adam moments live beside the parameters, on their device.
     if (is.null(self$buffers)) self$buffers <- lapply(seq_len(nb), function(j) lapply(values, function(v) v * 0))
@@ -795,9 +804,9 @@ new_optimizer <- function(params, mode, class) {
     extra <- c(extra, list(as.double(self$lr)))
     out <- grad_call(state, stats::setNames(c(values, grads), c(paste0("p", seq_len(n)), paste0("g", seq_len(n)))),
                      extra)
-    for (i in seq_len(n)) params[[i]]@env$buf <- out$rest[[i]]@env$buf
+    for (i in setdiff(seq_len(n), idle)) params[[i]]@env$buf <- out$rest[[i]]@env$buf
     for (k in seq_len(nb))
-      for (i in seq_len(n)) self$buffers[[k]][[i]] <- out$rest[[k * n + i]]
+      for (i in setdiff(seq_len(n), idle)) self$buffers[[k]][[i]] <- out$rest[[k * n + i]]
     invisible(NULL)
   }
   self$zero_grad <- function() {
@@ -806,6 +815,31 @@ new_optimizer <- function(params, mode, class) {
   }
   class(self) <- c(class, "rf_optimizer")
   self
+}
+
+# torch's `optim_adam(model$parameters)`: the module's trainable parameters become rf_tensor
+# leaves (float32 on rf_default_device(), as torch's parameters) held by the module in their
+# place; frozen ones stay R arrays (constants of the graph) and out of the optimizer.
+take_module_parameters <- function(params) {
+  homes <- attr(params, "homes")
+  params <- unclass(params)
+  taken <- list()
+  for (i in seq_along(params)) {
+    p <- params[[i]]
+    if (is_tensor(p)) { if (isTRUE(p@env$requires_grad)) taken[[length(taken) + 1]] <- p; next }
+    if (parameter_frozen(p)) next
+    if (is.null(homes[[i]]))
+      rf_abort("rfuse_type_error", sprintf(paste("parameter '%s' is an R array that belongs to no module: an optimizer",
+                                                 "takes rf_tensors with requires_grad = TRUE or `model$parameters`"),
+                                           names(params)[i] %||% i))
+    t <- rf_tensor(state_value(p), requires_grad = TRUE)
+    t@env$parameter <- TRUE
+    assign(homes[[i]][[2]], t, envir = homes[[i]][[1]])
+    taken[[length(taken) + 1]] <- t
+  }
+  .rf_counters$module_tensors <- TRUE
+  module_changed()
+  taken
 }
 
 #' @export

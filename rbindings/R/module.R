@@ -83,7 +83,9 @@ new_module <- function(def, ...) {
   # device and in their dtype (its layers' base-R paths take R arrays). With a tensor that
   # records for backward() it runs op by op, so that the graph is recorded.
   instance <- structure(function(...) {
-    if (!in_trace() && any_tensor(...) && !any_requires_grad(...)) {
+    if (!in_trace() && isTRUE(self$.record_whole) && (any_requires_grad(...) || parameters_record(self)))
+      return(record_forward(self, list(...)))
+    if (!in_trace() && any_tensor(...) && !any_requires_grad(...) && !parameters_record(self)) {
       if (is.null(self$.jit)) {
         self$.jit <- rf_jit(instance)
         assign("internal", TRUE, envir = attr(self$.jit, "rfuse")$notes) # called eagerly: no recompile warning
@@ -108,6 +110,50 @@ new_module <- function(def, ...) {
   init(...)
   adopt_marked_fields(self)
   instance
+}
+
+# A layer whose forward works on traced values only (recurrent layers, attention), called on
+# tensors that record for backward(): its compiled program gives the values, and each tensor of
+# its result is one recorded op, the whole forward as a function of the inputs and parameters,
+# which backward() traces. Keyed by the instance (its settings are fixed at initialize) and its
+# training mode. (Dropout inside such a layer draws its masks in each program: the gradient is
+# that of the loss backward() computes, with its own masks.)
+record_forward <- function(self, args) {
+  instance <- self$.instance
+  if (is.null(self$.uid)) self$.uid <- .rf_counters$next_module <- (.rf_counters$next_module %||% 0) + 1
+  if (is.null(self$.jit)) {
+    self$.jit <- rf_jit(instance)
+    assign("internal", TRUE, envir = attr(self$.jit, "rfuse")$notes)
+  }
+  if (is.null(self$.forward_fn)) self$.forward_fn <- model_function(instance)
+  # A named argument given as NULL is the layer's default (a jitted function takes no NULLs).
+  if (!is.null(names(args))) args <- args[!(nzchar(names(args)) & vapply(args, is.null, TRUE))]
+  values <- do.call(self$.jit, args)
+  params <- unname(module_parameters(self))
+  key <- sprintf("forward:%s#%d:%s:%s", class(instance)[1], self$.uid, if (isTRUE(self$training)) "train" else "eval",
+                 .rf_counters$module_version %||% 0)
+  grad <- !isTRUE(.rf_counters$no_grad)
+  node_args <- c(args, params)
+  wrap <- function(v, path) {
+    if (is.list(v)) return(lapply(seq_along(v), function(i) wrap(v[[i]], c(path, i))))
+    if (!is_tensor(v)) return(v)
+    fn <- self$.forward_fn
+    t <- make_tensor(buf = v@env$buf, dtype = v@env$dtype, device = v@env$device, rdim = v@env$rdim, len = v@env$len,
+                     node = list(name = paste0(key, "[", paste(path, collapse = ","), "]"),
+                                 fn = function(...) { r <- fn(...); for (i in path) r <- r[[i]]; r },
+                                 args = node_args, settings = character()))
+    t@env$requires_grad <- grad
+    t
+  }
+  wrap(values, integer())
+}
+
+# Whether calling the module records a graph through parameters an optimizer took (checked only
+# once some optimizer has taken a module's parameters this session).
+parameters_record <- function(self) {
+  if (!isTRUE(.rf_counters$module_tensors) || isTRUE(.rf_counters$no_grad)) return(FALSE)
+  for (p in module_parameters(self)) if (is_tensor(p) && isTRUE(p@env$requires_grad)) return(TRUE)
+  FALSE
 }
 
 any_requires_grad <- function(...) {
@@ -217,15 +263,57 @@ field_names <- function(self) {
 is_module <- function(v) inherits(v, "nn_module")
 self_of <- function(m) attr(m, "self")
 
+# A parameter is an R array marked by nn_parameter(), or, once an optimizer has taken it
+# (torch's loop: optim_adam(model$parameters)), an rf_tensor leaf that the module holds in its
+# place, so that forward() records the graph loss$backward() differentiates and opt$step()
+# updates it where the module reads it.
+is_parameter <- function(v) inherits(v, "rf_parameter") || is_tensor(v) && isTRUE(v@env$parameter)
+
+parameter_frozen <- function(p)
+  if (is_tensor(p)) !isTRUE(p@env$requires_grad) else identical(attr(p, "requires_grad"), FALSE)
+
 # Parameters of a module and its submodules, as a named list (names: paths like "fc.weight").
 module_parameters <- function(self, prefix = "") {
   out <- list()
   for (nm in field_names(self)) {
     v <- get(nm, envir = self)
-    if (inherits(v, "rf_parameter")) out[[paste0(prefix, nm)]] <- v
+    if (is_parameter(v)) out[[paste0(prefix, nm)]] <- v
     else if (is_module(v)) out <- c(out, module_parameters(self_of(v), paste0(prefix, nm, ".")))
   }
   out
+}
+
+# `$parameters` as torch users pass it to an optimizer: the values, and where each lives (its
+# module's environment and field), which the optimizer needs to put its tensors there.
+parameter_list <- function(self) {
+  slots <- parameter_slots(self)
+  values <- lapply(slots, function(s) get(s[[2]], envir = s[[1]]))
+  names(values) <- names(module_parameters(self))
+  structure(values, class = "rf_parameter_list", homes = slots)
+}
+
+#' @export
+`[.rf_parameter_list` <- function(x, i, ...) {
+  keep <- stats::setNames(seq_along(x), names(x))[i]
+  structure(unclass(x)[i], class = "rf_parameter_list", homes = attr(x, "homes")[keep])
+}
+
+#' @export
+c.rf_parameter_list <- function(...) {
+  parts <- list(...)
+  homes <- unlist(lapply(parts, function(p)
+    if (inherits(p, "rf_parameter_list")) attr(p, "homes")
+    else rep(list(NULL), if (is.list(p)) length(p) else 1L)), recursive = FALSE)
+  values <- do.call(c, lapply(parts, function(p) if (inherits(p, "rf_parameter_list")) unclass(p) else if (is.list(p)) p else list(p)))
+  attributes(values) <- NULL
+  names(values) <- unlist(lapply(parts, function(p) names(p) %||% rep("", if (is.list(p)) length(p) else 1L)))
+  structure(values, class = "rf_parameter_list", homes = homes)
+}
+
+#' @export
+print.rf_parameter_list <- function(x, ...) {
+  print(unclass(structure(x, homes = NULL)), ...)
+  invisible(x)
 }
 
 module_buffers <- function(self, prefix = "", persistent_only = FALSE) {
@@ -261,7 +349,7 @@ parameter_slots <- function(self) {
   out <- list()
   for (nm in field_names(self)) {
     v <- get(nm, envir = self)
-    if (inherits(v, "rf_parameter")) out[[length(out) + 1]] <- list(self, nm)
+    if (is_parameter(v)) out[[length(out) + 1]] <- list(self, nm)
     else if (is_module(v)) out <- c(out, parameter_slots(self_of(v)))
   }
   out
@@ -289,7 +377,25 @@ set_parameter <- function(self, path, value) {
   assign(parts[length(parts)], value, envir = self)
 }
 
+# Sets parameter `path` to the values of R array `value`: into the tensor an optimizer holds (in
+# place, keeping its dtype, device and requires_grad), else as a new nn_parameter() array that
+# keeps the old one's requires_grad.
+store_parameter <- function(self, path, value) {
+  old <- module_at_path(self, path)
+  if (is_tensor(old) && isTRUE(old@env$parameter)) {
+    assign_inplace(old, "load", if (is.null(old@env$rdim)) as.vector(value) else array(value, old@env$rdim))
+    old@env$node <- NULL
+  } else set_parameter(self, path, nn_parameter(value, !identical(attr(old, "requires_grad"), FALSE)))
+}
+
+module_at_path <- function(self, path) {
+  parts <- strsplit(path, ".", fixed = TRUE)[[1]]
+  for (p in parts[-length(parts)]) self <- self_of(get(p, envir = self))
+  get(parts[length(parts)], envir = self)
+}
+
 state_value <- function(v) {
+  if (is_tensor(v)) return(tensor_values(v))
   v <- unclass(v)
   attr(v, "requires_grad") <- NULL
   v
@@ -316,20 +422,20 @@ load_state_dict <- function(instance, state_dict, strict = TRUE) {
       rf_abort("rfuse_shape_error", sprintf("size mismatch for %s: copying a param with shape %s, the shape in the current model is %s",
                                             nm, paste(t_size(v), collapse = "x"), paste(t_size(state_value(old)), collapse = "x")), call)
     v <- if (is.null(dim(state_value(old)))) as.double(v) else array(as.double(v), dim(state_value(old)))
-    if (nm %in% names(params)) v <- nn_parameter(v, !identical(attr(old, "requires_grad"), FALSE))
-    set_parameter(self, nm, v)
+    if (nm %in% names(params)) store_parameter(self, nm, v)
+    else set_parameter(self, nm, v)
   }
   module_changed()
   invisible(instance)
 }
 
 add_module_api <- function(self, instance) {
-  makeActiveBinding("parameters", function() module_parameters(self), self)
+  makeActiveBinding("parameters", function() parameter_list(self), self)
   makeActiveBinding("buffers", function() module_buffers(self), self)
   makeActiveBinding("children", function() module_children(self), self)
   makeActiveBinding("modules", function() unname(module_tree(instance)), self)
   self$named_parameters <- function(prefix = "", recurse = TRUE) {
-    p <- if (recurse) module_parameters(self) else Filter(function(v) inherits(v, "rf_parameter"), mget(field_names(self), self))
+    p <- if (recurse) module_parameters(self) else Filter(is_parameter, mget(field_names(self), self))
     stats::setNames(p, paste0(prefix, names(p)))
   }
   self$named_buffers <- function() module_buffers(self)
@@ -361,12 +467,19 @@ add_module_api <- function(self, instance) {
   self$requires_grad_ <- function(requires_grad = TRUE) {
     if (!is.logical(requires_grad) || length(requires_grad) != 1 || is.na(requires_grad))
       rf_abort("rfuse_type_error", "requires_grad_() takes TRUE or FALSE", sys.call())
-    for (p in names(module_parameters(self)))
-      set_parameter(self, p, nn_parameter(state_value(module_parameters(self)[[p]]), requires_grad))
+    params <- module_parameters(self)
+    for (p in names(params)) {
+      if (is_tensor(params[[p]])) params[[p]]@env$requires_grad <- requires_grad
+      else set_parameter(self, p, nn_parameter(state_value(params[[p]]), requires_grad))
+    }
     module_changed()
     invisible(instance)
   }
-  self$zero_grad <- function() invisible(instance) # rfuse's modules keep no gradients between steps
+  # Gradients live on the parameters an optimizer took (tensors); R-array parameters have none.
+  self$zero_grad <- function() {
+    for (p in module_parameters(self)) if (is_tensor(p)) p@env$grad <- NULL
+    invisible(instance)
+  }
   self$to <- function(device = NULL, dtype = NULL) module_to(instance, device, dtype, sys.call())
   self$cuda <- function() module_to(instance, "cuda", NULL, sys.call())
   self$cpu <- function() module_to(instance, "cpu", NULL, sys.call())
@@ -426,9 +539,9 @@ as.list.nn_module <- function(x, ...) {
 
 #' @export
 print.nn_module <- function(x, ...) {
-  p <- x$parameters
+  p <- module_parameters(attr(x, "self"))
   cat(sprintf("<%s> %d parameter arrays, %d values\n", class(x)[1], length(p),
-              sum(vapply(p, length, integer(1)))))
+              sum(vapply(p, function(v) prod(t_size(v)), 0))))
   invisible(x)
 }
 

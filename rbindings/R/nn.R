@@ -145,9 +145,11 @@ from_nchw <- function(id, call) {
   new_sym(out, as.integer(t), prod(t), trace_float())
 }
 
-# Runs a 2-D op on plain R arrays through a cached float64 program (base R has no convolution).
+# Runs a 2-D op on plain R arrays through a cached float64 program (base R has no convolution);
+# on rf_tensors it is recorded like any tensor op (so that backward() sees it).
 eager_cache <- new.env(parent = emptyenv())
 run_eagerly <- function(key, f, args) {
+  if (any(vapply(args, is_tensor, TRUE))) return(record(key, f, args))
   jf <- eager_cache[[key]]
   if (is.null(jf)) {
     jf <- rf_jit(f, dtype = "float64")
@@ -223,6 +225,8 @@ channel_mean <- function(x, call = NULL) {
   d <- t_size(x)
   if (length(d) < 2)
     rf_shape_error(sprintf("batch norm expects dims c(N, C, ...), got c(%s)", paste(d, collapse = ", ")), call)
+  # (statistics of an rf_tensor are read back per channel; they are not part of its graph)
+  if (is_tensor(x)) return(as.vector(tensor_values(with_no_grad(torch_mean(x, dim = setdiff(seq_along(d), 2L))))))
   if (!is_sym(x)) return(apply(unclass(x), 2, mean))
   s <- to_dtype(as_sym(x, call), trace_float(), call)
   n <- length(d)
@@ -272,6 +276,7 @@ nnf_adaptive_avg_pool2d <- function(x, output_size) {
   if (length(d) != 4)
     rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(d, collapse = ", ")), call)
   if (all(os == 1)) { # global average pooling: a reduction (fuses with what follows)
+    if (is_tensor(x)) return(torch_mean(x, dim = c(3L, 4L), keepdim = TRUE))
     if (!is_sym(x)) return(array(rowMeans(x, dims = 2), c(d[1:2], 1, 1)))
     s <- to_dtype(as_sym(x, call), trace_float(), call)
     id <- emit(.rf_b_reduce, "mean", s$id, c(0L, 1L), TRUE, call = call)
@@ -575,11 +580,13 @@ nn_embedding <- nn_module("nn_embedding",
   forward = function(x) nnf_embedding(x, self$weight, self$padding_idx))
 
 activation <- function(name, f, params = list()) {
+  # By name, looked up at each call: the nnf_ function that is exported (torch.R wraps them to
+  # record on rf_tensors after this file is loaded).
+  f <- deparse(substitute(f))
   init <- function() NULL
   formals(init) <- params
   body(init) <- as.call(c(list(as.name("{")), lapply(names(params), function(p)
     call("<-", call("$", as.name("self"), as.name(p)), as.name(p)))))
-  force(f)
   nn_module(name, initialize = init, forward = function(input) {
     args <- lapply(names(params), function(p) get(p, envir = self))
     do.call(f, append(list(input), args))
@@ -626,6 +633,7 @@ rnn_module <- function(name, mode) {
       if (mode != "rnn" && !missing(nonlinearity))
         rf_abort("rfuse_unsupported", sprintf("%s() has no argument `nonlinearity`", name), sys.call())
       self$nonlinearity <- match_choice(nonlinearity, c("tanh", "relu"), "nonlinearity", sys.call())
+      self$.record_whole <- TRUE # on recording rf_tensors: one recorded op (see record_forward)
       self$hidden_size <- hidden_size; self$num_layers <- num_layers; self$batch_first <- batch_first
       self$dropout <- dropout; self$bidirectional <- bidirectional; self$bias <- bias
       dirs <- if (bidirectional) 2L else 1L
@@ -761,6 +769,7 @@ nn_multihead_attention <- nn_module("nn_multihead_attention",
       rf_abort("rfuse_type_error", "embed_dim must be divisible by num_heads", sys.call())
     self$embed_dim <- embed_dim; self$num_heads <- num_heads; self$dropout <- dropout
     self$batch_first <- batch_first
+    self$.record_whole <- TRUE # on recording rf_tensors: one recorded op (see record_forward)
     # torch's initialization: xavier-uniform input projection, zero biases.
     self$in_proj_weight <- nn_parameter(init_xavier_uniform(c(3 * embed_dim, embed_dim)))
     if (bias) self$in_proj_bias <- nn_parameter(rep(0, 3 * embed_dim))

@@ -10,3 +10,13 @@
 #' @exportMethod Ops Arith Logic Math Summary %*% t mean dim length as.array as.vector as.numeric as.logical [ $ show !
 #' @keywords internal
 "_PACKAGE"
+
+#' Objects exported from other packages
+#'
+#' As torch for R does, rfuse re-exports magrittr's pipe, so that ported code using `%>%`
+#' (in `forward` and elsewhere) runs after `library(rfuse)`.
+#' @importFrom magrittr %>%
+#' @name reexports
+#' @keywords internal
+#' @export
+magrittr::`%>%`

@@ -318,11 +318,28 @@ setMethod("as.vector", "rf_tensor", function(x, mode = "any") as.vector(tensor_v
 setMethod("as.numeric", "rf_tensor", function(x, ...) { no_more_args("as.numeric", ...); as.numeric(tensor_values(x)) })
 setMethod("as.logical", "rf_tensor", function(x, ...) { no_more_args("as.logical", ...); as.logical(tensor_values(x)) })
 setMethod("[", "rf_tensor", function(x, i, j, ..., drop = TRUE) {
+  if (isTRUE(x@env$requires_grad) && !isTRUE(.rf_counters$no_grad)) return(record_index(x, sys.call(), parent.frame(), drop))
   v <- tensor_values(x)
   if (missing(i) && missing(j) && !...length()) return(v)
   if (is.null(dim(v)) || length(dim(v)) == 1) return(v[i])
   v[i, j, ..., drop = drop]
 })
+# `[` on a tensor that records for backward() is a recorded op (its value an rf_tensor), so that
+# the gradient flows through it; the positions are R values, part of the op.
+record_index <- function(x, call, env, drop) {
+  args <- as.list(call)[-c(1L, 2L)]
+  args <- args[names(args) %||% rep("", length(args)) != "drop"]
+  idx <- lapply(args, function(a) {
+    if (identical(a, quote(expr = ))) return(a)
+    v <- eval(a, env)
+    if (is_tensor(v)) v <- tensor_values(v)
+    v
+  })
+  drop <- isTRUE(drop)
+  record(paste0("[", paste(deparse(c(idx, drop = drop)), collapse = "")),
+         function(x) do.call(`[`, c(list(x), idx, list(drop = drop))), list(x = x))
+}
+
 setMethod("show", "rf_tensor", function(object) {
   materialize(object)
   e <- object@env

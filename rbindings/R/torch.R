@@ -811,7 +811,10 @@ assign_inplace <- function(x, name, value) {
 }
 
 #' @export
-`$.rf_parameter` <- function(x, name) tensor_method(unclass(x), name, sys.call())
+`$.rf_parameter` <- function(x, name) {
+  if (identical(name, "requires_grad")) return(!parameter_frozen(x))
+  tensor_method(unclass(x), name, sys.call())
+}
 
 # ---- Functional ops on rf_tensors ----------------------------------------------------------
 # The nnf_* functions take rf_tensors too: a call with a tensor argument is recorded like any
