@@ -203,6 +203,8 @@ class_targets <- function(input, target) {
   if (is_sym(target) && is.null(target$rdim))
     rf_abort("rfuse_unsupported", paste("class labels inside traced code must come as a one-hot matrix:",
                                         "call rf_one_hot() on them first"), sys.call(-1))
+  # Labels as a tensor (a batch's int64 labels, torch style) are data, not part of any graph.
+  if (is_tensor(target) && length(target$shape) == 1) target <- as.vector(tensor_values(target))
   if (!is_sym(target) && !is_tensor(target) && is.null(dim(target))) rf_one_hot(target, ncol(input)) else target
 }
 

@@ -98,6 +98,72 @@ print.rf_dataloader <- function(x, ...) {
   invisible(x)
 }
 
+#' Iterate over a dataloader's batches, torch for R style
+#'
+#' For the loops torch code writes by hand: `dataloader_make_iter(dl)` and
+#' `dataloader_next(it)` (which returns `completed`, `NULL` by default, after the last batch),
+#' `enumerate(dl)` and `as.list(dl)` (every batch of one epoch, for `for (b in enumerate(dl))`).
+#' A batch is a list (named as the dataset's fields) of [rf_tensor]s on [rf_default_device()]:
+#' doubles as float32, integers (class labels) as int64, logicals as bool, as torch's
+#' default tensors. Each new iteration is a new epoch: with `shuffle = TRUE`, a new order.
+#' (`coro::loop()` needs the coro package, which rfuse does not use.)
+#'
+#' @param dataloader,x A dataloader made by [dataloader()].
+#' @param iter An iterator from `dataloader_make_iter()`.
+#' @param completed What `dataloader_next()` returns once the batches are exhausted.
+#' @param ... Unused.
+#' @return A batch, a list of batches, or an iterator.
+#' @examples
+#' dl <- dataloader(tensor_dataset(x = matrix(rnorm(20), 10), y = rep(1:2, 5)), batch_size = 5)
+#' for (b in enumerate(dl)) print(b$x$shape)
+#' it <- dataloader_make_iter(dl)
+#' while (!is.null(b <- dataloader_next(it))) print(as.array(b$y))
+#' @name rf_batches
+NULL
+
+#' @rdname rf_batches
+#' @export
+dataloader_make_iter <- function(dataloader) {
+  if (!inherits(dataloader, "rf_dataloader")) rf_abort("rfuse_type_error", "dataloader_make_iter() needs a dataloader()")
+  it <- new.env(parent = emptyenv())
+  it$loader <- dataloader
+  it$order <- if (dataloader$shuffle) sample.int(dataloader$n) else seq_len(dataloader$n)
+  it$batch <- 0L
+  structure(it, class = "rf_dataloader_iter")
+}
+
+#' @rdname rf_batches
+#' @export
+dataloader_next <- function(iter, completed = NULL) {
+  if (!inherits(iter, "rf_dataloader_iter")) rf_abort("rfuse_type_error", "dataloader_next() needs dataloader_make_iter()'s iterator")
+  dl <- iter$loader
+  if (iter$batch >= length(dl)) return(completed)
+  iter$batch <- iter$batch + 1L
+  rows <- iter$order[seq((iter$batch - 1L) * dl$batch_size + 1L, min(iter$batch * dl$batch_size, dl$n))]
+  lapply(dl$dataset$tensors, function(a) batch_tensor(take_rows(a, rows)))
+}
+
+#' @rdname rf_batches
+#' @export
+enumerate <- function(x, ...) UseMethod("enumerate")
+
+#' @export
+enumerate.rf_dataloader <- function(x, ...) {
+  it <- dataloader_make_iter(x)
+  lapply(seq_len(length(x)), function(i) dataloader_next(it))
+}
+
+#' @rdname rf_batches
+#' @export
+as.list.rf_dataloader <- function(x, ...) enumerate(x)
+
+# One field of a batch as torch's default tensor of its R type.
+batch_tensor <- function(a) {
+  if (is_tensor(a)) return(a)
+  if (is.factor(a)) a <- array(as.integer(a), dim(a))
+  rf_tensor(a, dtype = if (is.logical(a)) "bool" else if (is.integer(a) || is.factor(a)) "int64" else "float32")
+}
+
 # A dataset's samples as arrays whose first index is the sample: a tensor_dataset's own, or
 # every .getitem(i) stacked (once).
 dataset_arrays <- function(ds) {

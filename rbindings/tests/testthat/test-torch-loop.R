@@ -165,3 +165,43 @@ test_that("an optimizer refuses what it cannot train", {
   opt <- optim_sgd(net$parameters, lr = 0.1)
   expect_error(opt$step(), "backward", class = "rfuse_autodiff_error")
 })
+
+test_that("torch's loop over a dataloader's batches, and a dataset of tensors for rf_fit", {
+  set.seed(14)
+  x <- matrix(rnorm(60), 20); y <- rep(1:3, length.out = 20)
+  dl <- dataloader(tensor_dataset(x = x, y = y), batch_size = 5, shuffle = TRUE)
+  batches <- enumerate(dl)
+  expect_length(batches, 4)
+  expect_s4_class(batches[[1]]$x, "rf_tensor")
+  expect_identical(batches[[1]]$y$dtype, "int64")
+  # One epoch holds every sample once.
+  seen <- sort(unlist(lapply(batches, function(b) as.vector(as.array(b$y)))))
+  expect_equal(seen, sort(y))
+  net <- mlp(3, 6, 3)
+  start <- net$state_dict()
+  opt <- optim_adam(net$parameters, lr = 0.01)
+  it <- dataloader_make_iter(dl)
+  n <- 0
+  while (!is.null(b <- dataloader_next(it))) {
+    opt$zero_grad()
+    loss <- nnf_cross_entropy(net(b$x), b$y)
+    loss$backward()
+    opt$step()
+    n <- n + 1
+  }
+  expect_identical(dataloader_next(it, completed = "done"), "done")
+  expect_equal(n, 4)
+  # Labels as a tensor give the loss of the same labels as an R vector.
+  b <- batches[[2]]
+  with_no_grad(expect_equal(nnf_cross_entropy(net(b$x), b$y)$item(),
+                            nnf_cross_entropy(net(b$x), as.vector(as.array(b$y)))$item(), tolerance = 1e-6))
+
+  # A dataset whose .getitem gives rf_tensors feeds rf_fit.
+  pairs <- dataset("pairs", initialize = function(x, y) { self$x <- x; self$y <- y },
+                   .getitem = function(i) list(x = rf_tensor(self$x[i, ]), y = self$y[i]),
+                   .length = function() nrow(self$x))
+  fit_net <- mlp(3, 6, 3)
+  fit <- rf_fit(fit_net, dataloader(pairs(x, y), batch_size = 10), steps = 4, lr = 0.1, progress = FALSE)
+  expect_length(fit$history, 4)
+  expect_true(all(is.finite(fit$history)))
+})
