@@ -64,6 +64,10 @@ calculate_gain <- function(nonlinearity, param = NULL) {
 
 #' @rdname nn_init
 #' @export
+nn_init_calculate_gain <- calculate_gain
+
+#' @rdname nn_init
+#' @export
 nn_init_uniform_ <- function(tensor, a = 0, b = 1)
   init_fill(substitute(tensor), tensor, parent.frame(), sys.call(), function(n, size) stats::runif(n, a, b))
 

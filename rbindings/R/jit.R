@@ -178,7 +178,7 @@ trace_dtype <- function(state, args, device)
 # Looks up (or traces and compiles) the program for these arguments.
 jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_device())) {
   k <- call_key(state, args)
-  k$key <- paste0(dtype, "|", k$key)
+  k$key <- paste0(dtype, "|", k$key, if (!is.null(state$model)) paste0("|", training_signature(state$model, state$notes)))
   names(args) <- k$names
   entry <- current_entry(state$cache[[k$key]])
   if (!is.null(entry) && !captures_hold(state, entry$captures)) entry <- NULL # traced again

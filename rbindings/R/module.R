@@ -368,6 +368,19 @@ model_parameter_values <- function(model, notes) {
 set_training <- function(self, mode) {
   self$training <- mode
   for (m in module_children(self)) set_training(self_of(m), mode)
+  module_changed() # jitted models key their programs by the modes (training_signature)
+}
+
+# The training modes of a model's modules, which change what its forward computes (dropout,
+# batch norm): part of a jitted model's cache key, remade only after a module changed.
+training_signature <- function(model, notes) {
+  v <- .rf_counters$module_version %||% 0
+  if (!identical(notes$training_version, v)) {
+    notes$training_sig <- paste(vapply(module_tree(model), function(m) if (isTRUE(self_of(m)$training)) "T" else "E", ""),
+                                collapse = "")
+    notes$training_version <- v
+  }
+  notes$training_sig
 }
 
 # Sets state `path` ("fc.weight") of a module to `value`.

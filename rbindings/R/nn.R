@@ -48,7 +48,22 @@ unary_sym_or <- function(x, op, fallback) {
 
 #' @rdname nnf
 #' @export
-nnf_relu <- function(x) unary_sym_or(x, "relu", function(v) pmax(v, 0))
+#' @param inplace Accepted as torch's (`TRUE` or `FALSE`); rfuse returns the result and leaves the
+#'   input as it was (its values are never overwritten), which differs from torch only for code
+#'   that reads the input again after the call.
+nnf_relu <- function(input, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
+  unary_sym_or(input, "relu", function(v) pmax(v, 0))
+}
+#' @rdname nnf
+#' @export
+nnf_relu6 <- function(input, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
+  nnf_hardtanh(input, 0, 6)
+}
+check_inplace <- function(inplace, call)
+  if (!is.logical(inplace) || length(inplace) != 1 || is.na(inplace))
+    rf_abort("rfuse_type_error", "`inplace` must be TRUE or FALSE", call)
 #' @rdname nnf
 #' @export
 #' @param approximate GELU: `"none"` (exact, with the normal CDF) or `"tanh"` (torch's tanh
@@ -213,8 +228,15 @@ pool2d <- function(kind, x, kernel_size, stride, padding, call) {
 
 #' @rdname nnf
 #' @export
-nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
-  pool2d("max", x, kernel_size, stride, padding, sys.call())
+#' @param ceil_mode,return_indices Max pooling: only torch's defaults (`FALSE`) are supported.
+nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0, dilation = 1, ceil_mode = FALSE,
+                           return_indices = FALSE) {
+  call <- sys.call()
+  if (any(dilation != 1)) rf_unsupported("nnf_max_pool2d", call, "`dilation` other than 1 is not supported yet")
+  if (!isFALSE(ceil_mode)) rf_unsupported("nnf_max_pool2d", call, "`ceil_mode = TRUE` is not supported yet")
+  if (!isFALSE(return_indices)) rf_unsupported("nnf_max_pool2d", call, "`return_indices = TRUE` is not supported yet")
+  pool2d("max", x, kernel_size, stride, padding, call)
+}
 #' @rdname nnf
 #' @export
 nnf_avg_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
@@ -390,7 +412,14 @@ nn_conv2d <- nn_module("nn_conv2d",
 
 #' @rdname nn_layers
 #' @export
-nn_relu <- nn_module("nn_relu", forward = function(x) nnf_relu(x))
+nn_relu <- nn_module("nn_relu",
+  initialize = function(inplace = FALSE) { check_inplace(inplace, sys.call()); self$inplace <- inplace },
+  forward = function(x) nnf_relu(x))
+#' @rdname nn_layers
+#' @export
+nn_relu6 <- nn_module("nn_relu6",
+  initialize = function(inplace = FALSE) { check_inplace(inplace, sys.call()); self$inplace <- inplace },
+  forward = function(x) nnf_relu6(x))
 #' @rdname nn_layers
 #' @export
 nn_gelu <- nn_module("nn_gelu",
@@ -407,10 +436,15 @@ nn_tanh <- nn_module("nn_tanh", forward = function(x) tanh(x))
 #' @rdname nn_layers
 #' @export
 nn_max_pool2d <- nn_module("nn_max_pool2d",
-  initialize = function(kernel_size, stride = NULL, padding = 0) {
+  initialize = function(kernel_size, stride = NULL, padding = 0, dilation = 1, return_indices = FALSE,
+                        ceil_mode = FALSE) {
     self$kernel_size <- kernel_size; self$stride <- stride; self$padding <- padding
+    self$dilation <- dilation; self$return_indices <- return_indices; self$ceil_mode <- ceil_mode
+    # (checked now, as torch would fail at the first forward)
+    nnf_max_pool2d(array(0, c(1, 1, 1, 1)), 1, 1, 0, dilation, ceil_mode, return_indices)
   },
-  forward = function(x) nnf_max_pool2d(x, self$kernel_size, self$stride, self$padding))
+  forward = function(x) nnf_max_pool2d(x, self$kernel_size, self$stride, self$padding, self$dilation, self$ceil_mode,
+                                       self$return_indices))
 #' @rdname nn_layers
 #' @export
 nn_avg_pool2d <- nn_module("nn_avg_pool2d",
@@ -426,7 +460,7 @@ nn_flatten <- nn_module("nn_flatten",
 #' @rdname nn_layers
 #' @export
 nn_dropout <- nn_module("nn_dropout",
-  initialize = function(p = 0.5) { self$p <- p },
+  initialize = function(p = 0.5, inplace = FALSE) { check_inplace(inplace, sys.call()); self$p <- p; self$inplace <- inplace },
   forward = function(x) nnf_dropout(x, self$p, self$training))
 #' @rdname nn_layers
 #' @export
@@ -579,14 +613,16 @@ nn_embedding <- nn_module("nn_embedding",
   },
   forward = function(x) nnf_embedding(x, self$weight, self$padding_idx))
 
-activation <- function(name, f, params = list()) {
+activation <- function(name, f, params = list(), inplace = FALSE) {
   # By name, looked up at each call: the nnf_ function that is exported (torch.R wraps them to
   # record on rf_tensors after this file is loaded).
   f <- deparse(substitute(f))
   init <- function() NULL
-  formals(init) <- params
-  body(init) <- as.call(c(list(as.name("{")), lapply(names(params), function(p)
-    call("<-", call("$", as.name("self"), as.name(p)), as.name(p)))))
+  # torch's activations take `inplace` (see nnf_relu): checked and kept, as torch keeps it.
+  formals(init) <- c(params, if (inplace) alist(inplace = FALSE))
+  body(init) <- as.call(c(list(as.name("{")),
+                          if (inplace) list(quote(check_inplace(inplace, sys.call())), quote(self$inplace <- inplace)),
+                          lapply(names(params), function(p) call("<-", call("$", as.name("self"), as.name(p)), as.name(p)))))
   nn_module(name, initialize = init, forward = function(input) {
     args <- lapply(names(params), function(p) get(p, envir = self))
     do.call(f, append(list(input), args))
@@ -595,22 +631,22 @@ activation <- function(name, f, params = list()) {
 
 #' @rdname nn_layers
 #' @export
-nn_leaky_relu <- activation("nn_leaky_relu", nnf_leaky_relu, alist(negative_slope = 0.01))
+nn_leaky_relu <- activation("nn_leaky_relu", nnf_leaky_relu, alist(negative_slope = 0.01), inplace = TRUE)
 #' @rdname nn_layers
 #' @export
-nn_elu <- activation("nn_elu", nnf_elu, alist(alpha = 1))
+nn_elu <- activation("nn_elu", nnf_elu, alist(alpha = 1), inplace = TRUE)
 #' @rdname nn_layers
 #' @export
-nn_selu <- activation("nn_selu", nnf_selu)
+nn_selu <- activation("nn_selu", nnf_selu, inplace = TRUE)
 #' @rdname nn_layers
 #' @export
-nn_silu <- activation("nn_silu", nnf_silu)
+nn_silu <- activation("nn_silu", nnf_silu, inplace = TRUE)
 #' @rdname nn_layers
 #' @export
 nn_softplus <- activation("nn_softplus", nnf_softplus, alist(beta = 1, threshold = 20))
 #' @rdname nn_layers
 #' @export
-nn_hardtanh <- activation("nn_hardtanh", nnf_hardtanh, alist(min_val = -1, max_val = 1))
+nn_hardtanh <- activation("nn_hardtanh", nnf_hardtanh, alist(min_val = -1, max_val = 1), inplace = TRUE)
 #' @rdname nn_layers
 #' @export
 nn_softmax <- activation("nn_softmax", nnf_softmax, alist(dim = ))

@@ -11,12 +11,8 @@
 #' @keywords internal
 "_PACKAGE"
 
-#' Objects exported from other packages
-#'
-#' As torch for R does, rfuse re-exports magrittr's pipe, so that ported code using `%>%`
-#' (in `forward` and elsewhere) runs after `library(rfuse)`.
+# As torch for R does, rfuse re-exports magrittr's pipe, so that ported code using `%>%` (in
+# `forward` and elsewhere) runs after library(rfuse).
 #' @importFrom magrittr %>%
-#' @name reexports
-#' @keywords internal
 #' @export
 magrittr::`%>%`

@@ -432,6 +432,13 @@ torch_chunk <- function(self, chunks, dim = 1) t_chunk_any(self, chunks, dim, sy
 #' @rdname torch_functions
 #' @export
 torch_split <- function(self, split_size, dim = 1) t_chunk_any(self, split_size, dim, sys.call(), t_split)
+#' @rdname torch_functions
+#' @export
+torch_unbind <- function(self, dim = 1) {
+  call <- sys.call()
+  d <- t_dim(dim, length(t_size(self)), call)
+  lapply(torch_split(self, 1, d), function(p) torch_squeeze(p, d))
+}
 # chunk/split on an rf_tensor: one recorded narrow per piece.
 t_chunk_any <- function(self, n, dim, call, how) {
   if (!is_tensor(self)) return(how(self, n, dim, call))
@@ -634,6 +641,10 @@ refuse_rng_in_trace <- function(name, call)
 torch_zeros <- creation_fn("torch_zeros", function(n) rep(0, n))
 #' @rdname torch_functions
 #' @export
+#' @details `torch_empty()` gives zeros (torch leaves its values unspecified).
+torch_empty <- creation_fn("torch_empty", function(n) rep(0, n))
+#' @rdname torch_functions
+#' @export
 torch_ones <- creation_fn("torch_ones", function(n) rep(1, n))
 #' @rdname torch_functions
 #' @export
@@ -724,6 +735,7 @@ tensor_method <- function(x, name, call = NULL) {
     ndim = return(length(t_size(x))),
     data = return(x),
     is_cuda = return(is_tensor(x) && x@env$device == "cuda"),
+    device = return(torch_device(if (is_tensor(x)) x@env$device else current_device())),
     size = function(dim = NULL) if (is.null(dim)) t_size(x) else t_size(x)[t_dim(dim, length(t_size(x)), call)],
     dim = function() length(t_size(x)),
     numel = function() prod(t_size(x)),
@@ -821,7 +833,7 @@ assign_inplace <- function(x, name, value) {
 # tensor op (and runs as a compiled program, eagerly or lazily); other arguments (dims, shapes,
 # reductions) are settings of the op.
 nnf_data_args <- c("input", "x", "weight", "bias", "target", "running_mean", "running_var")
-for (nm in c("nnf_relu", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu", "nnf_elu", "nnf_selu",
+for (nm in c("nnf_relu", "nnf_relu6", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu", "nnf_elu", "nnf_selu",
              "nnf_silu", "nnf_softplus", "nnf_hardtanh", "nnf_softmax", "nnf_log_softmax", "nnf_linear",
              "nnf_layer_norm", "nnf_batch_norm", "nnf_batch_norm2d", "nnf_conv1d", "nnf_embedding",
              "nnf_flatten", "nnf_mse_loss", "nnf_l1_loss", "nnf_cross_entropy", "nnf_nll_loss",

@@ -135,3 +135,22 @@ test_that("arguments a layer does not have are refused by name; rf_fit takes eve
   expect_true(all(is.finite(fit$history)))
   expect_error(rf_fit(net, x, y - 1L, steps = 1, progress = FALSE), "1-based", class = "rfuse_type_error")
 })
+
+test_that("a jitted model follows $train() and $eval() (dropout, recurrent dropout)", {
+  set.seed(31)
+  m <- nn_sequential(nn_linear(4, 4), nn_dropout(0.5))
+  x <- matrix(rnorm(8), 2)
+  jm <- rf_jit(m, dtype = "float64")
+  jm(x) # traced in training mode
+  m$eval()
+  expect_equal(jm(x), m(x), tolerance = 1e-12)
+  expect_equal(jm(x), nnf_linear(x, m[[1]]$weight, m[[1]]$bias), tolerance = 1e-12, ignore_attr = TRUE)
+  m$train()
+  expect_false(isTRUE(all.equal(jm(x), m$eval()(x))))
+  l <- nn_lstm(2, 3, num_layers = 2, dropout = 0.5, batch_first = TRUE)
+  xx <- array(rnorm(20), c(2, 5, 2))
+  jl <- rf_jit(l, dtype = "float64")
+  jl(xx)
+  l$eval()
+  expect_equal(jl(xx)[[1]], l(xx)[[1]], tolerance = 1e-12)
+})
