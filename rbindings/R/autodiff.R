@@ -200,9 +200,10 @@ nnf_mse_loss <- function(input, target, reduction = "mean") {
 # Class targets as a one-hot matrix like `input`: labels (a plain vector) are encoded; a traced
 # vector cannot be (its values are unknown while tracing) and would be recycled as numbers.
 class_targets <- function(input, target) {
-  if (is_sym(target) && is.null(target$rdim))
+  if (is_sym(target) && length(target$rdim) <= 1)
     rf_abort("rfuse_unsupported", paste("class labels inside traced code must come as a one-hot matrix:",
-                                        "call rf_one_hot() on them first"), sys.call(-1))
+                                        "call rf_one_hot() on them first (rf_fit() does, for loss = nnf_cross_entropy",
+                                        "or nnf_nll_loss given as such)"), sys.call(-1))
   # Labels as a tensor (a batch's int64 labels, torch style) are data, not part of any graph.
   if (is_tensor(target) && length(target$shape) == 1) target <- as.vector(tensor_values(target))
   if (!is_sym(target) && !is_tensor(target) && is.null(dim(target))) rf_one_hot(target, ncol(input)) else target

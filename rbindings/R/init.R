@@ -161,6 +161,10 @@ kaiming_std <- function(size, a, mode, nonlinearity, call) {
 # and puts the result where the argument came from (see the top of this file).
 init_fill <- function(expr, value, env, call, draw) {
   fname <- as.character(call[[1]])
+  # torch code fills `m$weight$data()` (or `$detach()`): the same values, so the same place.
+  while (is.call(expr) && length(expr) == 1 && is.call(expr[[1]]) && identical(expr[[1]][[1]], as.name("$")) &&
+         as.character(expr[[1]][[3]]) %in% c("data", "detach"))
+    expr <- expr[[1]][[2]]
   if (is_sym(value))
     rf_unsupported(fname, call, "it draws random numbers: initialize parameters outside traced code")
   size <- t_size(value)

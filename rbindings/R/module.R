@@ -60,6 +60,23 @@ nn_module <- function(classname = NULL, inherit = NULL, ..., private = NULL, act
   gen
 }
 
+# A generator's definition as torch's (R6) generators show it: block$public_fields$expansion,
+# $classname.
+#' @export
+`$.nn_module_generator` <- function(x, name) {
+  def <- attr(x, "rfuse_module")
+  members <- function(d) c(if (!is.null(d$parent)) members(d$parent), d$members)
+  all <- members(def)
+  switch(name,
+    classname = def$classname,
+    public_fields = all[!vapply(all, is.function, TRUE)],
+    public_methods = all[vapply(all, is.function, TRUE)],
+    private_fields = def$private[!vapply(def$private, is.function, TRUE)],
+    private_methods = def$private[vapply(def$private, is.function, TRUE)],
+    active = def$active,
+    rf_unsupported(paste0("$", name), sys.call(), "a module generator has $classname, $public_fields, $public_methods, $private_fields, $private_methods and $active"))
+}
+
 #' @export
 print.nn_module_generator <- function(x, ...) {
   cat(sprintf("<nn_module generator: %s>\n", attr(x, "rfuse_module")$classname))
@@ -95,6 +112,7 @@ new_module <- function(def, ...) {
     self$forward(...)
   }, class = c(def$classname, "nn_module"), self = self)
   self$.instance <- instance
+  self$.classes <- class(instance) # torch's m$.classes
   bind_members(def, self, self)
   add_module_api(self, instance)
   init <- self$initialize
@@ -134,6 +152,7 @@ record_forward <- function(self, args) {
                  .rf_counters$module_version %||% 0)
   grad <- !isTRUE(.rf_counters$no_grad)
   node_args <- c(args, params)
+  for (a in Filter(is_tensor, node_args)) a@env$uses <- (a@env$uses %||% 0) + 1 # (see record_inplace)
   wrap <- function(v, path) {
     if (is.list(v)) return(lapply(seq_along(v), function(i) wrap(v[[i]], c(path, i))))
     if (!is_tensor(v)) return(v)
@@ -171,6 +190,8 @@ bind_members <- function(def, self, target) {
     for (nm in ls(super, all.names = TRUE)) assign(nm, get(nm, envir = super), envir = target)
   }
   private <- new.env(parent = emptyenv())
+  # torch's modules keep their children in private$modules_, which torchvision's code reads.
+  makeActiveBinding("modules_", function() module_children(self), private)
   frame <- new.env(parent = def$parent_env)
   frame$self <- self
   frame$private <- private
@@ -467,7 +488,10 @@ add_module_api <- function(self, instance) {
   }
   self$add_module <- self$register_module <- function(name, module) {
     if (!is_module(module)) rf_abort("rfuse_type_error", "add_module() takes a module", sys.call())
+    name <- as.character(name) # torch code passes positions (add_module(i - 1, m))
     assign(name, module, envir = self)
+    # In registration order, as torch's children (and a sequential's forward) go.
+    if (!name %in% self$.order) self$.order <- c(self$.order, name)
     module_changed()
     invisible(instance)
   }
@@ -536,6 +560,21 @@ module_changed <- function() .rf_counters$module_version <- (.rf_counters$module
     rf_abort("rfuse_type_error", sprintf("index %s is out of range: the module holds %d modules (indices are 1-based)",
                                          deparse1(i), length(kids)), sys.call())
   get(kids[i], envir = self)
+}
+
+# `m[[i]]$weight$requires_grad <- FALSE` assigns back through `[[<-` (by name or position).
+#' @export
+`[[<-.nn_module` <- function(x, i, value) {
+  self <- attr(x, "self")
+  if (is.numeric(i)) {
+    if (length(i) != 1 || i < 1 || i > length(self$.order))
+      rf_abort("rfuse_type_error", sprintf("index %s is out of range: the module holds %d modules (indices are 1-based)",
+                                           deparse1(i), length(self$.order)), sys.call())
+    i <- self$.order[i]
+  }
+  module_changed()
+  assign(as.character(i), value, envir = self)
+  x
 }
 
 #' @export

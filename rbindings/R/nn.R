@@ -304,10 +304,24 @@ nnf_adaptive_avg_pool2d <- function(x, output_size) {
     id <- emit(.rf_b_reduce, "mean", s$id, c(0L, 1L), TRUE, call = call)
     return(new_sym(id, c(d[1:2], 1L, 1L), d[1] * d[2], s$dtype))
   }
-  if (any(d[3:4] %% os != 0))
-    rf_unsupported("nnf_adaptive_avg_pool2d", call,
-                   sprintf("output size %s does not divide the input's %dx%d", paste(os, collapse = "x"), d[3], d[4]))
-  nnf_avg_pool2d(x, d[3:4] %/% os)
+  if (all(d[3:4] %% os == 0)) return(nnf_avg_pool2d(x, d[3:4] %/% os))
+  # torch's windows (start floor(i * H / oh), end ceil((i + 1) * H / oh)) may overlap: the means
+  # are P_h X P_w^T per channel, with the windows' averaging matrices (an exact linear map).
+  n <- d[1] * d[2]
+  y <- torch_matmul(torch_reshape(x, c(n * d[3], d[4])), t(adaptive_pool_matrix(d[4], os[2]))) # (n H) x ow
+  y <- torch_reshape(torch_transpose(torch_reshape(y, c(n, d[3], os[2])), 2, 3), c(n * os[2], d[3]))
+  y <- torch_matmul(y, t(adaptive_pool_matrix(d[3], os[1])))                                       # (n ow) x oh
+  torch_transpose(torch_reshape(y, c(d[1:2], os[2], os[1])), 3, 4)
+}
+
+# The (out x n) matrix whose row i averages torch's adaptive-pooling window i of n inputs.
+adaptive_pool_matrix <- function(n, out) {
+  m <- matrix(0, out, n)
+  for (i in seq_len(out) - 1L) {
+    lo <- (i * n) %/% out; hi <- -((-(i + 1L) * n) %/% out) # floor and ceiling
+    m[i + 1L, (lo + 1L):hi] <- 1 / (hi - lo)
+  }
+  m
 }
 
 #' @rdname nnf
@@ -951,11 +965,12 @@ nnf_dropout2d <- function(input, p = 0.5, training = TRUE) {
   call <- sys.call()
   check_dropout_p(p, call)
   d <- t_size(input)
-  if (length(d) != 4) rf_shape_error("dropout2d expects an input of dim c(N, C, H, W)", call)
+  # (a 3-d input is c(N, C, L), channels dropped whole, as torch for R does)
+  if (!length(d) %in% 3:4) rf_shape_error("dropout2d expects an input of dim c(N, C, H, W) or c(N, C, L)", call)
   if (!isTRUE(training) || p == 0) return(input)
-  if (!is_sym(input)) return(t_binary(`*`, input, array(dropout_mask(d[1] * d[2], p), c(d[1:2], 1L, 1L)), call))
+  rd <- c(d[1:2], rep(1L, length(d) - 2L))
+  if (!is_sym(input)) return(t_binary(`*`, input, array(dropout_mask(d[1] * d[2], p), rd), call))
   s <- to_dtype(input, trace_float(), call)
-  rd <- c(d[1:2], 1L, 1L)
   t_binary(`*`, s, traced_dropout_mask("nnf_dropout2d", rd, prod(rd), p, s$dtype, call), call)
 }
 

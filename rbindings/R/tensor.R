@@ -161,6 +161,7 @@ is_data_arg <- function(a) is_tensor(a) || is.numeric(a) || (is.logical(a) && (l
 # Records `name` applied to `args` (tensors or R values); runs it now unless fusion is lazy.
 record <- function(name, fn, args, settings = character()) {
   tensors <- Filter(is_tensor, args)
+  for (a in tensors) a@env$uses <- (a@env$uses %||% 0) + 1 # (see record_inplace)
   device <- common_device(tensors)
   t <- make_tensor(node = list(name = name, fn = fn, args = args, settings = settings), dtype = NA_character_,
                    device = device)
@@ -213,6 +214,10 @@ graph_key <- function(steps, prefix)
            if (length(s$consts)) paste(deparse(s$consts), collapse = "") else ""), ""),
     collapse = ";")
 
+# A graph's key as a name for the caches' environments (R limits names to 10000 bytes; a model's
+# recorded forward and backward is much longer): its 128-bit hash.
+graph_hash <- function(key) rlang::hash(key)
+
 # A function of the leaves (positional or named l1, l2, ...) computing the graph's last step.
 graph_evaluator <- function(steps) {
   fns <- lapply(steps, `[[`, "fn")
@@ -236,7 +241,7 @@ materialize <- function(t) {
   if (!is.null(t@env$buf)) return(invisible(t))
   g <- flatten_graph(t, pending = TRUE)
   dtype <- leaves_dtype(g$leaves)
-  key <- graph_key(g$steps, dtype)
+  key <- graph_hash(graph_key(g$steps, dtype))
   jf <- .rf_lazy[[key]]
   if (is.null(jf)) {
     jf <- rf_jit(graph_evaluator(g$steps), dtype = dtype)
@@ -451,7 +456,7 @@ backward_tensor <- function(t) {
   if (!length(wants))
     rf_abort("rfuse_autodiff_error", "no tensor in the graph has requires_grad = TRUE")
   dtype <- leaves_dtype(g$leaves)
-  key <- graph_key(g$steps, paste(dtype, paste(wants, collapse = ",")))
+  key <- graph_hash(graph_key(g$steps, paste(dtype, paste(wants, collapse = ","))))
   vg <- .rf_backward[[key]]
   if (is.null(vg)) {
     # Called with the leaves as named arguments l1, l2, ... (wrt names them).

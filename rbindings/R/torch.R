@@ -729,11 +729,15 @@ with_no_grad <- function(code) {
 # over `x` (fields such as $shape are values).
 tensor_method <- function(x, name, call = NULL) {
   dims <- function(...) unlist(list(...))
-  inplace <- function(f) function(...) assign_inplace(x, name, f(x, ...))
+  inplace <- function(f) function(...) {
+    if (is_sym(x)) return(rebind_inplace(x, name, f(x, ...), sys.call(), parent.frame(), sys.function(sys.parent())))
+    if (is_tensor(x) && records_graph(x)) return(record_inplace(x, name, function(old) f(old, ...)))
+    assign_inplace(x, name, f(x, ...))
+  }
   m <- switch(name,
     shape = return(t_size(x)),
     ndim = return(length(t_size(x))),
-    data = return(x),
+    data = function() x, # a method in torch for R: x$data()
     is_cuda = return(is_tensor(x) && x@env$device == "cuda"),
     device = return(torch_device(if (is_tensor(x)) x@env$device else current_device())),
     size = function(dim = NULL) if (is.null(dim)) t_size(x) else t_size(x)[t_dim(dim, length(t_size(x)), call)],
@@ -802,6 +806,43 @@ expand_any <- function(x, shape) {
 
 # x$add_(y): an rf_tensor takes the new value (its buffer, like torch's storage); a traced value or
 # an R array cannot change in place, where a program that relies on it would go wrong silently.
+# An in-place method on a traced value (`out$add_(identity)` in a forward): the variable it was
+# called on names the new value, as torch's tensor would hold it. Refused where torch's change would
+# also reach another name for the same value (an argument of the function, which its caller
+# holds, or a second variable holding it): rebinding would leave those with the old value.
+rebind_inplace <- function(x, name, value, call, env, fn) {
+  target <- if (is.call(call[[1]]) && identical(call[[1]][[1]], as.name("$"))) call[[1]][[2]]
+  refuse <- function(why) rf_unsupported(paste0("$", name), call, paste0(why, "; write x <- x$", sub("_$", "", name), "(...)"))
+  if (!is.symbol(target)) refuse("in traced code an in-place method changes a variable it is called on, not this expression")
+  nm <- as.character(target)
+  if (nm %in% names(formals(fn))) refuse(sprintf("`%s` is an argument: the caller's value would change too in torch", nm))
+  for (other in setdiff(ls(env), nm)) {
+    v <- get0(other, envir = env, inherits = FALSE)
+    if (is_sym(v) && identical(v$id, x$id)) refuse(sprintf("`%s` is also `%s`, which torch's change would reach too", nm, other))
+  }
+  assign(nm, value, envir = env)
+  invisible(value)
+}
+
+# A tensor that records for backward(): an in-place op is recorded (the tensor's node becomes
+# the op's, computed from a snapshot of its old state), unless the tensor already feeds a
+# recorded op, which would then see the new value (torch stops there too).
+records_graph <- function(x) isTRUE(x@env$requires_grad) && !isTRUE(.rf_counters$no_grad)
+record_inplace <- function(x, name, f) {
+  if (is.null(x@env$node))
+    rf_abort("rfuse_autodiff_error", sprintf("$%s(): a leaf tensor that requires grad cannot change in place (as in torch); use with_no_grad()", name))
+  if (isTRUE(x@env$uses > 0))
+    rf_abort("rfuse_autodiff_error", sprintf("$%s(): this tensor is already used by a recorded operation, which needs its old value (torch fails here too); write x <- x$%s(...)",
+                                             name, sub("_$", "", name)))
+  old <- make_tensor(buf = x@env$buf, node = x@env$node, dtype = x@env$dtype, device = x@env$device,
+                     rdim = x@env$rdim, len = x@env$len)
+  old@env$requires_grad <- TRUE
+  v <- f(old)
+  for (field in c("buf", "node", "dtype", "rdim", "len", "requires_grad")) assign(field, get0(field, v@env), envir = x@env)
+  x@env$uses <- 0
+  invisible(x)
+}
+
 assign_inplace <- function(x, name, value) {
   if (!is_tensor(x))
     rf_unsupported(paste0("$", name), NULL, paste("in-place methods need an rf_tensor: a traced value or an R array",
@@ -822,9 +863,22 @@ assign_inplace <- function(x, name, value) {
   tensor_method(x, name, sys.call())
 }
 
+# torch code freezes a parameter with `p$requires_grad <- FALSE` (written back into the module by
+# `$<-` on the module, as R assigns nested replacements).
+#' @export
+`$<-.rf_parameter` <- function(x, name, value) {
+  if (!identical(name, "requires_grad"))
+    rf_unsupported(paste0("$", name, "<-"), sys.call(), "a parameter's only assignable field is `requires_grad`")
+  if (!is.logical(value) || length(value) != 1 || is.na(value))
+    rf_abort("rfuse_type_error", "requires_grad must be TRUE or FALSE", sys.call())
+  attr(x, "requires_grad") <- if (!value) FALSE
+  x
+}
+
 #' @export
 `$.rf_parameter` <- function(x, name) {
   if (identical(name, "requires_grad")) return(!parameter_frozen(x))
+  if (name %in% c("data", "detach")) return(function() x) # still the parameter (nn_init_*(m$weight$data()))
   tensor_method(unclass(x), name, sys.call())
 }
 

@@ -317,3 +317,42 @@ test_that("group norm, dropout2d, nearest upsampling and adaptive max pooling", 
   expect_lt(rel_err(mp(y), refm), 1e-12)
   expect_lt(rel_err(rf_jit(mp, dtype = "float64")(y), refm), 1e-12)
 })
+
+test_that("adaptive average pooling to any size uses torch's windows", {
+  # torch: window i of n inputs for `out` outputs spans floor(i n / out) .. ceiling((i + 1) n / out) - 1.
+  ref <- function(x, oh, ow) {
+    d <- dim(x); out <- array(0, c(d[1:2], oh, ow))
+    for (i in 0:(oh - 1)) for (j in 0:(ow - 1)) {
+      rows <- (floor(i * d[3] / oh) + 1):ceiling((i + 1) * d[3] / oh)
+      cols <- (floor(j * d[4] / ow) + 1):ceiling((j + 1) * d[4] / ow)
+      out[, , i + 1, j + 1] <- apply(x[, , rows, cols, drop = FALSE], c(1, 2), mean)
+    }
+    out
+  }
+  set.seed(51)
+  for (case in list(list(c(2, 3, 5, 7), c(3, 4)), list(c(1, 2, 1, 1), c(6, 6)), list(c(2, 1, 7, 7), c(6, 6)))) {
+    x <- array(rnorm(prod(case[[1]])), case[[1]])
+    r <- ref(x, case[[2]][1], case[[2]][2])
+    expect_equal(nnf_adaptive_avg_pool2d(x, case[[2]]), r, tolerance = 1e-12)
+    expect_equal(rf_jit(function(x) nnf_adaptive_avg_pool2d(x, case[[2]]), dtype = "float64")(x), r, tolerance = 1e-12)
+    expect_equal(nn_adaptive_avg_pool2d(case[[2]])(x), r, tolerance = 1e-12)
+  }
+  # Its gradient: each input gets 1/|window| from every window holding it.
+  x <- array(rnorm(2 * 3 * 5 * 7), c(2, 3, 5, 7))
+  g <- rf_grad(function(x) sum(nnf_adaptive_avg_pool2d(x, c(3, 4))), dtype = "float64")(x)
+  w <- array(0, dim(x))
+  for (i in 0:2) for (j in 0:3) {
+    rows <- (floor(i * 5 / 3) + 1):ceiling((i + 1) * 5 / 3); cols <- (floor(j * 7 / 4) + 1):ceiling((j + 1) * 7 / 4)
+    w[, , rows, cols] <- w[, , rows, cols] + 1 / (length(rows) * length(cols))
+  }
+  expect_equal(g, w, tolerance = 1e-12, ignore_attr = TRUE)
+})
+
+test_that("dropout2d on c(N, C, L) drops whole channels", {
+  set.seed(52)
+  x <- array(1, c(3, 4, 6))
+  y <- nnf_dropout2d(x, p = 0.5)
+  per_channel <- apply(y, c(1, 2), function(v) length(unique(v)))
+  expect_true(all(per_channel == 1))
+  expect_true(all(y %in% c(0, 2)))
+})

@@ -154,3 +154,31 @@ test_that("a jitted model follows $train() and $eval() (dropout, recurrent dropo
   l$eval()
   expect_equal(jl(xx)[[1]], l(xx)[[1]], tolerance = 1e-12)
 })
+
+test_that("torch's module internals that ported code reads", {
+  # torchvision's resnet reads block$public_fields$expansion; mobilenet's sequential subclass
+  # registers children with add_module(i - 1, m) and runs them from private$modules_.
+  block <- nn_module("block", expansion = 4, initialize = function() self$fc <- nn_linear(2, 2),
+                     forward = function(x) self$fc(x))
+  expect_identical(block$public_fields$expansion, 4)
+  expect_identical(block$classname, "block")
+  expect_true(is.function(block$public_methods$forward))
+  expect_error(block$nothing, class = "rfuse_unsupported")
+  seq2 <- nn_module("seq2",
+    initialize = function(...) { mods <- list(...); for (i in seq_along(mods)) self$add_module(name = i - 1, module = mods[[i]]) },
+    forward = function(input) { for (m in private$modules_) input <- m(input); input })
+  set.seed(61)
+  a <- nn_linear(3, 4); b <- nn_relu(); l2 <- nn_linear(4, 2)
+  s <- seq2(a, b, l2)
+  x <- matrix(rnorm(6), 2)
+  expect_equal(s(x), l2(b(a(x))))
+  expect_identical(names(s$children), c("0", "1", "2"))
+  expect_identical(s[[3]]$.classes, c("nn_linear", "nn_module"))
+  # m$weight$data() names the parameter's place for an initializer; p$requires_grad <- FALSE freezes it.
+  s$apply(function(m) if (inherits(m, "nn_linear")) nn_init_constant_(m$weight$data(), 0.5))
+  expect_true(all(s[[1]]$weight == 0.5) && all(s[[3]]$weight == 0.5))
+  s[[1]]$weight$requires_grad <- FALSE
+  expect_false(s[[1]]$weight$requires_grad)
+  expect_true(s[[3]]$weight$requires_grad)
+  expect_identical(length(optim_sgd(s$parameters, lr = 0.1)$params), 3L)
+})

@@ -166,3 +166,30 @@ test_that("creation functions: plain arrays, rf_tensors with tensor options, ref
   expect_error(torch_device("cuda:1"), class = "rfuse_unsupported")
   expect_error(torch_zeros(-1), class = "rfuse_type_error")
 })
+
+test_that("in-place methods in a forward: traced (the variable is rebound) and recorded for backward", {
+  set.seed(41)
+  blk <- nn_module(initialize = function() { self$a <- nn_linear(3, 3); self$d <- nn_linear(3, 3) },
+    forward = function(x) { out <- self$a(x); identity <- self$d(x); out$add_(identity); nnf_relu(out) })
+  m <- blk()
+  x <- matrix(rnorm(12), 4)
+  ref <- pmax(x %*% t(m$a$weight) + rep(m$a$bias, each = 4) + x %*% t(m$d$weight) + rep(m$d$bias, each = 4), 0)
+  expect_equal(rf_jit(m, dtype = "float64")(x), ref, tolerance = 1e-12, ignore_attr = TRUE)
+  # Recorded on rf_tensors: the gradient flows through the in-place add to both layers.
+  opt <- optim_sgd(m$parameters, lr = 0.1)
+  loss <- sum(m(rf_tensor(x)))
+  expect_equal(loss$item(), sum(ref), tolerance = 1e-5)
+  loss$backward()
+  expect_false(any(vapply(opt$params, function(p) is.null(p$grad), TRUE)))
+  # Where torch's change would reach another name, refused.
+  on_arg <- nn_module(initialize = function() self$a <- nn_linear(3, 3), forward = function(x) { x$add_(1); self$a(x) })
+  expect_error(rf_jit(on_arg())(x), "argument", class = "rfuse_unsupported")
+  aliased <- nn_module(initialize = function() self$a <- nn_linear(3, 3),
+                       forward = function(x) { y <- self$a(x); z <- y; y$mul_(2); z })
+  expect_error(rf_jit(aliased())(x), "also", class = "rfuse_unsupported")
+  used <- rf_tensor(x, requires_grad = TRUE) * 2
+  keep <- used + 1
+  expect_error(used$add_(1), "already used", class = "rfuse_autodiff_error")
+  leaf <- rf_tensor(x, requires_grad = TRUE)
+  expect_error(leaf$add_(1), "leaf", class = "rfuse_autodiff_error")
+})
