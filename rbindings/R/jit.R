@@ -157,6 +157,9 @@ call_key <- function(state, args) {
   if (any(k$static))
     k$key <- paste(k$key, paste(vapply(args[k$static], function(a) paste(deparse(a), collapse = ""), ""),
                                 collapse = ";"))
+  # (the key names an environment entry: R limits names to 10000 bytes, which a model with
+  # hundreds of parameters passes)
+  if (nchar(k$key, "bytes") > 4000L) k$key <- graph_hash(k$key)
   list(key = k$key, names = nms, static = k$static)
 }
 
