@@ -86,13 +86,20 @@ match_choice <- function(value, choices, arg, call) {
 #' @rdname nnf
 #' @param negative_slope,alpha,beta,threshold,min_val,max_val As in torch.
 #' @export
-nnf_leaky_relu <- function(input, negative_slope = 0.01) rf_ifelse(input > 0, input, input * negative_slope)
+nnf_leaky_relu <- function(input, negative_slope = 0.01, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
+  rf_ifelse(input > 0, input, input * negative_slope)
+}
 #' @rdname nnf
 #' @export
-nnf_elu <- function(input, alpha = 1) rf_ifelse(input > 0, input, alpha * (exp(rf_pmin(input, 0)) - 1))
+nnf_elu <- function(input, alpha = 1, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
+  rf_ifelse(input > 0, input, alpha * (exp(rf_pmin(input, 0)) - 1))
+}
 #' @rdname nnf
 #' @export
-nnf_selu <- function(input) {
+nnf_selu <- function(input, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
   alpha <- 1.6732632423543772848170429916717; scale <- 1.0507009873554804934193349852946
   scale * rf_ifelse(input > 0, input, alpha * (exp(rf_pmin(input, 0)) - 1))
 }
@@ -108,7 +115,10 @@ nnf_softplus <- function(input, beta = 1, threshold = 20) {
 }
 #' @rdname nnf
 #' @export
-nnf_hardtanh <- function(input, min_val = -1, max_val = 1) rf_pmin(rf_pmax(input, min_val), max_val)
+nnf_hardtanh <- function(input, min_val = -1, max_val = 1, inplace = FALSE) {
+  check_inplace(inplace, sys.call())
+  rf_pmin(rf_pmax(input, min_val), max_val)
+}
 #' @rdname nnf
 #' @param dim Softmax: the dim (1-based, negative from the end) that sums to one.
 #' @export
@@ -121,7 +131,7 @@ nnf_log_softmax <- function(input, dim) t_log_softmax(input, dim, sys.call())
 nnf_tanh <- function(input) tanh(input)
 #' @rdname nnf
 #' @export
-nnf_sigmoid <- function(x) unary_sym_or(x, "sigmoid", function(v) 1 / (1 + exp(-v)))
+nnf_sigmoid <- function(input) unary_sym_or(input, "sigmoid", function(v) 1 / (1 + exp(-v)))
 
 #' @rdname nnf
 #' @param normalized_shape Layer norm: the trailing dims normalized over (their sizes).
@@ -229,8 +239,9 @@ pool2d <- function(kind, x, kernel_size, stride, padding, call) {
 #' @rdname nnf
 #' @export
 #' @param ceil_mode,return_indices Max pooling: only torch's defaults (`FALSE`) are supported.
-nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0, dilation = 1, ceil_mode = FALSE,
+nnf_max_pool2d <- function(input, kernel_size, stride = NULL, padding = 0, dilation = 1, ceil_mode = FALSE,
                            return_indices = FALSE) {
+  x <- input
   call <- sys.call()
   if (any(dilation != 1)) rf_unsupported("nnf_max_pool2d", call, "`dilation` other than 1 is not supported yet")
   if (!isFALSE(ceil_mode)) rf_unsupported("nnf_max_pool2d", call, "`ceil_mode = TRUE` is not supported yet")
@@ -239,8 +250,8 @@ nnf_max_pool2d <- function(x, kernel_size, stride = NULL, padding = 0, dilation 
 }
 #' @rdname nnf
 #' @export
-nnf_avg_pool2d <- function(x, kernel_size, stride = NULL, padding = 0)
-  pool2d("avg", x, kernel_size, stride, padding, sys.call())
+nnf_avg_pool2d <- function(input, kernel_size, stride = NULL, padding = 0)
+  pool2d("avg", input, kernel_size, stride, padding, sys.call())
 
 # Per-channel (R dim 2) mean of an array of dim c(N, C, ...).
 channel_mean <- function(x, call = NULL) {
@@ -259,8 +270,9 @@ channel_mean <- function(x, call = NULL) {
 #' @param running_mean,running_var Per-channel statistics used in evaluation mode.
 #' @param training Batch norm: normalize by the batch's statistics (`TRUE`) or the running ones.
 #' @export
-nnf_batch_norm2d <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
+nnf_batch_norm2d <- function(input, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
                              training = FALSE, eps = 1e-5) {
+  x <- input
   call <- sys.call()
   if (length(t_size(x)) != 4)
     rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(t_size(x), collapse = ", ")), call)
@@ -269,8 +281,9 @@ nnf_batch_norm2d <- function(x, running_mean = NULL, running_var = NULL, weight 
 
 #' @rdname nnf
 #' @export
-nnf_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
+nnf_batch_norm <- function(input, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
                            training = FALSE, eps = 1e-5) {
+  x <- input
   call <- sys.call()
   if (training) {
     xc <- rf_sweep(x, 2, channel_mean(x, call), "-")
@@ -291,8 +304,9 @@ nnf_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = 
 #' @param output_size Adaptive pooling's output height and width (scalar or length 2); each must
 #'   divide the input's.
 #' @export
-nnf_adaptive_avg_pool2d <- function(x, output_size) {
+nnf_adaptive_avg_pool2d <- function(input, output_size) {
   call <- sys.call()
+  x <- input
   os <- pair(output_size)
   d <- if (is_sym(x)) x$rdim else dim(x)
   if (length(d) != 4)
@@ -331,8 +345,10 @@ adaptive_pool_matrix <- function(n, out) {
 #'   them reproducible): a traced program takes each mask as an extra input, drawn afresh at
 #'   every call, so compiled training steps see a new mask per step.
 #' @export
-nnf_dropout <- function(x, p = 0.5, training = TRUE) {
+nnf_dropout <- function(input, p = 0.5, training = TRUE, inplace = FALSE) {
   call <- sys.call()
+  check_inplace(inplace, call)
+  x <- input
   check_dropout_p(p, call)
   if (!isTRUE(training) || p == 0) return(x)
   if (!is_sym(x)) return(x * dropout_mask(length(x), p))
@@ -1002,8 +1018,9 @@ nnf_interpolate <- function(input, size = NULL, scale_factor = NULL, mode = "nea
 
 #' @rdname nnf
 #' @export
-nnf_adaptive_max_pool2d <- function(x, output_size) {
+nnf_adaptive_max_pool2d <- function(input, output_size) {
   call <- sys.call()
+  x <- input
   os <- pair(output_size); d <- t_size(x)
   if (length(d) != 4)
     rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(d, collapse = ", ")), call)

@@ -732,6 +732,7 @@ tensor_method <- function(x, name, call = NULL) {
   inplace <- function(f) function(...) {
     if (is_sym(x)) return(rebind_inplace(x, name, f(x, ...), sys.call(), parent.frame(), sys.function(sys.parent())))
     if (is_tensor(x) && records_graph(x)) return(record_inplace(x, name, function(old) f(old, ...)))
+    if (!is_tensor(x)) return(write_back_inplace(name, f(x, ...), sys.call(), parent.frame()))
     assign_inplace(x, name, f(x, ...))
   }
   m <- switch(name,
@@ -767,6 +768,10 @@ tensor_method <- function(x, name, call = NULL) {
     mul_ = inplace(function(x, other) torch_mul(x, other)),
     div_ = inplace(function(x, other) torch_div(x, other)),
     zero_ = inplace(function(x) torch_zeros_like(x)),
+    fill_ = inplace(function(x, value) torch_full_like_values(x, value)),
+    copy_ = inplace(function(x, src) torch_reshape(src, t_size(x))),
+    uniform_ = inplace(function(x, from = 0, to = 1) random_fill(x, "uniform_", call, function(n) stats::runif(n, from, to))),
+    normal_ = inplace(function(x, mean = 0, std = 1) random_fill(x, "normal_", call, function(n) stats::rnorm(n, mean, std))),
     exp = function() torch_exp(x), log = function() torch_log(x), sqrt = function() torch_sqrt(x),
     abs = function() torch_abs(x), tanh = function() torch_tanh(x), sigmoid = function() torch_sigmoid(x),
     relu = function() torch_relu(x), neg = function() torch_neg(x), rsqrt = function() torch_rsqrt(x),
@@ -822,6 +827,54 @@ rebind_inplace <- function(x, name, value, call, env, fn) {
   }
   assign(nm, value, envir = env)
   invisible(value)
+}
+
+# An in-place method on an R array (a module's parameter: `self$weight$data()$uniform_(-s, s)`,
+# `conv$parameters$weight$data()$fill_(v)`): the new value is assigned back to the place the call
+# names, as nn_init_* does; a parameter stays one.
+write_back_inplace <- function(name, value, call, env) {
+  place <- if (is.call(call[[1]]) && identical(call[[1]][[1]], as.name("$"))) call[[1]][[2]]
+  while (is.call(place) && length(place) == 1 && is.call(place[[1]]) && identical(place[[1]][[1]], as.name("$")) &&
+         as.character(place[[1]][[3]]) %in% c("data", "detach"))
+    place <- place[[1]][[2]]
+  refuse <- function() rf_unsupported(paste0("$", name), call, paste("in-place methods need an rf_tensor, or an R array",
+                                                                    "named by a place it can be assigned back to (self$fc$weight)"))
+  if (is.null(place)) refuse()
+  # m$parameters$weight / m$parameters[["fc.weight"]]: the module's own parameter at that path.
+  if (is.call(place) && as.character(place[[1]]) %in% c("$", "[[") && is.call(place[[2]]) &&
+      identical(place[[2]][[1]], as.name("$")) && identical(place[[2]][[3]], as.name("parameters"))) {
+    module <- eval(place[[2]][[2]], env)
+    path <- if (is.name(place[[3]])) as.character(place[[3]]) else eval(place[[3]], env)
+    if (!is_module(module)) refuse()
+    store_parameter(self_of(module), path, value)
+    return(invisible(value))
+  }
+  if (!(is.symbol(place) || (is.call(place) && as.character(place[[1]])[1] %in% c("$", "[[")))) refuse()
+  old <- eval(place, env)
+  if (inherits(old, "rf_parameter")) {
+    # Only through a module (or its `self`): a parameter copied into a list or a variable is
+    # not the module's, which torch's in-place change would reach.
+    root <- place
+    while (is.call(root)) root <- root[[2]]
+    holder <- eval(root, env)
+    if (is.symbol(place) || !(is_module(holder) || is.environment(holder))) refuse()
+    value <- nn_parameter(value, !parameter_frozen(old))
+  }
+  eval(call("<-", place, value), env)
+  invisible(value)
+}
+
+torch_full_like_values <- function(x, value) {
+  if (is_sym(x)) return(x * 0 + value)
+  d <- t_size(x)
+  if (length(d) > 1) array(as.double(value), d) else rep(as.double(value), d)
+}
+
+random_fill <- function(x, name, call, draw) {
+  if (is_sym(x)) rf_unsupported(paste0("$", name), call, "it draws random numbers: initialize parameters outside traced code")
+  d <- t_size(x)
+  v <- draw(prod(d))
+  if (length(d) > 1) array(v, d) else v
 }
 
 # A tensor that records for backward(): an in-place op is recorded (the tensor's node becomes

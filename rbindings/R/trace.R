@@ -7,6 +7,7 @@
 # arguments: never wrapped.
 passthrough_names <- c(
   "{", "(", "<-", "<<-", "=", "->", "if", "for", "while", "repeat", "function", "return",
+  "~", "::", ":::", "alist", "expression", # (their arguments are not evaluated: a guard would force them)
   "invisible", "break", "next", "list", "stop", "warning", "message", "stopifnot", "missing",
   "on.exit", "quote", "bquote", "substitute", "deparse", "force", "is.null", "nrow", "ncol",
   "NROW", "NCOL", "dim", "length", "t", "mean", "sum", "max", "min", "print", "$", "@",

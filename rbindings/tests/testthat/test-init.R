@@ -81,3 +81,29 @@ test_that("copies, traced values and wrong shapes are refused by name", {
   expect_error(nn_init_constant_(net$weight, "a"), "single number", class = "rfuse_type_error")
   expect_error(nn_init_eye_(array(0, c(2, 2, 2))), "2 dimensions", class = "rfuse_shape_error")
 })
+
+test_that("torch's in-place fills on parameters write back to the place they name", {
+  G <- nn_module(
+    initialize = function(i, o) {
+      self$weight <- nn_parameter(torch_randn(i, o)); self$conv <- nn_conv2d(1, 2, 3); self$reset_parameters()
+    },
+    reset_parameters = function() {
+      stdv <- 1 / sqrt(self$weight$size(2))
+      with_no_grad(self$weight$data()$uniform_(-stdv, stdv))
+      self$conv$parameters$weight$data()$fill_(0.25)
+      self$conv$bias$zero_()
+    },
+    forward = function(x) x %*% self$weight)
+  set.seed(71)
+  g <- G(3, 4)
+  expect_true(all(abs(g$weight) <= 0.5) && length(unique(as.vector(g$weight))) == 12)
+  expect_s3_class(g$weight, "rf_parameter")
+  expect_true(all(g$conv$weight == 0.25))
+  expect_true(all(g$conv$bias == 0))
+  expect_setequal(names(g$parameters), c("weight", "conv.weight", "conv.bias"))
+  set.seed(72)
+  g$weight$normal_(0, 0.01)
+  expect_lt(max(abs(g$weight)), 0.1)
+  ps <- g$parameters
+  expect_error(ps[[1]]$fill_(1), class = "rfuse_unsupported") # a copy in a list: nowhere to write back
+})

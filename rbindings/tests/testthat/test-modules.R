@@ -182,3 +182,19 @@ test_that("torch's module internals that ported code reads", {
   expect_true(s[[3]]$weight$requires_grad)
   expect_identical(length(optim_sgd(s$parameters, lr = 0.1)$params), 3L)
 })
+
+test_that("formula lambdas (purrr / rlang style) in a forward see their own arguments", {
+  # `~` builds a formula without evaluating it; a guard that forced its argument broke
+  # purrr::map(xs, ~ .x(x)) in ported code.
+  M <- nn_module(initialize = function() self$layers <- nn_module_list(list(nn_linear(2, 2), nn_linear(2, 2))),
+    forward = function(x) {
+      f <- rlang::as_function(~ .x(x) * 2)
+      Reduce(`+`, lapply(as.list(self$layers), f))
+    })
+  set.seed(81)
+  m <- M()
+  x <- matrix(rnorm(6), 3)
+  ref <- 2 * (m$layers[[1]](x) + m$layers[[2]](x))
+  expect_equal(m(x), ref, tolerance = 1e-12)
+  expect_equal(rf_jit(m, dtype = "float64")(x), ref, tolerance = 1e-12)
+})
