@@ -12,7 +12,7 @@
 #' plain R arrays they compute the same in base R (convolution and pooling through a cached
 #' float64 rfuse program).
 #'
-#' @param x,input Input: a matrix (batch x features) or, for 2-D ops, an array of dim c(N, C, H, W).
+#' @param input Input: a matrix (batch x features) or, for 2-D ops, an array of dim c(N, C, H, W).
 #' @param weight,bias Parameters; `bias` may be `NULL`.
 #' @param stride,padding,dilation,groups As in torch: scalars or length-2 vectors.
 #' @param kernel_size Pooling window (scalar or length 2).
