@@ -629,8 +629,11 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # the data.
   f <- function(...) {
     a <- list(...)
+    # (the running statistics' updates replace these inputs: see track_batch_stats)
+    .rf_state$replace_buffers <- TRUE
+    on.exit(.rf_state$replace_buffers <- NULL, add = TRUE)
     saved <- c(model$parameters, tracked)
-    on.exit(for (p in c(paths, bpaths)) set_parameter(self, p, saved[[p]]))
+    on.exit(for (p in c(paths, bpaths)) set_parameter(self, p, saved[[p]]), add = TRUE)
     for (p in c(paths, bpaths)) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }

@@ -126,18 +126,17 @@ check_pipeline <- function(pipeline, plugins = character()) {
 with_parameters <- function(state, args)
   if (is.null(state$model)) args else c(args, model_parameter_values(state$model, state$notes))
 
-# A function of (inputs..., parameters...) that runs `model` with its parameters replaced by the
-# trailing arguments (symbolic values while tracing).
+# A function of (inputs..., parameters..., buffers...) that runs `model` with its state (see
+# state_slots) replaced by the trailing arguments (symbolic values while tracing).
 model_function <- function(model) {
   force(model)
   function(...) {
     args <- list(...)
-    paths <- names(model$parameters)
-    n_in <- length(args) - length(paths)
-    self <- attr(model, "self")
-    saved <- model$parameters
-    on.exit(for (p in paths) set_parameter(self, p, saved[[p]]))
-    for (i in seq_along(paths)) set_parameter(self, paths[i], args[[n_in + i]])
+    slots <- state_slots(attr(model, "self"))
+    n_in <- length(args) - length(slots)
+    saved <- slot_values(slots)
+    on.exit(set_slots(slots, saved))
+    set_slots(slots, args[n_in + seq_along(slots)])
     do.call(model, args[seq_len(n_in)])
   }
 }

@@ -147,7 +147,7 @@ record_forward <- function(self, args) {
   # A named argument given as NULL is the layer's default (a jitted function takes no NULLs).
   if (!is.null(names(args))) args <- args[!(nzchar(names(args)) & vapply(args, is.null, TRUE))]
   values <- do.call(self$.jit, args)
-  params <- unname(module_parameters(self))
+  params <- slot_values(state_slots(self))
   key <- sprintf("forward:%s#%d:%s:%s", class(instance)[1], self$.uid, if (isTRUE(self$training)) "train" else "eval",
                  .rf_counters$module_version %||% 0)
   grad <- !isTRUE(.rf_counters$no_grad)
@@ -376,14 +376,33 @@ parameter_slots <- function(self) {
   out
 }
 
-# A model's parameter values, through slots cached in `notes` (made again after any module's
+# Where each numeric buffer lives (batch norm's running statistics, nn_buffer()s), in
+# module_buffers()'s order.
+buffer_slots <- function(self) {
+  out <- list()
+  for (nm in field_names(self)) {
+    v <- get(nm, envir = self)
+    if (nm %in% self$.buffer_names) { if (is.numeric(v) || is.logical(v)) out[[length(out) + 1]] <- list(self, nm) }
+    else if (is_module(v)) out <- c(out, buffer_slots(self_of(v)))
+  }
+  out
+}
+
+slot_values <- function(slots) lapply(slots, function(s) get(s[[2]], envir = s[[1]]))
+set_slots <- function(slots, values) for (i in seq_along(slots)) assign(slots[[i]][[2]], values[[i]], envir = slots[[i]][[1]])
+
+# The state a jitted model reads at every call, as inputs of its program: parameters, then
+# buffers (so a program never holds running statistics that training has changed since).
+state_slots <- function(self) c(parameter_slots(self), buffer_slots(self))
+
+# A model's state values, through slots cached in `notes` (made again after any module's
 # fields were assigned with `$<-`: the structure may have changed).
 model_parameter_values <- function(model, notes) {
   if (is.null(notes$slots) || !identical(notes$slots_version, .rf_counters$module_version)) {
-    notes$slots <- parameter_slots(self_of(model))
+    notes$slots <- state_slots(self_of(model))
     notes$slots_version <- .rf_counters$module_version
   }
-  lapply(notes$slots, function(s) s[[1]][[s[[2]]]])
+  slot_values(notes$slots)
 }
 
 set_training <- function(self, mode) {
@@ -392,13 +411,24 @@ set_training <- function(self, mode) {
   module_changed() # jitted models key their programs by the modes (training_signature)
 }
 
-# The training modes of a model's modules, which change what its forward computes (dropout,
-# batch norm): part of a jitted model's cache key, remade only after a module changed.
+# What a model's program holds as constants besides its inputs: the modules' training modes
+# (dropout, batch norm) and their other fields (settings, masks, tables) — part of a jitted
+# model's cache key, remade after a module changed (`$<-`, $train(), $eval(), load_state_dict()).
+# (A method assigning `self$field` directly changes none of this: such a field is read at trace.)
 training_signature <- function(model, notes) {
   v <- .rf_counters$module_version %||% 0
   if (!identical(notes$training_version, v)) {
-    notes$training_sig <- paste(vapply(module_tree(model), function(m) if (isTRUE(self_of(m)$training)) "T" else "E", ""),
-                                collapse = "")
+    modes <- paste(vapply(module_tree(model), function(m) if (isTRUE(self_of(m)$training)) "T" else "E", ""),
+                   collapse = "")
+    fields <- lapply(module_tree(model), function(m) {
+      s <- self_of(m)
+      vals <- mget(field_names(s), envir = s)
+      vals[!vapply(names(vals), function(nm) {
+        x <- vals[[nm]]
+        is.function(x) || is_module(x) || is_parameter(x) || nm %in% s$.buffer_names
+      }, TRUE)]
+    })
+    notes$training_sig <- paste0(modes, ":", rlang::hash(fields))
     notes$training_version <- v
   }
   notes$training_sig

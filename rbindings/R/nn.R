@@ -550,7 +550,7 @@ track_batch_stats <- function(self, x) {
   if (isTRUE(.rf_state$in_helper)) return(invisible()) # a helper's values cannot leave it
   run_m <- self$running_mean
   run_v <- self$running_var
-  if (is_sym(run_m) && is_sym(run_v) && !is.null(self$momentum)) {
+  if (isTRUE(.rf_state$replace_buffers) && is_sym(run_m) && is_sym(run_v) && !is.null(self$momentum)) {
     # The running statistics are inputs of the traced code (a training step's state, which
     # rf_fit() keeps on the device): their updates are outputs that replace them, as torch
     # updates them in place.

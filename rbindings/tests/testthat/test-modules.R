@@ -198,3 +198,34 @@ test_that("formula lambdas (purrr / rlang style) in a forward see their own argu
   expect_equal(m(x), ref, tolerance = 1e-12)
   expect_equal(rf_jit(m, dtype = "float64")(x), ref, tolerance = 1e-12)
 })
+
+test_that("a jitted model computes with the module's state as it is at each call", {
+  # Running statistics changed by training (eager or rf_fit) after the program was made.
+  set.seed(91)
+  m <- nn_sequential(nn_linear(3, 4), nn_batch_norm1d(4))
+  x <- matrix(rnorm(30), 10)
+  m$eval()
+  jm <- rf_jit(m, dtype = "float64")
+  jm(x)
+  m$train(); invisible(m(x)); m$eval()
+  expect_equal(jm(x), m(x), tolerance = 1e-12)
+  rf_fit(m, x, matrix(rnorm(40), 10), loss = nnf_mse_loss, steps = 2, progress = FALSE)
+  m$eval()
+  expect_equal(jm(x), m(x), tolerance = 1e-12)
+  # A jitted call in training mode updates the running statistics as the eager call does.
+  a <- nn_batch_norm1d(4); b <- nn_batch_norm1d(4)
+  z <- matrix(rnorm(40), 10)
+  rf_jit(a, dtype = "float64")(z); b(z)
+  expect_equal(a$running_mean, b$running_mean, tolerance = 1e-12)
+  expect_equal(a$running_var, b$running_var, tolerance = 1e-12)
+  expect_equal(a$num_batches_tracked, b$num_batches_tracked)
+  # A field assigned after the program was made.
+  M <- nn_module(initialize = function() { self$scale <- matrix(2, 2, 2); self$fc <- nn_linear(2, 2) },
+                 forward = function(x) self$fc(x) * self$scale)
+  s <- M()
+  w <- matrix(1, 2, 2)
+  js <- rf_jit(s, dtype = "float64")
+  js(w)
+  s$scale <- matrix(3, 2, 2)
+  expect_equal(js(w), s(w), tolerance = 1e-12)
+})
