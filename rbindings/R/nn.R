@@ -307,6 +307,8 @@ nnf_batch_norm <- function(input, running_mean = NULL, running_var = NULL, weigh
 nnf_adaptive_avg_pool2d <- function(input, output_size) {
   call <- sys.call()
   x <- input
+  # A 3-d input is one sample c(C, H, W), as torch takes it.
+  if (length(t_size(x)) == 3) return(torch_squeeze(nnf_adaptive_avg_pool2d(torch_unsqueeze(x, 1), output_size), 1))
   os <- pair(output_size)
   d <- if (is_sym(x)) x$rdim else dim(x)
   if (length(d) != 4)
@@ -1022,6 +1024,8 @@ nnf_adaptive_max_pool2d <- function(input, output_size) {
   call <- sys.call()
   x <- input
   os <- pair(output_size); d <- t_size(x)
+  # A 3-d input is one sample c(C, H, W), as torch takes it.
+  if (length(d) == 3) return(torch_squeeze(nnf_adaptive_max_pool2d(torch_unsqueeze(x, 1), output_size), 1))
   if (length(d) != 4)
     rf_shape_error(sprintf("expected an array of dim c(N, C, H, W), got dim c(%s)", paste(d, collapse = ", ")), call)
   if (any(d[3:4] %% os != 0))

@@ -740,6 +740,21 @@ tensor_method <- function(x, name, call = NULL) {
     ndim = return(length(t_size(x))),
     data = function() x, # a method in torch for R: x$data()
     is_cuda = return(is_tensor(x) && x@env$device == "cuda"),
+    # (on an rf_tensor `$` has its own $to/$cpu/$cuda; here: traced values and parameters)
+    to = function(device = NULL, dtype = NULL, ...) {
+      no_more_args("$to", ...)
+      if (!is.null(device)) torch_device(as.character(device)) # checked; values compute on the program's device
+      if (is.null(dtype)) x else cast_torch(x, dtype, call)
+    },
+    cpu = , cuda = function() x,
+    float = , double = , half = function() cast_torch(x, "float", call),
+    long = , int = function() cast_torch(x, "int", call),
+    bool = function() cast_torch(x, "bool", call),
+    norm = function(p = 2, dim = NULL, keepdim = FALSE) {
+      if (!identical(p, 2) && !identical(p, 2L)) rf_unsupported("$norm", call, "only the 2-norm (p = 2) is supported yet")
+      torch_sqrt(torch_sum(x * x, dim, keepdim))
+    },
+    repeat_interleave = function(repeats, dim = NULL) repeat_interleave(x, repeats, dim, call),
     device = return(torch_device(if (is_tensor(x)) x@env$device else current_device())),
     size = function(dim = NULL) if (is.null(dim)) t_size(x) else t_size(x)[t_dim(dim, length(t_size(x)), call)],
     dim = function() length(t_size(x)),
@@ -907,6 +922,83 @@ assign_inplace <- function(x, name, value) {
   x@env$len <- value@env$len
   invisible(x)
 }
+
+# torch's dtypes as rfuse's names (torch_long() is "int64", ...), and conversions to them on
+# traced values and R arrays: floats keep the computation's float dtype, integers truncate
+# toward zero (as torch's casts), bool is x != 0.
+dtype_kind <- function(dtype, call) {
+  d <- tolower(as.character(dtype)[1])
+  if (d %in% c("float", "float32", "float64", "double", "half", "float16", "bfloat16")) return("float")
+  if (d %in% c("long", "int", "int64", "int32", "int16", "int8", "uint8", "short")) return("int")
+  if (d %in% c("bool", "logical")) return("bool")
+  rf_unsupported("dtype", call, sprintf("dtype '%s' is not one rfuse knows (float32, float64, int32, int64, bool, ...)", d))
+}
+cast_torch <- function(x, dtype, call) {
+  kind <- dtype_kind(dtype, call)
+  if (is_sym(x)) return(switch(kind, float = to_dtype(x, trace_float(), call), int = trunc(x), bool = x != 0))
+  v <- unclass(x)
+  attr(v, "requires_grad") <- NULL
+  switch(kind, float = { storage.mode(v) <- "double"; v }, int = { v <- trunc(v); storage.mode(v) <- "integer"; v }, bool = v != 0)
+}
+
+# x$repeat_interleave(k, dim): each slice along `dim` repeated k times in place (k one number).
+repeat_interleave <- function(x, repeats, dim, call) {
+  if (!is.numeric(repeats) || length(repeats) != 1 || repeats < 1 || repeats != round(repeats))
+    rf_unsupported("$repeat_interleave", call, "only one whole number of repeats is supported yet")
+  if (is.null(dim)) { x <- torch_flatten(x); dim <- 1L }
+  d <- t_size(x); k <- t_dim(dim, length(d), call)
+  y <- torch_unsqueeze(x, k + 1L)
+  reps <- d; reps <- append(reps, as.integer(repeats), k)
+  torch_reshape(expand_any(y, reps), replace(d, k, d[k] * as.integer(repeats)))
+}
+
+#' torch's dtypes
+#'
+#' `torch_float()`, `torch_double()`, `torch_long()`, `torch_int()`, `torch_bool()`,
+#' `torch_float16()` / `torch_half()` give the dtype names rfuse uses (`"float32"`, `"float64"`,
+#' `"int64"`, `"int32"`, `"bool"`, `"float16"`), for `dtype =` arguments and `$to(dtype =)`.
+#' @return A dtype name.
+#' @examples
+#' rf_tensor(1:3, dtype = torch_long())
+#' @name torch_dtypes
+NULL
+#' @rdname torch_dtypes
+#' @export
+torch_float <- function() "float32"
+#' @rdname torch_dtypes
+#' @export
+torch_float32 <- torch_float
+#' @rdname torch_dtypes
+#' @export
+torch_double <- function() "float64"
+#' @rdname torch_dtypes
+#' @export
+torch_float64 <- torch_double
+#' @rdname torch_dtypes
+#' @export
+torch_long <- function() "int64"
+#' @rdname torch_dtypes
+#' @export
+torch_int64 <- torch_long
+#' @rdname torch_dtypes
+#' @export
+torch_int <- function() "int32"
+#' @rdname torch_dtypes
+#' @export
+torch_int32 <- torch_int
+#' @rdname torch_dtypes
+#' @export
+torch_bool <- function() "bool"
+#' @rdname torch_dtypes
+#' @export
+torch_float16 <- function() "float16"
+#' @rdname torch_dtypes
+#' @export
+torch_half <- torch_float16
+
+#' @rdname torch_functions
+#' @export
+torch_divide <- function(self, other) torch_div(self, other)
 
 # Internal fields of a traced value (sym.R) stay fields; any other name is a tensor method.
 

@@ -193,3 +193,26 @@ test_that("in-place methods in a forward: traced (the variable is rebound) and r
   leaf <- rf_tensor(x, requires_grad = TRUE)
   expect_error(leaf$add_(1), "leaf", class = "rfuse_autodiff_error")
 })
+
+test_that("dtype conversions, norm and repeat_interleave on traced values and parameters", {
+  x <- matrix(c(1.7, -2.5, 3, 0), 2)
+  f <- rf_jit(function(x) list(x$to(dtype = torch_long()), x$bool(), x$norm(dim = 2), x$repeat_interleave(2, dim = 1),
+                               x$to(device = "cpu")$float()), dtype = "float64")
+  r <- f(x)
+  expect_equal(r[[1]], trunc(x), ignore_attr = TRUE)                # torch's casts truncate toward zero
+  expect_identical(r[[2]], x != 0)
+  expect_equal(r[[3]], sqrt(rowSums(x^2)), tolerance = 1e-12)
+  expect_equal(r[[4]], x[c(1, 1, 2, 2), ], ignore_attr = TRUE)
+  expect_equal(r[[5]], x)
+  expect_identical(torch_long(), "int64")
+  expect_identical(rf_tensor(1:3, dtype = torch_long())$dtype, "int64")
+  expect_equal(torch_divide(x, 2), x / 2)
+  p <- nn_linear(2, 2)$weight
+  expect_true(is.integer(p$long()) && identical(dim(p$long()), c(2L, 2L)))
+  expect_error(f2 <- rf_jit(function(x) x$to(dtype = "complex"))(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) x$norm(p = 1))(x), "2-norm", class = "rfuse_unsupported")
+  # 2-d adaptive pooling takes one sample c(C, H, W), as torch.
+  a <- array(rnorm(2 * 6 * 4), c(2, 6, 4))
+  expect_equal(nnf_adaptive_max_pool2d(a, c(3, 1)), nnf_adaptive_max_pool2d(array(a, c(1, 2, 6, 4)), c(3, 1))[1, , , , drop = TRUE] |>
+                 array(c(2, 3, 1)))
+})
