@@ -14,6 +14,8 @@
 # r-diag: benchmarks/r-diag.R (where R-level time goes: Rprof of the training loops and calls;
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
+# r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
+#          default .bundle/corpus, which the device tool carries with .bundle).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
@@ -72,7 +74,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ]; then
+if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -91,6 +93,9 @@ if [ "$what" = r-each ]; then # each file of RFUSE_R_TESTS in its own R process,
     (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); test_file(commandArgs(TRUE)[1], reporter = "summary")' "$p" > "$log" 2>&1)
     echo "$f: exit $? ($(grep -cE '^── [0-9]+\. (Failure|Error)' "$log") failures)"
   done
+fi
+if [ "$what" = r-corpus ]; then # scripts/torch-corpus.R over RFUSE_CORPUS (ported model files; default .bundle/corpus)
+  timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" 2>&1 | tee "$out/corpus.log" | tail -n 60
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20

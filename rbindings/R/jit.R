@@ -153,6 +153,10 @@ call_key <- function(state, args) {
     nms <- names(name_args(state$f, args))
   }
   k <- .rf_call_key(args, nms, state$static)
+  # A NULL argument (an optional mask or input left out, as torch models take them) is static:
+  # the function sees it as NULL, and the key says so.
+  nulls <- vapply(args, is.null, TRUE)
+  if (any(nulls)) k$static <- k$static | nulls
   if (any(k$static))
     k$key <- paste(k$key, paste(vapply(args[k$static], function(a) paste(deparse(a), collapse = ""), ""),
                                 collapse = ";"))

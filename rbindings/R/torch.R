@@ -194,6 +194,9 @@ t_reduce <- function(kind, x, dim = NULL, keepdim = FALSE, call = sys.call()) {
   if (kind == "prod") rf_unsupported("prod", call, "a traced product along a dim is not available yet")
   s <- to_dtype(x, trace_float(), call)
   id <- emit(.rf_b_reduce, kind, s$id, as.integer(sort(n - dims)), isTRUE(keepdim), call = call)
+  # A reduction over every dim is R's length-1 vector (as reduce_all), not a 0-d tensor: a
+  # value that leaves the program as one feeds the next program as one.
+  if (!length(out_shape)) id <- emit(.rf_b_reshape, id, 1L, call = call)
   new_sym(id, if (length(out_shape) <= 1) NULL else out_shape, prod(out_shape), s$dtype)
 }
 

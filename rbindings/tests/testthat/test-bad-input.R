@@ -129,3 +129,11 @@ test_that("a local variable named like a global is not an outside read (no retra
   k <- 5
   expect_identical(suppressMessages(jk(1)), 6)
 })
+
+test_that("a NULL argument is a static setting of the call, not an input", {
+  f <- rf_jit(function(x, mask = NULL) if (is.null(mask)) x * 2 else x * mask, dtype = "float64")
+  expect_identical(f(c(1, 2), NULL), c(2, 4))
+  expect_identical(f(c(1, 2), c(3, 4)), c(3, 8))
+  expect_identical(f(c(1, 2), mask = NULL), c(2, 4))
+  expect_identical(f(c(1, 2)), c(2, 4))
+})

@@ -216,3 +216,14 @@ test_that("dtype conversions, norm and repeat_interleave on traced values and pa
   expect_equal(nnf_adaptive_max_pool2d(a, c(3, 1)), nnf_adaptive_max_pool2d(array(a, c(1, 2, 6, 4)), c(3, 1))[1, , , , drop = TRUE] |>
                  array(c(2, 3, 1)))
 })
+
+test_that("a reduction over every dim of an rf_tensor feeds the next op (torch_sum, $sum(), $mean())", {
+  set.seed(42)
+  for (rg in c(FALSE, TRUE)) {
+    a <- rf_tensor(matrix(runif(6), 2), requires_grad = rg)
+    v <- as.array(a)
+    s <- (a * 2)$sum()
+    expect_equal(as.numeric(2 * s + 1), 2 * sum(v * 2) + 1, tolerance = 1e-5)
+    expect_equal(as.numeric(torch_mean(a) / torch_sum(a)), mean(v) / sum(v), tolerance = 1e-5)
+  }
+})
