@@ -422,6 +422,10 @@ record_fast_call <- function(state, args, je, dtypes, device, rdtype) {
   if (!is.null(nms) && !any(nzchar(nms))) nms <- NULL
   # A model's parameters: where each lives, the R object it is now, and its device tensor in this
   # call (the fast path reuses the tensor while the module holds that same object).
+  # Parameters an optimizer took are tensors whose values change in place (same R object, new
+  # buffer), which the fast path's identity test would not see: such models take the R path.
+  if (any(vapply(state$notes$slots[seq_len(n_params)], function(s) is_tensor(get(s[[2]], envir = s[[1]])), TRUE)))
+    return(invisible())
   slots <- lapply(seq_len(n_params), function(i) {
     s <- state$notes$slots[[i]]
     list(s[[1]], s[[2]], get(s[[2]], envir = s[[1]]), tensor_buffer(args[[length(user) + i]]))

@@ -205,3 +205,21 @@ test_that("torch's loop over a dataloader's batches, and a dataset of tensors fo
   expect_length(fit$history, 4)
   expect_true(all(is.finite(fit$history)))
 })
+
+test_that("evaluating between steps sees the weights the optimizer changed in place", {
+  # The compiled model's repeat-call path keyed parameters by R object; an optimizer changes a
+  # tensor parameter's values but not the object, so evaluation after steps used the old weights.
+  set.seed(15)
+  dense <- nn_module(initialize = function(i, o) { self$w <- nn_parameter(torch_randn(i, o)); self$b <- nn_parameter(torch_zeros(o)) },
+                     forward = function(x) torch_mm(x, self$w) + self$b)
+  model <- dense(3, 1)
+  x <- rf_tensor(array(rnorm(30), c(10, 3))); y <- rf_tensor(array(rnorm(10), c(10, 1)))
+  opt <- optim_sgd(model$parameters, lr = 0.1)
+  ref <- function() as.array(x) %*% as.array(model$w) + as.vector(as.array(model$b))
+  for (i in 1:3) {
+    expect_equal(as.array(with_no_grad(model(x))), ref(), tolerance = 1e-5)
+    expect_equal(as.array(with_no_grad(model(x))), ref(), tolerance = 1e-5) # the repeat call too
+    opt$zero_grad(); loss <- nnf_mse_loss(model(x), y); loss$backward(); opt$step()
+  }
+  expect_equal(as.array(with_no_grad(model(x))), ref(), tolerance = 1e-5)
+})
