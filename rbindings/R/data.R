@@ -111,7 +111,7 @@ print.rf_dataloader <- function(x, ...) {
 #' @param dataloader,x A dataloader made by [dataloader()].
 #' @param iter An iterator from `dataloader_make_iter()`.
 #' @param completed What `dataloader_next()` returns once the batches are exhausted.
-#' @param ... Unused.
+#' @param ... Unused (as.list's).
 #' @return A batch, a list of batches, or an iterator.
 #' @examples
 #' dl <- dataloader(tensor_dataset(x = matrix(rnorm(20), 10), y = rep(1:2, 5)), batch_size = 5)
@@ -145,10 +145,8 @@ dataloader_next <- function(iter, completed = NULL) {
 
 #' @rdname rf_batches
 #' @export
-enumerate <- function(x, ...) UseMethod("enumerate")
-
-#' @export
-enumerate.rf_dataloader <- function(x, ...) {
+enumerate <- function(x) {
+  if (!inherits(x, "rf_dataloader")) rf_abort("rfuse_type_error", "enumerate() takes a dataloader()", sys.call())
   it <- dataloader_make_iter(x)
   lapply(seq_len(length(x)), function(i) dataloader_next(it))
 }
