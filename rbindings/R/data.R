@@ -158,8 +158,8 @@ as.list.rf_dataloader <- function(x, ...) enumerate(x)
 # One field of a batch as torch's default tensor of its R type.
 batch_tensor <- function(a) {
   if (is_tensor(a)) return(a)
-  if (is.factor(a)) a <- array(as.integer(a), dim(a))
-  rf_tensor(a, dtype = if (is.logical(a)) "bool" else if (is.integer(a) || is.factor(a)) "int64" else "float32")
+  if (is.factor(a)) a <- as.integer(a) # class labels 1..K
+  rf_tensor(a, dtype = if (is.logical(a)) "bool" else if (is.integer(a)) "int64" else "float32")
 }
 
 # A dataset's samples as arrays whose first index is the sample: a tensor_dataset's own, or

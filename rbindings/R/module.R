@@ -308,7 +308,7 @@ module_parameters <- function(self, prefix = "") {
 # module's environment and field), which the optimizer needs to put its tensors there.
 parameter_list <- function(self) {
   slots <- parameter_slots(self)
-  values <- lapply(slots, function(s) get(s[[2]], envir = s[[1]]))
+  values <- slot_values(slots)
   names(values) <- names(module_parameters(self))
   structure(values, class = "rf_parameter_list", homes = slots)
 }

@@ -190,6 +190,9 @@ test_that("torch's loop over a dataloader's batches, and a dataset of tensors fo
     n <- n + 1
   }
   expect_identical(dataloader_next(it, completed = "done"), "done")
+  # A factor's levels are the classes 1..K.
+  fb <- enumerate(dataloader(tensor_dataset(x = x[1:4, ], y = factor(c("b", "a", "b", "c"))), batch_size = 4))[[1]]
+  expect_equal(as.vector(as.array(fb$y)), c(2, 1, 2, 3))
   expect_equal(n, 4)
   # Labels as a tensor give the loss of the same labels as an R vector.
   b <- batches[[2]]
