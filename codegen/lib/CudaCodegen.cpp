@@ -1012,9 +1012,11 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
       Value other = add.getLhs() == product ? add.getRhs() : add.getRhs() == product ? add.getLhs() : Value();
       auto bcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
       unsigned expectOps = 2 + (act != Activation::None);
+      // The bias must hold one value per column: a single value broadcast over the columns too
+      // (R's recycling of a length-1 vector) would make cuBLASLt read past it.
       if (bcast && rest.size() == expectOps && r.indexOf(bcast.getInput()) >= 0 &&
           shapeOf(bcast.getInput()).size() == 1 && bcast.getDims().size() == 1 &&
-          bcast.getDims()[0] == (int64_t)os.size() - 1) {
+          bcast.getDims()[0] == (int64_t)os.size() - 1 && shapeOf(bcast.getInput())[0] == os.back()) {
         spec.biasInput = r.indexOf(bcast.getInput());
         spec.activation = act;
         plan.library->productIsOutput = false;

@@ -64,6 +64,9 @@ std::vector<CorpusGraph> canonicalCorpus() {
     out.push_back(make("mm_bias_relu" + sfx, {{24, 40}, {40, 16}, {16}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.relu(g.add(g.matmul(v[0], v[1]), v[2]))};
     }, seed++));
+    out.push_back(make("mm_bias_scalar" + sfx, {{24, 40}, {40, 16}, {1}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.add(g.matmul(v[0], v[1]), v[2])}; // one value added to every element, not a bias[n]
+    }, seed++));
     out.push_back(make("mm_bias_gelu_tanh" + sfx, {{24, 40}, {40, 16}, {16}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.gelu(g.add(g.matmul(v[0], v[1]), v[2]), true)};
     }, seed++));

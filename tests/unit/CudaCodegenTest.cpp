@@ -116,6 +116,9 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(k.plans[0].library->matmul.activation, codegen::Activation::Relu);
       EXPECT_FALSE(k.plans[0].kernel) << "cuBLASLt's RELU_BIAS epilogue, no extra kernel";
     }
+    if (g.name == "mm_bias_scalar_f32") { // cuBLASLt's bias epilogue would read 16 values of a 1-value input
+      EXPECT_TRUE(!k.plans[0].library || k.plans[0].library->matmul.biasInput < 0);
+    }
     if (g.name == "mm_residual_f32") {
       ASSERT_TRUE(k.plans[0].library);
       EXPECT_EQ(k.plans[0].library->matmul.residualInput, 0) << "residual through beta = 1";
