@@ -157,14 +157,20 @@ kaiming_std <- function(size, a, mode, nonlinearity, call) {
   calculate_gain(nonlinearity, a) / sqrt(f[[if (mode == "fan_in") "in" else "out"]])
 }
 
+# torch code fills `m$weight$data()` (or `$detach()`): the same values, so the same place —
+# the expression with those calls taken off.
+place_of_data <- function(expr) {
+  while (is.call(expr) && length(expr) == 1 && is.call(expr[[1]]) && identical(expr[[1]][[1]], as.name("$")) &&
+         as.character(expr[[1]][[3]]) %in% c("data", "detach"))
+    expr <- expr[[1]][[2]]
+  expr
+}
+
 # Fills `value` (whose expression in the caller is `expr`, evaluated in `env`) with draw(n, size)
 # and puts the result where the argument came from (see the top of this file).
 init_fill <- function(expr, value, env, call, draw) {
   fname <- as.character(call[[1]])
-  # torch code fills `m$weight$data()` (or `$detach()`): the same values, so the same place.
-  while (is.call(expr) && length(expr) == 1 && is.call(expr[[1]]) && identical(expr[[1]][[1]], as.name("$")) &&
-         as.character(expr[[1]][[3]]) %in% c("data", "detach"))
-    expr <- expr[[1]][[2]]
+  expr <- place_of_data(expr)
   if (is_sym(value))
     rf_unsupported(fname, call, "it draws random numbers: initialize parameters outside traced code")
   size <- t_size(value)

@@ -851,10 +851,7 @@ rebind_inplace <- function(x, name, value, call, env, fn) {
 # `conv$parameters$weight$data()$fill_(v)`): the new value is assigned back to the place the call
 # names, as nn_init_* does; a parameter stays one.
 write_back_inplace <- function(name, value, call, env) {
-  place <- if (is.call(call[[1]]) && identical(call[[1]][[1]], as.name("$"))) call[[1]][[2]]
-  while (is.call(place) && length(place) == 1 && is.call(place[[1]]) && identical(place[[1]][[1]], as.name("$")) &&
-         as.character(place[[1]][[3]]) %in% c("data", "detach"))
-    place <- place[[1]][[2]]
+  place <- place_of_data(if (is.call(call[[1]]) && identical(call[[1]][[1]], as.name("$"))) call[[1]][[2]])
   refuse <- function() rf_unsupported(paste0("$", name), call, paste("in-place methods need an rf_tensor, or an R array",
                                                                     "named by a place it can be assigned back to (self$fc$weight)"))
   if (is.null(place)) refuse()
