@@ -447,6 +447,14 @@ private:
   bool columnMode = false;
   llvm::DenseMap<Value, Value> rowSSA;     // row mode: per-row values of this o
   llvm::DenseMap<Value, Value> rowScratch; // column mode: per-row values, by o - begin
+  // Column mode: an expensive per-element value that a reduction and the outputs both read (the
+  // softmax's exp(x)) is written to the output `stashOut` in the reduction's pass and read back
+  // from there by the later passes, instead of being computed twice. Outputs never share memory
+  // with the kernel's inputs (the plan releases inputs after the step), so the early writes
+  // cannot clobber what later passes read.
+  Value stash;
+  int stashOut = -1;
+  bool stashWritten = false;
 
   Value arg(int i) { return fn.getBody().front().getArgument(2 + i); }
   Value out(int i) { return arg(r.inputs.size() + i); }
@@ -526,6 +534,8 @@ private:
       return m;
     if (L.spaceOf(v) == Space::Row)
       return rowValue(b, v, o, why);
+    if (v == stash && stashWritten)
+      return memo[v] = load(b, out(stashOut), fullIndex(b, o, j));
     Value res;
     Operation *op = v.getDefiningOp();
     if (int i = r.indexOf(v); i >= 0) {
@@ -724,8 +734,71 @@ private:
                          });
   }
 
+  // Ops whose scalar code is a handful of instructions; anything else (exp, log, tanh, pow...) is
+  // worth a store and a load to compute once.
+  static bool cheap(Operation *op) {
+    if (isa<ConstantOp, BroadcastInDimOp, TransposeOp, CastOp>(op))
+      return true;
+    auto pw = dyn_cast<PointwiseOpInterface>(op);
+    if (!pw)
+      return false;
+    switch (pw.getScalarOp()) {
+    case ScalarOpKind::Neg: case ScalarOpKind::Abs: case ScalarOpKind::Relu: case ScalarOpKind::Add:
+    case ScalarOpKind::Sub: case ScalarOpKind::Mul: case ScalarOpKind::Div: case ScalarOpKind::Max:
+    case ScalarOpKind::Min: case ScalarOpKind::Sqrt: case ScalarOpKind::Floor:
+    case ScalarOpKind::Select: case ScalarOpKind::Eq: case ScalarOpKind::Ne: case ScalarOpKind::Lt:
+    case ScalarOpKind::Le: case ScalarOpKind::Gt: case ScalarOpKind::Ge: case ScalarOpKind::Not:
+    case ScalarOpKind::And: case ScalarOpKind::Or:
+      return true;
+    default:
+      return false;
+    }
+  }
+  // Whether computing the per-element value v runs an op that is not cheap.
+  bool expensive(Value v, llvm::DenseSet<Value> &seen) {
+    if (!seen.insert(v).second || r.indexOf(v) >= 0 || L.spaceOf(v) != Space::Full)
+      return false;
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return false;
+    if (!cheap(op))
+      return true;
+    return llvm::any_of(op->getOperands(), [&](Value x) { return expensive(x, seen); });
+  }
+  // Whether the per-element value `target` reads v.
+  bool reads(Value target, Value v, llvm::DenseSet<Value> &seen) {
+    if (target == v)
+      return true;
+    if (!seen.insert(target).second || r.indexOf(target) >= 0 || L.spaceOf(target) != Space::Full)
+      return false;
+    Operation *op = target.getDefiningOp();
+    return op && llvm::any_of(op->getOperands(), [&](Value x) { return reads(x, v, seen); });
+  }
+  // The first reduction's operand that is expensive and that an output of the same element type
+  // (written in full by the last pass) also reads.
+  void chooseStash() {
+    for (Operation *op : r.ops) {
+      if (!isReductionOp(op))
+        continue;
+      Value v = op->getOperand(0);
+      llvm::DenseSet<Value> seen;
+      if (!expensive(v, seen))
+        continue;
+      for (auto [i, o] : llvm::enumerate(r.outputs)) {
+        llvm::DenseSet<Value> seenOut;
+        if (L.spaceOf(o) == Space::Full && r.indexOf(o) < 0 && elemOf(o) == elemOf(v) && reads(o, v, seenOut)) {
+          stash = v;
+          stashOut = (int)i;
+          return;
+        }
+      }
+      return;
+    }
+  }
+
   bool emitColumns(OpBuilder &b, std::string &why) {
     bool ok = true;
+    chooseStash();
     auto scratch = [&](Type t) {
       auto m = b.create<memref::AllocaOp>(loc, MemRefType::get({std::min<int64_t>(L.outerLen, columnTile)}, t));
       m->setAttr("alignment", b.getI64IntegerAttr(64));
@@ -738,6 +811,7 @@ private:
         // Accumulators (in accType), then the results (finished: mean, rounding).
         bool separate = accType(op) != elemOf(res) || isa<ReduceMeanOp>(op);
         Value s = separate ? scratch(accType(op)) : scratchFor(res);
+        bool storedStash = false;
         forColumns(b, [&](OpBuilder &ob, Value o) {
           ob.create<memref::StoreOp>(loc, init(ob, op), s, ValueRange{ob.create<arith::SubIOp>(loc, o, begin)});
         });
@@ -751,9 +825,14 @@ private:
           Value at = eb.create<arith::SubIOp>(loc, o, begin);
           Value acc = load(eb, s, at);
           eb.create<memref::StoreOp>(loc, combine(eb, op, acc, widen(eb, op, v), /*reassoc=*/false), s, ValueRange{at});
+          if (stash && !stashWritten && memo.count(stash)) {
+            eb.create<memref::StoreOp>(loc, memo.lookup(stash), out(stashOut), ValueRange{fullIndex(eb, o, j)});
+            storedStash = true;
+          }
         });
         if (!ok)
           return false;
+        stashWritten = stashWritten || storedStash;
         if (separate) {
           Value result = scratchFor(res);
           forColumns(b, [&](OpBuilder &ob, Value o) {

@@ -277,6 +277,11 @@ tensor_ops <- function(e1, e2) {
     fn <- switch(op, "-" = function(a) -a, "+" = function(a) a, "!" = function(a) !a)
     return(record(op, fn, list(e1)))
   }
+  # x ^ 2, x ^ 3, x ^ 4: the exponent is part of the op (a constant of its program, which then
+  # multiplies: see rfuse.pow's canonicalization), not a leaf as other numbers are.
+  if (op == "^" && is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) &&
+      isTRUE(e2 %in% c(2, 3, 4)))
+    return(record(op, function(a, exponent) a^exponent, list(e1, exponent = as.double(e2)), settings = "exponent"))
   fn <- get(op, envir = baseenv())
   record(op, fn, list(e1, e2))
 }

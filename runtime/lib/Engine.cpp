@@ -1,5 +1,6 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
+#include "rfuse/BuildId.h"
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/DiskCache.h"
 #include "rfuse/Runtime/Options.h"
@@ -127,7 +128,7 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
   std::ostringstream os;
   os.precision(17);
   os << text << "\n//pipeline " << pipeline << "\n//entry " << entry << "\n//rfuse " << RFUSE_VERSION
-     << "\n//program cache 2"; // the entry format (2: printed with locations)
+     << " build " << RFUSE_BUILD_ID << "\n//program cache 2"; // the entry format (2: printed with locations)
   if (g) {
     os << "\n//gradient wrt";
     for (int64_t w : g->wrt)

@@ -57,6 +57,21 @@ std::vector<CorpusGraph> canonicalCorpus() {
       TracedValue e = g.exp(g.sub(v[0], g.reduceMax(v[0], {0}, true)));
       return V{g.div(e, g.reduceSum(e, {0}, true))};
     }, seed++));
+    // A column softmax whose exp is read by three outputs, the first of which does not read it:
+    // the CPU lowering writes exp(x) to output 1 in the sum's pass and reads it back after.
+    out.push_back(make("softmax_cols_shared_exp" + sfx, {{33, 17}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue e = g.exp(v[0]);
+      return V{g.mul(v[0], g.scalar(3.0, d)), g.div(e, g.reduceSum(e, {0}, true)), g.mul(e, g.scalar(2.0, d))};
+    }, seed++));
+    // Powers: x^2, x^3, x^4 (products after canonicalization; in f64 x^3, x^4 stay pow) and a
+    // fractional power of a positive base.
+    out.push_back(make("pow_small_integers" + sfx, {{257}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue pos = g.add(g.abs(v[0]), g.scalar(0.5, d));
+      return V{g.pow(v[0], g.scalar(2.0, d)), g.pow(v[0], g.scalar(3.0, d)), g.pow(v[0], g.scalar(4.0, d)),
+               g.pow(pos, g.scalar(2.5, d))};
+    }, seed++));
     out.push_back(make("colsums_sq" + sfx, {{7, 50}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.div(g.reduceSum(g.mul(v[0], v[0]), {1}), g.scalar(50.0, g.dtype(v[0]))),
                g.reduceMin(v[0], {0})};

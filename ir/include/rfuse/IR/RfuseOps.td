@@ -180,7 +180,10 @@ def Rfuse_MulOp : Rfuse_BinaryOp<"mul", "Mul", Rfuse_NumericTensor, "multiplicat
 def Rfuse_DivOp : Rfuse_BinaryOp<"div", "Div", Rfuse_FloatTensor, "division (lhs / rhs)"> {
   let hasFolder = 1;
 }
-def Rfuse_PowOp : Rfuse_BinaryOp<"pow", "Pow", Rfuse_FloatTensor, "power (lhs ^ rhs)">;
+def Rfuse_PowOp : Rfuse_BinaryOp<"pow", "Pow", Rfuse_FloatTensor, "power (lhs ^ rhs)"> {
+  // x ^ 2 -> x * x (exact: R's R_pow computes it so); in f32, x ^ 3 and x ^ 4 -> products.
+  let hasCanonicalizer = 1;
+}
 def Rfuse_Atan2Op : Rfuse_BinaryOp<"atan2", "Atan2", Rfuse_FloatTensor,
                                    "the angle of the point (rhs, lhs): atan2(lhs, rhs)">;
 def Rfuse_MaxOp : Rfuse_BinaryOp<"max", "Max", Rfuse_NumericTensor,
