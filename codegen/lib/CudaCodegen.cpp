@@ -425,8 +425,8 @@ private:
 
 class ReductionEmitter {
 public:
-  ReductionEmitter(const Region &r, std::string name, const CodegenOptions &options)
-      : r(r), name(std::move(name)), L(r), options(options) {}
+  ReductionEmitter(const Region &r, std::string name, const CodegenOptions &options, const CudaTarget &target)
+      : r(r), name(std::move(name)), L(r), options(options), target(target) {}
 
   std::optional<KernelSpec> emit(std::string &why) {
     full = L.full;
@@ -503,7 +503,10 @@ public:
       k.launch = LaunchKind::ThreadPerColumn;
       k.rows = redLen;
       k.columns = outerLen;
-      k.blockSize = blockSize = 32 * tileGroups;
+      chooseColumnCache();
+      k.blockSize = blockSize = columnCache ? cacheBlock : 32 * tileGroups;
+      k.columnsPerBlock = columnCache ? cacheColumns : 32;
+      k.dynamicSharedBytes = (int)cacheBytes;
     }
     std::string body;
     if (!emitBody(body, why))
@@ -511,7 +514,8 @@ public:
     std::string src;
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
-       << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, " : "tiles of 32 outputs, ")
+       << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
+           : columnCache ? "tiles of 8 outputs cached in shared memory, " : "tiles of 32 outputs, ")
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the block; every thread gets the result.
@@ -536,6 +540,19 @@ template <int OP, class T> __device__ T rf_tile_reduce(T v, T *smem) {
   for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * 32 + lane]);
   return v;
 }
+// Combines v over the threads of one column of a tile of 8 (column = threadIdx.x & 7: four lanes
+// of each warp, then the warps in order); every thread gets its column's result.
+template <int OP, class T> __device__ T rf_tile8_reduce(T v, T *smem) {
+  v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, 8));
+  v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, 16));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, c = threadIdx.x & 7;
+  __syncthreads(); // the previous reduction's readers are done with smem
+  if (lane < 8) smem[warp * 8 + lane] = v;
+  __syncthreads();
+  v = smem[c];
+  for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * 8 + c]);
+  return v;
+}
 )" << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
     for (auto [i, in] : llvm::enumerate(r.inputs))
       os << (i ? ", " : "") << "const " << storageType(dtypeOf(in)) << "* __restrict__ in" << i;
@@ -552,6 +569,14 @@ template <int OP, class T> __device__ T rf_tile_reduce(T v, T *smem) {
       }
       os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
     }
+    else if (columnCache)
+      os << "  __shared__ double smem_raw[" << 32 * cacheColumns << "];\n"
+         << "  extern __shared__ double rf_cache_smem[];\n"
+         << "  const int ty = threadIdx.x >> 3;\n"
+         << "  for (long long base = (long long)blockIdx.x * " << cacheColumns << "LL; base < " << outerLen
+         << "LL; base += (long long)gridDim.x * " << cacheColumns << "LL) {\n"
+         << "    const bool live = true;\n"
+         << "    const long long row = base + (threadIdx.x & " << cacheColumns - 1 << ");\n";
     else
       os << "  __shared__ double smem_raw[" << 32 * tileGroups << "];\n"
          << "  const int ty = threadIdx.x >> 5;\n"
@@ -570,11 +595,47 @@ private:
   std::string name;
   ReductionLayout L;
   const CodegenOptions &options;
+  const CudaTarget &target;
   SmallVector<int64_t> full, outerDims, reducedDims, keepShape, dropShape;
   bool rowMode = true;
   bool blockPerOutput = false; // not a suffix, the innermost dim reduced: strided, a block each
   bool blockMode = true;       // rowMode || blockPerOutput: a block reduces each output
   static constexpr int tileGroups = 8; // otherwise: warps per tile of 32 outputs
+  // Leading-dim reductions whose F-shaped inputs are read in more than one pass (a layer norm or
+  // softmax over an R matrix's rows: mean, variance, then the outputs): a block of 1024 threads
+  // takes a tile of 8 outputs (32-byte segments of each row: one DRAM sector) and keeps all of
+  // the tile's input elements in shared memory, loaded once (thread: column threadIdx.x & 7,
+  // rows threadIdx.x >> 3 + 128 k; a warp's 32 floats are consecutive there, no bank conflicts).
+  // Every pass after the first reads shared memory: one read of the input and one write of the
+  // output in all, where the 32-wide tiles read the input once per pass. (Registers would not
+  // do: 4096 rows are 32 per thread, and with GELU's arithmetic ptxas spilled.)
+  static constexpr int cacheColumns = 8, cacheBlock = 1024, cacheRowsPerStep = cacheBlock / cacheColumns;
+  bool columnCache = false;
+  int64_t cacheBytes = 0; // dynamic shared memory of the block
+  void chooseColumnCache() {
+    if (!options.columnCache || outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
+      return;
+    SmallVector<Value> inputs;
+    for (Value in : r.inputs)
+      if (space.lookup(in) == Space::Full && !in.use_empty())
+        inputs.push_back(in);
+    int passes = 0;
+    for (Operation *op : r.ops)
+      passes += isReductionOp(op);
+    passes += llvm::any_of(r.outputs, [&](Value o) { return space.lookup(o) == Space::Full; });
+    // Shared memory a block may have: 227 KiB on sm_90, 99 KiB on sm_86 / sm_89.
+    int64_t limit = (target.arch == "sm_86" || target.arch == "sm_89" ? 99 : 227) * 1024;
+    int64_t bytes = (int64_t)inputs.size() * redLen * cacheColumns * 4;
+    if (inputs.empty() || passes < 2 || bytes > limit ||
+        !llvm::all_of(inputs, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; }))
+      return;
+    columnCache = true;
+    cacheBytes = bytes;
+    cached = inputs;
+    chunks = redLen / cacheRowsPerStep;
+    vec = 1;
+  }
+
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
   // (loaded once, 128-bit wide when possible), so every pass after the first reads registers.
   int blockSize = 256, vec = 1;
@@ -624,6 +685,8 @@ private:
   std::string fullIndex() const {
     if (rowMode)
       return "(row * " + std::to_string(redLen) + "LL + j)";
+    if (L.prefix && !L.suffix) // reduced dims leading: j over them, row over the rest
+      return "(j * " + std::to_string(outerLen) + "LL + row)";
     auto strides = stridesOf(full);
     std::string expr;
     auto add = [&](const SmallVector<int64_t> &dims, const char *var) {
@@ -650,6 +713,8 @@ private:
   // for that many resident blocks per SM.
   int minBlocks = 0;
   std::string launchBounds() const {
+    if (columnCache)
+      return "__launch_bounds__(" + std::to_string(cacheBlock) + ", 1) ";
     if (!rowMode || minBlocks <= 0)
       return "";
     return "__launch_bounds__(" + std::to_string(blockSize) + ", " + std::to_string(minBlocks) + ") ";
@@ -658,6 +723,10 @@ private:
   // Opens a loop over this thread's elements of the row (j), in register-cache order when the
   // row is cached; closeRowLoop() closes it.
   std::string openRowLoop() const {
+    if (columnCache)
+      return "    #pragma unroll 4\n    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n    {\n" +
+             "      const long long j = (long long)ty + (long long)k * " + std::to_string(cacheRowsPerStep) +
+             "LL;\n      {\n";
     if (useCache())
       return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
              "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
@@ -675,6 +744,22 @@ private:
   // Loads this row's elements of the cached inputs into registers.
   std::string rowPrologue() const {
     std::string out;
+    if (columnCache) {
+      // Each cached input's tile: [redLen][8] of its storage type in the dynamic shared memory.
+      out += "    __syncthreads(); // the previous tile's last readers are done\n";
+      for (auto [n, in] : llvm::enumerate(cached)) {
+        int i = llvm::find(r.inputs, in) - r.inputs.begin();
+        std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
+        out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + " +
+               std::to_string((int64_t)n * redLen * cacheColumns) + "LL + (threadIdx.x & 7);\n";
+        out += "    #pragma unroll 16\n    for (int k = 0; k < " + std::to_string(chunks) +
+               "; ++k) {\n      const long long j = (long long)ty + (long long)k * " +
+               std::to_string(cacheRowsPerStep) + "LL;\n      " + nm + "[j * 8] = in" + std::to_string(i) + "[" +
+               fullIndex() + "];\n    }\n";
+      }
+      out += "    __syncthreads();\n";
+      return out;
+    }
     for (Value in : cached) {
       int i = llvm::find(r.inputs, in) - r.inputs.begin();
       std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
@@ -762,7 +847,7 @@ private:
       if (llvm::is_contained(cached, target))
         e = vec > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(target))) + "*>(&xin" +
                           std::to_string(i) + "[k])[lane]"
-                    : loadExpr("xin" + std::to_string(i), "k", dtypeOf(target));
+                    : loadExpr("xin" + std::to_string(i), columnCache ? "j * 8" : "k", dtypeOf(target));
       else
         e = loadExpr("in" + std::to_string(i), fullIndex(), dtypeOf(target));
       os << ind << "const " << computeType(dtypeOf(target)) << " " << nm << " = " << e << ";\n";
@@ -821,7 +906,8 @@ private:
         os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
         os << ls.str() << "      " << an << " = rf_reduce_combine<" << kind << ", " << acc << ">(" << an
            << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
-        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : "rf_tile_reduce<") << kind << ", " << acc
+        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile8_reduce<" : "rf_tile_reduce<")
+           << kind << ", " << acc
            << ">(" << an << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
         std::string nm = "r" + std::to_string(rowCounter);
         os << "    const " << computeType(dt) << " " << nm << " = (" << computeType(dt) << ")("
@@ -1105,8 +1191,8 @@ void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &o
   case LaunchKind::BlockPerRow:
     k.grid = cap(options.rowGridWave ? std::min<int64_t>(k.rows, sms * std::max<int64_t>(1, 2048 / block)) : k.rows);
     break;
-  case LaunchKind::ThreadPerColumn: // tiles of 32 outputs, at most a few resident waves
-    k.grid = cap(std::min<int64_t>((k.columns + 31) / 32, sms * 16));
+  case LaunchKind::ThreadPerColumn: // tiles of 32 (or 8) outputs, at most a few resident waves
+    k.grid = cap(std::min<int64_t>((k.columns + k.columnsPerBlock - 1) / k.columnsPerBlock, sms * 16));
     break;
   }
 }
@@ -1137,7 +1223,7 @@ KernelPlan planKernel(func::FuncOp fn, const CudaTarget &target, const CodegenOp
     plan.kernel = PointwiseEmitter(r, sanitize(fn.getName())).emit(why);
     break;
   case FusionKind::reduction:
-    plan.kernel = ReductionEmitter(r, sanitize(fn.getName()), options).emit(why);
+    plan.kernel = ReductionEmitter(r, sanitize(fn.getName()), options, target).emit(why);
     break;
   case FusionKind::matmul_epilogue:
     ok = planMatmul(r, sanitize(fn.getName()), options, plan, why);
@@ -1212,7 +1298,7 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
     ok = planMatmul(r, name, options, plan, why);
   } else if (isReductionOp(op)) {
     plan.kind = "reduction";
-    plan.kernel = ReductionEmitter(r, name, options).emit(why);
+    plan.kernel = ReductionEmitter(r, name, options, target).emit(why);
   } else if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op)) {
     plan.kind = "pointwise";
     plan.kernel = PointwiseEmitter(r, name).emit(why);

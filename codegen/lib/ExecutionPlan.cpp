@@ -33,6 +33,11 @@ const char *launchName(cuda::LaunchKind l) {
   }
   return "";
 }
+std::string launchName(const cuda::KernelSpec &k) {
+  if (k.launch == cuda::LaunchKind::ThreadPerColumn && k.columnsPerBlock != 32)
+    return "reduction, tiles of " + std::to_string(k.columnsPerBlock) + " columns cached in shared memory";
+  return launchName(k.launch);
+}
 
 // Lowers one step for the CPU into a module of its own, under a fixed name, so equal kernels of
 // different programs share one compiled function (the JIT keys its cache by the text).
@@ -110,7 +115,7 @@ std::string Step::describe(Backend backend) const {
     bool scan = op && isa<ScanOp>(op); // a thread (CPU: an index) per line, along it in turn
     if (backend == Backend::Cpu)
       return "compiled " + (scan ? std::string("scan") : kernelKind);
-    os << "cuda " << (scan ? "scan, a thread per line" : launchName(cudaKernel->launch)) << " " << sizeOf(*cudaKernel);
+    os << "cuda " << (scan ? "scan, a thread per line" : launchName(*cudaKernel)) << " " << sizeOf(*cudaKernel);
     return os.str();
   }
   case Kind::Library:

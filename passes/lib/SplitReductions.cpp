@@ -24,6 +24,41 @@ Value reduce(OpBuilder &b, Location loc, Operation *like, Value x, ArrayRef<int6
   return b.create<ReduceSumOp>(loc, x, dims, keep); // sum, and mean as a sum scaled at the end
 }
 
+bool isElementwise(Operation *op) {
+  return op && (isa<PointwiseOpInterface>(op) || isa<BroadcastInDimOp, ReshapeOp, CastOp>(op));
+}
+
+// Whether the reduction's input is read again together with its result: some elementwise op
+// downstream of the result (through elementwise ops and broadcasts) also reads a value of the
+// input's elementwise chain. That is a layer norm's or softmax's shape (x - mean(x),
+// e / sum(e)): fused, it is one kernel whose passes all read the same input, which the CUDA
+// codegen keeps in shared memory for tiles of 8 columns (no split needed: 8192 outputs give 1024
+// blocks); split, the input is read, written and read again by separate kernels.
+bool readAgainWithResult(Operation *red) {
+  llvm::DenseSet<Value> chain;
+  SmallVector<Value> work = {red->getOperand(0)};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!chain.insert(v).second)
+      continue;
+    if (Operation *def = v.getDefiningOp(); isElementwise(def))
+      for (Value x : def->getOperands())
+        work.push_back(x);
+  }
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Operation *> users(red->getUsers().begin(), red->getUsers().end());
+  while (!users.empty()) {
+    Operation *u = users.pop_back_val();
+    if (!isElementwise(u) || !seen.insert(u).second || seen.size() > 64)
+      continue;
+    if (llvm::any_of(u->getOperands(), [&](Value x) { return chain.contains(x); }))
+      return true;
+    for (Operation *next : u->getUsers())
+      users.push_back(next);
+  }
+  return false;
+}
+
 struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
   using SplitReductionsBase::SplitReductionsBase;
 
@@ -64,7 +99,8 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
         rest.push_back(d);
       partial = reduce(b, loc, op, partial, rest, false);
     } else if (outputs <= maxOutputs && llvm::equal(dims, llvm::seq<int64_t>(0, dims.size())) &&
-               (int64_t)dims.size() < rank) {
+               (int64_t)dims.size() < rank &&
+               !(outputs >= keepReadAgainOutputs && reduced <= keepReadAgainReduced && readAgainWithResult(op))) {
       // Leading dims [R..., C...]: [k, R/k, C] reduced over R/k — k * C partial results, about
       // `parallelOutputs` of them, each from at least 32 rows — then the partials transposed to
       // [C, k] and reduced over k: a row reduction, a block per output. (Reducing [k, C] over k

@@ -72,6 +72,22 @@ std::vector<CorpusGraph> canonicalCorpus() {
       return V{g.pow(v[0], g.scalar(2.0, d)), g.pow(v[0], g.scalar(3.0, d)), g.pow(v[0], g.scalar(4.0, d)),
                g.pow(pos, g.scalar(2.5, d))};
     }, seed++));
+    // A layer norm + GELU and a softmax over the rows of R matrices (tensor dim 0) with enough
+    // columns for the GPU's register-cached column tiles (and a tile count over the SMs' waves).
+    out.push_back(make("layernorm_cols_cached" + sfx, {{256, 4096}, {256}, {256}}, dt, [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue xc = g.sub(v[0], g.reduceMean(v[0], {0}, true));
+      TracedValue var = g.reduceMean(g.mul(xc, xc), {0}, true);
+      TracedValue y = g.div(xc, g.sqrt(g.add(var, g.scalar(1e-5, d))));
+      TracedValue gamma = g.broadcastInDim(v[1], {256, 4096}, {0}), beta = g.broadcastInDim(v[2], {256, 4096}, {0});
+      // (No residual here: gelu(y) * 1.5 + x cancels to ~1e-3 at some elements, where the sums'
+      // order alone moves f64 results by 1e-12 relative.)
+      return V{g.mul(g.gelu(g.add(g.mul(y, gamma), beta)), g.scalar(1.5, d))};
+    }, seed++));
+    out.push_back(make("softmax_cols_cached" + sfx, {{128, 8192}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue m = g.reduceMax(v[0], {0}, true), e = g.exp(g.sub(v[0], m));
+      return V{g.div(e, g.reduceSum(e, {0}, true)), m}; // (and the per-column max as an output)
+    }, seed++));
     out.push_back(make("colsums_sq" + sfx, {{7, 50}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.div(g.reduceSum(g.mul(v[0], v[0]), {1}), g.scalar(50.0, g.dtype(v[0]))),
                g.reduceMin(v[0], {0})};

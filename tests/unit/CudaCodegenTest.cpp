@@ -108,8 +108,24 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(k.plans[0].kernel->rows, 32);
       EXPECT_EQ(k.plans[0].kernel->rowLength, 96);
     }
-    if (g.name == "softmax_cols_f32")
+    if (g.name == "softmax_cols_f32") {
       EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::ThreadPerColumn);
+      EXPECT_EQ(k.plans[0].kernel->columnsPerBlock, 32) << "17 columns: too few for cached tiles";
+    }
+    // Read in several passes, with 4096+ columns: one kernel, tiles of 8 columns in shared memory
+    // (not split into partial sums, not recomputed from memory each pass); f64 is not cached.
+    for (const char *name : {"layernorm_cols_cached", "softmax_cols_cached"}) {
+      if (g.name != std::string(name) + "_f32" && g.name != std::string(name) + "_f64")
+        continue;
+      bool f32 = g.name.find("_f32") != std::string::npos;
+      ASSERT_EQ(k.plans.size(), 1u) << g.name;
+      EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
+      EXPECT_EQ(k.plans[0].kernel->columnsPerBlock, f32 ? 8 : 32) << g.name;
+      EXPECT_EQ(k.plans[0].kernel->blockSize, f32 ? 1024 : 256) << g.name;
+      EXPECT_EQ(k.plans[0].kernel->dynamicSharedBytes, f32 ? (g.name[0] == 'l' ? 256 : 128) * 8 * 4 : 0) << g.name;
+      EXPECT_EQ(k.sources[0].find("rf_tile8_reduce<") != std::string::npos &&
+                    k.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32) << g.name;
+    }
     if (g.name == "mm_bias_relu_f32") {
       ASSERT_TRUE(k.plans[0].library);
       EXPECT_EQ(k.plans[0].library->matmul.biasInput, 2);

@@ -83,6 +83,7 @@ const DriverApi &driver() {
     RF_BIND(cuModuleLoadData, "cuModuleLoadData");
     RF_BIND(cuModuleUnload, "cuModuleUnload");
     RF_BIND(cuModuleGetFunction, "cuModuleGetFunction");
+    RF_BIND(cuFuncSetAttribute, "cuFuncSetAttribute");
     RF_BIND(cuLaunchKernel, "cuLaunchKernel");
     RF_BIND(cuStreamCreate, "cuStreamCreate");
     RF_BIND(cuStreamSynchronize, "cuStreamSynchronize");

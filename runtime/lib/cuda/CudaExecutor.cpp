@@ -76,6 +76,11 @@ struct GpuProgram::Impl : runtime::StepBackend {
     for (size_t k = 0; k < owners.size(); ++k) {
       Device::KernelRef ref = dev.acquireFunction(names[k], compiled[k]);
       state[owners[k]].fn = ref.function;
+      // Dynamic shared memory past the 48 KiB default (a column reduction's cached tile) is
+      // allowed per function, once.
+      if (int smem = plan.steps[owners[k]].cudaKernel->dynamicSharedBytes; smem > 48 * 1024)
+        check(driver().cuFuncSetAttribute(ref.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+              "cuFuncSetAttribute", "kernel " + names[k] + " asks for " + std::to_string(smem) + " bytes of shared memory");
       kernelKeys.push_back(ref.key);
     }
     for (const std::string &f : fallbacks)
@@ -104,7 +109,8 @@ struct GpuProgram::Impl : runtime::StepBackend {
     std::vector<void *> params;
     for (CUdeviceptr &p : args)
       params.push_back(&p);
-    check(driver().cuLaunchKernel(fn, k.grid, 1, 1, k.blockSize, 1, 1, 0, dev.stream, params.data(), nullptr),
+    check(driver().cuLaunchKernel(fn, k.grid, 1, 1, k.blockSize, 1, 1, (unsigned)k.dynamicSharedBytes, dev.stream,
+                                  params.data(), nullptr),
           "cuLaunchKernel", "launching kernel " + k.name + " (grid " + std::to_string(k.grid) + ", block " +
                                 std::to_string(k.blockSize) + ")");
   }

@@ -51,6 +51,32 @@ func.func @column_sums(%x: tensor<16x64xf32>) -> tensor<64xf32> {
 
 // -----
 
+// A softmax over an R matrix's rows read in three passes (max, sum, outputs): a tile of 8
+// columns a block of 1024 threads, the input loaded once into shared memory (256 x 8 floats),
+// reduced per column of the tile.
+// CHECK-LABEL: func.func @column_softmax_cached
+// CHECK: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
+// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_softmax_cached_k0_reduction: tiles of 8 outputs cached in shared memory, 4096 x 256
+// CHECK-SAME: __launch_bounds__(1024, 1)
+// CHECK-SAME: extern __shared__ double rf_cache_smem[];
+// CHECK-SAME: xin0[j * 8] = in0[(j * 4096LL + row)];
+// CHECK-SAME: rf_tile8_reduce<1, float>
+// CHECK-SAME: rf_tile8_reduce<0, float>
+// SM86: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
+func.func @column_softmax_cached(%x: tensor<256x4096xf32>) -> tensor<256x4096xf32> {
+  %m = rfuse.reduce_max %x, dims = [0] : (tensor<256x4096xf32>) -> tensor<4096xf32>
+  %mb = rfuse.broadcast_in_dim %m, dims = [1] : (tensor<4096xf32>) -> tensor<256x4096xf32>
+  %e = rfuse.exp %x : tensor<256x4096xf32>
+  %d = rfuse.sub %x, %mb : tensor<256x4096xf32>
+  %ed = rfuse.exp %d : tensor<256x4096xf32>
+  %s = rfuse.reduce_sum %ed, dims = [0] : (tensor<256x4096xf32>) -> tensor<4096xf32>
+  %sb = rfuse.broadcast_in_dim %s, dims = [1] : (tensor<4096xf32>) -> tensor<256x4096xf32>
+  %y = rfuse.div %ed, %sb : tensor<256x4096xf32>
+  return %y : tensor<256x4096xf32>
+}
+
+// -----
+
 // bias + ReLU is cuBLASLt's own epilogue (no kernel); erf GELU needs a generated one.
 // CHECK-LABEL: func.func @matmul_bias_relu
 // CHECK: rfuse.plan = "cublaslt matmul 1x64x32x128 f32 + bias, relu"

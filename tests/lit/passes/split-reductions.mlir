@@ -40,6 +40,26 @@ func.func @batch_norm_mean(%x: tensor<256x16x16x64xf32>) -> tensor<1x1x1x64xf32>
   return %m : tensor<1x1x1x64xf32>
 }
 
+// A layer norm over the rows of an R matrix (tensor dim 0): its input is read again with each
+// mean (x - mean, then (x - mean) / sd), so neither reduction is split (one fused kernel keeps
+// the input in shared memory); the same shape's plain column sum is split.
+// CHECK-LABEL: func.func @layer_norm_columns
+func.func @layer_norm_columns(%x: tensor<4096x8192xf32>) -> (tensor<4096x8192xf32>, tensor<8192xf32>) {
+  // CHECK: %[[M:.*]] = rfuse.reduce_mean %arg0, dims = [0] : (tensor<4096x8192xf32>) -> tensor<8192xf32>
+  // CHECK: rfuse.reduce_mean %{{.*}}, dims = [0] : (tensor<4096x8192xf32>) -> tensor<8192xf32>
+  // CHECK: rfuse.reshape %arg0 : (tensor<4096x8192xf32>) -> tensor<32x128x8192xf32>
+  %m = rfuse.reduce_mean %x, dims = [0] : (tensor<4096x8192xf32>) -> tensor<8192xf32>
+  %mb = rfuse.broadcast_in_dim %m, dims = [1] : (tensor<8192xf32>) -> tensor<4096x8192xf32>
+  %xc = rfuse.sub %x, %mb : tensor<4096x8192xf32>
+  %sq = rfuse.mul %xc, %xc : tensor<4096x8192xf32>
+  %v = rfuse.reduce_mean %sq, dims = [0] : (tensor<4096x8192xf32>) -> tensor<8192xf32>
+  %sd = rfuse.sqrt %v : tensor<8192xf32>
+  %sdb = rfuse.broadcast_in_dim %sd, dims = [1] : (tensor<8192xf32>) -> tensor<4096x8192xf32>
+  %y = rfuse.div %xc, %sdb : tensor<4096x8192xf32>
+  %s = rfuse.reduce_sum %x, dims = [0] : (tensor<4096x8192xf32>) -> tensor<8192xf32>
+  return %y, %s : tensor<4096x8192xf32>, tensor<8192xf32>
+}
+
 // CHECK-LABEL: func.func @small
 func.func @small(%x: tensor<32x32xf32>, %y: tensor<4096x65536xf32>) -> (tensor<f32>, tensor<65536xf32>) {
   // Too few elements per output, and too many outputs: unchanged.

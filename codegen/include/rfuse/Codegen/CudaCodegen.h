@@ -20,7 +20,7 @@ namespace rfuse::cuda {
 enum class LaunchKind {
   GridStride,     ///< pointwise: 1-D grid-stride loop over `elements` (or elements / vector)
   BlockPerRow,    ///< reduction over trailing dims: a block per row of `rowLength` elements
-  ThreadPerColumn ///< reduction over leading dims: tiles of 32 of the `columns`, 8 warps each
+  ThreadPerColumn ///< reduction over leading dims: tiles of `columnsPerBlock` of the `columns`
 };
 
 struct KernelSpec {
@@ -32,7 +32,9 @@ struct KernelSpec {
   int64_t rows = 0;      ///< BlockPerRow: rows; ThreadPerColumn: reduced length
   int64_t rowLength = 0; ///< BlockPerRow: row length
   int64_t columns = 0;   ///< ThreadPerColumn: number of columns
+  int columnsPerBlock = 32; ///< ThreadPerColumn: columns a block takes at a time (32, or 8 cached)
   int blockSize = 256;
+  int dynamicSharedBytes = 0; ///< `extern __shared__` bytes the launch gives each block
   unsigned grid = 1;     ///< blocks to launch (chosen for the target)
   /// Parameters in order: the region's inputs, then its outputs (device pointers).
   unsigned numInputs = 0, numOutputs = 0;

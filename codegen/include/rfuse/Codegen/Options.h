@@ -13,6 +13,9 @@ struct CodegenOptions {
   int rowMinBlocks = -1;
   /// CUDA row reductions: a block per row (false) or one resident wave of blocks (true).
   bool rowGridWave = false;
+  /// CUDA leading-dim reductions that read their inputs in more than one pass keep a tile of 8
+  /// columns in shared memory (one read of the input), where they fit.
+  bool columnCache = true;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -20,7 +23,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }

@@ -184,6 +184,11 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
       reduced a row (a block) per output.
     Means become sums scaled once at the end; max and min split as they are. Results are the
     same values up to floating-point reassociation.
+
+    A leading-dim reduction with at least `keep-read-again-outputs` outputs over at most
+    `keep-read-again-reduced` rows whose input is read again together with its result (a layer
+    norm or softmax over an R matrix's rows: `x - mean(x)`, `e / sum(e)`) is not split: fused,
+    all its passes read one input, which CUDA codegen keeps in shared memory per tile of 8 columns.
   }];
   let dependentDialects = ["::rfuse::RfuseDialect"];
   let options = [
@@ -191,6 +196,10 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
            "Split only reductions over at least this many elements per output">,
     Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"16384",
            "Split leading-dim reductions only when they have at most this many outputs">,
+    Option<"keepReadAgainOutputs", "keep-read-again-outputs", "int64_t", /*default=*/"4096",
+           "Leave leading-dim reductions read again with their result unsplit from this many outputs">,
+    Option<"keepReadAgainReduced", "keep-read-again-reduced", "int64_t", /*default=*/"4096",
+           "... and up to this many reduced elements per output (what the register tile holds)">,
     Option<"parallelOutputs", "parallel-outputs", "int64_t", /*default=*/"262144",
            "The first stage of a leading-dim split aims at this many partial results (an H200 "
            "holds 132 x 2048 resident threads)">,
