@@ -17,6 +17,8 @@
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
 #          default .bundle/corpus, which the device tool carries with .bundle).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# column-cache: for each column_cache setting (8, 4, 0 = off), the GPU corpus against the
+#          interpreter and W4 from R (r-bench.R): the register-free column tiles side by side.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -74,7 +76,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
+if [ "$what" = r ] || [ "$what" = column-cache ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -96,6 +98,13 @@ if [ "$what" = r-each ]; then # each file of RFUSE_R_TESTS in its own R process,
 fi
 if [ "$what" = r-corpus ]; then # scripts/torch-corpus.R over RFUSE_CORPUS (ported model files; default .bundle/corpus)
   timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" 2>&1 | tee "$out/corpus.log" | tail -n 60
+fi
+if [ "$what" = column-cache ]; then
+  for c in 8 4 0; do
+    echo "== column_cache = $c"
+    RFUSE_COLUMN_CACHE=$c "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter' 2>&1 | grep -E "PASSED|FAILED|Failure|error" | head -n 8
+    RFUSE_COLUMN_CACHE=$c RFUSE_BENCH_ONLY=W4 OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^W4 "
+  done
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20

@@ -515,7 +515,7 @@ public:
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
-           : columnCache ? "tiles of 8 outputs cached in shared memory, " : "tiles of 32 outputs, ")
+           : columnCache ? "tiles of " + std::to_string(cacheColumns) + " outputs cached in shared memory, " : "tiles of 32 outputs, ")
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the block; every thread gets the result.
@@ -540,17 +540,16 @@ template <int OP, class T> __device__ T rf_tile_reduce(T v, T *smem) {
   for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * 32 + lane]);
   return v;
 }
-// Combines v over the threads of one column of a tile of 8 (column = threadIdx.x & 7: four lanes
-// of each warp, then the warps in order); every thread gets its column's result.
-template <int OP, class T> __device__ T rf_tile8_reduce(T v, T *smem) {
-  v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, 8));
-  v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, 16));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, c = threadIdx.x & 7;
+// Combines v over the threads of one column of a tile of W (column = threadIdx.x % W: 32 / W
+// lanes of each warp, then the warps in order); every thread gets its column's result.
+template <int OP, int W, class T> __device__ T rf_tile_columns_reduce(T v, T *smem) {
+  for (int o = W; o < 32; o <<= 1) v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, c = threadIdx.x & (W - 1);
   __syncthreads(); // the previous reduction's readers are done with smem
-  if (lane < 8) smem[warp * 8 + lane] = v;
+  if (lane < W) smem[warp * W + lane] = v;
   __syncthreads();
   v = smem[c];
-  for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * 8 + c]);
+  for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * W + c]);
   return v;
 }
 )" << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
@@ -572,7 +571,7 @@ template <int OP, class T> __device__ T rf_tile8_reduce(T v, T *smem) {
     else if (columnCache)
       os << "  __shared__ double smem_raw[" << 32 * cacheColumns << "];\n"
          << "  extern __shared__ double rf_cache_smem[];\n"
-         << "  const int ty = threadIdx.x >> 3;\n"
+         << "  const int ty = threadIdx.x / " << cacheColumns << ";\n"
          << "  for (long long base = (long long)blockIdx.x * " << cacheColumns << "LL; base < " << outerLen
          << "LL; base += (long long)gridDim.x * " << cacheColumns << "LL) {\n"
          << "    const bool live = true;\n"
@@ -609,11 +608,19 @@ private:
   // Every pass after the first reads shared memory: one read of the input and one write of the
   // output in all, where the 32-wide tiles read the input once per pass. (Registers would not
   // do: 4096 rows are 32 per thread, and with GELU's arithmetic ptxas spilled.)
-  static constexpr int cacheColumns = 8, cacheBlock = 1024, cacheRowsPerStep = cacheBlock / cacheColumns;
+  // The tile's width: CodegenOptions::columnCache (8: 1024 threads, one block of 128 KiB per SM
+  // for 4096 rows; 4: 512 threads, 64 KiB, three blocks per SM whose loads and arithmetic
+  // overlap, reading half sectors that the neighbouring tile's block reads too).
+  int cacheColumns = 8, cacheBlock = 1024, cacheRowsPerStep = 128;
   bool columnCache = false;
   int64_t cacheBytes = 0; // dynamic shared memory of the block
   void chooseColumnCache() {
-    if (!options.columnCache || outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
+    if (options.columnCache != 4 && options.columnCache != 8)
+      return;
+    cacheColumns = options.columnCache;
+    cacheBlock = cacheColumns == 8 ? 1024 : 512;
+    cacheRowsPerStep = cacheBlock / cacheColumns;
+    if (outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
       return;
     SmallVector<Value> inputs;
     for (Value in : r.inputs)
@@ -751,10 +758,10 @@ private:
         int i = llvm::find(r.inputs, in) - r.inputs.begin();
         std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
         out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + " +
-               std::to_string((int64_t)n * redLen * cacheColumns) + "LL + (threadIdx.x & 7);\n";
+               std::to_string((int64_t)n * redLen * cacheColumns) + "LL + (threadIdx.x % " + std::to_string(cacheColumns) + ");\n";
         out += "    #pragma unroll 16\n    for (int k = 0; k < " + std::to_string(chunks) +
                "; ++k) {\n      const long long j = (long long)ty + (long long)k * " +
-               std::to_string(cacheRowsPerStep) + "LL;\n      " + nm + "[j * 8] = in" + std::to_string(i) + "[" +
+               std::to_string(cacheRowsPerStep) + "LL;\n      " + nm + "[j * " + std::to_string(cacheColumns) + "] = in" + std::to_string(i) + "[" +
                fullIndex() + "];\n    }\n";
       }
       out += "    __syncthreads();\n";
@@ -847,7 +854,7 @@ private:
       if (llvm::is_contained(cached, target))
         e = vec > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(target))) + "*>(&xin" +
                           std::to_string(i) + "[k])[lane]"
-                    : loadExpr("xin" + std::to_string(i), columnCache ? "j * 8" : "k", dtypeOf(target));
+                    : loadExpr("xin" + std::to_string(i), columnCache ? "j * " + std::to_string(cacheColumns) : "k", dtypeOf(target));
       else
         e = loadExpr("in" + std::to_string(i), fullIndex(), dtypeOf(target));
       os << ind << "const " << computeType(dtypeOf(target)) << " " << nm << " = " << e << ";\n";
@@ -906,8 +913,8 @@ private:
         os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
         os << ls.str() << "      " << an << " = rf_reduce_combine<" << kind << ", " << acc << ">(" << an
            << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
-        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile8_reduce<" : "rf_tile_reduce<")
-           << kind << ", " << acc
+        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile_columns_reduce<" : "rf_tile_reduce<")
+           << kind << ", " << (columnCache ? std::to_string(cacheColumns) + ", " : "") << acc
            << ">(" << an << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
         std::string nm = "r" + std::to_string(rowCounter);
         os << "    const " << computeType(dt) << " " << nm << " = (" << computeType(dt) << ")("

@@ -100,7 +100,8 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       partial = reduce(b, loc, op, partial, rest, false);
     } else if (outputs <= maxOutputs && llvm::equal(dims, llvm::seq<int64_t>(0, dims.size())) &&
                (int64_t)dims.size() < rank &&
-               !(outputs >= keepReadAgainOutputs && reduced <= keepReadAgainReduced && readAgainWithResult(op))) {
+               !(outputs >= keepReadAgainOutputs && reduced <= keepReadAgainReduced && t.getElementType().isF32() &&
+                 readAgainWithResult(op))) {
       // Leading dims [R..., C...]: [k, R/k, C] reduced over R/k — k * C partial results, about
       // `parallelOutputs` of them, each from at least 32 rows — then the partials transposed to
       // [C, k] and reduced over k: a row reduction, a block per output. (Reducing [k, C] over k

@@ -123,7 +123,7 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(k.plans[0].kernel->columnsPerBlock, f32 ? 8 : 32) << g.name;
       EXPECT_EQ(k.plans[0].kernel->blockSize, f32 ? 1024 : 256) << g.name;
       EXPECT_EQ(k.plans[0].kernel->dynamicSharedBytes, f32 ? (g.name[0] == 'l' ? 256 : 128) * 8 * 4 : 0) << g.name;
-      EXPECT_EQ(k.sources[0].find("rf_tile8_reduce<") != std::string::npos &&
+      EXPECT_EQ(k.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
                     k.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32) << g.name;
     }
     if (g.name == "mm_bias_relu_f32") {

@@ -60,8 +60,8 @@ func.func @column_sums(%x: tensor<16x64xf32>) -> tensor<64xf32> {
 // CHECK-SAME: __launch_bounds__(1024, 1)
 // CHECK-SAME: extern __shared__ double rf_cache_smem[];
 // CHECK-SAME: xin0[j * 8] = in0[(j * 4096LL + row)];
-// CHECK-SAME: rf_tile8_reduce<1, float>
-// CHECK-SAME: rf_tile8_reduce<0, float>
+// CHECK-SAME: rf_tile_columns_reduce<1, 8, float>
+// CHECK-SAME: rf_tile_columns_reduce<0, 8, float>
 // SM86: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
 func.func @column_softmax_cached(%x: tensor<256x4096xf32>) -> tensor<256x4096xf32> {
   %m = rfuse.reduce_max %x, dims = [0] : (tensor<256x4096xf32>) -> tensor<4096xf32>

@@ -60,6 +60,16 @@ func.func @layer_norm_columns(%x: tensor<4096x8192xf32>) -> (tensor<4096x8192xf3
   return %y, %s : tensor<4096x8192xf32>, tensor<8192xf32>
 }
 
+// In f64 (not cached by codegen) the same layer norm's mean is split as before.
+// CHECK-LABEL: func.func @layer_norm_columns_f64
+// CHECK: rfuse.reshape %arg0 : (tensor<4096x8192xf64>) -> tensor<32x128x8192xf64>
+func.func @layer_norm_columns_f64(%x: tensor<4096x8192xf64>) -> tensor<4096x8192xf64> {
+  %m = rfuse.reduce_mean %x, dims = [0] : (tensor<4096x8192xf64>) -> tensor<8192xf64>
+  %mb = rfuse.broadcast_in_dim %m, dims = [1] : (tensor<8192xf64>) -> tensor<4096x8192xf64>
+  %xc = rfuse.sub %x, %mb : tensor<4096x8192xf64>
+  return %xc : tensor<4096x8192xf64>
+}
+
 // CHECK-LABEL: func.func @small
 func.func @small(%x: tensor<32x32xf32>, %y: tensor<4096x65536xf32>) -> (tensor<f32>, tensor<65536xf32>) {
   // Too few elements per output, and too many outputs: unchanged.

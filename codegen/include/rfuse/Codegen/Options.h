@@ -13,9 +13,9 @@ struct CodegenOptions {
   int rowMinBlocks = -1;
   /// CUDA row reductions: a block per row (false) or one resident wave of blocks (true).
   bool rowGridWave = false;
-  /// CUDA leading-dim reductions that read their inputs in more than one pass keep a tile of 8
-  /// columns in shared memory (one read of the input), where they fit.
-  bool columnCache = true;
+  /// CUDA leading-dim reductions that read their inputs in more than one pass keep a tile of
+  /// this many columns (8 or 4) in shared memory (one read of the input), where it fits; 0: off.
+  int columnCache = 8;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.

@@ -185,7 +185,7 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
     Means become sums scaled once at the end; max and min split as they are. Results are the
     same values up to floating-point reassociation.
 
-    A leading-dim reduction with at least `keep-read-again-outputs` outputs over at most
+    An f32 leading-dim reduction with at least `keep-read-again-outputs` outputs over at most
     `keep-read-again-reduced` rows whose input is read again together with its result (a layer
     norm or softmax over an R matrix's rows: `x - mean(x)`, `e / sum(e)`) is not split: fused,
     all its passes read one input, which CUDA codegen keeps in shared memory per tile of 8 columns.
