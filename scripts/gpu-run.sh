@@ -17,8 +17,8 @@
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
 #          default .bundle/corpus, which the device tool carries with .bundle).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
-# column-cache: for each column_cache setting (8, 4, 0 = off), the GPU corpus against the
-#          interpreter and W4 from R (r-bench.R): the register-free column tiles side by side.
+# column-cache: for each column_cache / column_tiles_from_l2 setting, the GPU corpus against the
+#          interpreter and W4 from R (r-bench.R): the column tiles' variants side by side.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -100,11 +100,13 @@ if [ "$what" = r-corpus ]; then # scripts/torch-corpus.R over RFUSE_CORPUS (port
   timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" 2>&1 | tee "$out/corpus.log" | tail -n 60
 fi
 if [ "$what" = column-cache ]; then
-  for c in 8 4 0; do
-    echo "== column_cache = $c"
-    RFUSE_COLUMN_CACHE=$c "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter' 2>&1 | grep -E "PASSED|FAILED|Failure|error" | head -n 8
-    RFUSE_COLUMN_CACHE=$c RFUSE_BENCH_ONLY=W4 OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^W4 "
+  for c in 8:FALSE 8:TRUE 4:TRUE 4:FALSE 0:FALSE; do
+    export RFUSE_COLUMN_CACHE=${c%%:*} RFUSE_COLUMN_TILES_FROM_L2=${c##*:}
+    echo "== column_cache = $RFUSE_COLUMN_CACHE, column_tiles_from_l2 = $RFUSE_COLUMN_TILES_FROM_L2"
+    "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter' 2>&1 | grep -E "PASSED|FAILED|Failure|error" | head -n 8
+    RFUSE_BENCH_ONLY=W4 OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^W4 "
   done
+  unset RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20

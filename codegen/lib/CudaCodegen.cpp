@@ -515,7 +515,8 @@ public:
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
-           : columnCache ? "tiles of " + std::to_string(cacheColumns) + " outputs cached in shared memory, " : "tiles of 32 outputs, ")
+           : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : " outputs cached in shared memory, ")
+           : "tiles of 32 outputs, ")
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the block; every thread gets the result.
@@ -618,7 +619,7 @@ private:
     if (options.columnCache != 4 && options.columnCache != 8)
       return;
     cacheColumns = options.columnCache;
-    cacheBlock = cacheColumns == 8 ? 1024 : 512;
+    cacheBlock = cacheColumns == 8 && !options.columnTilesFromL2 ? 1024 : 512;
     cacheRowsPerStep = cacheBlock / cacheColumns;
     if (outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
       return;
@@ -637,10 +638,12 @@ private:
         !llvm::all_of(inputs, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; }))
       return;
     columnCache = true;
-    cacheBytes = bytes;
-    cached = inputs;
     chunks = redLen / cacheRowsPerStep;
     vec = 1;
+    if (options.columnTilesFromL2)
+      return; // every pass reads the input again, from L2 while the SMs' tiles fit there
+    cacheBytes = bytes;
+    cached = inputs;
   }
 
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
@@ -721,7 +724,7 @@ private:
   int minBlocks = 0;
   std::string launchBounds() const {
     if (columnCache)
-      return "__launch_bounds__(" + std::to_string(cacheBlock) + ", 1) ";
+      return "__launch_bounds__(" + std::to_string(cacheBlock) + (options.columnTilesFromL2 ? ", 3) " : ", 1) ");
     if (!rowMode || minBlocks <= 0)
       return "";
     return "__launch_bounds__(" + std::to_string(blockSize) + ", " + std::to_string(minBlocks) + ") ";

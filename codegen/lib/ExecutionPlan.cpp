@@ -35,7 +35,8 @@ const char *launchName(cuda::LaunchKind l) {
 }
 std::string launchName(const cuda::KernelSpec &k) {
   if (k.launch == cuda::LaunchKind::ThreadPerColumn && k.columnsPerBlock != 32)
-    return "reduction, tiles of " + std::to_string(k.columnsPerBlock) + " columns cached in shared memory";
+    return "reduction, tiles of " + std::to_string(k.columnsPerBlock) + " columns " +
+           (k.dynamicSharedBytes ? "cached in shared memory" : "read again from L2");
   return launchName(k.launch);
 }
 

@@ -16,6 +16,9 @@ struct CodegenOptions {
   /// CUDA leading-dim reductions that read their inputs in more than one pass keep a tile of
   /// this many columns (8 or 4) in shared memory (one read of the input), where it fits; 0: off.
   int columnCache = 8;
+  /// Those tiles read from global memory in every pass (L2 hits while the SMs' tiles fit) in
+  /// blocks of 512 threads, three per SM, instead of from shared memory (an experiment).
+  bool columnTilesFromL2 = false;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -23,7 +26,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
