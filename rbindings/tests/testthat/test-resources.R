@@ -79,11 +79,14 @@ test_that("200 shapes stay within the cache limit's memory, and rf_cache_clear()
   cleared <- rss_mb()
   expect_lt(cleared - start, (full - start) / 2) # most of it back to the system
   # 200 new shapes: the cache holds the same number of programs, so (far) less growth than the
-  # first 200 gave.
+  # first 200 gave. (After the whole suite the first 200 reuse the heap earlier tests freed:
+  # their growth was 74 MB there, 143 MB alone, so the bounds allow some allocator noise too;
+  # a program kept per shape would add ~140 MB.)
+  growth <- full - start
   suppressWarnings(for (n in 201:400) sf(seq_len(n) + 0.5))
-  gc(); expect_lt(rss_mb() - full, (full - start) / 2)
+  gc(); expect_lt(rss_mb() - full, max(growth / 2, 32))
   rf_cache_clear()
-  expect_lt(rss_mb() - cleared, (full - start) / 4) # what a cycle leaves behind is bounded (allocator noise)
+  expect_lt(rss_mb() - cleared, max(growth / 4, 16)) # what a cycle leaves behind is bounded (allocator noise)
 })
 
 test_that("a training loop's memory stays flat over 10,000 steps", {
