@@ -755,7 +755,7 @@ private:
   std::string rowPrologue() const {
     std::string out;
     if (columnCache) {
-      // Each cached input's tile: [redLen][8] of its storage type in the dynamic shared memory.
+      // Each cached input's tile: [redLen][cacheColumns] of its storage type in dynamic shared memory.
       out += "    __syncthreads(); // the previous tile's last readers are done\n";
       for (auto [n, in] : llvm::enumerate(cached)) {
         int i = llvm::find(r.inputs, in) - r.inputs.begin();
