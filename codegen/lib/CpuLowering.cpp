@@ -754,25 +754,30 @@ private:
       return false;
     }
   }
-  // Whether computing the per-element value v runs an op that is not cheap.
-  bool expensive(Value v, llvm::DenseSet<Value> &seen) {
-    if (!seen.insert(v).second || r.indexOf(v) >= 0 || L.spaceOf(v) != Space::Full)
+  // Whether `pred` holds for v or for a per-element value computed in the kernel on the way to
+  // it (the walk stops at the kernel's inputs and at per-row values).
+  bool anyOnTheWay(Value v, llvm::function_ref<bool(Value)> pred, llvm::DenseSet<Value> &seen) {
+    if (!seen.insert(v).second)
       return false;
-    Operation *op = v.getDefiningOp();
-    if (!op)
-      return false;
-    if (!cheap(op))
+    if (pred(v))
       return true;
-    return llvm::any_of(op->getOperands(), [&](Value x) { return expensive(x, seen); });
+    Operation *op = v.getDefiningOp();
+    if (!op || r.indexOf(v) >= 0 || L.spaceOf(v) != Space::Full)
+      return false;
+    return llvm::any_of(op->getOperands(), [&](Value x) { return anyOnTheWay(x, pred, seen); });
+  }
+  // Whether computing the per-element value v runs an op that is not cheap.
+  bool expensive(Value v) {
+    llvm::DenseSet<Value> seen;
+    return anyOnTheWay(v, [&](Value x) {
+      Operation *op = x.getDefiningOp();
+      return op && r.indexOf(x) < 0 && L.spaceOf(x) == Space::Full && !cheap(op);
+    }, seen);
   }
   // Whether the per-element value `target` reads v.
-  bool reads(Value target, Value v, llvm::DenseSet<Value> &seen) {
-    if (target == v)
-      return true;
-    if (!seen.insert(target).second || r.indexOf(target) >= 0 || L.spaceOf(target) != Space::Full)
-      return false;
-    Operation *op = target.getDefiningOp();
-    return op && llvm::any_of(op->getOperands(), [&](Value x) { return reads(x, v, seen); });
+  bool reads(Value target, Value v) {
+    llvm::DenseSet<Value> seen;
+    return anyOnTheWay(target, [&](Value x) { return x == v; }, seen);
   }
   // The first reduction's operand that is expensive and that an output of the same element type
   // (written in full by the last pass) also reads.
@@ -781,12 +786,10 @@ private:
       if (!isReductionOp(op))
         continue;
       Value v = op->getOperand(0);
-      llvm::DenseSet<Value> seen;
-      if (!expensive(v, seen))
+      if (!expensive(v))
         continue;
       for (auto [i, o] : llvm::enumerate(r.outputs)) {
-        llvm::DenseSet<Value> seenOut;
-        if (L.spaceOf(o) == Space::Full && r.indexOf(o) < 0 && elemOf(o) == elemOf(v) && reads(o, v, seenOut)) {
+        if (L.spaceOf(o) == Space::Full && r.indexOf(o) < 0 && elemOf(o) == elemOf(v) && reads(o, v)) {
           stash = v;
           stashOut = (int)i;
           return;

@@ -2,6 +2,7 @@
 // Passes.td).
 #include "rfuse/Passes/Passes.h"
 #include "rfuse/IR/Geometry.h"
+#include "FusionGrouping.h"
 
 #include "mlir/IR/PatternMatch.h"
 
@@ -24,13 +25,9 @@ Value reduce(OpBuilder &b, Location loc, Operation *like, Value x, ArrayRef<int6
   return b.create<ReduceSumOp>(loc, x, dims, keep); // sum, and mean as a sum scaled at the end
 }
 
-bool isElementwise(Operation *op) {
-  return op && (isa<PointwiseOpInterface>(op) || isa<BroadcastInDimOp, ReshapeOp, CastOp>(op));
-}
-
-// Whether the reduction's input is read again together with its result: some elementwise op
-// downstream of the result (through elementwise ops and broadcasts) also reads a value of the
-// input's elementwise chain. That is a layer norm's or softmax's shape (x - mean(x),
+// Whether the reduction's input is read again together with its result: some op that fusion
+// would put in its region (fusion::isElementwiseLike), downstream of the result, also reads a
+// value of the input's elementwise chain. That is a layer norm's or softmax's shape (x - mean(x),
 // e / sum(e)): fused, it is one kernel whose passes all read the same input, which the CUDA
 // codegen keeps in shared memory for tiles of 8 columns (no split needed: 8192 outputs give 1024
 // blocks); split, the input is read, written and read again by separate kernels.
@@ -41,7 +38,7 @@ bool readAgainWithResult(Operation *red) {
     Value v = work.pop_back_val();
     if (!chain.insert(v).second)
       continue;
-    if (Operation *def = v.getDefiningOp(); isElementwise(def))
+    if (Operation *def = v.getDefiningOp(); def && fusion::isElementwiseLike(def))
       for (Value x : def->getOperands())
         work.push_back(x);
   }
@@ -49,7 +46,7 @@ bool readAgainWithResult(Operation *red) {
   SmallVector<Operation *> users(red->getUsers().begin(), red->getUsers().end());
   while (!users.empty()) {
     Operation *u = users.pop_back_val();
-    if (!isElementwise(u) || !seen.insert(u).second || seen.size() > 64)
+    if (!fusion::isElementwiseLike(u) || !seen.insert(u).second || seen.size() > 64)
       continue;
     if (llvm::any_of(u->getOperands(), [&](Value x) { return chain.contains(x); }))
       return true;
