@@ -26,6 +26,9 @@ Ops.rf_sym <- function(e1, e2) {
 }
 ops_sym <- function(op, e1, e2, unary, call) {
   if (unary) {
+    if (is_native_int(e1) && op == "+") return(e1)
+    if (is_native_int(e1) && op == "-")
+      return(new_sym(emit(.rf_b_unary, "neg", e1$id, call = call), e1$rdim, e1$len, e1$dtype))
     ib <- if (is_int_value(e1)) int_ref(e1)
     if (op == "+") {
       s <- to_dtype(e1, trace_float(), call)
@@ -49,6 +52,11 @@ ops_sym <- function(op, e1, e2, unary, call) {
       id <- emit(.rf_b_binary, "mul", ab$a$id, ab$a$id, call = call)
       return(new_sym(id, ab$target$rdim, ab$target$len, trace_float()))
     }
+    if (op %in% c("+", "-", "*") && !is.null(nd <- native_int_dtype(e1, e2))) {
+      ab <- align2(e1, e2, call, "arith", dtype = nd)
+      id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
+      return(new_sym(id, ab$target$rdim, ab$target$len, nd))
+    }
     ab <- align2(e1, e2, call, "arith")
     id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
     # Integer + - * integer is an integer in R; / and ^ are doubles.
@@ -58,7 +66,7 @@ ops_sym <- function(op, e1, e2, unary, call) {
   }
   if (op %in% c("%/%", "%%")) return(integer_division(op, e1, e2, call))
   if (op %in% names(compare_ops)) {
-    ab <- align2(e1, e2, call, "compare")
+    ab <- align2(e1, e2, call, "compare", dtype = native_int_dtype(e1, e2))
     id <- emit(.rf_b_binary, compare_ops[[op]], ab$a$id, ab$b$id, call = call)
     return(new_sym(id, ab$target$rdim, ab$target$len, "i1"))
   }
@@ -75,6 +83,9 @@ ops_sym <- function(op, e1, e2, unary, call) {
 # an argument, checked on every call, or a constant. On doubles R computes them in long double
 # with special cases of its own, which rfuse does not reproduce: refused.
 integer_division <- function(op, e1, e2, call) {
+  if (!is.null(nd <- native_int_dtype(e1, e2))) return(tensor_integer_division(op, e1, e2, nd, call))
+  if (is_native_int(e1) || is_native_int(e2))
+    rf_unsupported(op, call, "on an integer tensor it takes an integer divisor (`x %/% 2L`, or a tensor of int dtype)")
   if (!is_int_value(e1) || !is_int_value(e2))
     rf_unsupported(op, call, "it is supported on integers only (R computes it on doubles in long double precision)")
   ib2 <- int_ref(e2)
@@ -89,6 +100,25 @@ integer_division <- function(op, e1, e2, call) {
     return(new_sym(q, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("same", ib1), nonzero)))
   id <- emit(.rf_b_binary, "sub", ab$a$id, emit(.rf_b_binary, "mul", q, ab$b$id, call = call), call = call)
   new_sym(id, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("mod", ib1, ib2), nonzero))
+}
+
+# %/% and %% of integer tensors (torch's floor_divide and remainder, R's %/% and %%): int32
+# through float64, where floor(x / y) is exact for every int32 pair; the divisor a constant
+# without zeros (an integer division by zero has no value here: R gives NA, torch an error).
+# int64 values beyond 2^53 would not be exact through float64: refused.
+tensor_integer_division <- function(op, e1, e2, nd, call) {
+  if (nd == "i64")
+    rf_unsupported(op, call, "on int64 tensors it is not supported (cast to int32 with $to(dtype = \"int32\"))")
+  if (is_sym(e2) || !length(e2) || any(e2 == 0))
+    rf_unsupported(op, call, paste("on an integer tensor the divisor must be a nonzero integer constant (`x %/% 2L`):",
+                                   "a divisor that may be 0 has no integer result"))
+  ab <- align2(e1, e2, call, "arith", dtype = nd)
+  a64 <- cast_sym(ab$a, "f64"); b64 <- cast_sym(ab$b, "f64")
+  q <- cast_sym(new_sym(emit(.rf_b_unary, "floor", emit(.rf_b_binary, "div", a64$id, b64$id, call = call), call = call),
+                        ab$target$rdim, ab$target$len, "f64"), nd)
+  if (op == "%/%") return(q)
+  new_sym(emit(.rf_b_binary, "sub", ab$a$id, emit(.rf_b_binary, "mul", q$id, ab$b$id, call = call), call = call),
+          ab$target$rdim, ab$target$len, nd)
 }
 
 math_ops <- c(exp = "exp", log = "log", sqrt = "sqrt", abs = "abs", tanh = "tanh", sin = "sin",
@@ -114,6 +144,12 @@ composite_math <- list(
 # R's cumulative functions of a traced value: over all its elements (dims dropped); integers
 # stay integers for cumsum / cummax / cummin (cumprod is a double, as in R).
 cumulative <- function(op, x, call) {
+  # An integer tensor's cumsum/cummax/cummin in its dtype (cumsum in int64, as torch's).
+  if (op != "cumprod" && is_native_int(x)) {
+    s <- reshape_sym(to_dtype(x, if (op == "cumsum") "i64" else x$dtype, call), NULL, x$len)
+    kind <- c(cumsum = "sum", cummax = "max", cummin = "min")[[op]]
+    return(if (x$len == 0) s else new_sym(emit(.rf_b_scan, s$id, 0L, kind, call = call), NULL, x$len, s$dtype))
+  }
   s <- reshape_sym(to_dtype(x, trace_float(), call), NULL, x$len)
   kind <- c(cumsum = "sum", cumprod = "prod", cummax = "max", cummin = "min")[[op]]
   ib <- if (is_int_value(x) && op != "cumprod")
@@ -152,6 +188,8 @@ math_sym <- function(op, x, call, ...) {
     return(new_sym(emit(.rf_b_unary, "neg", emit(.rf_b_unary, "floor", neg, call = call), call = call),
                    s$rdim, s$len, s$dtype))
   }
+  if (op == "abs" && is_native_int(x))
+    return(new_sym(emit(.rf_b_unary, "abs", x$id, call = call), x$rdim, x$len, x$dtype))
   # abs() of an integer is an integer in R; floor() and the others are doubles.
   ib <- if (op == "abs" && is_int_value(x)) int_bound("same", int_ref(x))
   new_sym(emit(.rf_b_unary, math_ops[[op]], s$id, call = call), s$rdim, s$len, s$dtype, ib)
@@ -159,7 +197,10 @@ math_sym <- function(op, x, call, ...) {
 
 # Reduces every element of a symbolic value to a length-1 vector.
 reduce_all <- function(kind, x, call) {
-  s <- to_dtype(as_sym(x, call), trace_float(), call)
+  x <- as_sym(x, call)
+  # An integer tensor's values reduce in their dtype (a sum in int64, as torch's).
+  s <- if (is_native_int(x) && kind %in% c("sum", "max", "min")) to_dtype(x, if (kind == "sum") "i64" else x$dtype, call)
+       else to_dtype(x, trace_float(), call)
   t <- sym_tshape(s)
   id <- emit(.rf_b_reduce, kind, s$id, seq_along(t) - 1L, FALSE, call = call)
   id <- emit(.rf_b_reshape, id, 1L, call = call)
@@ -199,6 +240,13 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
   # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
   # the guard sends such calls to base R).
   int <- all(vapply(args, is_int_value, TRUE))
+  if (!is.null(nd <- do.call(native_int_dtype, args))) { # integer tensors (see reduce_all)
+    parts <- lapply(args, function(x) reduce_all(op, x, call))
+    dt <- if (op == "sum") "i64" else nd
+    parts <- lapply(parts, to_dtype, dtype = dt, call = call)
+    return(Reduce(function(a, b) new_sym(emit(.rf_b_binary, c(sum = "add", max = "max", min = "min")[[op]],
+                                              a$id, b$id, call = call), NULL, 1L, dt), parts))
+  }
   parts <- lapply(args, function(x) {
     s <- reduce_all(op, x, call)
     if (int) s$ib <- if (op == "sum") int_bound("sum", int_ref(x), n = rlen(x)) else int_bound("same", int_ref(x))
@@ -392,6 +440,10 @@ pminmax <- function(kind, args, call) {
   # Of integers or logicals an integer.
   int <- all(vapply(args, is_int_value, TRUE))
   Reduce(function(a, b) {
+    if (!is.null(nd <- native_int_dtype(a, b))) { # integer tensors: in their dtype
+      ab <- align2(a, b, call, "arith", lenient = TRUE, dtype = nd)
+      return(new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim, ab$target$len, nd))
+    }
     ab <- align2(a, b, call, "arith", lenient = TRUE)
     new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim,
             ab$target$len, trace_float(), if (int) int_bound("max", int_ref(a), int_ref(b)))
@@ -429,9 +481,13 @@ rf_ifelse <- function(test, yes, no) {
     if (is_sym(v) && !is.null(v$rdim) && v$len == cond$len) v <- reshape_sym(v, cond$rdim, cond$len)
     if (is_sym(v) && is.null(v$rdim) && !is.null(cond$rdim) && v$len != cond$len && v$len != 1)
       v <- expand_to(v, list(rdim = NULL, len = cond$len), call)
-    to_dtype(expand_to(v, target, call), trace_float(), call)
+    to_dtype(expand_to(v, target, call, nd), nd %||% trace_float(), call)
   }
+  nd <- native_int_dtype(yes, no) # integer tensors' branches: in their dtype
   y <- branch(yes); n <- branch(no)
+  if (!is.null(nd))
+    return(with_attrs(new_sym(emit(.rf_b_select, cond$id, y$id, n$id, call = call), cond$rdim, cond$len, nd),
+                      sym_attrs(test)))
   # Integer branches give an integer (R's type of mixed branches depends on which are taken: a
   # double here).
   ib <- if (is_int_value(yes) && is_int_value(no)) int_bound("max", int_ref(yes), int_ref(no))

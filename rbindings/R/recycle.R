@@ -34,14 +34,14 @@ result_structure <- function(e1, e2, call, lenient = FALSE) {
 # column-major order: a scalar broadcasts; a vector whose length is the product of the leading
 # R dims broadcasts over the trailing ones (pure broadcast_in_dim, which fusion sees through);
 # other exact divisors go through a reshape; constants are recycled in R with rep_len.
-expand_to <- function(x, target, call) {
+expand_to <- function(x, target, call, dtype = NULL) {
   n <- target$len
   tgt <- tshape(target$rdim, n)
   if (!is_sym(x)) {
     if (length(x) == 1L || length(x) == n) {
-      s <- lift_constant(if (length(x) == 1L) x else array(x, dim = target$rdim %||% n), call)
+      s <- lift_constant(if (length(x) == 1L) x else array(x, dim = target$rdim %||% n), call, dtype)
     } else {
-      s <- lift_constant(array(rep_len(x, n), dim = target$rdim %||% n), call)
+      s <- lift_constant(array(rep_len(x, n), dim = target$rdim %||% n), call, dtype)
     }
   } else s <- x
   if (identical(sym_tshape(s), tgt)) return(new_sym(s$id, target$rdim, n, s$dtype))
@@ -72,12 +72,13 @@ expand_to <- function(x, target, call) {
 }
 
 # Brings two operands to a common structure and element type for a pointwise op.
-# `kind`: "arith" (floats), "compare" (common type), "logic" (i1).
-align2 <- function(e1, e2, call, kind = "arith", lenient = FALSE) {
+# `kind`: "arith" (floats), "compare" (common type), "logic" (i1); `dtype` (an integer tensor's,
+# see native_int_dtype) overrides it, constants then lifted in it.
+align2 <- function(e1, e2, call, kind = "arith", lenient = FALSE, dtype = NULL) {
   target <- result_structure(e1, e2, call, lenient)
-  a <- expand_to(e1, target, call)
-  b <- expand_to(e2, target, call)
-  want <- switch(kind, arith = trace_float(), logic = "i1",
+  a <- expand_to(e1, target, call, dtype)
+  b <- expand_to(e2, target, call, dtype)
+  want <- dtype %||% switch(kind, arith = trace_float(), logic = "i1",
                  compare = if (a$dtype == "i1" && b$dtype == "i1") "i1" else trace_float())
   list(a = to_dtype(a, want, call), b = to_dtype(b, want, call), target = target)
 }

@@ -31,13 +31,13 @@ trace_float <- function() .rf_state$dtype %||% "f32"
 `%||%` <- function(a, b) if (is.null(a)) b else a
 
 # Lifts an R constant (numeric, integer or logical vector/array) into the trace.
-lift_constant <- function(x, call = NULL) {
+lift_constant <- function(x, call = NULL, dtype = NULL) {
   if (inherits(x, "rf_parameter")) x <- state_value(x) # a frozen parameter: a constant
   if (!(is.numeric(x) || is.logical(x)) || is.object(x))
     rf_abort("rfuse_type_error", sprintf("rfuse can only trace numeric or logical values, not %s",
                                          paste(class(x), collapse = "/")), call)
   rdim <- dim(x)
-  dtype <- if (is.logical(x)) "i1" else trace_float()
+  dtype <- if (is.logical(x)) "i1" else dtype %||% trace_float()
   vals <- as.double(x)
   if (anyNA(vals) && dtype == "i1")
     rf_abort("rfuse_type_error", "logical NA cannot be traced (rfuse masks have no NA)", call)
@@ -84,12 +84,31 @@ int_bound <- function(kind, a = NULL, b = NULL, v = NULL, n = NULL, i = NULL) {
 }
 # Whether R types `x` as integer in arithmetic (logicals count: TRUE + TRUE is 2L).
 is_int_value <- function(x)
-  if (is_sym(x)) !is.null(x$ib) || x$dtype == "i1" else is.integer(x) || is.logical(x)
-# The bound entry of an integer-typed value (see is_int_value).
+  if (is_sym(x)) !is.null(x$ib) || x$dtype %in% c("i1", int_dtypes) else is.integer(x) || is.logical(x)
+# The bound entry of an integer-typed value (see is_int_value). An integer tensor's value has
+# no bound the guard could evaluate: where one would be needed the op computes in its integer
+# dtype (native_int_dtype) instead.
 int_ref <- function(x) {
-  if (is_sym(x)) return(x$ib %||% int_bound("const", v = 1))
+  if (is_sym(x)) return(x$ib %||% int_bound("const", v = if (x$dtype == "i1") 1 else Inf))
   int_bound("const", v = if (length(x) && !all(is.na(x))) max(abs(as.double(x)), na.rm = TRUE) else 0)
 }
+# ---- Integer tensors --------------------------------------------------------------------------
+# An int32/int64 rf_tensor's values compute in their own dtype, exactly, as torch computes them
+# (wrapping around on overflow, where R would give NA): + - * and unary minus, abs, comparisons,
+# sum/max/min, pmax/pmin, ifelse, cumsum/cummax/cummin, %/% and %% by a constant. Everything R
+# computes in doubles (/, ^, exp, ...) computes in the trace's float dtype, as torch's float ops.
+int_dtypes <- c("i32", "i64")
+is_native_int <- function(x) is_sym(x) && x$dtype %in% int_dtypes
+# The integer dtype an op on these operands computes in: when one is an integer tensor's value
+# and all are integers (tensors', R integers or logicals without NA, masks); NULL otherwise.
+native_int_dtype <- function(...) {
+  xs <- list(...)
+  if (!any(vapply(xs, is_native_int, TRUE))) return(NULL)
+  intlike <- function(x) if (is_sym(x)) x$dtype %in% c("i1", int_dtypes) else (is.integer(x) || is.logical(x)) && !anyNA(x)
+  if (!all(vapply(xs, intlike, TRUE))) return(NULL)
+  if (any(vapply(xs, function(x) is_sym(x) && x$dtype == "i64", TRUE))) "i64" else "i32"
+}
+
 # The magnitude up to which a float dtype holds every integer exactly (float32: 2^24 - 1, so
 # that floor(x / y) is exact too).
 int_limit <- function(dtype)

@@ -64,7 +64,9 @@ check_dtype <- function(dtype) {
 #'
 #' Tensors follow torch's conventions where R's and torch's differ: they hold `NaN` but not R's
 #' `NA`, which is refused (class `rfuse_type_error`, naming the element) where R values become
-#' tensors; float16/bfloat16/integer tensors compute in float32.
+#' tensors; float16/bfloat16 tensors compute in float32. Integer tensors compute exactly in
+#' their dtype, as torch's (`+ - *`, comparisons, `sum` in int64, `%/%` by a constant; overflow
+#' wraps); what R computes in doubles (`/`, `exp`) gives float32.
 #' `$to(device =, dtype =)`, `$cpu()`, `$cuda()` copy; `$dtype`, `$device`, `$shape` describe.
 #' Tensors on different devices in one operation are an error (class `rfuse_device_error`),
 #' never a silent copy.
@@ -282,6 +284,12 @@ tensor_ops <- function(e1, e2) {
   if (op == "^" && is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) &&
       isTRUE(e2 %in% c(2, 3, 4)))
     return(record(op, function(a, exponent) a^exponent, list(e1, exponent = as.double(e2)), settings = "exponent"))
+  # A constant divisor of %/% and %% is part of the op too (an integer tensor's divisor must be
+  # known to be nonzero: see tensor_integer_division).
+  if (op %in% c("%/%", "%%") && is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) &&
+      !is.na(e2))
+    return(record(op, function(a, divisor) get(op, envir = baseenv())(a, divisor), list(e1, divisor = e2),
+                  settings = "divisor"))
   fn <- get(op, envir = baseenv())
   record(op, fn, list(e1, e2))
 }

@@ -380,17 +380,21 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$warnings <- character() # R's warnings the traced code gives on every call
   .rf_state$captures <- list() # numbers read from outside (watch_outside_numbers)
   sym_args <- args
+  tensor_call <- any(vapply(args, is_tensor, TRUE))
   input_index <- integer()
   input_dtypes <- character()
   for (i in seq_along(args)) {
     if (static_args[i]) next
     a <- args[[i]]
-    # An rf_tensor comes in its own dtype; floats of another precision and integers compute in
-    # the trace's float dtype.
-    dt <- if (is_tensor(a)) ir_dtype(a@env$dtype) else if (is.logical(a)) "i1" else dtype
+    # An rf_tensor comes in its own dtype; floats of another precision compute in the trace's
+    # float dtype, integer tensors in their own (see native_int_dtype), R's integers in the float
+    # dtype under the integer guard.
+    # Beside tensors an R integer becomes an int32 tensor (as its numbers do in ops on tensors).
+    dt <- if (is_tensor(a)) ir_dtype(a@env$dtype) else if (is.logical(a)) "i1"
+          else if (is.integer(a) && tensor_call) "i32" else dtype
     id <- rf_guard(.rf_b_input(b, tshape(dim(a), length(a)), dt, names(args)[i] %||% ""))
-    s <- new_sym(id, dim(a), length(a), dt, if (is.integer(a)) int_bound("input", i = i))
-    if (dt != "i1" && dt != dtype) s <- cast_sym(s, dtype)
+    s <- new_sym(id, dim(a), length(a), dt, if (is.integer(a) && !tensor_call) int_bound("input", i = i))
+    if (!dt %in% c("i1", int_dtypes) && dt != dtype) s <- cast_sym(s, dtype)
     sym_args[i] <- list(s)
     input_index <- c(input_index, i)
     input_dtypes <- c(input_dtypes, dt)

@@ -71,3 +71,65 @@ test_that("helpers keep integer types and their bounds", {
 test_that("floor and ceiling are R's", {
   expect_matches_base(function(x) floor(x / 2) + ceiling(x / 3), c(-5, 5.5, 7, -0.2))
 })
+
+# Integer rf_tensors compute in their own dtype, exactly (torch's semantics: int32 + int32 is an
+# int32, a sum an int64, / and exp floats). They once computed in float32: 16777217L + 1L gave
+# 16777216.
+int_tensor_devices <- function() c("cpu", if (as.vector(rf_default_device()) == "cuda") "cuda")
+
+test_that("integer tensors compute exactly in their dtype, eager and lazy, on every device", {
+  v <- c(16777217L, 3L, -7L, 2000000000L, 0L, -123456789L)
+  m <- matrix(c(16777219L, -5L, 8L, 1073741000L, 33554433L, 1L), 2)
+  for (device in int_tensor_devices()) for (lazy in c(FALSE, TRUE)) {
+    info <- paste(device, if (lazy) "lazy" else "eager")
+    old <- options(gpu.kernel.fusion = lazy)
+    x <- rf_tensor(v, dtype = "int32", device = device)
+    y <- x + 1L
+    expect_identical(y$dtype, "int32", info = info)
+    expect_identical(as.vector(y), v + 1L, info = info)
+    expect_identical(as.vector(x - x * 2L), -v, info = info)
+    expect_identical(as.vector(-x + abs(x)), -v + abs(v), info = info)
+    expect_identical(as.vector(x == 16777217L), v == 16777217L, info = info)
+    expect_identical(as.vector(x > -8L & x < 16777218L), v > -8L & v < 16777218L, info = info)
+    expect_identical(as.vector(pmax(x, 4L)), pmax(v, 4L), info = info)
+    expect_identical(as.vector(ifelse(x > 0L, x, -1L)), ifelse(v > 0L, v, -1L), info = info)
+    expect_identical(as.vector(x %/% 3L), v %/% 3L, info = info)
+    expect_identical(as.vector(x %% -7L), v %% -7L, info = info)
+    s <- sum(x)
+    expect_identical(s$dtype, "int64", info = info) # torch's sum of integers
+    expect_identical(as.vector(s), sum(as.double(v)), info = info)
+    expect_identical(as.vector(max(x)), max(v), info = info)
+    expect_identical(as.vector(min(x)), min(v), info = info)
+    expect_identical(as.vector(cumsum(x)), cumsum(as.double(v)), info = info)
+    expect_identical(as.vector(cummax(x)), cummax(v), info = info)
+    # int32 and int64 together: int64.
+    z <- x + rf_tensor(v, dtype = "int64", device = device)
+    expect_identical(z$dtype, "int64", info = info)
+    expect_identical(as.vector(z), 2 * as.double(v), info = info)
+    # What R computes in doubles computes in float32 (torch's default float dtype).
+    h <- x / 2L
+    expect_identical(h$dtype, "float32", info = info)
+    expect_equal(as.vector(h), v / 2, tolerance = 1e-7, info = info)
+    # Matrices keep their dims; a jitted function on integer tensors gives integer tensors.
+    xm <- rf_tensor(m, dtype = "int32", device = device)
+    expect_identical(as.array(t(xm) * 2L - 1L), t(m) * 2L - 1L, info = info)
+    jf <- rf_jit(function(a, b) a * b + 1L)
+    r <- jf(xm, rf_tensor(matrix(2L, 2, 3), dtype = "int32", device = device))
+    expect_identical(r$dtype, "int32", info = info)
+    expect_identical(as.array(r), m * 2L + 1L, info = info)
+    options(old)
+  }
+})
+
+test_that("integer tensors wrap around on overflow, as torch's; unsupported integer ops refuse", {
+  for (device in int_tensor_devices()) {
+    x <- rf_tensor(c(2147483000L, 5L), dtype = "int32", device = device)
+    # torch's int32 arithmetic wraps modulo 2^32 (R would give NA: R integers, not tensors).
+    wrapped <- as.vector((x + 1000L)$to(dtype = "int64"))
+    expect_identical(wrapped, c(2147483000 + 1000 - 2^32, 1005), info = device)
+    expect_error(as.vector(x %/% x), "nonzero integer constant", class = "rfuse_unsupported")
+    expect_error(as.vector(x %/% 0L), "nonzero integer constant", class = "rfuse_unsupported")
+    expect_error(as.vector(rf_tensor(1:3, dtype = "int64", device = device) %% 2L), "int64",
+                 class = "rfuse_unsupported")
+  }
+})
