@@ -234,7 +234,7 @@ bind_members <- function(def, self, target) {
 #' nn_parameter(matrix(0.5, 2, 2))
 #' @export
 nn_parameter <- function(x, requires_grad = TRUE) {
-  if (is_tensor(x)) x <- as.array(x)
+  if (is_tensor(x)) x <- tensor_values(x) # (a vector stays one: as.array() would give it a dim)
   if (!(is.numeric(x) || is.logical(x)))
     rf_abort("rfuse_type_error", sprintf("a parameter must be numeric, not %s", paste(class(x), collapse = "/")), sys.call())
   x <- unclass(x)
@@ -245,7 +245,7 @@ nn_parameter <- function(x, requires_grad = TRUE) {
 #' @rdname nn_parameter
 #' @export
 nn_buffer <- function(x, persistent = TRUE) {
-  if (is_tensor(x)) x <- as.array(x)
+  if (is_tensor(x)) x <- tensor_values(x) # (a vector stays one: as.array() would give it a dim)
   structure(list(value = x, persistent = isTRUE(persistent)), class = "rf_buffer")
 }
 
@@ -259,7 +259,7 @@ adopt_marked_fields <- function(self) {
 }
 
 register_buffer <- function(self, name, value, persistent = TRUE) {
-  if (is_tensor(value)) value <- as.array(value)
+  if (is_tensor(value)) value <- tensor_values(value)
   assign(name, value, envir = self)
   self$.buffer_names <- union(self$.buffer_names, name)
   if (!persistent) self$.transient <- union(self$.transient, name)
@@ -423,10 +423,12 @@ training_signature <- function(model, notes) {
     fields <- lapply(module_tree(model), function(m) {
       s <- self_of(m)
       vals <- mget(field_names(s), envir = s)
-      vals[!vapply(names(vals), function(nm) {
+      vals <- vals[!vapply(names(vals), function(nm) {
         x <- vals[[nm]]
         is.function(x) || is_module(x) || is_parameter(x) || nm %in% s$.buffer_names
       }, TRUE)]
+      # A tensor field (a mask made in initialize) by its values: the program holds them.
+      lapply(vals, function(x) if (is_tensor(x)) list(x$dtype, tensor_values(x)) else x)
     })
     notes$training_sig <- paste0(modes, ":", rlang::hash(fields))
     notes$training_version <- v

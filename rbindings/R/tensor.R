@@ -162,6 +162,10 @@ is_data_arg <- function(a) is_tensor(a) || is.numeric(a) || (is.logical(a) && (l
 
 # Records `name` applied to `args` (tensors or R values); runs it now unless fusion is lazy.
 record <- function(name, fn, args, settings = character()) {
+  # Inside traced code a tensor met beside symbolic values (a module's field, a global) is a
+  # constant of the program, as R arrays are there.
+  if (in_trace() && any(vapply(args, is_sym, TRUE)))
+    return(do.call(fn, lapply(args, function(a) if (is_tensor(a)) tensor_values(a) else a)))
   tensors <- Filter(is_tensor, args)
   for (a in tensors) a@env$uses <- (a@env$uses %||% 0) + 1 # (see record_inplace)
   device <- common_device(tensors)
@@ -524,6 +528,10 @@ setMethod("$", "rf_tensor", function(x, name) {
     to = function(device = x@env$device, dtype = NULL) tensor_to(x, device, dtype %||% materialize(x)@env$dtype),
     cpu = function() tensor_to(x, "cpu"),
     cuda = function() tensor_to(x, "cuda"),
+    # torch's casts: copies in the named dtype (the tensor itself when it has it).
+    float = function() tensor_to(x, dtype = "float32"), double = function() tensor_to(x, dtype = "float64"),
+    half = function() tensor_to(x, dtype = "float16"), long = function() tensor_to(x, dtype = "int64"),
+    int = function() tensor_to(x, dtype = "int32"), bool = function() tensor_to(x, dtype = "bool"),
     dtype = materialize(x)@env$dtype,
     device = x@env$device,
     shape = { materialize(x); if (is.null(x@env$rdim)) as.integer(x@env$len) else x@env$rdim },

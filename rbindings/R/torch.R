@@ -326,6 +326,20 @@ t_where <- function(condition, self, other, call = sys.call()) {
 
 t_masked_fill <- function(x, mask, value, call = sys.call()) t_where(mask, value, x, call)
 
+# tril / triu: the elements on and below (above) the `diagonal`-th diagonal of the last two dims
+# (torch's: diagonal 0 the main one, positive above it), zeros elsewhere.
+t_tri <- function(x, diagonal, lower, call) {
+  s <- t_size(x)
+  n <- length(s)
+  if (n < 2) rf_abort("rfuse_shape_error", sprintf("%s needs a tensor of at least 2 dims, not %d",
+                                                   if (lower) "tril" else "triu", n), call)
+  if (!is.numeric(diagonal) || length(diagonal) != 1 || is.na(diagonal) || diagonal != round(diagonal))
+    rf_abort("rfuse_type_error", "`diagonal` must be one whole number", call)
+  keep <- outer(seq_len(s[n - 1]), seq_len(s[n]), function(i, j) if (lower) j - i <= diagonal else j - i >= diagonal)
+  mask <- array(rep(keep, each = prod(s[seq_len(n - 2)])), s)
+  rf_ifelse(mask, x, if (is.logical(x) || is_sym(x) && x$dtype == "i1") FALSE else 0)
+}
+
 t_clamp <- function(x, min = NULL, max = NULL) {
   if (!is.null(min)) x <- rf_pmax(x, min)
   if (!is.null(max)) x <- rf_pmin(x, max)
@@ -384,9 +398,9 @@ torch_list_fn <- function(name, impl) {
 #' @param alpha Multiplier of `other` in `torch_add()` / `torch_sub()`.
 #' @param mask,value `torch_masked_fill()`: where to put `value`.
 #' @param fill_value Value of `torch_full()`.
-#' @param dtype,device,requires_grad Creation options: with any of them given, outside traced
-#'   code, the result is an `rf_tensor`; inside traced code `dtype`/`requires_grad` are refused and
-#'   `device` is where the program runs.
+#' @param dtype,device,requires_grad Creation options: outside traced code the result is an
+#'   `rf_tensor` (float32 on the default device unless told); inside traced code a constant of the
+#'   program, `dtype`/`requires_grad` are refused and `device` is where the program runs.
 #' @param start,end,step `torch_arange()`'s range (inclusive of `end`, as torch for R).
 #' @param ... Sizes (creation functions) or dims (`torch_permute()`).
 #' @return A tensor of the kind that came in (a list for chunk/split).
@@ -423,6 +437,13 @@ torch_t <- torch_fn("torch_t", function(self) {
 #' @rdname torch_functions
 #' @export
 torch_permute <- torch_fn("torch_permute", function(self, dims) t_permute(self, dims, sys.call()), "dims")
+#' @rdname torch_functions
+#' @param diagonal Which diagonal `torch_tril()` / `torch_triu()` keep from (0: the main one).
+#' @export
+torch_tril <- torch_fn("torch_tril", function(self, diagonal = 0) t_tri(self, diagonal, TRUE, sys.call()), "diagonal")
+#' @rdname torch_functions
+#' @export
+torch_triu <- torch_fn("torch_triu", function(self, diagonal = 0) t_tri(self, diagonal, FALSE, sys.call()), "diagonal")
 #' @rdname torch_functions
 #' @export
 torch_cat <- torch_list_fn("torch_cat", t_cat)
@@ -609,11 +630,10 @@ torch_softmax <- torch_fn("torch_softmax", function(input, dim) t_softmax(input,
 #' @export
 torch_log_softmax <- torch_fn("torch_log_softmax", function(input, dim) t_log_softmax(input, dim, sys.call()), "dim")
 
-# Creation. Plain R arrays (what rfuse computes eagerly with), or rf_tensors when a tensor
-# option is given outside traced code.
+# Creation: rf_tensors, as torch's (float32 on the default device unless told), so torch code's
+# methods work on them (`torch_ones(n, n)$tril()`); inside traced code constants of the program.
 create <- function(name, values, shape, dtype, device, requires_grad, call) {
   v <- shaped(values, shape)
-  if (is.null(dtype) && is.null(device) && isFALSE(requires_grad)) return(v)
   if (in_trace()) {
     if (!is.null(dtype)) rf_unsupported(name, call, "`dtype` inside traced code (values compute in the trace's dtype)")
     if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
@@ -798,6 +818,7 @@ tensor_method <- function(x, name, call = NULL) {
     softmax = function(dim) torch_softmax(x, dim),
     log_softmax = function(dim) torch_log_softmax(x, dim),
     masked_fill = function(mask, value) torch_masked_fill(x, mask, value),
+    tril = function(diagonal = 0) torch_tril(x, diagonal), triu = function(diagonal = 0) torch_triu(x, diagonal),
     chunk = function(chunks, dim = 1) torch_chunk(x, chunks, dim),
     split = function(split_size, dim = 1) torch_split(x, split_size, dim),
     narrow = function(dim, start, length) torch_narrow(x, dim, start, length),

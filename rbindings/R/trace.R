@@ -118,7 +118,7 @@ mask_function <- function(f, side_effect_guards = TRUE) {
   f
 }
 
-# Numbers the traced code reads from outside itself become constants of the program: each such
+# Numbers (and rf_tensors) the traced code reads from outside itself become constants of the program: each such
 # name gets an active binding in the mask that records the value read (in .rf_state$captures;
 # the call checks it, see captures_hold) and returns it. Reads of the function's own variables
 # never reach the mask.
@@ -128,7 +128,7 @@ watch_outside_numbers <- function(mask, env, names) {
     while (!identical(where, emptyenv()) && !exists(nm, envir = where, inherits = FALSE)) where <- parent.env(where)
     if (identical(where, emptyenv()) || isNamespace(where) || identical(where, baseenv())) next
     v <- get(nm, envir = where)
-    if (!(is.numeric(v) || is.logical(v)) || is.object(v)) next
+    if (!((is.numeric(v) || is.logical(v)) && !is.object(v) || is_tensor(v))) next
     local({
       name <- nm
       makeActiveBinding(name, function(value) {

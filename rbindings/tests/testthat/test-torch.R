@@ -151,14 +151,28 @@ test_that("tensor methods on rf_tensors run eagerly and lazily like the traced o
   expect_error(rf_jit(function(x) x$frobnicate())(x), "no tensor method", class = "rfuse_unsupported")
 })
 
-test_that("creation functions: plain arrays, rf_tensors with tensor options, refusals in traced code", {
-  expect_identical(torch_zeros(2, 3), array(0, c(2, 3)))
-  expect_identical(torch_ones(c(2, 2)), array(1, c(2, 2)))
-  expect_identical(torch_full(c(3), 7), c(7, 7, 7))
-  expect_equal(torch_arange(1, 5), 1:5)
+test_that("creation functions: rf_tensors as torch's, constants in traced code, refusals there", {
+  z <- torch_zeros(2, 3)
+  expect_s4_class(z, "rf_tensor")
+  expect_identical(z$dtype, "float32")
+  expect_identical(as.array(z), array(0, c(2, 3)))
+  expect_identical(as.array(torch_ones(c(2, 2))), array(1, c(2, 2)))
+  expect_identical(as.vector(torch_full(c(3), 7)), c(7, 7, 7))
+  expect_equal(as.vector(torch_arange(1, 5)), 1:5)
   t <- torch_zeros(2, 2, dtype = "float64", device = "cpu")
   expect_s4_class(t, "rf_tensor")
-  expect_identical(torch_zeros_like(matrix(1:6, 2)), array(0, c(2, 3)))
+  expect_identical(t$dtype, "float64")
+  expect_identical(as.array(torch_zeros_like(matrix(1:6, 2))), array(0, c(2, 3)))
+  # Their methods work outside traced code (torch's idiom for a causal mask).
+  mask <- torch_ones(3, 3)$tril()$bool()
+  expect_identical(as.array(mask), lower.tri(matrix(0, 3, 3), diag = TRUE))
+  # A tensor made outside and read inside traced code is a constant of the program; a new
+  # value bound to the name traces again.
+  shift <- torch_full(c(2, 2), 3)
+  jf <- rf_jit(function(x) x * 2 + shift)
+  expect_equal(jf(matrix(1, 2, 2)), matrix(5, 2, 2))
+  shift <- torch_full(c(2, 2), -1)
+  expect_equal(suppressMessages(jf(matrix(1, 2, 2))), matrix(1, 2, 2))
   expect_equal(rf_jit(function(x) x + torch_ones_like(x))(matrix(1, 2, 2)), matrix(2, 2, 2))
   expect_error(rf_jit(function(x) x + torch_randn(2, 2))(matrix(1, 2, 2)), "random", class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) x + torch_zeros(2, 2, dtype = "float64"))(matrix(1, 2, 2)), class = "rfuse_unsupported")
