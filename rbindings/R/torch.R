@@ -438,6 +438,17 @@ torch_t <- torch_fn("torch_t", function(self) {
 #' @export
 torch_permute <- torch_fn("torch_permute", function(self, dims) t_permute(self, dims, sys.call()), "dims")
 #' @rdname torch_functions
+#' @param seed `torch_manual_seed()`: seeds R's random number generator (`set.seed()`), which
+#'   rfuse's random values (`torch_randn()`, initializers, dropout masks) are drawn from; torch's
+#'   own generator gives other numbers for the same seed.
+#' @export
+torch_manual_seed <- function(seed) {
+  if (!is.numeric(seed) || length(seed) != 1 || is.na(seed) || seed != round(seed))
+    rf_abort("rfuse_type_error", "torch_manual_seed() takes one whole number", sys.call())
+  set.seed(seed)
+  invisible(NULL)
+}
+#' @rdname torch_functions
 #' @param diagonal Which diagonal `torch_tril()` / `torch_triu()` keep from (0: the main one).
 #' @export
 torch_tril <- torch_fn("torch_tril", function(self, diagonal = 0) t_tri(self, diagonal, TRUE, sys.call()), "diagonal")

@@ -179,6 +179,10 @@ test_that("creation functions: rf_tensors as torch's, constants in traced code, 
   expect_identical(torch_device("cpu"), "cpu")
   expect_error(torch_device("cuda:1"), class = "rfuse_unsupported")
   expect_error(torch_zeros(-1), class = "rfuse_type_error")
+  # torch_manual_seed() seeds R's generator, which rfuse's random values come from.
+  torch_manual_seed(7); a <- as.array(torch_randn(3))
+  torch_manual_seed(7); expect_identical(as.array(torch_randn(3)), a)
+  expect_error(torch_manual_seed("x"), class = "rfuse_type_error")
 })
 
 test_that("in-place methods in a forward: traced (the variable is rebound) and recorded for backward", {
