@@ -52,11 +52,8 @@ ops_sym <- function(op, e1, e2, unary, call) {
       id <- emit(.rf_b_binary, "mul", ab$a$id, ab$a$id, call = call)
       return(new_sym(id, ab$target$rdim, ab$target$len, trace_float()))
     }
-    if (op %in% c("+", "-", "*") && !is.null(nd <- native_int_dtype(e1, e2))) {
-      ab <- align2(e1, e2, call, "arith", dtype = nd)
-      id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
-      return(new_sym(id, ab$target$rdim, ab$target$len, nd))
-    }
+    if (op %in% c("+", "-", "*") && !is.null(nd <- native_int_dtype(e1, e2)))
+      return(int_binary(arith_ops[[op]], e1, e2, nd, call))
     ab <- align2(e1, e2, call, "arith")
     id <- emit(.rf_b_binary, arith_ops[[op]], ab$a$id, ab$b$id, call = call)
     # Integer + - * integer is an integer in R; / and ^ are doubles.
@@ -100,6 +97,12 @@ integer_division <- function(op, e1, e2, call) {
     return(new_sym(q, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("same", ib1), nonzero)))
   id <- emit(.rf_b_binary, "sub", ab$a$id, emit(.rf_b_binary, "mul", q, ab$b$id, call = call), call = call)
   new_sym(id, ab$target$rdim, ab$target$len, trace_float(), int_bound("max", int_bound("mod", ib1, ib2), nonzero))
+}
+
+# A pointwise binary op of integer tensors' values, in their integer dtype `nd`.
+int_binary <- function(kind, e1, e2, nd, call, lenient = FALSE) {
+  ab <- align2(e1, e2, call, "arith", lenient = lenient, dtype = nd)
+  new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim, ab$target$len, nd)
 }
 
 # %/% and %% of integer tensors (torch's floor_divide and remainder, R's %/% and %%): int32
@@ -239,22 +242,21 @@ Summary.rf_sym <- function(..., na.rm = FALSE) {
   if (!op %in% c("sum", "max", "min")) rf_unsupported(op, call)
   # sum/max/min of integers or logicals are integers in R (a sum beyond R's range is a double:
   # the guard sends such calls to base R).
-  int <- all(vapply(args, is_int_value, TRUE))
-  if (!is.null(nd <- do.call(native_int_dtype, args))) { # integer tensors (see reduce_all)
-    parts <- lapply(args, function(x) reduce_all(op, x, call))
-    dt <- if (op == "sum") "i64" else nd
-    parts <- lapply(parts, to_dtype, dtype = dt, call = call)
-    return(Reduce(function(a, b) new_sym(emit(.rf_b_binary, c(sum = "add", max = "max", min = "min")[[op]],
-                                              a$id, b$id, call = call), NULL, 1L, dt), parts))
-  }
+  # Integer tensors' values reduce in their dtype, a sum in int64 (see reduce_all), unguarded.
+  nd <- do.call(native_int_dtype, args)
+  int <- is.null(nd) && all(vapply(args, is_int_value, TRUE))
   parts <- lapply(args, function(x) {
     s <- reduce_all(op, x, call)
+    if (!is.null(nd)) return(to_dtype(s, if (op == "sum") "i64" else nd, call))
     if (int) s$ib <- if (op == "sum") int_bound("sum", int_ref(x), n = rlen(x)) else int_bound("same", int_ref(x))
     s
   })
-  if (op != "sum" && sum(vapply(args, rlen, 0)) == 0) # R's -Inf / Inf, with its warning on every call
+  if (op != "sum" && sum(vapply(args, rlen, 0)) == 0) { # R's -Inf / Inf, with its warning on every call
+    if (!is.null(nd)) # an integer has no -Inf (torch refuses too)
+      rf_unsupported(op, call, "of no integer tensor elements: it has no integer value (R's is -Inf / Inf)")
     .rf_state$warnings <- c(.rf_state$warnings,
                             sprintf("no non-missing arguments to %s; returning %s", op, if (op == "max") "-Inf" else "Inf"))
+  }
   combine <- c(sum = "add", max = "max", min = "min")[[op]]
   Reduce(function(a, b) new_sym(emit(.rf_b_binary, combine, a$id, b$id, call = call), NULL, 1L, a$dtype,
                                 if (int) int_bound(if (op == "sum") "add" else "max", a$ib, b$ib)),
@@ -440,10 +442,7 @@ pminmax <- function(kind, args, call) {
   # Of integers or logicals an integer.
   int <- all(vapply(args, is_int_value, TRUE))
   Reduce(function(a, b) {
-    if (!is.null(nd <- native_int_dtype(a, b))) { # integer tensors: in their dtype
-      ab <- align2(a, b, call, "arith", lenient = TRUE, dtype = nd)
-      return(new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim, ab$target$len, nd))
-    }
+    if (!is.null(nd <- native_int_dtype(a, b))) return(int_binary(kind, a, b, nd, call, lenient = TRUE))
     ab <- align2(a, b, call, "arith", lenient = TRUE)
     new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim,
             ab$target$len, trace_float(), if (int) int_bound("max", int_ref(a), int_ref(b)))

@@ -285,13 +285,12 @@ tensor_ops <- function(e1, e2) {
   }
   # x ^ 2, x ^ 3, x ^ 4: the exponent is part of the op (a constant of its program, which then
   # multiplies: see rfuse.pow's canonicalization), not a leaf as other numbers are.
-  if (op == "^" && is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) &&
-      isTRUE(e2 %in% c(2, 3, 4)))
+  number_setting <- is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) && !is.na(e2)
+  if (op == "^" && number_setting && e2 %in% c(2, 3, 4))
     return(record(op, function(a, exponent) a^exponent, list(e1, exponent = as.double(e2)), settings = "exponent"))
   # A constant divisor of %/% and %% is part of the op too (an integer tensor's divisor must be
   # known to be nonzero: see tensor_integer_division).
-  if (op %in% c("%/%", "%%") && is_tensor(e1) && is.numeric(e2) && length(e2) == 1 && is.null(attributes(e2)) &&
-      !is.na(e2))
+  if (op %in% c("%/%", "%%") && number_setting)
     return(record(op, function(a, divisor) get(op, envir = baseenv())(a, divisor), list(e1, divisor = e2),
                   settings = "divisor"))
   fn <- get(op, envir = baseenv())

@@ -118,8 +118,8 @@ mask_function <- function(f, side_effect_guards = TRUE) {
   f
 }
 
-# Numbers (and rf_tensors) the traced code reads from outside itself become constants of the program: each such
-# name gets an active binding in the mask that records the value read (in .rf_state$captures;
+# Numbers (and rf_tensors) the traced code reads from outside itself become constants of the
+# program: each such name gets an active binding in the mask that records the value read (in .rf_state$captures;
 # the call checks it, see captures_hold) and returns it. Reads of the function's own variables
 # never reach the mask.
 watch_outside_numbers <- function(mask, env, names) {
@@ -387,9 +387,8 @@ trace_function <- function(f, args, dtype, static_args) {
     if (static_args[i]) next
     a <- args[[i]]
     # An rf_tensor comes in its own dtype; floats of another precision compute in the trace's
-    # float dtype, integer tensors in their own (see native_int_dtype), R's integers in the float
-    # dtype under the integer guard.
-    # Beside tensors an R integer becomes an int32 tensor (as its numbers do in ops on tensors).
+    # float dtype, integer tensors in their own (see native_int_dtype); R's integers in the float
+    # dtype under the integer guard, except beside tensors, where they are int32 tensors too.
     dt <- if (is_tensor(a)) ir_dtype(a@env$dtype) else if (is.logical(a)) "i1"
           else if (is.integer(a) && tensor_call) "i32" else dtype
     id <- rf_guard(.rf_b_input(b, tshape(dim(a), length(a)), dt, names(args)[i] %||% ""))

@@ -128,6 +128,8 @@ test_that("integer tensors wrap around on overflow, as torch's; unsupported inte
     wrapped <- as.vector((x + 1000L)$to(dtype = "int64"))
     expect_identical(wrapped, c(2147483000 + 1000 - 2^32, 1005), info = device)
     expect_error(as.vector(x %/% x), "nonzero integer constant", class = "rfuse_unsupported")
+    expect_error(as.vector(max(rf_tensor(integer(), dtype = "int32", device = device))), "no integer value",
+                 class = "rfuse_unsupported") # R's -Inf is no integer
     expect_error(as.vector(x %/% 0L), "nonzero integer constant", class = "rfuse_unsupported")
     expect_error(as.vector(rf_tensor(1:3, dtype = "int64", device = device) %% 2L), "int64",
                  class = "rfuse_unsupported")
