@@ -257,10 +257,24 @@ rf_subassign <- function(x, ..., value) {
   n <- nargs() - 2L
   dots <- match.call(expand.dots = FALSE)$...
   idx <- subscripts_of(dots, n, function(k) ...elt(k))
+  if (is_tensor(x) || is_tensor(value)) return(tensor_subassign(x, idx, value, call))
   if (is_sym(x) || is_sym(value) || any(vapply(idx, is_sym, TRUE)))
     return(assign_sym(x, idx, value, call))
   base_call <- as.call(c(list(base::`[<-`, x), as_call_args(idx), list(value = value)))
   eval(base_call)
+}
+
+# x[i, j] <- value with an rf_tensor x or value (torch code filling a result tensor step by step:
+# `outputs[, t] <- pred`): a recorded op giving the new tensor, which R binds to x (the gradient
+# flows to value and the positions x keeps). Positions are R values, part of the op; negative
+# ones are refused (R's exclude, torch for R's count from the end).
+tensor_subassign <- function(x, idx, value, call) {
+  pos <- lapply(idx, function(i) if (is_tensor(i)) tensor_values(i) else i)
+  if (any(vapply(pos, is_sym, TRUE))) rf_unsupported("[<-", call, "positions computed by traced code, on a tensor")
+  if (any(vapply(pos, function(i) is.numeric(i) && any(i < 0, na.rm = TRUE), TRUE)))
+    rf_unsupported("[<-", call, "negative positions on a tensor (R's exclude them, torch for R's count from the end): write the positions")
+  record(paste0("[<-", paste(deparse(pos), collapse = "")), function(x, value) assign_sym(x, pos, value, call),
+         list(x = x, value = value))
 }
 
 # A length-1 value spread over tensor shape `shape`.

@@ -77,6 +77,21 @@ nn_init_normal_ <- function(tensor, mean = 0, std = 1)
   init_fill(substitute(tensor), tensor, parent.frame(), sys.call(), function(n, size) stats::rnorm(n, mean, std))
 
 #' @rdname nn_init
+#' @details `nn_init_trunc_normal_()` draws from the normal distribution `N(mean, std)` truncated
+#'   to `[a, b]` (torch's defaults: -2 and 2, absolute bounds, not in standard deviations), by
+#'   inverting the normal distribution function over the bounds' probabilities.
+#' @export
+nn_init_trunc_normal_ <- function(tensor, mean = 0, std = 1, a = -2, b = 2) {
+  p <- c(mean, std, a, b)
+  if (!is.numeric(p) || length(p) != 4 || anyNA(p) || std < 0 || a >= b)
+    rf_abort("rfuse_type_error", "nn_init_trunc_normal_() needs numbers with std >= 0 and a < b", sys.call())
+  init_fill(substitute(tensor), tensor, parent.frame(), sys.call(), function(n, size) {
+    lo <- stats::pnorm(a, mean, std); hi <- stats::pnorm(b, mean, std)
+    pmin(pmax(stats::qnorm(stats::runif(n, lo, hi), mean, std), a), b)
+  })
+}
+
+#' @rdname nn_init
 #' @export
 nn_init_constant_ <- function(tensor, val) {
   if (!is.numeric(val) || length(val) != 1) rf_abort("rfuse_type_error", "'val' must be a single number", sys.call())

@@ -196,10 +196,14 @@ bind_members <- function(def, self, target) {
   frame$self <- self
   frame$private <- private
   if (!is.null(super)) frame$super <- super
+  torch_code <- !identical(topenv(def$parent_env), rfuse_namespace())
   bind <- function(f, name) {
     environment(f) <- frame
     # initialize only builds state: it runs as written. Other methods may see traced values.
-    if (name == "initialize") f else mask_function(f, side_effect_guards = FALSE)
+    # A user's module is torch code: its operators broadcast as torch's (see torch_operator).
+    if (name != "initialize") return(mask_function(f, side_effect_guards = FALSE, torch_ops = torch_code))
+    if (torch_code) environment(f) <- list2env(torch_operators(), envir = new.env(parent = frame))
+    f
   }
   for (nm in names(def$members)) {
     v <- def$members[[nm]]
@@ -587,7 +591,7 @@ module_changed <- function() .rf_counters$module_version <- (.rf_counters$module
 `[[.nn_module` <- function(x, i, ...) {
   self <- attr(x, "self")
   if (is.character(i)) return(get0(i, envir = self, inherits = FALSE))
-  kids <- self$.order
+  kids <- names(module_children(self)) # a sequential's by position; other children after them
   if (!is.numeric(i) || length(i) != 1 || i < 1 || i > length(kids))
     rf_abort("rfuse_type_error", sprintf("index %s is out of range: the module holds %d modules (indices are 1-based)",
                                          deparse1(i), length(kids)), sys.call())

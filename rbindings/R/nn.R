@@ -196,8 +196,9 @@ nnf_conv2d <- function(input, weight, bias = NULL, stride = 1, padding = 0, dila
   pd <- conv_padding(padding, t_size(weight)[3:4], st, dl, call)
   if (!any_sym(x, weight, bias)) {
     key <- paste("conv2d", deparse(list(st, pd, dl, groups, is.null(bias))))
-    f <- if (is.null(bias)) function(x, weight) nnf_conv2d(x, weight, NULL, st, list(pd), dl, groups)
-         else function(x, weight, bias) nnf_conv2d(x, weight, bias, st, list(pd), dl, groups)
+    resolved <- structure(pd, class = "rf_padding")
+    f <- if (is.null(bias)) function(x, weight) nnf_conv2d(x, weight, NULL, st, resolved, dl, groups)
+         else function(x, weight, bias) nnf_conv2d(x, weight, bias, st, resolved, dl, groups)
     return(run_eagerly(key, f, if (is.null(bias)) list(x, weight) else list(x, weight, bias)))
   }
   xi <- to_nchw(x, call)
@@ -207,10 +208,12 @@ nnf_conv2d <- function(input, weight, bias = NULL, stride = 1, padding = 0, dila
   from_nchw(y, call)
 }
 
-# A convolution's padding as c(top, bottom, left, right): numbers (one or per dim), "valid",
-# "same", or (internally) that vector already, in a list.
+# A convolution's padding as c(top, bottom, left, right): numbers (one or per dim, a vector or a
+# list as torch code writes them), "valid", "same", or (internally) that vector already, classed
+# rf_padding.
 conv_padding <- function(padding, k, stride, dilation, call) {
-  if (is.list(padding)) return(padding[[1]])
+  if (inherits(padding, "rf_padding")) return(unclass(padding))
+  if (is.list(padding) && all(vapply(padding, function(p) is.numeric(p) && length(p) == 1, TRUE))) padding <- unlist(padding)
   if (is.character(padding)) {
     padding <- match_choice(padding, c("valid", "same"), "padding", call)
     if (padding == "valid") return(c(0L, 0L, 0L, 0L))
@@ -983,8 +986,9 @@ nnf_dropout2d <- function(input, p = 0.5, training = TRUE) {
   call <- sys.call()
   check_dropout_p(p, call)
   d <- t_size(input)
-  # (a 3-d input is c(N, C, L), channels dropped whole, as torch for R does)
-  if (!length(d) %in% 3:4) rf_shape_error("dropout2d expects an input of dim c(N, C, H, W) or c(N, C, L)", call)
+  # torch for R's feature dropout: each (sample, channel) of c(N, C, ...) is kept or zeroed whole
+  # (a 2-d c(N, C) input element by element, as torch for R gives it).
+  if (length(d) < 2) rf_shape_error("dropout2d expects an input of at least 2 dims, c(N, C, ...)", call)
   if (!isTRUE(training) || p == 0) return(input)
   rd <- c(d[1:2], rep(1L, length(d) - 2L))
   if (!is_sym(input)) return(t_binary(`*`, input, array(dropout_mask(d[1] * d[2], p), rd), call))

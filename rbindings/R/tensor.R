@@ -44,7 +44,12 @@ check_device <- function(device) {
   device
 }
 
+# torch's own names for dtypes, as torch for R accepts them in strings (dtype = "long").
+torch_dtype_names <- c(float = "float32", double = "float64", half = "float16", int = "int32",
+                       long = "int64", short = "int16", bool = "bool", uint8 = "uint8", int8 = "int8")
 check_dtype <- function(dtype) {
+  if (is.character(dtype) && length(dtype) == 1 && dtype %in% names(torch_dtype_names) &&
+      torch_dtype_names[[dtype]] %in% names(tensor_dtypes)) dtype <- torch_dtype_names[[dtype]]
   if (!is.character(dtype) || length(dtype) != 1 || !dtype %in% names(tensor_dtypes))
     rf_abort("rfuse_type_error", sprintf("unknown dtype '%s' (one of %s)", paste(dtype, collapse = " "),
                                          paste(names(tensor_dtypes), collapse = ", ")))
@@ -293,9 +298,21 @@ tensor_ops <- function(e1, e2) {
   if (op %in% c("%/%", "%%") && number_setting)
     return(record(op, function(a, divisor) get(op, envir = baseenv())(a, divisor), list(e1, divisor = e2),
                   settings = "divisor"))
-  fn <- get(op, envir = baseenv())
-  record(op, fn, list(e1, e2))
+  record(op, tensor_binary_fns[[op]], list(e1, e2))
 }
+# R's operator, except that two arrays of different dims (R's "non-conformable arrays") broadcast
+# as torch's tensors do (`p / p$sum(dim = 2, keepdim = TRUE)`): no R program has a meaning there.
+tensor_binary <- function(op) {
+  base_op <- get(op, envir = baseenv())
+  function(e1, e2) {
+    da <- if (is_sym(e1)) e1$rdim else dim(e1)
+    db <- if (is_sym(e2)) e2$rdim else dim(e2)
+    if (is.null(da) || is.null(db) || identical(as.integer(da), as.integer(db))) return(base_op(e1, e2))
+    torch_broadcast_op(base_op, e1, e2, NULL)
+  }
+}
+tensor_binary_fns <- sapply(c("+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|"),
+                            tensor_binary, simplify = FALSE)
 setMethod("Ops", signature("rf_tensor", "rf_tensor"), tensor_ops)
 setMethod("Ops", signature("rf_tensor", "ANY"), tensor_ops)
 setMethod("Ops", signature("ANY", "rf_tensor"), tensor_ops)
@@ -344,6 +361,15 @@ setMethod("[", "rf_tensor", function(x, i, j, ..., drop = TRUE) {
   if (missing(i) && missing(j) && !...length()) return(v)
   if (is.null(dim(v)) || length(dim(v)) == 1) return(v[i])
   v[i, j, ..., drop = drop]
+})
+setReplaceMethod("[", "rf_tensor", function(x, i, j, ..., value) {
+  call <- sys.call()
+  n <- nargs() - 2L
+  dots <- as.list(call)[-c(1L, 2L)]
+  dots <- dots[names(dots) %||% rep("", length(dots)) != "value"]
+  env <- parent.frame()
+  idx <- lapply(dots, function(a) if (identical(a, quote(expr = ))) all_of_dim else eval(a, env))
+  tensor_subassign(x, idx, value, call)
 })
 # `[` on a tensor that records for backward() is a recorded op (its value an rf_tensor), so that
 # the gradient flows through it; the positions are R values, part of the op.

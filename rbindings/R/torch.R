@@ -295,9 +295,20 @@ t_matmul <- function(a, b, call = sys.call()) {
     r <- rf_matprod(t_set_dims(a, c(da[1] * da[2], da[3])), b)
     return(t_set_dims(r, c(da[1], da[2], db[2])))
   }
-  if (length(da) == 3 && length(db) == 3) return(t_bmm(a, b, call))
-  rf_unsupported("torch_matmul", call, sprintf("products of %d-d and %d-d tensors are not available yet",
-                                               length(da), length(db)))
+  if (length(da) == 3 && length(db) == 3 && da[1] == db[1]) return(t_bmm(a, b, call))
+  # Batched products of any rank: a 1-d operand is a row (a) or a column (b) dropped again
+  # afterwards, the batch dims broadcast, and the batch is flattened into one bmm.
+  if (length(da) == 1) a <- t_set_dims(a, c(1L, da))
+  if (length(db) == 1) b <- t_set_dims(b, c(db, 1L))
+  ma <- t_size(a); mb <- t_size(b); na <- length(ma); nb <- length(mb)
+  if (ma[na] != mb[nb - 1L])
+    rf_shape_error(sprintf("matmul: the sizes %s and %s do not multiply (%d != %d)", paste(da, collapse = "x"),
+                           paste(db, collapse = "x"), ma[na], mb[nb - 1L]), call)
+  batch <- broadcast_shapes(ma[seq_len(na - 2L)], mb[seq_len(nb - 2L)], call)
+  a3 <- t_reshape(t_expand(a, c(batch, ma[na - 1L], ma[na]), call), c(prod(batch), ma[na - 1L], ma[na]), call)
+  b3 <- t_reshape(t_expand(b, c(batch, mb[nb - 1L], mb[nb]), call), c(prod(batch), mb[nb - 1L], mb[nb]), call)
+  out <- c(batch, if (length(da) > 1) ma[na - 1L], if (length(db) > 1) mb[nb])
+  t_reshape(t_bmm(a3, b3, call), out, call)
 }
 
 t_bmm <- function(a, b, call = sys.call()) {
@@ -486,6 +497,14 @@ t_chunk_any <- function(self, n, dim, call, how) {
 #' @export
 torch_narrow <- torch_fn("torch_narrow", function(self, dim, start, length) t_narrow(self, dim, start, length, sys.call()),
                          c("dim", "start", "length"))
+#' @rdname torch_functions
+#' @param vec2 `torch_outer()`: the second vector (the product is `length(self)` x `length(vec2)`).
+#' @export
+torch_outer <- torch_fn("torch_outer", function(self, vec2) {
+  n <- t_size(self); m <- t_size(vec2)
+  if (length(n) != 1 || length(m) != 1) rf_shape_error("outer() takes two 1-d tensors", sys.call())
+  t_binary(`*`, t_set_dims(self, c(n, 1L)), t_set_dims(vec2, c(1L, m)), sys.call())
+})
 #' @rdname torch_functions
 #' @export
 torch_mm <- torch_fn("torch_mm", function(self, mat2) {
@@ -698,6 +717,38 @@ torch_arange <- function(start = 0, end, step = 1, dtype = NULL, device = NULL, 
   create("torch_arange", seq(start, end, by = step), length(seq(start, end, by = step)), dtype, device,
          requires_grad, sys.call())
 
+#' @rdname torch_functions
+#' @param low,high `torch_randint()`: whole numbers drawn uniformly from `low` to `high - 1`
+#'   (int64 unless `dtype` says otherwise, as torch's).
+#' @param generator Must be `NULL`: rfuse's random numbers come from R's generator (`set.seed`).
+#' @export
+torch_randint <- function(low, high, size, generator = NULL, dtype = NULL, device = NULL, requires_grad = FALSE) {
+  call <- sys.call()
+  # torch_randint(high, size): low defaults to 0.
+  if (missing(size) && !missing(high)) { size <- high; high <- low; low <- 0 }
+  else if (missing(high) && !missing(size)) { high <- low; low <- 0 }
+  if (missing(size) || missing(high)) rf_abort("rfuse_type_error", "torch_randint() needs `high` and `size`", call)
+  if (!is.null(generator)) rf_unsupported("torch_randint(generator = )", call, "random numbers come from R's generator (set.seed)")
+  refuse_rng_in_trace("torch_randint", call)
+  bounds <- c(low, high)
+  if (!is.numeric(bounds) || length(bounds) != 2 || anyNA(bounds) || any(bounds != round(bounds)) || high <= low)
+    rf_abort("rfuse_type_error", "`low` and `high` must be whole numbers with low < high", call)
+  s <- size_args(size)
+  n <- prod(s)
+  values <- low + floor(stats::runif(n) * (high - low))
+  create("torch_randint", pmin(values, high - 1), s, dtype %||% "int64", device, requires_grad, call)
+}
+#' @rdname torch_functions
+#' @param steps `torch_linspace()`: the number of evenly spaced values from `start` to `end`.
+#' @export
+torch_linspace <- function(start, end, steps, dtype = NULL, device = NULL, requires_grad = FALSE) {
+  call <- sys.call()
+  if (!is.numeric(steps) || length(steps) != 1 || is.na(steps) || steps < 0 || steps != round(steps))
+    rf_abort("rfuse_type_error", "`steps` must be a non-negative whole number", call)
+  v <- if (steps == 1) start else seq(start, end, length.out = steps)
+  create("torch_linspace", v, as.integer(steps), dtype, device, requires_grad, call)
+}
+
 like_fn <- function(name, fill) {
   force(name); force(fill)
   function(input, dtype = NULL, device = NULL, requires_grad = FALSE) {
@@ -805,6 +856,7 @@ tensor_method <- function(x, name, call = NULL) {
     expand_as = function(other) expand_any(x, t_size(other)),
     view_as = , reshape_as = function(other) torch_reshape(x, t_size(other)),
     matmul = function(other) torch_matmul(x, other),
+    outer = function(vec2) torch_outer(x, vec2),
     mm = function(mat2) torch_mm(x, mat2),
     bmm = function(mat2) torch_bmm(x, mat2),
     add = function(other, alpha = 1) torch_add(x, other, alpha),
@@ -1084,3 +1136,141 @@ for (nm in c("nnf_relu", "nnf_relu6", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nn
   assign(nm, g, envir = topenv())
 })
 rm(nm)
+
+# ---- R's operators in torch code -----------------------------------------------------------
+
+# Inside the methods of a user's module (torch code: `x + self$bias`, `scores + mask`, a
+# positional encoding's `position * div_term`), R's operators broadcast as torch's do (trailing
+# dims aligned) where the operands' shapes differ; where torch has no broadcast of the two
+# shapes, R's own rule applies (a vector recycled over an array, as rfuse-style modules on R
+# arrays write it). Outside modules the operators are R's. A plain number is R's and torch's
+# scalar alike (and stays an op setting: x^2, x %/% 3).
+torch_operator_names <- c("+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|")
+
+torch_broadcast_op <- function(op, a, b, call) {
+  sa <- t_size(a); sb <- t_size(b)
+  if (identical(sa, sb)) return(op(a, b))
+  shape <- tryCatch(broadcast_shapes(sa, sb, call), rfuse_shape_error = function(e) NULL)
+  if (is.null(shape)) return(op(a, b))
+  op(t_expand(a, shape, call), t_expand(b, shape, call))
+}
+
+is_plain_number <- function(x) (is.numeric(x) || is.logical(x)) && !is.object(x) && length(x) == 1L && is.null(dim(x))
+
+torch_operator <- function(op) {
+  force(op)
+  base_op <- get(op, envir = baseenv())
+  name <- paste("torch", op)
+  impl <- function(e1, e2) torch_broadcast_op(base_op, e1, e2, NULL)
+  function(e1, e2) {
+    if (missing(e2)) return(base_op(e1))
+    if (is_plain_number(e1) || is_plain_number(e2)) return(base_op(e1, e2))
+    if (is_tensor(e1) || is_tensor(e2)) return(record(name, impl, list(e1, e2)))
+    torch_broadcast_op(base_op, e1, e2, sys.call())
+  }
+}
+torch_operators <- function() {
+  if (is.null(.rf_state$torch_operators))
+    .rf_state$torch_operators <- c(stats::setNames(lapply(torch_operator_names, torch_operator), torch_operator_names),
+                                   list(`[` = torch_index))
+  .rf_state$torch_operators
+}
+
+# ---- torch:: in ported code ----------------------------------------------------------------
+
+# `torch::name` in ported code: torch-for-R code often calls torch::nn_module(),
+# torch::torch_randn(), ... When the torch package is not installed, library(rfuse) puts this
+# `::` on the search path (in package:rfuse, see .onAttach; not in rfuse's namespace, whose own
+# `stats::` calls stay base R's), resolving torch::name to rfuse's function of that name, so such
+# code runs after the port's two replacements; a name rfuse does not have is a classed
+# rfuse_unsupported error naming it. With torch installed torch:: is torch's, and every other
+# pkg::name is base R's (getExportedValue is what base's `::` calls).
+torch_double_colon <- function(pkg, name) {
+  pkg <- as.character(substitute(pkg))
+  name <- as.character(substitute(name))
+  if (identical(pkg, "torch") && !torch_installed()) return(torch_alias(name, sys.call()))
+  getExportedValue(pkg, name)
+}
+
+torch_installed <- function() {
+  if (is.null(.rf_state$torch_installed))
+    .rf_state$torch_installed <- nzchar(system.file(package = "torch"))
+  .rf_state$torch_installed
+}
+
+torch_alias <- function(name, call) {
+  ns <- rfuse_namespace()
+  if (name == "torch_tensor") return(rf_tensor) # the port's own replacement
+  if (name %in% getNamespaceExports(ns)) return(getExportedValue(ns, name))
+  rf_unsupported(paste0("torch::", name), call, "rfuse has no function of that name (see the porting table in docs/r-package.md)")
+}
+
+# ---- `[` in torch code ---------------------------------------------------------------------
+
+# torch for R's indexing, for `[` on tensors (traced values, rf_tensors) inside a user's module's
+# methods: a tensor comes back (an rf_tensor's index is a recorded op); a single index drops its
+# dim and only that one (R's drop = TRUE drops every size-1 dim); negative indices count from the
+# end (x[, -1] is the last column; R's would exclude the first); `..` stands for the dims not
+# named; dims left off at the end are taken whole. `drop = FALSE` keeps every dim. R arrays
+# with dims index the same way (a model's eager call on R arrays equals its jitted one); other
+# values (shapes such as dim(x) or x$shape, lists, R vectors) index as R's.
+torch_index <- function(x, ..., drop = TRUE) {
+  call <- sys.call()
+  n <- nargs() - 1L - !missing(drop)
+  dots <- match.call(expand.dots = FALSE)$...
+  data_array <- (is.numeric(x) || is.logical(x)) && !is.object(x) && !is.null(dim(x))
+  if (!(is_tensor(x) || is_sym(x) || data_array) || n == 0) {
+    idx <- subscripts_of(dots, n, function(k) ...elt(k))
+    return(do.call(rf_index, c(list(x), as_call_args(idx), if (!missing(drop)) list(drop = drop))))
+  }
+  idx <- lapply(seq_len(n), function(k) {
+    if (k <= length(dots) && identical(dots[[k]], quote(expr = ))) return(all_of_dim)
+    if (k <= length(dots) && identical(dots[[k]], as.name(".."))) return(structure(list(), class = "rf_ellipsis"))
+    v <- ...elt(k)
+    if (is_tensor(v)) v <- tensor_values(v)
+    v
+  })
+  if (any(vapply(idx, is_sym, TRUE))) # positions the traced code computes: R's gather (keeps dims)
+    return(do.call(rf_index, c(list(x), as_call_args(idx), list(drop = drop))))
+  drop <- isTRUE(drop)
+  impl <- function(x) torch_index_impl(x, idx, drop, call)
+  if (is_tensor(x)) return(record(paste0("torch[", paste(deparse(c(idx, drop = drop)), collapse = "")), impl, list(x = x)))
+  impl(x)
+}
+
+torch_index_impl <- function(x, idx, drop, call) {
+  d <- t_size(x); nd <- length(d)
+  ell <- which(vapply(idx, inherits, TRUE, "rf_ellipsis"))
+  if (length(ell) > 1) rf_shape_error("only one `..` may appear in an index", call)
+  if (length(ell)) {
+    fill <- nd - (length(idx) - 1L)
+    idx <- c(idx[seq_len(ell - 1L)], rep(list(all_of_dim), max(0L, fill)), idx[-seq_len(ell)])
+  }
+  if (length(idx) > nd)
+    rf_shape_error(sprintf("too many indices for a tensor of dimension %d (got %d)", nd, length(idx)), call)
+  idx <- c(idx, rep(list(all_of_dim), nd - length(idx)))
+  single <- logical(nd)
+  for (k in seq_len(nd)) {
+    i <- idx[[k]]
+    if (is_all_of_dim(i)) next
+    if (is.logical(i)) {
+      if (length(i) != d[k] || anyNA(i))
+        rf_shape_error(sprintf("a logical index along dim %d must have its size (%d), not %d", k, d[k], length(i)), call)
+      idx[[k]] <- which(i)
+      next
+    }
+    if (!is.numeric(i) || anyNA(i) || any(i != round(i)))
+      rf_abort("rfuse_type_error", sprintf("index %d must be whole numbers, logicals or empty", k), call)
+    if (any(i == 0)) rf_shape_error("Indexing starts at 1 but found a 0 (torch for R's indices are 1-based)", call)
+    i <- ifelse(i < 0, d[k] + i + 1, i)
+    if (any(i < 1 | i > d[k]))
+      rf_shape_error(sprintf("index %s is out of bounds for dim %d with size %d", deparse1(idx[[k]]), k, d[k]), call)
+    idx[[k]] <- as.integer(i)
+    single[k] <- length(i) == 1L && is.null(dim(idx[[k]]))
+  }
+  r <- if (is_sym(x)) index_sym(x, if (nd <= 1) idx[1] else idx, FALSE, call)
+       else do.call(base::`[`, c(list(unclass(x)), as_call_args(idx), list(drop = FALSE)))
+  out <- lengths(lapply(seq_len(nd), function(k) if (is_all_of_dim(idx[[k]])) seq_len(d[k]) else idx[[k]]))
+  keep <- if (drop) !single else rep(TRUE, nd)
+  t_set_dims(r, if (any(keep)) out[keep] else 1L)
+}

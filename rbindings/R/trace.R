@@ -75,9 +75,9 @@ make_guard <- function(name, fun, why = "it is not supported by rfuse yet", deep
   }
 }
 
-make_helper <- function(name, fun) {
-  force(name); force(fun)
-  function(...) trace_helper(name, fun, list(...), sys.call())
+make_helper <- function(name, fun, torch_ops = FALSE) {
+  force(name); force(fun); force(torch_ops)
+  function(...) trace_helper(name, fun, list(...), sys.call(), torch_ops)
 }
 
 # The traced functions that keep, set or drop names, dimnames and class as R does; the others
@@ -94,7 +94,9 @@ attrs_guarded <- function(name, f) {
 
 # A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
 # every other function its body calls, helper tracers for the user's own functions.
-mask_function <- function(f, side_effect_guards = TRUE) {
+# `torch_ops`: the function is torch code (a user's module method, or a function one calls): its
+# operators broadcast as torch's (torch_operator).
+mask_function <- function(f, side_effect_guards = TRUE, torch_ops = FALSE) {
   env <- environment(f) %||% globalenv()
   mask <- new.env(parent = env)
   fns <- traced_functions()
@@ -106,13 +108,14 @@ mask_function <- function(f, side_effect_guards = TRUE) {
     # rfuse's own functions (nnf_*, ...) trace symbolic values themselves.
     # Modules are called as they are: their methods are masked already.
     if (is.null(fun) || identical(topenv(environment(fun)), rfuse_namespace()) || inherits(fun, "nn_module")) next
-    assign(nm, if (is_user_closure(fun)) make_helper(nm, fun) else make_guard(nm, fun), envir = mask)
+    assign(nm, if (is_user_closure(fun)) make_helper(nm, fun, torch_ops) else make_guard(nm, fun), envir = mask)
   }
   if (side_effect_guards) {
     add_side_effect_guards(mask)
     watch_outside_numbers(mask, env, setdiff(all.names(body(f)), c(ls(mask, all.names = TRUE), own)))
   }
   add_control_flow_guards(mask)
+  if (torch_ops) list2env(torch_operators(), envir = mask)
   if (any(c("if", "while", "for") %in% all.names(body(f)))) body(f) <- guard_control_flow(body(f))
   environment(f) <- mask
   f
@@ -325,13 +328,16 @@ failed_check <- function(tr, outs, n_main) {
 
 # A user helper called with symbolic arguments: traced once per argument signature as its own
 # function, then called. With constant arguments mixed in it is traced inline instead.
-trace_helper <- function(name, fun, args, call) {
+trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
   syms <- vapply(args, is_sym, logical(1))
-  if (!any(syms)) return(do.call(fun, args))
-  masked <- mask_function(fun)
+  if (!any(syms)) {
+    if (torch_ops) environment(fun) <- list2env(torch_operators(), envir = new.env(parent = environment(fun)))
+    return(do.call(fun, args))
+  }
+  masked <- mask_function(fun, torch_ops = torch_ops)
   if (!all(syms) || any(checked_names %in% called_names(body(fun)))) return(do.call(masked, args))
   # An integer argument's bound entry is part of the key: the helper's own bounds refer to it.
-  key <- paste(name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x"), a$ib %||% "",
+  key <- paste(if (torch_ops) "torch" else "", name, vapply(args, function(a) paste(a$dtype, paste(sym_tshape(a), collapse = "x"), a$ib %||% "",
                                                      if (length(a$attrs)) deparse1(a$attrs) else ""), ""),
                collapse = "|")
   entry <- .rf_state$helpers[[key]]

@@ -1,3 +1,8 @@
+.onAttach <- function(libname, pkgname) {
+  # Before attachNamespace locks package:rfuse (see torch_double_colon).
+  if (!torch_installed()) assign("::", torch_double_colon, envir = as.environment(paste0("package:", pkgname)))
+}
+
 .onLoad <- function(libname, pkgname) {
   .rf_tensor_prototype$value <- methods::new("rf_tensor", env = emptyenv())
   # What a compiled program's handle is after a save and restore (see current_entry).

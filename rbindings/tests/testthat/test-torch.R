@@ -245,3 +245,122 @@ test_that("a reduction over every dim of an rf_tensor feeds the next op (torch_s
     expect_equal(as.numeric(torch_mean(a) / torch_sum(a)), mean(v) / sum(v), tolerance = 1e-5)
   }
 })
+
+test_that("a user's module is torch code: R's operators broadcast as torch's, eager, on rf_tensors and jitted", {
+  set.seed(7)
+  m <- nn_module(
+    initialize = function() {
+      self$b <- nn_parameter(c(1, 2, 3))
+      self$pe <- matrix(1:4, 4, 1) * c(10, 20, 30) # (4, 1) * (3): torch's (4, 3) outer product
+    },
+    forward = function(x, mask) list(x + self$b, x * mask, x - torch_mean(x, dim = 2, keepdim = TRUE), x > self$b))()
+  x <- matrix(rnorm(6), 2, 3)
+  mask <- matrix(c(0, 1), 2, 1)
+  # Independent expectations in base R (sweep over columns, recycling over rows).
+  want <- list(sweep(x, 2, c(1, 2, 3), "+"), x * as.vector(mask), x - rowMeans(x), sweep(x, 2, c(1, 2, 3), ">"))
+  expect_equal(m$pe, outer(1:4, c(10, 20, 30)))
+  eager <- m(x, mask)
+  for (i in 1:4) expect_equal(eager[[i]], want[[i]], ignore_attr = TRUE)
+  jitted <- rf_jit(m)(x, mask)
+  for (i in 1:3) expect_equal(jitted[[i]], want[[i]], tolerance = 1e-6, ignore_attr = TRUE)
+  expect_equal(as.vector(jitted[[4]]), as.vector(want[[4]]))
+  tens <- m(rf_tensor(x, dtype = "float64"), rf_tensor(mask, dtype = "float64"))
+  for (i in 1:3) expect_equal(as.array(tens[[i]]), want[[i]], tolerance = 1e-12, ignore_attr = TRUE)
+  # Where torch has no broadcast (a vector of the array's length, a vector along rows), R's rules stay.
+  r <- nn_module(forward = function(x) list(x * rep(c(1, 2), 3), x * c(1, 2)))()(x)
+  expect_equal(r[[1]], x * rep(c(1, 2), 3))
+  expect_equal(r[[2]], x * c(1, 2))
+  # Outside modules R's operators are R's: a vector recycles down the columns.
+  expect_equal(x + c(1, 2, 3), x + rep(c(1, 2, 3), length.out = 6))
+})
+
+test_that("torch's indexing in a module's methods: single indices drop only their dim, negatives count from the end, `..`", {
+  m <- nn_module(forward = function(x) list(x[, 2], x[, -1], x[1, , drop = FALSE], x[.., 1], x[2:1, -2:-1], x[-1]))()
+  x <- array(as.numeric(1:24), c(2, 3, 4))
+  want <- list(x[, 2, ], x[, 3, ], x[1, , , drop = FALSE], x[, , 1], x[2:1, 2:3, , drop = FALSE], x[2, , ])
+  for (got in list(m(x), lapply(m(rf_tensor(x, dtype = "float64")), as.array), rf_jit(m)(x)))
+    for (i in seq_along(want)) expect_equal(got[[i]], want[[i]], ignore_attr = TRUE, info = paste("index", i))
+  # A single row of a c(1, 3, 4) array stays 3-d under torch's rule (R's drop would make it c(3, 4)).
+  y <- array(as.numeric(1:12), c(1, 3, 4))
+  expect_identical(dim(nn_module(forward = function(x) x[, 1, ])()(y)), c(1L, 4L))
+  # Shapes and lists index as R's.
+  expect_identical(nn_module(forward = function(x) dim(x)[-1])()(x), c(3L, 4L))
+  expect_error(m(array(0, c(1, 3, 4))), class = "rfuse_shape_error")             # x[2:1, ...] out of bounds
+  expect_error(nn_module(forward = function(x) x[0])()(x), "starts at 1", class = "rfuse_shape_error")
+})
+
+test_that("x[i, j] <- value on rf_tensors is a recorded op: the result has the value, the gradient reaches it", {
+  out <- torch_zeros(2, 3, dtype = "float64")
+  out[, 2] <- c(5, 6)
+  expect_equal(as.array(out), cbind(0, c(5, 6), 0))
+  v <- rf_tensor(c(1, 2), dtype = "float64", requires_grad = TRUE)
+  y <- torch_zeros(2, 3, dtype = "float64")
+  y[, 3] <- v * 3
+  loss <- (y * y)$sum()
+  loss$backward()
+  expect_equal(as.array(v$grad), 2 * 3 * 3 * c(1, 2), ignore_attr = TRUE)
+  expect_error(y[, -1] <- 0, class = "rfuse_unsupported")
+})
+
+test_that("rf_tensors of different dims broadcast as torch's where R has no answer (non-conformable arrays)", {
+  p <- matrix(c(1, 2, 3, 4, 5, 6), 2)
+  t <- rf_tensor(p, dtype = "float64")
+  expect_equal(as.array(t / t$sum(dim = 2, keepdim = TRUE)), p / rowSums(p), ignore_attr = TRUE)
+  expect_equal(as.array(t - rf_tensor(matrix(c(1, 2, 3), 1), dtype = "float64")), sweep(p, 2, c(1, 2, 3)), ignore_attr = TRUE)
+  expect_error(as.array(t + rf_tensor(matrix(1:6, 3), dtype = "float64")), "non-conformable")
+})
+
+test_that("torch:: in ported code resolves to rfuse's functions while torch is not installed", {
+  skip_if(nzchar(system.file(package = "torch")), "the torch package is installed: torch:: is torch's")
+  code <- "torch::torch_ones(2)$sum()$item() + stats::sd(c(1, 3))"
+  expect_equal(eval(parse(text = code), new.env(parent = globalenv())), 2 + sd(c(1, 3)))
+  expect_identical(eval(quote(torch::torch_tensor), globalenv()), rf_tensor)
+  expect_error(eval(quote(torch::torch_no_such_function), globalenv()), "torch::torch_no_such_function",
+               class = "rfuse_unsupported")
+})
+
+test_that("torch_randint, torch_linspace, torch_outer, N-d torch_matmul, dtype names as strings", {
+  set.seed(3)
+  r <- torch_randint(2, 5, size = c(200))
+  expect_identical(r$dtype, "int64")
+  v <- as.array(r)
+  expect_true(all(v %in% 2:4) && all(2:4 %in% v))
+  expect_identical(torch_randint(3, size = 4)$shape, 4L)
+  expect_error(torch_randint(5, 2, size = 3), class = "rfuse_type_error")
+  expect_equal(as.array(torch_linspace(0, 1, 5, dtype = "float64")), seq(0, 1, 0.25), ignore_attr = TRUE)
+  expect_equal(as.array(torch_outer(torch_arange(1, 3, dtype = "float64"), torch_arange(1, 2, dtype = "float64"))),
+               outer(1:3, 1:2), ignore_attr = TRUE)
+  a <- array(rnorm(2 * 3 * 4 * 5), c(2, 3, 4, 5)); b <- array(rnorm(3 * 5 * 2), c(3, 5, 2))
+  want <- array(0, c(2, 3, 4, 2))
+  for (i in 1:2) for (j in 1:3) want[i, j, , ] <- a[i, j, , ] %*% b[j, , ]
+  expect_equal(torch_matmul(a, b), want, tolerance = 1e-12)
+  expect_equal(as.array(torch_matmul(rf_tensor(a, dtype = "float64"), rf_tensor(b, dtype = "float64"))), want, tolerance = 1e-12)
+  expect_equal(rf_jit(function(a, b) torch_matmul(a, b), dtype = "float64")(a, b), want, tolerance = 1e-12)
+  vec <- rnorm(5)
+  want_v <- apply(a, c(1, 2, 3), function(r) sum(r * vec))
+  expect_equal(torch_matmul(a, vec), want_v, tolerance = 1e-12)
+  expect_identical(rf_tensor(1:3, dtype = "long")$dtype, "int64")
+  expect_identical(rf_tensor(1:3, dtype = "int")$dtype, "int32")
+  expect_identical(rf_tensor(1:3, dtype = "double")$dtype, "float64")
+})
+
+test_that("nn_init_trunc_normal_ stays within its bounds; dropout2d on c(N, C); conv padding as a list; m[[1]] of a module", {
+  set.seed(5)
+  w <- torch_zeros(2000, dtype = "float64")
+  nn_init_trunc_normal_(w, mean = 1, std = 2, a = 0, b = 1.5)
+  v <- as.array(w)
+  expect_true(all(v >= 0 & v <= 1.5))
+  expect_gt(sd(v), 0.3)
+  expect_error(nn_init_trunc_normal_(w, a = 1, b = 0), class = "rfuse_type_error")
+  x <- matrix(1, 50, 40)
+  d <- nnf_dropout2d(x, p = 0.5)
+  expect_true(all(d %in% c(0, 2)) && any(d == 0) && any(d == 2))
+  conv <- nn_conv2d(1, 1, kernel_size = list(1, 3), padding = list(0, 1), bias = FALSE)
+  img <- array(rnorm(12), c(1, 1, 3, 4))
+  k <- conv$weight[1, 1, 1, ]
+  padded <- cbind(0, img[1, 1, , ], 0)
+  want <- sapply(1:4, function(j) padded[, j:(j + 2)] %*% k)
+  expect_equal(conv(img)[1, 1, , ], want, tolerance = 1e-6)
+  g <- nn_module(initialize = function() self$main <- nn_sequential(nn_linear(2, 2)))()
+  expect_true(inherits(g[[1]], "nn_sequential"))
+})
