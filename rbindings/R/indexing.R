@@ -340,6 +340,10 @@ rf_c <- function(...) {
   args <- list(...)
   if (!any(vapply(args, is_sym, TRUE))) return(base::c(...))
   call <- sys.call()
+  # c() of a list and values (torch code collecting tensors: `blocks <- c(blocks, x)`) is a list
+  # with each traced value one element, as base R's c() of a list and a tensor gives.
+  if (any(vapply(args, function(a) is.list(a) && !is_sym(a) && !is.object(a), TRUE)))
+    return(do.call(base::c, lapply(args, function(a) if (is_sym(a)) list(a) else a)))
   refuse_names("c", args, call)
   args <- args[lengths(args) > 0 | vapply(args, is_sym, TRUE)]
   syms <- lapply(args, as_sym, call = call)

@@ -196,6 +196,13 @@ init_fill <- function(expr, value, env, call, draw) {
   if (is_tensor(value)) return(assign_inplace(value, fname, filled))
   if (inherits(value, "rf_parameter")) {
     filled <- nn_parameter(filled, !identical(attr(value, "requires_grad"), FALSE))
+    # A parameter passed along unchanged (to a helper, through named_parameters()) is still the
+    # very object its module holds (R copies only on change): written back there, as torch's
+    # in-place fill would reach it.
+    if (write_back_parameter(value, filled)) {
+      if (is.symbol(expr)) eval(call("<-", expr, filled), env)
+      return(invisible(filled))
+    }
     if (is.symbol(expr))
       rf_unsupported(fname, call, paste("its argument is a parameter held in a variable, perhaps a copy (as in",
                                         "`for (p in model$parameters)`), which nothing could write back into the",
@@ -210,4 +217,23 @@ init_fill <- function(expr, value, env, call, draw) {
                                         deparse1(expr)))
   eval(call("<-", expr, filled), env)
   invisible(filled)
+}
+
+# The modules holding `value` itself (the same R object, not an equal one) get `filled` in its
+# place; FALSE when none does.
+write_back_parameter <- function(value, filled) {
+  addr <- rlang::obj_address(value)
+  found <- FALSE
+  for (self in live_module_selves()) {
+    for (nm in ls(self)) {
+      if (bindingIsActive(nm, self)) next
+      v <- get(nm, envir = self)
+      if (inherits(v, "rf_parameter") && identical(rlang::obj_address(v), addr)) {
+        assign(nm, filled, envir = self)
+        found <- TRUE
+      }
+    }
+  }
+  if (found) module_changed()
+  found
 }

@@ -93,6 +93,7 @@ module_api <- c("parameters", "buffers", "children", "modules", "training", "nam
 # have is refused by name (torch's layers take some rfuse's do not, such as `device`).
 new_module <- function(def, ...) {
   self <- new.env(parent = emptyenv())
+  register_module_self(self)
   self$training <- TRUE
   self$.buffer_names <- character()
   self$.order <- character()
@@ -707,3 +708,17 @@ nn_module_dict <- nn_module("nn_module_dict",
 #' @export
 nn_identity <- nn_module("nn_identity",
   forward = function(input) input)
+
+# Every module's state, weakly held (a module no one refers to any more drops out): what an
+# initializer given a parameter without its place searches (see write_back_parameter).
+.rf_modules <- new.env(parent = emptyenv())
+register_module_self <- function(self) {
+  refs <- .rf_modules$refs
+  # Now and then the collected ones are dropped, so the list stays as long as the live modules.
+  if (length(refs) >= 2L * (.rf_modules$live %||% 256L)) {
+    refs <- Filter(function(w) !is.null(rlang::wref_key(w)), refs)
+    .rf_modules$live <- max(256L, length(refs))
+  }
+  .rf_modules$refs <- c(refs, list(rlang::new_weakref(self)))
+}
+live_module_selves <- function() Filter(Negate(is.null), lapply(.rf_modules$refs, rlang::wref_key))

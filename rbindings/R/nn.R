@@ -1084,3 +1084,41 @@ nn_upsample <- nn_module("nn_upsample",
 nn_adaptive_max_pool2d <- nn_module("nn_adaptive_max_pool2d",
   initialize = function(output_size) { self$output_size <- output_size },
   forward = function(x) nnf_adaptive_max_pool2d(x, self$output_size))
+
+#' @rdname losses
+#' @param anchor,positive,negative `nnf_triplet_margin_loss()`: embeddings, `c(N, D)` (or one of
+#'   length `D`); the loss is `max(d(a, p) - d(a, n) + margin, 0)` per sample with
+#'   `d(x, y) = ||x - y + eps||_p` along the last dim, as torch's.
+#' @param margin,p,eps,swap The margin, the norm's order, the distance's offset, and whether
+#'   `d(a, n)` is the smaller of it and `d(p, n)` (torch's distance swap).
+#' @export
+nnf_triplet_margin_loss <- function(anchor, positive, negative, margin = 1, p = 2, eps = 1e-6, swap = FALSE,
+                                    reduction = "mean") {
+  call <- sys.call()
+  if (!is.numeric(c(margin, p, eps)) || length(c(margin, p, eps)) != 3 || anyNA(c(margin, p, eps)) || p <= 0)
+    rf_abort("rfuse_type_error", "`margin`, `p` and `eps` must be numbers (p > 0)", call)
+  if (!is.logical(swap) || length(swap) != 1 || is.na(swap)) rf_abort("rfuse_type_error", "`swap` must be TRUE or FALSE", call)
+  shapes <- lapply(list(anchor, positive, negative), t_size)
+  if (!all(vapply(shapes, function(s) identical(s, shapes[[1]]), TRUE)) || !length(shapes[[1]]) %in% 1:2)
+    rf_shape_error(sprintf("triplet_margin_loss takes anchor, positive and negative of one shape, c(N, D) or D (got %s)",
+                           paste(vapply(shapes, paste, "", collapse = "x"), collapse = ", ")), call)
+  last <- function(v) if (length(shapes[[1]]) == 1) sum(v) else rf_rowSums(v)
+  dist <- function(x, y) {
+    d <- abs(x - y + eps)
+    if (p == 2) sqrt(last(d * d)) else if (p == 1) last(d) else last(d^p)^(1 / p)
+  }
+  d_ap <- dist(anchor, positive)
+  d_an <- dist(anchor, negative)
+  if (isTRUE(swap)) d_an <- rf_pmin(d_an, dist(positive, negative))
+  reduce_loss(rf_pmax(d_ap - d_an + margin, 0), reduction, call)
+}
+
+#' @rdname losses
+#' @export
+nn_triplet_margin_loss <- nn_module("nn_triplet_margin_loss",
+  initialize = function(margin = 1, p = 2, eps = 1e-6, swap = FALSE, reduction = "mean") {
+    self$margin <- margin; self$p <- p; self$eps <- eps; self$swap <- swap
+    self$reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", sys.call())
+  },
+  forward = function(anchor, positive, negative)
+    nnf_triplet_margin_loss(anchor, positive, negative, self$margin, self$p, self$eps, self$swap, self$reduction))

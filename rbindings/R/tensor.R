@@ -50,6 +50,8 @@ torch_dtype_names <- c(float = "float32", double = "float64", half = "float16", 
 check_dtype <- function(dtype) {
   if (is.character(dtype) && length(dtype) == 1 && dtype %in% names(torch_dtype_names) &&
       torch_dtype_names[[dtype]] %in% names(tensor_dtypes)) dtype <- torch_dtype_names[[dtype]]
+  # (traced code's x$dtype is the IR's name of it: "f32")
+  if (is.character(dtype) && length(dtype) == 1 && dtype %in% tensor_dtypes) dtype <- r_dtype(dtype)
   if (!is.character(dtype) || length(dtype) != 1 || !dtype %in% names(tensor_dtypes))
     rf_abort("rfuse_type_error", sprintf("unknown dtype '%s' (one of %s)", paste(dtype, collapse = " "),
                                          paste(names(tensor_dtypes), collapse = ", ")))

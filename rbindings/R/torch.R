@@ -665,9 +665,14 @@ torch_log_softmax <- torch_fn("torch_log_softmax", function(input, dim) t_log_so
 create <- function(name, values, shape, dtype, device, requires_grad, call) {
   v <- shaped(values, shape)
   if (in_trace()) {
-    if (!is.null(dtype)) rf_unsupported(name, call, "`dtype` inside traced code (values compute in the trace's dtype)")
+    # The trace's own dtype (torch code's `dtype = x$dtype`) is what the constant computes in.
+    if (!is.null(dtype) && !identical(check_dtype(dtype), r_dtype(trace_float())))
+      rf_unsupported(name, call, sprintf("`dtype = \"%s\"` inside traced code (values compute in the trace's dtype, %s)",
+                                         dtype, r_dtype(trace_float())))
     if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
-    return(v) # a constant of the program, on the device it runs on
+    # A constant of the program, on the device it runs on, as a traced value: torch code calls
+    # methods on it (torch_arange(1, n)$unsqueeze(1)).
+    return(as_sym(v, call))
   }
   rf_tensor(v, dtype = dtype, device = if (is.null(device)) rf_default_device() else as.character(device),
             requires_grad = requires_grad)
@@ -1242,13 +1247,18 @@ torch_index_impl <- function(x, idx, drop, call) {
   d <- t_size(x); nd <- length(d)
   ell <- which(vapply(idx, inherits, TRUE, "rf_ellipsis"))
   if (length(ell) > 1) rf_shape_error("only one `..` may appear in an index", call)
+  # NULL adds a dim of size 1 there (Python's None), using none of x's.
   if (length(ell)) {
-    fill <- nd - (length(idx) - 1L)
+    fill <- nd - (length(idx) - 1L - sum(vapply(idx, is.null, TRUE)))
     idx <- c(idx[seq_len(ell - 1L)], rep(list(all_of_dim), max(0L, fill)), idx[-seq_len(ell)])
   }
-  if (length(idx) > nd)
-    rf_shape_error(sprintf("too many indices for a tensor of dimension %d (got %d)", nd, length(idx)), call)
-  idx <- c(idx, rep(list(all_of_dim), nd - length(idx)))
+  new_dim <- vapply(idx, is.null, TRUE)
+  if (sum(!new_dim) > nd)
+    rf_shape_error(sprintf("too many indices for a tensor of dimension %d (got %d)", nd, sum(!new_dim)), call)
+  idx <- c(idx, rep(list(all_of_dim), nd - sum(!new_dim)))
+  new_dim <- c(new_dim, rep(FALSE, length(idx) - length(new_dim)))
+  at <- cumsum(!new_dim) # the dims of x the entries before each new one index
+  idx <- idx[!new_dim]
   single <- logical(nd)
   for (k in seq_len(nd)) {
     i <- idx[[k]]
@@ -1272,5 +1282,10 @@ torch_index_impl <- function(x, idx, drop, call) {
        else do.call(base::`[`, c(list(unclass(x)), as_call_args(idx), list(drop = FALSE)))
   out <- lengths(lapply(seq_len(nd), function(k) if (is_all_of_dim(idx[[k]])) seq_len(d[k]) else idx[[k]]))
   keep <- if (drop) !single else rep(TRUE, nd)
-  t_set_dims(r, if (any(keep)) out[keep] else 1L)
+  shape <- integer()
+  for (k in seq_len(nd)) {
+    shape <- c(shape, rep(1L, sum(new_dim & at == k - 1L)), if (keep[k]) out[k])
+  }
+  shape <- c(shape, rep(1L, sum(new_dim & at == nd)))
+  t_set_dims(r, if (length(shape)) shape else 1L)
 }

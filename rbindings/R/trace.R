@@ -16,7 +16,8 @@ passthrough_names <- c(
   "vapply", "Map", "Reduce", "Filter", "do.call", "seq_len", "seq_along", ":", "names",
   "%>%", "is.numeric", "is.finite", "is.infinite", "is.nan", "inherits", "identity", "UseMethod", "NextMethod", "sys.call", "sys.function",
   "match.call", "nargs", "interactive", "&&", "||", "::", ":::", "exists", "get", "get0",
-  "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE", "[[", "[[<-", "vector")
+  "assign", "sprintf", "paste", "paste0", "is.na", "isTRUE", "isFALSE", "[[", "[[<-", "vector",
+  "%<-%", "%->%") # (zeallot's destructuring, common in torch code: it reads its left side unevaluated)
 
 group_generic_names <- c(
   "+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "!",

@@ -175,7 +175,11 @@ test_that("creation functions: rf_tensors as torch's, constants in traced code, 
   expect_equal(suppressMessages(jf(matrix(1, 2, 2))), matrix(1, 2, 2))
   expect_equal(rf_jit(function(x) x + torch_ones_like(x))(matrix(1, 2, 2)), matrix(2, 2, 2))
   expect_error(rf_jit(function(x) x + torch_randn(2, 2))(matrix(1, 2, 2)), "random", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) x + torch_zeros(2, 2, dtype = "float64"))(matrix(1, 2, 2)), class = "rfuse_unsupported")
+  # A dtype other than the trace's is refused; the trace's own (torch code's dtype = x$dtype) is what it computes in.
+  expect_error(rf_jit(function(x) x + torch_zeros(2, 2, dtype = "float16"), dtype = "float32")(matrix(1, 2, 2)),
+               class = "rfuse_unsupported")
+  expect_equal(rf_jit(function(x) x + torch_ones(2, 2, dtype = x$dtype)$mul(2), dtype = "float32")(matrix(1, 2, 2)),
+               matrix(3, 2, 2))
   expect_identical(torch_device("cpu"), "cpu")
   expect_error(torch_device("cuda:1"), class = "rfuse_unsupported")
   expect_error(torch_zeros(-1), class = "rfuse_type_error")
