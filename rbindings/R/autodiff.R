@@ -274,6 +274,31 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
   outer(labels, seq_len(num_classes), "==") * 1
 }
 
+#' @rdname rf_one_hot
+#' @param tensor `nnf_one_hot()`: class indices 1..K of any shape (torch for R's are 1-based); the
+#'   result has a last dim of size `num_classes` (`-1`: the largest index, outside traced code).
+#'   On an rf_tensor an int64 rf_tensor, as torch's; in traced code the classes are compared with
+#'   1..K, so an index outside that range gives a row of zeros there (torch refuses it).
+#' @export
+nnf_one_hot <- function(tensor, num_classes = -1) {
+  call <- sys.call()
+  if (!is.numeric(num_classes) || length(num_classes) != 1 || is.na(num_classes) || num_classes != round(num_classes) ||
+      (num_classes < 1 && num_classes != -1))
+    rf_abort("rfuse_type_error", "`num_classes` must be a positive whole number or -1", call)
+  d <- t_size(tensor)
+  if (is_sym(tensor)) {
+    if (num_classes == -1) rf_unsupported("nnf_one_hot", call, "num_classes = -1 in traced code (the classes are data): give num_classes")
+    k <- as.integer(num_classes)
+    idx <- t_expand(t_set_dims(tensor, c(d, 1L)), c(d, k), call)
+    classes <- t_expand(as_sym(shaped(seq_len(k), c(rep(1L, length(d)), k)), call), c(d, k), call)
+    return((idx == classes) * 1)
+  }
+  v <- if (is_tensor(tensor)) as.vector(tensor_values(tensor)) else as.vector(tensor)
+  k <- if (num_classes == -1) max(v) else num_classes
+  out <- shaped(rf_one_hot(v, k), c(d, k))
+  if (is_tensor(tensor)) rf_tensor(out, dtype = "int64", device = tensor@env$device) else out
+}
+
 # ---- Training -------------------------------------------------------------------------------------
 
 #' Train with SGD or Adam, one compiled program per step

@@ -266,7 +266,8 @@ bound_cache <- function(state, key) {
     drop <- order[seq_len(length(order) - limit)]
     rm(list = drop, envir = state$cache)
     order <- order[-seq_along(drop)]
-    if (is.null(state$notes$warned_recompiles)) {
+    # (rfuse's own programs — eager ops, recorded graphs — serve every shape: no warning)
+    if (is.null(state$notes$warned_recompiles) && !isTRUE(state$notes$internal)) {
       assign("warned_recompiles", TRUE, envir = state$notes)
       warning(structure(class = c("rfuse_recompile_warning", "warning", "condition"), list(
         message = sprintf(paste0("rfuse: this function has been compiled for more than %d argument signatures ",

@@ -108,7 +108,10 @@ new_module <- function(def, ...) {
         self$.jit <- rf_jit(instance)
         assign("internal", TRUE, envir = attr(self$.jit, "rfuse")$notes) # called eagerly: no recompile warning
       }
-      return(self$.jit(...))
+      args <- list(...)
+      if (!any(vapply(args, function(a) is.list(a) && !is.object(a), TRUE))) return(self$.jit(...))
+      lists <- flatten_list_args(args)
+      return(do.call(list_args_jit(self, instance, lists), lists$flat))
     }
     self$forward(...)
   }, class = c(def$classname, "nn_module"), self = self)
@@ -147,17 +150,29 @@ record_forward <- function(self, args) {
   if (is.null(self$.forward_fn)) self$.forward_fn <- model_function(instance)
   # A named argument given as NULL is the layer's default (a jitted function takes no NULLs).
   if (!is.null(names(args))) args <- args[!(nzchar(names(args)) & vapply(args, is.null, TRUE))]
-  values <- do.call(self$.jit, args)
+  # A list argument (an LSTM's hx = list(h, c)) travels as its tensors, rebuilt inside.
+  forward_fn <- self$.forward_fn
+  jitted <- self$.jit
+  if (any(vapply(args, function(a) is.list(a) && !is.object(a), TRUE))) {
+    lists <- flatten_list_args(args)
+    args <- lists$flat
+    n_flat <- length(args)
+    jitted <- list_args_jit(self, instance, lists)
+    rebuild <- lists$rebuild
+    fn0 <- forward_fn
+    forward_fn <- function(...) { a <- list(...); do.call(fn0, c(rebuild(a[seq_len(n_flat)]), a[-seq_len(n_flat)])) }
+  }
+  values <- do.call(jitted, args)
   params <- slot_values(state_slots(self))
-  key <- sprintf("forward:%s#%d:%s:%s", class(instance)[1], self$.uid, if (isTRUE(self$training)) "train" else "eval",
-                 .rf_counters$module_version %||% 0)
+  key <- sprintf("forward:%s#%d:%s:%s%s", class(instance)[1], self$.uid, if (isTRUE(self$training)) "train" else "eval",
+                 .rf_counters$module_version %||% 0, if (exists("lists", inherits = FALSE)) lists$key else "")
   grad <- !isTRUE(.rf_counters$no_grad)
   node_args <- c(args, params)
   for (a in Filter(is_tensor, node_args)) a@env$uses <- (a@env$uses %||% 0) + 1 # (see record_inplace)
   wrap <- function(v, path) {
     if (is.list(v)) return(lapply(seq_along(v), function(i) wrap(v[[i]], c(path, i))))
     if (!is_tensor(v)) return(v)
-    fn <- self$.forward_fn
+    fn <- forward_fn
     t <- make_tensor(buf = v@env$buf, dtype = v@env$dtype, device = v@env$device, rdim = v@env$rdim, len = v@env$len,
                      node = list(name = paste0(key, "[", paste(path, collapse = ","), "]"),
                                  fn = function(...) { r <- fn(...); for (i in path) r <- r[[i]]; r },
@@ -722,3 +737,66 @@ register_module_self <- function(self) {
   .rf_modules$refs <- c(refs, list(rlang::new_weakref(self)))
 }
 live_module_selves <- function() Filter(Negate(is.null), lapply(.rf_modules$refs, rlang::wref_key))
+
+# Arguments with (nested) lists of tensors as one flat list (names a..1, a..2, ...), a function
+# rebuilding the original arguments from such a list, and a key naming the structure.
+flatten_list_args <- function(args) {
+  nms <- names(args) %||% rep("", length(args))
+  flat <- list(); shapes <- list()
+  for (i in seq_along(args)) {
+    a <- args[[i]]
+    if (is.list(a) && !is.object(a)) {
+      items <- list_leaves(a)
+      if (!all(vapply(items, function(v) is_tensor(v) || is.numeric(v) || is.logical(v), TRUE)))
+        rf_unsupported("forward", NULL, sprintf("argument %s is a list holding values other than tensors", nms[i]))
+      shapes[[i]] <- list(skeleton = a, n = length(items))
+      flat <- c(flat, items)
+    } else {
+      shapes[[i]] <- NULL
+      flat <- c(flat, list(a))
+    }
+  }
+  rebuild <- function(values) {
+    out <- vector("list", length(args)); k <- 0L
+    for (i in seq_along(args)) {
+      sh <- if (i <= length(shapes)) shapes[[i]]
+      if (is.null(sh)) { k <- k + 1L; out[i] <- list(values[[k]]); next }
+      out[[i]] <- refill_leaves(sh$skeleton, values[k + seq_len(sh$n)])
+      k <- k + sh$n
+    }
+    names(out) <- names(args)
+    out
+  }
+  key <- paste(vapply(seq_along(args), function(i) {
+    sh <- if (i <= length(shapes)) shapes[[i]]
+    paste0(nms[i], "=", if (is.null(sh)) "." else deparse1(rapply(sh$skeleton, function(v) 0L, how = "replace")))
+  }, ""), collapse = ",")
+  list(flat = unname(flat), rebuild = rebuild, key = key)
+}
+list_leaves <- function(x) if (is.list(x) && !is.object(x)) do.call(c, lapply(x, list_leaves)) else list(x)
+refill_leaves <- function(skeleton, values) {
+  k <- 0L
+  fill <- function(x) {
+    if (is.list(x) && !is.object(x)) {
+      for (j in seq_along(x)) x[j] <- list(fill(x[[j]]))
+      return(x)
+    }
+    k <<- k + 1L
+    values[[k]]
+  }
+  fill(skeleton)
+}
+
+# The module's jitted program for calls whose list arguments have this structure (their tensors
+# are its arguments).
+list_args_jit <- function(self, instance, lists) {
+  if (is.null(self$.jit_lists)) self$.jit_lists <- new.env(parent = emptyenv())
+  jf <- self$.jit_lists[[lists$key]]
+  if (is.null(jf)) {
+    rebuild <- lists$rebuild
+    jf <- rf_jit(function(...) do.call(instance, rebuild(list(...))))
+    assign("internal", TRUE, envir = attr(jf, "rfuse")$notes)
+    assign(lists$key, jf, envir = self$.jit_lists)
+  }
+  jf
+}

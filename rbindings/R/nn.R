@@ -797,30 +797,32 @@ nn_gru <- rnn_module("nn_gru", "gru")
 nn_rnn <- rnn_module("nn_rnn", "rnn")
 
 # Loss modules (torch's nn_*_loss): the losses of autodiff.R with their reduction.
+# (`f` is the loss's name: the function is looked up when called, so that the module gets the
+# nnf_* function as finally defined, which takes rf_tensors; see torch.R's functional ops.)
 loss_module <- function(name, f) {
   force(f)
   nn_module(name, initialize = function(reduction = "mean") {
     self$reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", sys.call())
-  }, forward = function(input, target) f(input, target, self$reduction))
+  }, forward = function(input, target) get(f, envir = rfuse_namespace())(input, target, self$reduction))
 }
 #' @rdname losses
 #' @export
-nn_mse_loss <- loss_module("nn_mse_loss", nnf_mse_loss)
+nn_mse_loss <- loss_module("nn_mse_loss", "nnf_mse_loss")
 #' @rdname losses
 #' @export
-nn_l1_loss <- loss_module("nn_l1_loss", nnf_l1_loss)
+nn_l1_loss <- loss_module("nn_l1_loss", "nnf_l1_loss")
 #' @rdname losses
 #' @export
-nn_cross_entropy_loss <- loss_module("nn_cross_entropy_loss", nnf_cross_entropy)
+nn_cross_entropy_loss <- loss_module("nn_cross_entropy_loss", "nnf_cross_entropy")
 #' @rdname losses
 #' @export
-nn_nll_loss <- loss_module("nn_nll_loss", nnf_nll_loss)
+nn_nll_loss <- loss_module("nn_nll_loss", "nnf_nll_loss")
 #' @rdname losses
 #' @export
-nn_bce_loss <- loss_module("nn_bce_loss", nnf_binary_cross_entropy)
+nn_bce_loss <- loss_module("nn_bce_loss", "nnf_binary_cross_entropy")
 #' @rdname losses
 #' @export
-nn_bce_with_logits_loss <- loss_module("nn_bce_with_logits_loss", nnf_binary_cross_entropy_with_logits)
+nn_bce_with_logits_loss <- loss_module("nn_bce_with_logits_loss", "nnf_binary_cross_entropy_with_logits")
 
 # ---- Attention -----------------------------------------------------------------------------
 

@@ -608,10 +608,24 @@ torch_amin <- reduce_torch("torch_amin", "min")
 torch_prod <- reduce_torch("torch_prod", "prod")
 #' @rdname torch_functions
 #' @export
-torch_max <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_max", "max", self, dim, keepdim, sys.call())
+#' @param other `torch_max(self, other = )` / `torch_min()`: the elementwise maximum (minimum) of the
+#'   two, broadcast, as `torch_maximum()` (`dim` and `other` exclude each other).
+torch_max <- function(self, dim = NULL, keepdim = FALSE, other = NULL) {
+  if (!is.null(other)) {
+    if (!is.null(dim)) rf_abort("rfuse_type_error", "torch_max() takes `dim` or `other`, not both", sys.call())
+    return(torch_maximum(self, other))
+  }
+  t_max_min("torch_max", "max", self, dim, keepdim, sys.call())
+}
 #' @rdname torch_functions
 #' @export
-torch_min <- function(self, dim = NULL, keepdim = FALSE) t_max_min("torch_min", "min", self, dim, keepdim, sys.call())
+torch_min <- function(self, dim = NULL, keepdim = FALSE, other = NULL) {
+  if (!is.null(other)) {
+    if (!is.null(dim)) rf_abort("rfuse_type_error", "torch_min() takes `dim` or `other`, not both", sys.call())
+    return(torch_minimum(self, other))
+  }
+  t_max_min("torch_min", "min", self, dim, keepdim, sys.call())
+}
 # Without `dim` the value; with it list(values, indices), as torch.
 t_max_min <- function(name, kind, self, dim, keepdim, call) {
   if (is.null(dim)) {
@@ -1120,13 +1134,13 @@ torch_divide <- function(self, other) torch_div(self, other)
 # The nnf_* functions take rf_tensors too: a call with a tensor argument is recorded like any
 # tensor op (and runs as a compiled program, eagerly or lazily); other arguments (dims, shapes,
 # reductions) are settings of the op.
-nnf_data_args <- c("input", "x", "weight", "bias", "target", "running_mean", "running_var")
+nnf_data_args <- c("input", "x", "weight", "bias", "target", "running_mean", "running_var", "anchor", "positive", "negative")
 for (nm in c("nnf_relu", "nnf_relu6", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu", "nnf_elu", "nnf_selu",
              "nnf_silu", "nnf_softplus", "nnf_hardtanh", "nnf_softmax", "nnf_log_softmax", "nnf_linear",
              "nnf_layer_norm", "nnf_batch_norm", "nnf_batch_norm2d", "nnf_conv1d", "nnf_embedding",
              "nnf_flatten", "nnf_mse_loss", "nnf_l1_loss", "nnf_cross_entropy", "nnf_nll_loss",
              "nnf_binary_cross_entropy", "nnf_binary_cross_entropy_with_logits", "nnf_group_norm",
-             "nnf_interpolate")) local({
+             "nnf_interpolate", "nnf_triplet_margin_loss")) local({
   f <- get(nm)
   g <- torch_fn(nm, f, setdiff(names(formals(f)), nnf_data_args))
   # Labels become a one-hot matrix before the call is recorded (a recorded vector is data).
@@ -1177,7 +1191,7 @@ torch_operator <- function(op) {
 torch_operators <- function() {
   if (is.null(.rf_state$torch_operators))
     .rf_state$torch_operators <- c(stats::setNames(lapply(torch_operator_names, torch_operator), torch_operator_names),
-                                   list(`[` = torch_index))
+                                   list(`[` = torch_index, `[<-` = torch_subassign))
   .rf_state$torch_operators
 }
 
@@ -1210,41 +1224,11 @@ torch_alias <- function(name, call) {
   rf_unsupported(paste0("torch::", name), call, "rfuse has no function of that name (see the porting table in docs/r-package.md)")
 }
 
-# ---- `[` in torch code ---------------------------------------------------------------------
-
-# torch for R's indexing, for `[` on tensors (traced values, rf_tensors) inside a user's module's
-# methods: a tensor comes back (an rf_tensor's index is a recorded op); a single index drops its
-# dim and only that one (R's drop = TRUE drops every size-1 dim); negative indices count from the
-# end (x[, -1] is the last column; R's would exclude the first); `..` stands for the dims not
-# named; dims left off at the end are taken whole. `drop = FALSE` keeps every dim. R arrays
-# with dims index the same way (a model's eager call on R arrays equals its jitted one); other
-# values (shapes such as dim(x) or x$shape, lists, R vectors) index as R's.
-torch_index <- function(x, ..., drop = TRUE) {
-  call <- sys.call()
-  n <- nargs() - 1L - !missing(drop)
-  dots <- match.call(expand.dots = FALSE)$...
-  data_array <- (is.numeric(x) || is.logical(x)) && !is.object(x) && !is.null(dim(x))
-  if (!(is_tensor(x) || is_sym(x) || data_array) || n == 0) {
-    idx <- subscripts_of(dots, n, function(k) ...elt(k))
-    return(do.call(rf_index, c(list(x), as_call_args(idx), if (!missing(drop)) list(drop = drop))))
-  }
-  idx <- lapply(seq_len(n), function(k) {
-    if (k <= length(dots) && identical(dots[[k]], quote(expr = ))) return(all_of_dim)
-    if (k <= length(dots) && identical(dots[[k]], as.name(".."))) return(structure(list(), class = "rf_ellipsis"))
-    v <- ...elt(k)
-    if (is_tensor(v)) v <- tensor_values(v)
-    v
-  })
-  if (any(vapply(idx, is_sym, TRUE))) # positions the traced code computes: R's gather (keeps dims)
-    return(do.call(rf_index, c(list(x), as_call_args(idx), list(drop = drop))))
-  drop <- isTRUE(drop)
-  impl <- function(x) torch_index_impl(x, idx, drop, call)
-  if (is_tensor(x)) return(record(paste0("torch[", paste(deparse(c(idx, drop = drop)), collapse = "")), impl, list(x = x)))
-  impl(x)
-}
-
-torch_index_impl <- function(x, idx, drop, call) {
-  d <- t_size(x); nd <- length(d)
+# torch for R's subscripts of an array of dims `d` as positive positions per dim (all_of_dim
+# for whole dims): `..` expanded, dims left off at the end taken whole, negatives from the end,
+# logical masks as positions; which dims got a single index, and where NULLs add new dims.
+torch_positions <- function(idx, d, call) {
+  nd <- length(d)
   ell <- which(vapply(idx, inherits, TRUE, "rf_ellipsis"))
   if (length(ell) > 1) rf_shape_error("only one `..` may appear in an index", call)
   # NULL adds a dim of size 1 there (Python's None), using none of x's.
@@ -1278,6 +1262,44 @@ torch_index_impl <- function(x, idx, drop, call) {
     idx[[k]] <- as.integer(i)
     single[k] <- length(i) == 1L && is.null(dim(idx[[k]]))
   }
+  list(idx = idx, single = single, new_dim = new_dim, at = at)
+}
+
+# ---- `[` in torch code ---------------------------------------------------------------------
+
+# torch for R's indexing, for `[` on tensors (traced values, rf_tensors) inside a user's module's
+# methods: a tensor comes back (an rf_tensor's index is a recorded op); a single index drops its
+# dim and only that one (R's drop = TRUE drops every size-1 dim); negative indices count from the
+# end (x[, -1] is the last column; R's would exclude the first); `..` stands for the dims not
+# named; dims left off at the end are taken whole. `drop = FALSE` keeps every dim. R arrays
+# with dims index the same way (a model's eager call on R arrays equals its jitted one); other
+# values (shapes such as dim(x) or x$shape, lists, R vectors) index as R's.
+# Values torch code indexes as tensors: traced values, rf_tensors, R arrays with dims (a
+# module's parameters among them).
+torch_indexed <- function(x) is_tensor(x) || is_sym(x) ||
+  ((is.numeric(x) || is.logical(x)) && (!is.object(x) || inherits(x, "rf_parameter")) && !is.null(dim(x)))
+
+torch_index <- function(x, ..., drop = TRUE) {
+  call <- sys.call()
+  n <- nargs() - 1L - !missing(drop)
+  dots <- match.call(expand.dots = FALSE)$...
+  if (!torch_indexed(x) || n == 0) {
+    idx <- subscripts_of(dots, n, function(k) ...elt(k))
+    return(do.call(rf_index, c(list(x), as_call_args(idx), if (!missing(drop)) list(drop = drop))))
+  }
+  idx <- torch_subscripts(dots, n, x, parent.frame(), function(k) ...elt(k))
+  if (any(vapply(idx, is_sym, TRUE))) # positions the traced code computes: R's gather (keeps dims)
+    return(do.call(rf_index, c(list(x), as_call_args(idx), list(drop = drop))))
+  drop <- isTRUE(drop)
+  impl <- function(x) torch_index_impl(x, idx, drop, call)
+  if (is_tensor(x)) return(record(paste0("torch[", paste(deparse(c(idx, drop = drop)), collapse = "")), impl, list(x = x)))
+  impl(x)
+}
+
+torch_index_impl <- function(x, idx, drop, call) {
+  d <- t_size(x); nd <- length(d)
+  tp <- torch_positions(idx, d, call)
+  idx <- tp$idx; single <- tp$single; new_dim <- tp$new_dim; at <- tp$at
   r <- if (is_sym(x)) index_sym(x, if (nd <= 1) idx[1] else idx, FALSE, call)
        else do.call(base::`[`, c(list(unclass(x)), as_call_args(idx), list(drop = FALSE)))
   out <- lengths(lapply(seq_len(nd), function(k) if (is_all_of_dim(idx[[k]])) seq_len(d[k]) else idx[[k]]))
@@ -1288,4 +1310,62 @@ torch_index_impl <- function(x, idx, drop, call) {
   }
   shape <- c(shape, rep(1L, sum(new_dim & at == nd)))
   t_set_dims(r, if (length(shape)) shape else 1L)
+}
+
+# The subscripts of a torch-code `[` / `[<-` (after x): all_of_dim for empty ones, a marker for
+# `..`, values otherwise (tensors as R values). torch for R's `N` in a subscript is the size of
+# the dim it indexes (x[, 2:N]), and a slice a:b counts each negative end from the end (x[, -n:N]:
+# the last n; R's -n:N would run through 0).
+torch_subscripts <- function(dots, n, x, env, elt) {
+  ell <- which(vapply(seq_len(n), function(k) k <= length(dots) && identical(dots[[k]], as.name("..")), TRUE))
+  lapply(seq_len(n), function(k) {
+    if (k <= length(dots) && identical(dots[[k]], quote(expr = ))) return(all_of_dim)
+    e <- if (k <= length(dots)) dots[[k]]
+    if (k %in% ell) return(structure(list(), class = "rf_ellipsis"))
+    size <- function() {
+      d <- t_size(x)
+      # the dim this subscript indexes: counted from the front, or from the end after a `..`
+      dim_k <- if (length(ell) && k > ell[1]) length(d) - (n - k) else k
+      if (dim_k < 1 || dim_k > length(d)) rf_shape_error("too many indices for the tensor", NULL)
+      d[dim_k]
+    }
+    v <- if (is.call(e) && identical(e[[1]], as.name(":"))) {
+      # a slice a:b, each end counted from the end when negative (torch for R's -n:N: the last n)
+      len <- size()
+      ends <- vapply(list(e[[2]], e[[3]]), function(part) {
+        p <- eval(part, list(N = len), env)
+        if (is_tensor(p)) p <- tensor_values(p)
+        if (!is.numeric(p) || length(p) != 1 || is.na(p)) rf_abort("rfuse_type_error", sprintf("a slice's end must be one number, in %s", deparse1(e)), NULL)
+        if (p < 0) len + p + 1 else p
+      }, 0)
+      seq(ends[1], ends[2])
+    } else if ((is.call(e) || is.symbol(e)) && "N" %in% all.names(e)) eval(e, list(N = size()), env) else elt(k)
+    if (is_tensor(v)) v <- tensor_values(v)
+    v
+  })
+}
+
+# x[i, j] <- value in torch code: torch for R's positions (as `[`'s), then R's assignment of the
+# block (value recycled over it, which is torch's broadcast of a value of the block's trailing
+# shape).
+torch_subassign <- function(x, ..., value) {
+  call <- sys.call()
+  n <- nargs() - 2L
+  dots <- match.call(expand.dots = FALSE)$...
+  if (!torch_indexed(x) || n == 0) {
+    idx <- subscripts_of(dots, n, function(k) ...elt(k))
+    return(do.call(rf_subassign, c(list(x), as_call_args(idx), list(value = value))))
+  }
+  idx <- torch_subscripts(dots, n, x, parent.frame(), function(k) ...elt(k))
+  if (any(vapply(idx, is.null, TRUE))) rf_shape_error("NULL (a new dim) in an assigned index", call)
+  if (any(vapply(idx, is_sym, TRUE))) return(do.call(rf_subassign, c(list(x), as_call_args(idx), list(value = value))))
+  d <- t_size(x)
+  pos <- torch_positions(idx, d, call)$idx
+  # The value broadcasts over the block as torch's does (trailing dims aligned).
+  block <- vapply(seq_along(d), function(k) if (is_all_of_dim(pos[[k]])) d[k] else length(pos[[k]]), 1L)
+  vs <- t_size(value)
+  if (prod(vs) != 1 && !identical(as.integer(vs), block) && !identical(as.integer(vs), block[block != 1L]))
+    value <- t_expand(value, block, call)
+  if (is_tensor(x) || is_tensor(value)) return(tensor_subassign(x, pos, value, call))
+  do.call(rf_subassign, c(list(x), as_call_args(pos), list(value = value)))
 }

@@ -368,3 +368,80 @@ test_that("nn_init_trunc_normal_ stays within its bounds; dropout2d on c(N, C); 
   g <- nn_module(initialize = function() self$main <- nn_sequential(nn_linear(2, 2)))()
   expect_true(inherits(g[[1]], "nn_sequential"))
 })
+
+test_that("torch indexing: N is the dim's size, a:b slices count negative ends from the end, NULL adds a dim; x[...] <- v likewise", {
+  m <- nn_module(forward = function(x) { n <- 2; list(x[, 2:N], x[, -n:N], x[.., N], x[-2:-1, 1], x[NULL], x[, NULL, 2]) })()
+  x <- matrix(as.numeric(1:12), 3)
+  want <- list(x[, 2:4], x[, 3:4], x[, 4], x[2:3, 1], array(x, c(1, 3, 4)), matrix(x[, 2], 3, 1))
+  for (got in list(m(x), rf_jit(m)(x), lapply(m(rf_tensor(x, dtype = "float64")), as.array)))
+    for (i in seq_along(want)) expect_equal(got[[i]], want[[i]], ignore_attr = TRUE, info = paste("index", i))
+  # Assignment into a parameter from initialize, the value broadcast over the block as torch's.
+  m2 <- nn_module(initialize = function() {
+    self$w <- nn_parameter(matrix(0, 3, 4))
+    self$w[.., 2:3] <- matrix(c(1, 2, 3), 3, 1)
+    self$w[, -1] <- 9
+  }, forward = function(x) { x[, -1] <- 0; x })()
+  expect_equal(unclass(m2$w), cbind(0, 1:3, 1:3, 9), ignore_attr = TRUE)
+  expect_equal(m2(x), cbind(x[, 1:3], 0))
+  expect_equal(rf_jit(m2)(x), cbind(x[, 1:3], 0))
+})
+
+test_that("a module's list arguments (an LSTM's hx = list(h, c)) run compiled and record for backward()", {
+  set.seed(11)
+  lstm <- nn_lstm(3, 4, batch_first = TRUE)
+  x <- array(rnorm(2 * 5 * 3), c(2, 5, 3)); h0 <- array(rnorm(8), c(1, 2, 4)); c0 <- array(rnorm(8), c(1, 2, 4))
+  ref <- lstm(x, list(h0, c0)) # R arrays: the layer's own R code
+  tx <- lapply(list(x, h0, c0), rf_tensor, dtype = "float64")
+  got <- lstm(tx[[1]], list(tx[[2]], tx[[3]]))
+  expect_equal(as.array(got[[1]]), ref[[1]], tolerance = 1e-10)
+  expect_equal(as.array(got[[2]][[2]]), ref[[2]][[2]], tolerance = 1e-10)
+  opt <- optim_sgd(lstm$parameters, lr = 0.1)
+  h <- rf_tensor(h0, requires_grad = TRUE)
+  out <- lstm(rf_tensor(x), list(h, rf_tensor(c0)))
+  loss <- out[[1]]$sum()
+  loss$backward()
+  expect_identical(dim(as.array(h$grad)), dim(h0))
+  expect_gt(max(abs(as.array(h$grad))), 0)
+})
+
+test_that("nnf_one_hot, torch_max(other =), nnf_triplet_margin_loss against base R", {
+  lab <- c(2, 1, 3, 3)
+  expect_equal(nnf_one_hot(lab), outer(lab, 1:3, "==") * 1)
+  expect_equal(rf_jit(function(x) nnf_one_hot(x, 4))(lab), outer(lab, 1:4, "==") * 1)
+  oh <- nnf_one_hot(rf_tensor(lab, dtype = "int64"), 3)
+  expect_identical(oh$dtype, "int64")
+  expect_error(rf_jit(function(x) nnf_one_hot(x))(lab), class = "rfuse_unsupported")
+  expect_equal(as.array(torch_max(rf_tensor(c(-1, 2), dtype = "float64"), other = torch_zeros(2, dtype = "float64"))), c(0, 2),
+               ignore_attr = TRUE)
+  set.seed(2)
+  a <- matrix(rnorm(12), 4); p <- matrix(rnorm(12), 4); n <- matrix(rnorm(12), 4)
+  d <- function(x, y) sqrt(rowSums((x - y + 1e-6)^2))
+  want <- mean(pmax(d(a, p) - d(a, n) + 1, 0))
+  expect_equal(nnf_triplet_margin_loss(a, p, n), want, tolerance = 1e-12)
+  expect_equal(nn_triplet_margin_loss(margin = 0.5, reduction = "sum")(a, p, n), sum(pmax(d(a, p) - d(a, n) + 0.5, 0)),
+               tolerance = 1e-12)
+  ta <- rf_tensor(a, dtype = "float64", requires_grad = TRUE)
+  l <- nnf_triplet_margin_loss(ta, rf_tensor(p, dtype = "float64"), rf_tensor(n, dtype = "float64"))
+  expect_equal(l$item(), want, tolerance = 1e-12)
+  l$backward()
+  eps <- 1e-6; k <- 5
+  a2 <- a; a2[k] <- a2[k] + eps; a1 <- a; a1[k] <- a1[k] - eps
+  fd <- (mean(pmax(d(a2, p) - d(a2, n) + 1, 0)) - mean(pmax(d(a1, p) - d(a1, n) + 1, 0))) / (2 * eps)
+  expect_equal(as.array(ta$grad)[k], fd, tolerance = 1e-6)
+  expect_error(nnf_triplet_margin_loss(a, p, n[1:3, ]), class = "rfuse_shape_error")
+})
+
+test_that("an initializer given a parameter through a helper or named_parameters() fills the module's own", {
+  init_helper <- function(x, s) nn_init_constant_(x, s)
+  m <- nn_module(initialize = function() {
+    self$fc <- nn_linear(2, 3)
+    init_helper(self$fc$weight, 0.5)
+  }, forward = function(x) self$fc(x))()
+  expect_true(all(unclass(m$fc$weight) == 0.5))
+  ps <- m$named_parameters()
+  for (nm in names(ps)) nn_init_constant_(ps[[nm]], 2)
+  expect_true(all(unclass(m$fc$weight) == 2) && all(unclass(m$fc$bias) == 2))
+  # An equal copy that is not the module's object has nowhere to go: refused.
+  copy <- nn_parameter(matrix(0, 2, 2))
+  expect_error(for (p in list(copy)) nn_init_zeros_(p), class = "rfuse_unsupported")
+})
