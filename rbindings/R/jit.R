@@ -91,6 +91,20 @@ rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
   # A call on rf_tensors with a signature that ran before is one .Call (fast_call); any other
   # takes the R path, which records the signatures the fast one can take.
   jitted <- function(...) {
+    # A model's list arguments (an LSTM's hx = list(h, c)): their tensors are the arguments of a
+    # program per structure, which rebuilds the lists.
+    if (!is.null(model) && any(vapply(list(...), function(a) is.list(a) && !is.object(a), TRUE))) {
+      lists <- flatten_list_args(list(...))
+      jf <- state$notes$list_jits[[lists$key]]
+      if (is.null(jf)) {
+        rebuild <- lists$rebuild
+        jf <- rf_jit(function(...) do.call(model, rebuild(list(...))), dtype = dtype, pipeline = pipeline,
+                     plugins = plugins)
+        if (is.null(state$notes$list_jits)) state$notes$list_jits <- new.env(parent = emptyenv())
+        assign(lists$key, jf, envir = state$notes$list_jits)
+      }
+      return(do.call(jf, lists$flat))
+    }
     r <- .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype)
     if (is.null(r)) return(jit_call(state, with_parameters(state, list(...))))
     if (is.character(r)) rf_abort(r[[1]], r[[2]]) # a failure, as .rf_run_tensors reports them

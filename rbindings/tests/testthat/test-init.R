@@ -73,7 +73,13 @@ test_that("parameters are filled where they live", {
 
 test_that("copies, traced values and wrong shapes are refused by name", {
   net <- nn_linear(3, 2)
-  expect_error(for (p in net$parameters) nn_init_zeros_(p), "copy", class = "rfuse_unsupported")
+  # The loop's p is the module's own parameter (R copies only on change): filled in the module, as torch's.
+  for (p in net$parameters) nn_init_constant_(p, 3)
+  expect_true(all(unclass(net$weight) == 3) && all(unclass(net$bias) == 3))
+  # A changed copy is no longer the module's: nowhere to write it back.
+  changed <- net$weight * 1
+  expect_error(nn_init_zeros_(changed), "copy", class = "rfuse_unsupported")
+  expect_true(all(unclass(net$weight) == 3))
   expect_error(nn_init_xavier_uniform_(net$bias), "fewer than 2 dimensions", class = "rfuse_shape_error")
   expect_error(nn_init_kaiming_normal_(net$weight, mode = "fan_avg"), "Mode", class = "rfuse_type_error")
   expect_error(nn_init_zeros_(net$weight + 1), "not a place", class = "rfuse_unsupported")
