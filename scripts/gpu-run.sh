@@ -15,7 +15,8 @@
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
-#          default .bundle/corpus, which the device tool carries with .bundle).
+#          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
+#          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
 # column-cache: for each column_cache / column_tiles_from_l2 setting, the GPU corpus against the
 #          interpreter and W4 from R (r-bench.R): the column tiles' variants side by side.
@@ -97,7 +98,7 @@ if [ "$what" = r-each ]; then # each file of RFUSE_R_TESTS in its own R process,
   done
 fi
 if [ "$what" = r-corpus ]; then # scripts/torch-corpus.R over RFUSE_CORPUS (ported model files; default .bundle/corpus)
-  timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" 2>&1 | tee "$out/corpus.log" | tail -n 60
+  timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" ${RFUSE_CORPUS_PATTERN:+"$RFUSE_CORPUS_PATTERN"} 2>&1 | tee "$out/corpus.log" | tail -n 60
 fi
 if [ "$what" = column-cache ]; then
   for c in 8:FALSE 8:TRUE 4:TRUE 4:FALSE 0:FALSE; do

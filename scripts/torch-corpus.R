@@ -69,7 +69,14 @@ run_file <- function(f) {
   res
 }
 
-rows <- lapply(files, function(f) { set.seed(1); run_file(f) })
+# Each file's row as soon as it is done (a run cut short by a time limit still reports those).
+rows <- lapply(files, function(f) {
+  set.seed(1)
+  r <- run_file(f)
+  cat(sprintf("done %-36s define=%s eager=%s jit=%s loop=%s fit=%s %s\n", r$file, r$define, r$eager, r$jit, r$loop, r$fit,
+              substr(r$why, 1, 160)))
+  r
+})
 tab <- do.call(rbind, lapply(rows, function(r) data.frame(r[c("file", "define", "eager", "jit", "loop", "fit")])))
 print(tab, row.names = FALSE)
 cat("\nWhy (first failing stage):\n")

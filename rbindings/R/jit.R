@@ -78,6 +78,12 @@ rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
     model <- f
     f <- model_function(model)
   }
+  new_jit(f, model, dtype, pipeline, static, plugins)
+}
+
+# rf_jit's function for `f`; `model`: the module `f` calls (model_function), whose parameters and
+# buffers every call passes as inputs (with_parameters), so that a program never keeps stale ones.
+new_jit <- function(f, model, dtype, pipeline, static, plugins) {
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
   if (!is.null(dtype)) dtype <- match.arg(dtype, c("float32", "float64"))
   check_pipeline(pipeline, plugins)
@@ -97,9 +103,7 @@ rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
       lists <- flatten_list_args(list(...))
       jf <- state$notes$list_jits[[lists$key]]
       if (is.null(jf)) {
-        rebuild <- lists$rebuild
-        jf <- rf_jit(function(...) do.call(model, rebuild(list(...))), dtype = dtype, pipeline = pipeline,
-                     plugins = plugins)
+        jf <- new_jit(model_function(model, lists$rebuild), model, dtype, pipeline, character(), plugins)
         if (is.null(state$notes$list_jits)) state$notes$list_jits <- new.env(parent = emptyenv())
         assign(lists$key, jf, envir = state$notes$list_jits)
       }
@@ -142,8 +146,10 @@ with_parameters <- function(state, args)
 
 # A function of (inputs..., parameters..., buffers...) that runs `model` with its state (see
 # state_slots) replaced by the trailing arguments (symbolic values while tracing).
-model_function <- function(model) {
-  force(model)
+# `rebuild`: the model's own arguments from the flat ones (list arguments' tensors, see
+# flatten_list_args).
+model_function <- function(model, rebuild = NULL) {
+  force(model); force(rebuild)
   function(...) {
     args <- list(...)
     slots <- state_slots(attr(model, "self"))
@@ -151,7 +157,8 @@ model_function <- function(model) {
     saved <- slot_values(slots)
     on.exit(set_slots(slots, saved))
     set_slots(slots, args[n_in + seq_along(slots)])
-    do.call(model, args[seq_len(n_in)])
+    user <- args[seq_len(n_in)]
+    do.call(model, if (is.null(rebuild)) user else rebuild(user))
   }
 }
 

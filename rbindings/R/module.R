@@ -793,8 +793,7 @@ list_args_jit <- function(self, instance, lists) {
   if (is.null(self$.jit_lists)) self$.jit_lists <- new.env(parent = emptyenv())
   jf <- self$.jit_lists[[lists$key]]
   if (is.null(jf)) {
-    rebuild <- lists$rebuild
-    jf <- rf_jit(function(...) do.call(instance, rebuild(list(...))))
+    jf <- new_jit(model_function(instance, lists$rebuild), instance, NULL, "default", character(), character())
     assign("internal", TRUE, envir = attr(jf, "rfuse")$notes)
     assign(lists$key, jf, envir = self$.jit_lists)
   }
