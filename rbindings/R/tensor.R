@@ -22,7 +22,7 @@
 #'   %*%,rf_tensor,ANY-method %*%,ANY,rf_tensor-method %*%,rf_tensor,rf_tensor-method
 #'   t,rf_tensor-method mean,rf_tensor-method dim,rf_tensor-method length,rf_tensor-method
 #'   as.array,rf_tensor-method as.vector,rf_tensor-method as.numeric,rf_tensor-method
-#'   as.logical,rf_tensor-method [,rf_tensor-method show,rf_tensor-method
+#'   as.logical,rf_tensor-method [,rf_tensor-method [<-,rf_tensor-method show,rf_tensor-method
 #' @keywords classes
 NULL
 
@@ -366,7 +366,6 @@ setMethod("[", "rf_tensor", function(x, i, j, ..., drop = TRUE) {
 })
 setReplaceMethod("[", "rf_tensor", function(x, i, j, ..., value) {
   call <- sys.call()
-  n <- nargs() - 2L
   dots <- as.list(call)[-c(1L, 2L)]
   dots <- dots[names(dots) %||% rep("", length(dots)) != "value"]
   env <- parent.frame()

@@ -608,8 +608,8 @@ torch_amin <- reduce_torch("torch_amin", "min")
 torch_prod <- reduce_torch("torch_prod", "prod")
 #' @rdname torch_functions
 #' @export
-#' @param other `torch_max(self, other = )` / `torch_min()`: the elementwise maximum (minimum) of the
-#'   two, broadcast, as `torch_maximum()` (`dim` and `other` exclude each other).
+#' @details `torch_max(self, other = )` / `torch_min(self, other = )`: the elementwise maximum
+#'   (minimum) of the two, broadcast, as `torch_maximum()` (`dim` and `other` exclude each other).
 torch_max <- function(self, dim = NULL, keepdim = FALSE, other = NULL) {
   if (!is.null(other)) {
     if (!is.null(dim)) rf_abort("rfuse_type_error", "torch_max() takes `dim` or `other`, not both", sys.call())
@@ -1196,6 +1196,19 @@ torch_operators <- function() {
 }
 
 # ---- torch:: in ported code ----------------------------------------------------------------
+
+#' `torch::name` in ported code
+#'
+#' Code written for torch for R often calls `torch::nn_module()`, `torch::torch_randn()`, ...
+#' While the torch package is not installed, `library(rfuse)` puts a `::` on the search path
+#' (in `package:rfuse`) that resolves `torch::name` to rfuse's function of that name
+#' (`torch::torch_tensor` to [rf_tensor()]), so such code runs after the port's two replacements;
+#' a name rfuse does not have is a classed `rfuse_unsupported` error naming it. Every other
+#' `pkg::name`, and `torch::` once torch is installed, is base R's.
+#' @name torch-namespace
+#' @aliases ::
+#' @keywords internal
+NULL
 
 # `torch::name` in ported code: torch-for-R code often calls torch::nn_module(),
 # torch::torch_randn(), ... When the torch package is not installed, library(rfuse) puts this
