@@ -99,7 +99,7 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins) {
   jitted <- function(...) {
     # A model's list arguments (an LSTM's hx = list(h, c)): their tensors are the arguments of a
     # program per structure, which rebuilds the lists.
-    if (!is.null(model) && any(vapply(list(...), function(a) is.list(a) && !is.object(a), TRUE))) {
+    if (!is.null(model) && has_list_args(list(...))) {
       lists <- flatten_list_args(list(...))
       jf <- state$notes$list_jits[[lists$key]]
       if (is.null(jf)) {

@@ -108,10 +108,7 @@ new_module <- function(def, ...) {
         self$.jit <- rf_jit(instance)
         assign("internal", TRUE, envir = attr(self$.jit, "rfuse")$notes) # called eagerly: no recompile warning
       }
-      args <- list(...)
-      if (!any(vapply(args, function(a) is.list(a) && !is.object(a), TRUE))) return(self$.jit(...))
-      lists <- flatten_list_args(args)
-      return(do.call(list_args_jit(self, instance, lists), lists$flat))
+      return(self$.jit(...))
     }
     self$forward(...)
   }, class = c(def$classname, "nn_module"), self = self)
@@ -150,22 +147,19 @@ record_forward <- function(self, args) {
   if (is.null(self$.forward_fn)) self$.forward_fn <- model_function(instance)
   # A named argument given as NULL is the layer's default (a jitted function takes no NULLs).
   if (!is.null(names(args))) args <- args[!(nzchar(names(args)) & vapply(args, is.null, TRUE))]
-  # A list argument (an LSTM's hx = list(h, c)) travels as its tensors, rebuilt inside.
+  values <- do.call(self$.jit, args) # (which takes list arguments itself)
+  # A list argument (an LSTM's hx = list(h, c)) is recorded as its tensors, rebuilt inside.
   forward_fn <- self$.forward_fn
-  jitted <- self$.jit
-  if (any(vapply(args, function(a) is.list(a) && !is.object(a), TRUE))) {
+  list_key <- ""
+  if (has_list_args(args)) {
     lists <- flatten_list_args(args)
     args <- lists$flat
-    n_flat <- length(args)
-    jitted <- list_args_jit(self, instance, lists)
-    rebuild <- lists$rebuild
-    fn0 <- forward_fn
-    forward_fn <- function(...) { a <- list(...); do.call(fn0, c(rebuild(a[seq_len(n_flat)]), a[-seq_len(n_flat)])) }
+    list_key <- lists$key
+    forward_fn <- model_function(instance, lists$rebuild)
   }
-  values <- do.call(jitted, args)
   params <- slot_values(state_slots(self))
   key <- sprintf("forward:%s#%d:%s:%s%s", class(instance)[1], self$.uid, if (isTRUE(self$training)) "train" else "eval",
-                 .rf_counters$module_version %||% 0, if (exists("lists", inherits = FALSE)) lists$key else "")
+                 .rf_counters$module_version %||% 0, list_key)
   grad <- !isTRUE(.rf_counters$no_grad)
   node_args <- c(args, params)
   for (a in Filter(is_tensor, node_args)) a@env$uses <- (a@env$uses %||% 0) + 1 # (see record_inplace)
@@ -742,7 +736,7 @@ live_module_selves <- function() Filter(Negate(is.null), lapply(.rf_modules$refs
 # rebuilding the original arguments from such a list, and a key naming the structure.
 flatten_list_args <- function(args) {
   nms <- names(args) %||% rep("", length(args))
-  flat <- list(); shapes <- list()
+  flat <- list(); shapes <- vector("list", length(args)) # NULL: not a list
   for (i in seq_along(args)) {
     a <- args[[i]]
     if (is.list(a) && !is.object(a)) {
@@ -752,14 +746,13 @@ flatten_list_args <- function(args) {
       shapes[[i]] <- list(skeleton = a, n = length(items))
       flat <- c(flat, items)
     } else {
-      shapes[[i]] <- NULL
       flat <- c(flat, list(a))
     }
   }
   rebuild <- function(values) {
     out <- vector("list", length(args)); k <- 0L
     for (i in seq_along(args)) {
-      sh <- if (i <= length(shapes)) shapes[[i]]
+      sh <- shapes[[i]]
       if (is.null(sh)) { k <- k + 1L; out[i] <- list(values[[k]]); next }
       out[[i]] <- refill_leaves(sh$skeleton, values[k + seq_len(sh$n)])
       k <- k + sh$n
@@ -768,7 +761,7 @@ flatten_list_args <- function(args) {
     out
   }
   key <- paste(vapply(seq_along(args), function(i) {
-    sh <- if (i <= length(shapes)) shapes[[i]]
+    sh <- shapes[[i]]
     paste0(nms[i], "=", if (is.null(sh)) "." else deparse1(rapply(sh$skeleton, function(v) 0L, how = "replace")))
   }, ""), collapse = ",")
   list(flat = unname(flat), rebuild = rebuild, key = key)
@@ -787,15 +780,4 @@ refill_leaves <- function(skeleton, values) {
   fill(skeleton)
 }
 
-# The module's jitted program for calls whose list arguments have this structure (their tensors
-# are its arguments).
-list_args_jit <- function(self, instance, lists) {
-  if (is.null(self$.jit_lists)) self$.jit_lists <- new.env(parent = emptyenv())
-  jf <- self$.jit_lists[[lists$key]]
-  if (is.null(jf)) {
-    jf <- new_jit(model_function(instance, lists$rebuild), instance, NULL, "default", character(), character())
-    assign("internal", TRUE, envir = attr(jf, "rfuse")$notes)
-    assign(lists$key, jf, envir = self$.jit_lists)
-  }
-  jf
-}
+has_list_args <- function(args) any(vapply(args, function(a) is.list(a) && !is.object(a), TRUE))

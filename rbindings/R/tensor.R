@@ -313,8 +313,8 @@ tensor_binary <- function(op) {
     torch_broadcast_op(base_op, e1, e2, NULL)
   }
 }
-tensor_binary_fns <- sapply(c("+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|"),
-                            tensor_binary, simplify = FALSE)
+binary_operator_names <- c("+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|")
+tensor_binary_fns <- sapply(binary_operator_names, tensor_binary, simplify = FALSE)
 setMethod("Ops", signature("rf_tensor", "rf_tensor"), tensor_ops)
 setMethod("Ops", signature("rf_tensor", "ANY"), tensor_ops)
 setMethod("Ops", signature("ANY", "rf_tensor"), tensor_ops)

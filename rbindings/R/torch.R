@@ -1164,7 +1164,6 @@ rm(nm)
 # shapes, R's own rule applies (a vector recycled over an array, as rfuse-style modules on R
 # arrays write it). Outside modules the operators are R's. A plain number is R's and torch's
 # scalar alike (and stays an op setting: x^2, x %/% 3).
-torch_operator_names <- c("+", "-", "*", "/", "^", "%%", "%/%", "==", "!=", "<", "<=", ">", ">=", "&", "|")
 
 torch_broadcast_op <- function(op, a, b, call) {
   sa <- t_size(a); sb <- t_size(b)
@@ -1190,7 +1189,7 @@ torch_operator <- function(op) {
 }
 torch_operators <- function() {
   if (is.null(.rf_state$torch_operators))
-    .rf_state$torch_operators <- c(stats::setNames(lapply(torch_operator_names, torch_operator), torch_operator_names),
+    .rf_state$torch_operators <- c(stats::setNames(lapply(binary_operator_names, torch_operator), binary_operator_names),
                                    list(`[` = torch_index, `[<-` = torch_subassign))
   .rf_state$torch_operators
 }
