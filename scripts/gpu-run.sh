@@ -34,7 +34,11 @@ tar -C /tmp/rfuse-gpu -xJf .bundle/rfuse-gpu.tar.xz
 R=/tmp/rfuse-gpu/rfuse
 # cuDNN comes with PyTorch's wheels there (nvidia-cudnn-cu13).
 cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH="$R/lib:${cudnn_dir:+$cudnn_dir:}${LD_LIBRARY_PATH:-}"
+# NCCL too (nvidia-nccl-cu13), for data-parallel training (rf_fit(strategy = "ddp")).
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH="$R/lib:${cudnn_dir:+$cudnn_dir:}${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
+# NVLink multicast stays off on these machines (KINDS.md); the ranks inherit it.
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 # BLAS and LAPACK (the CPU backend's products, rfuse.solve's host step) come with R's debs: when
 # an earlier call unpacked them (r-setup), the tests find them too.
 [ -d /opt/r/usr/lib/x86_64-linux-gnu/lapack ] &&

@@ -8,6 +8,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -112,6 +113,13 @@ std::string Step::describe(Backend backend) const {
   case Kind::Alias: return "alias";
   case Kind::Constant: return "constant";
   case Kind::Host: return "interpreted (" + why + ")";
+  case Kind::Collective: {
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.2f", bytes / 2 / 1e6); // bytes counts inputs and outputs
+    os << "all-reduce (" << (collectiveMean ? "mean" : "sum") << ") of " << in.size() << " tensor"
+       << (in.size() == 1 ? "" : "s") << ", " << mb << " MB" << (backend == Backend::Cuda ? " through NCCL" : "");
+    return os.str();
+  }
   case Kind::Kernel: {
     bool scan = op && isa<ScanOp>(op); // a thread (CPU: an index) per line, along it in turn
     if (backend == Backend::Cpu)
@@ -234,6 +242,9 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
     } else if (isa<ReshapeOp>(op)) {
       s.kind = Step::Kind::Alias;
       plan.slots[s.out[0]].aliasOf = plan.root(s.in[0]);
+    } else if (auto ar = dyn_cast<AllReduceOp>(op)) {
+      s.kind = Step::Kind::Collective; // operand k into result k, by position
+      s.collectiveMean = ar.getReduction() == CollectiveReduction::mean;
     } else {
       if (target.backend == Backend::Cpu)
         planCpuStep(s, &op, module, s.label);
@@ -267,6 +278,23 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
     for (int sl : plan.steps[i].in) {
       BufferSlot &r = plan.slots[plan.root(sl)];
       r.lastUse = std::max(r.lastUse, (int)i);
+    }
+  }
+  // A collective may read its inputs on a stream of its own until its results are needed: its
+  // inputs live until the first step reading one of its outputs (or to the end).
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &c = plan.steps[i];
+    if (c.kind != Step::Kind::Collective)
+      continue;
+    int joined = BufferSlot::kLive;
+    for (size_t j = i + 1; j < plan.steps.size() && joined == BufferSlot::kLive; ++j)
+      for (int sl : plan.steps[j].in)
+        for (int o : c.out)
+          if (plan.root(sl) == plan.root(o))
+            joined = (int)j;
+    for (int sl : c.in) {
+      BufferSlot &r = plan.slots[plan.root(sl)];
+      r.lastUse = std::max(r.lastUse, joined);
     }
   }
   for (int sl : plan.resultSlots)

@@ -340,6 +340,22 @@ LogicalResult ScanOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  for (Value v : adaptor.getInputs())
+    types.push_back(v.getType());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  for (Value v : getInputs())
+    if (!llvm::cast<RankedTensorType>(v.getType()).hasStaticShape())
+      return emitOpError("operands must have static shapes, not ") << v.getType();
+  return success();
+}
+
 LogicalResult SolveOp::verify() {
   auto a = getA().getType(), b = getB().getType(), r = getResult().getType();
   if (a.getRank() != 2 || a.getShape()[0] != a.getShape()[1])

@@ -118,6 +118,16 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       Value g = cot.lookup(entry->getArgument(i));
       grads.push_back(g ? g : splat(b, fn.getLoc(), entry->getArgument(i).getType(), 0.0));
     }
+    // Data-parallel training: the ranks' gradients, averaged (or summed), are what the
+    // optimizer sees (and what a plain gradient program returns).
+    if (gradientAllReduce != "none") {
+      if (gradientAllReduce != "mean" && gradientAllReduce != "sum")
+        return fn.emitError() << "rfuse-autodiff: gradient-all-reduce is none, mean or sum, not '"
+                              << gradientAllReduce << "'";
+      auto reduction = gradientAllReduce == "mean" ? CollectiveReduction::mean : CollectiveReduction::sum;
+      for (Value &g : grads)
+        g = b.create<AllReduceOp>(g.getLoc(), ValueRange{g}, reduction).getResult(0);
+    }
     SmallVector<Value> results = {gradLoss};
     if (optimizer == "sgd") {
       if (failed(appendSgd(grad, b, args, grads, results)))

@@ -100,7 +100,8 @@ grad_entry <- function(state, args) {
                                        m$optimizer, m$lr %||% 0, m$momentum %||% 0, m$weight_decay %||% 0,
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8,
                                        isTRUE(m$lr_input),
-                                       if (is.null(m$tf32)) "options" else if (m$tf32) "allowed" else "exact"))
+                                       if (is.null(m$tf32)) "options" else if (m$tf32) "allowed" else "exact",
+                                       m$all_reduce %||% "none"))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -335,8 +336,23 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #' @param write_back A function called with the trained parameters (a named list of arrays) when
 #'   the loop ends, and with the last completed step's parameters when it is interrupted
 #'   (`rf_fit()` writes them into the model this way).
+#' @param strategy `"none"` (default), or `"ddp"`: data-parallel training, one process per GPU
+#'   (PyTorch's DistributedDataParallel). Each process is a rank of a process group that NCCL
+#'   connects: it reads `WORLD_SIZE`, `RANK`, `MASTER_ADDR` and `MASTER_PORT` from the environment
+#'   (as [rf_launch()] and torchrun set them; without them, a group of one), takes rank 0's initial
+#'   parameters, trains on its shard of every epoch (sample `rank + 1`, then every
+#'   `WORLD_SIZE`-th, of the epoch's order, as torch's DistributedSampler; shuffled epochs use
+#'   one permutation on every rank, from `getOption("rfuse.ddp_seed", 0)` and the epoch), and
+#'   averages the gradients over the ranks inside the compiled step (in buckets, overlapping the
+#'   backward pass) before the optimizer update, so every rank ends with the same parameters. The
+#'   loss history is averaged over the ranks. On the CPU the group has one rank. The rendezvous
+#'   waits `getOption("rfuse.ddp_timeout", 300)` seconds for every rank.
+#' @param devices With `strategy = "ddp"`: the number of processes (GPUs) expected, checked
+#'   against `WORLD_SIZE` (default: `WORLD_SIZE`, or 1). More than one needs the processes started
+#'   by [rf_launch()] (or another launcher).
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
-#'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`.
+#'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`,
+#'   and with `strategy = "ddp"`, `distributed` (`rank`, `world_size`, `backend`).
 #'   `plot()` draws the loss curve.
 #' @examples
 #' x <- matrix(rnorm(200), 100); y <- x %*% c(2, -1) + 0.5
@@ -349,9 +365,65 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
                      optimizer = c("sgd", "adam", "adamw"), lr = 0.01, momentum = 0,
                      weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
                      dtype = c("float32", "float64"), tf32 = TRUE, progress = interactive(),
-                     device = rf_default_device(), shuffle = FALSE, write_back = NULL) {
+                     device = rf_default_device(), shuffle = FALSE, write_back = NULL,
+                     strategy = c("none", "ddp"), devices = NULL) {
   train_loop(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps, dtype,
-             tf32, progress, device, shuffle, write_back)
+             tf32, progress, device, shuffle, write_back, strategy = strategy, devices = devices)
+}
+
+# strategy = "ddp": this process's rank in the group the launcher's environment describes
+# (WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT; none: a group of one), started for the loop.
+ddp_start <- function(devices, device) {
+  env <- Sys.getenv(c("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"), unset = NA)
+  number <- function(name, default) {
+    v <- env[[name]]
+    if (is.na(v) || !nzchar(v)) return(default)
+    k <- suppressWarnings(as.integer(v))
+    if (is.na(k) || as.character(k) != trimws(v))
+      rf_abort("rfuse_distributed_error", sprintf("the environment's %s is '%s', not an integer", name, v))
+    k
+  }
+  launched <- !is.na(env[["WORLD_SIZE"]])
+  world <- number("WORLD_SIZE", 1L)
+  rank <- number("RANK", 0L)
+  if (!is.null(devices)) {
+    if (!is.numeric(devices) || length(devices) != 1 || is.na(devices) || devices < 1 || devices != round(devices))
+      rf_abort("rfuse_type_error", "`devices` must be a positive whole number")
+    if (devices != world && !launched)
+      rf_abort("rfuse_distributed_error", sprintf(paste0(
+        "strategy = \"ddp\" with devices = %d runs one process per GPU: start the script with ",
+        "rf_launch(\"script.R\", devices = %d) (or a launcher that sets WORLD_SIZE, RANK, MASTER_ADDR ",
+        "and MASTER_PORT)"), as.integer(devices), as.integer(devices)))
+    if (devices != world)
+      rf_abort("rfuse_distributed_error", sprintf("devices = %d, but this process was launched as rank %d of WORLD_SIZE = %d",
+                                                  as.integer(devices), rank, world))
+  }
+  timeout <- getOption("rfuse.ddp_timeout", 300)
+  if (!is.numeric(timeout) || length(timeout) != 1 || is.na(timeout) || timeout <= 0)
+    rf_abort("rfuse_option_error", "option rfuse.ddp_timeout must be a positive number of seconds")
+  addr <- if (is.na(env[["MASTER_ADDR"]]) || !nzchar(env[["MASTER_ADDR"]])) "127.0.0.1" else env[["MASTER_ADDR"]]
+  rf_guard(.rf_process_group_init(rank, world, addr, number("MASTER_PORT", 29500L), as.double(timeout), device))
+  .rf_process_group_info()
+}
+
+# The samples of an epoch this rank trains on: all of them in order (or shuffled by R's generator)
+# without a group; with one, its share of an order every rank draws alike (torch's
+# DistributedSampler: padded to a multiple of the world size by repeating from the start).
+epoch_rows <- function(n, shuffle, ddp, epoch) {
+  world <- if (is.null(ddp)) 1L else ddp$world_size
+  if (world == 1L) return(if (shuffle) sample.int(n) else seq_len(n))
+  order <- if (shuffle) seeded_permutation(n, getOption("rfuse.ddp_seed", 0) + epoch) else seq_len(n)
+  total <- ceiling(n / world) * world
+  rep_len(order, total)[seq(ddp$rank + 1L, total, by = world)]
+}
+
+# sample.int(n) from set.seed(seed), leaving the user's generator as it was.
+seeded_permutation <- function(n, seed) {
+  had <- exists(".Random.seed", envir = globalenv(), inherits = FALSE)
+  old <- if (had) get(".Random.seed", envir = globalenv(), inherits = FALSE)
+  on.exit(if (had) assign(".Random.seed", old, envir = globalenv()) else rm(".Random.seed", envir = globalenv()))
+  set.seed(seed)
+  sample.int(n)
 }
 
 # rf_train()'s loop, and rf_fit()'s: `buffers` (a named list of arrays) are inputs of the loss that
@@ -360,10 +432,14 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
 # `write_buffers(values, steps_done, replaced)` gets the last completed step's (and the names of
 # those the steps replaced) at the end or on an interrupt.
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
-                       dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL) {
+                       dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
+                       strategy = "none", devices = NULL) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
+  strategy <- match.arg(strategy, c("none", "ddp"))
   device <- check_device(device)
+  if (!is.null(devices) && strategy != "ddp")
+    rf_abort("rfuse_type_error", "`devices` is for strategy = \"ddp\" (data-parallel training)")
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
     rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
   if (inherits(data, "rf_dataloader")) {
@@ -381,16 +457,24 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # The learning rate is an input of the step program (a schedule runs the same program).
   if (!is.logical(tf32) || length(tf32) != 1 || is.na(tf32))
     rf_abort("rfuse_type_error", "`tf32` must be TRUE or FALSE")
-  mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
-               betas = betas, eps = eps, lr_input = TRUE, tf32 = tf32)
-  state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n <- if (length(data)) NROW(data[[1]]) else 1L
   for (nm in names(data)) if (NROW(data[[nm]]) != n)
     rf_abort("rfuse_shape_error", sprintf("data '%s' has %d samples but '%s' has %d", nm, NROW(data[[nm]]),
                                           names(data)[1], n))
-  bs <- as.integer(batch_size %||% n)
-  if (bs < 1 || bs > n) rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d", n))
-  batches <- max(1L, n %/% bs)
+  # Data-parallel: this process's rank; the step averages the gradients over the ranks.
+  ddp <- if (strategy == "ddp") ddp_start(devices, device)
+  if (!is.null(ddp)) on.exit(.rf_process_group_destroy(), add = TRUE)
+  world <- if (is.null(ddp)) 1L else ddp$world_size
+  mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
+               betas = betas, eps = eps, lr_input = TRUE, tf32 = tf32,
+               all_reduce = if (is.null(ddp)) "none" else "mean")
+  state <- grad_state(loss, names(params), dtype, "default", character(), mode)
+  n_rank <- as.integer(ceiling(n / world)) # the samples of an epoch this rank trains on
+  bs <- as.integer(batch_size %||% n_rank)
+  if (bs < 1 || bs > n_rank)
+    rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d%s", n_rank,
+                                         if (world > 1) sprintf(" (the samples per rank of %d)", world) else ""))
+  batches <- max(1L, n_rank %/% bs)
   nb <- state_buffers(mode)
   steps <- as.integer(steps)
   # Everything the loop touches lives on the device: parameters and optimizer state in two
@@ -400,6 +484,8 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     rf_tensor(if (is.logical(v)) v * 1 else unclass(v), dtype = dtype, device = device)
   P <- list(lapply(params, to_dev), NULL)
   B <- list(lapply(buffers, to_dev), NULL)
+  # Every rank starts from rank 0's parameters and buffers (as DistributedDataParallel does).
+  if (world > 1) rf_guard(.rf_broadcast(lapply(c(P[[1]], B[[1]]), tensor_buffer), 0L))
   S <- list(lapply(seq_len(nb), function(j) lapply(P[[1]], function(p) p * 0)), NULL) # distinct tensors per kind
   # Data that fit the budget go to the device once; larger data stream a batch per step from R
   # memory (through pinned staging, overlapping the step before).
@@ -410,7 +496,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   empty <- function(dt, len, rdim) make_tensor(buf = rf_guard(.rf_tensor_empty(tshape(rdim, len), ir_dtype(dt), device)),
                                                dtype = dt, device = device, rdim = rdim, len = len)
   empty_like <- function(d, len, rdim) empty(d@env$dtype, len, rdim)
-  whole <- batches == 1L && !shuffle && bs == n && !stream
+  whole <- batches == 1L && !shuffle && bs == n && !stream && world == 1L
   X <- if (whole) list(D, D) else if (stream) lapply(1:2, function(k) lapply(D, function(d) {
     rd <- if (is.null(dim(d))) NULL else c(bs, dim(d)[-1])
     empty(dtype, length(d) / n * bs, rd)
@@ -499,7 +585,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     k <- 2L - s %% 2L   # this step's set: 1, 2, 1, ...
     b <- (s - 1L) %% batches
     if (b == 0L && (stream || gathered)) {
-      rows <- if (shuffle) sample.int(n) else seq_len(n)
+      rows <- epoch_rows(n, shuffle, ddp, (s - 1L) %/% batches)
       if (gathered) rf_guard(.rf_training_loop_rows(loop, tensor_buffer(rf_tensor(rows - 1L, dtype = "int32", device = device))))
     }
     # The chunk of steps run without R: to the end (step 1 alone, to time the others), the epoch
@@ -524,15 +610,18 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     s <- done + 1L
   }
   aux$flush()
+  if (world > 1) rf_guard(.rf_all_reduce(list(tensor_buffer(history)), TRUE)) # the ranks' mean loss
   .rf_synchronize()
   step_s <- if (steps > 1) as.double(difftime(Sys.time(), t_first, units = "secs")) / (steps - 1) else NA
   if (!is.null(bar)) cli::cli_progress_done(id = bar)
   on.exit()
+  if (!is.null(ddp)) on.exit(.rf_process_group_destroy(), add = TRUE) # the group ends with the loop
   trained <- latest()
   if (!is.null(write_back)) write_back(trained)
   if (!is.null(write_buffers)) write_buffers(latest_buffers(), done, names(buffers)[replaced])
   structure(list(params = trained, history = as.vector(tensor_values(history)),
-                 step_seconds = step_s, device = device), class = "rf_training")
+                 step_seconds = step_s, device = device,
+                 distributed = if (!is.null(ddp)) ddp[c("rank", "world_size", "backend")]), class = "rf_training")
 }
 
 # A step program's auxiliary outputs that R applies (`entries`: batch statistics, for running
@@ -616,7 +705,9 @@ take_rows <- function(d, rows) {
 #'   one-hot matrix; otherwise an array passed to `loss` as it is.
 #' @param loss A function of the model's output and the targets returning one number.
 #' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `optimizer`, `lr`, `momentum`,
-#'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `progress`, `device`, `shuffle`.
+#'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `progress`, `device`, `shuffle`,
+#'   `strategy` and `devices` (`strategy = "ddp"`: data-parallel training over the processes
+#'   [rf_launch()] starts, one per GPU; every rank's model ends with the trained weights).
 #' @return The [rf_train()] result (`history`, and `params` by name); the model is updated in
 #'   place.
 #' @examples
@@ -685,7 +776,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
                 write_back = write_back, ...)
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
-             buffers = tracked, write_buffers = write_buffers)
+             buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices)
 }
 
 # The running statistics of the model's batch norms that track them with a momentum (torch's

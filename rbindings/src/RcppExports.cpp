@@ -10,6 +10,62 @@ Rcpp::Rostream<true>&  Rcpp::Rcout = Rcpp::Rcpp_cout_get();
 Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
+// rf_process_group_init
+void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int masterPort, double timeout, std::string device);
+RcppExport SEXP _rfuse_rf_process_group_init(SEXP rankSEXP, SEXP worldSizeSEXP, SEXP masterAddrSEXP, SEXP masterPortSEXP, SEXP timeoutSEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< int >::type rank(rankSEXP);
+    Rcpp::traits::input_parameter< int >::type worldSize(worldSizeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type masterAddr(masterAddrSEXP);
+    Rcpp::traits::input_parameter< int >::type masterPort(masterPortSEXP);
+    Rcpp::traits::input_parameter< double >::type timeout(timeoutSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rf_process_group_init(rank, worldSize, masterAddr, masterPort, timeout, device);
+    return R_NilValue;
+END_RCPP
+}
+// rf_process_group_destroy
+void rf_process_group_destroy();
+RcppExport SEXP _rfuse_rf_process_group_destroy() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_process_group_destroy();
+    return R_NilValue;
+END_RCPP
+}
+// rf_process_group_info
+List rf_process_group_info();
+RcppExport SEXP _rfuse_rf_process_group_info() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_process_group_info());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_all_reduce
+void rf_all_reduce(List handles, bool mean);
+RcppExport SEXP _rfuse_rf_all_reduce(SEXP handlesSEXP, SEXP meanSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type handles(handlesSEXP);
+    Rcpp::traits::input_parameter< bool >::type mean(meanSEXP);
+    rf_all_reduce(handles, mean);
+    return R_NilValue;
+END_RCPP
+}
+// rf_broadcast
+void rf_broadcast(List handles, int root);
+RcppExport SEXP _rfuse_rf_broadcast(SEXP handlesSEXP, SEXP rootSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type handles(handlesSEXP);
+    Rcpp::traits::input_parameter< int >::type root(rootSEXP);
+    rf_broadcast(handles, root);
+    return R_NilValue;
+END_RCPP
+}
 // rf_fast_table
 SEXP rf_fast_table();
 RcppExport SEXP _rfuse_rf_fast_table() {
@@ -494,8 +550,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile_grad
-SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32);
-RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP) {
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32, std::string allReduce);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -512,7 +568,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< double >::type eps(epsSEXP);
     Rcpp::traits::input_parameter< bool >::type lrInput(lrInputSEXP);
     Rcpp::traits::input_parameter< std::string >::type tf32(tf32SEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32));
+    Rcpp::traits::input_parameter< std::string >::type allReduce(allReduceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -917,6 +974,11 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
+    {"_rfuse_rf_process_group_init", (DL_FUNC) &_rfuse_rf_process_group_init, 6},
+    {"_rfuse_rf_process_group_destroy", (DL_FUNC) &_rfuse_rf_process_group_destroy, 0},
+    {"_rfuse_rf_process_group_info", (DL_FUNC) &_rfuse_rf_process_group_info, 0},
+    {"_rfuse_rf_all_reduce", (DL_FUNC) &_rfuse_rf_all_reduce, 2},
+    {"_rfuse_rf_broadcast", (DL_FUNC) &_rfuse_rf_broadcast, 2},
     {"_rfuse_rf_fast_table", (DL_FUNC) &_rfuse_rf_fast_table, 0},
     {"_rfuse_rf_fast_forget", (DL_FUNC) &_rfuse_rf_fast_forget, 0},
     {"_rfuse_rf_fast_hits", (DL_FUNC) &_rfuse_rf_fast_hits, 0},
@@ -953,7 +1015,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
-    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 13},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 14},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},

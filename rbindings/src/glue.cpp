@@ -304,7 +304,7 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
                      std::string optimizer, double lr, double momentum, double weightDecay,
                      double beta1, double beta2, double eps, bool lrInput = false,
-                     std::string tf32 = "options") {
+                     std::string tf32 = "options", std::string allReduce = "none") {
   return guarded([&] {
     rfuse::CompileOptions options;
     if (tf32 == "allowed")
@@ -324,6 +324,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.beta1 = beta1;
     r.beta2 = beta2;
     r.epsilon = eps;
+    r.gradientAllReduce = allReduce;
     std::shared_ptr<rfuse::Program> program;
     try {
       program = rfuse::r::interruptible(

@@ -11,6 +11,7 @@
 #include "rfuse/Runtime/Engine.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/Options.h"
+#include "rfuse/Runtime/ProcessGroup.h"
 #include "rfuse/Runtime/Profile.h"
 #include "rfuse/Runtime/Tensor.h"
 
@@ -45,6 +46,8 @@ template <class F> auto guarded(F &&f) -> decltype(f()) {
     fail("rfuse_runtime_error", e.what());
   } catch (const rfuse::OptionError &e) {
     fail("rfuse_option_error", e.what());
+  } catch (const rfuse::DistributedError &e) {
+    fail("rfuse_distributed_error", e.what());
   } catch (const std::invalid_argument &e) {
     fail("rfuse_type_error", e.what());
   } catch (const std::bad_alloc &) {

@@ -135,7 +135,8 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
       os << " " << w;
     os << " recompute " << g->recomputePointwise << " optimizer " << g->optimizer << " lr " << g->learningRate
        << " lr-input " << g->learningRateInput << " momentum " << g->momentum << " decay " << g->weightDecay
-       << " betas " << g->beta1 << " " << g->beta2 << " eps " << g->epsilon;
+       << " betas " << g->beta1 << " " << g->beta2 << " eps " << g->epsilon << " all-reduce "
+       << g->gradientAllReduce << " bucket " << g->bucketBytes;
   }
   return cacheKeyHex(llvm::xxh3_64bits(os.str()));
 }
@@ -168,7 +169,13 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     options.beta1 = gradient->beta1;
     options.beta2 = gradient->beta2;
     options.epsilon = gradient->epsilon;
+    options.gradientAllReduce = gradient->gradientAllReduce;
     pm.addPass(createAutodiff(options));
+    if (gradient->gradientAllReduce != "none") {
+      BucketAllReduceOptions buckets;
+      buckets.bucketBytes = gradient->bucketBytes;
+      pm.addNestedPass<func::FuncOp>(createBucketAllReduce(buckets));
+    }
     if (failed(pm.run(module)))
       throw CompileError("cannot differentiate: " + diagnostics);
     if (auto main = module.lookupSymbol<func::FuncOp>("main"))

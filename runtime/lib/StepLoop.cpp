@@ -50,13 +50,17 @@ void StepLoop::run(StepBackend &backend) {
         computed[s.out[0]] = true;
       break;
     }
+    case Step::Kind::Collective:
     case Step::Kind::Kernel: {
       std::vector<Buffer> ins, outs;
       for (int sl : s.in)
         ins.push_back(buffer(backend, sl));
       for (int sl : s.out)
         outs.push_back(buffer(backend, sl));
-      backend.runKernel(*this, i, ins, outs);
+      if (s.kind == Step::Kind::Collective)
+        backend.runCollective(*this, i, ins, outs);
+      else
+        backend.runKernel(*this, i, ins, outs);
       break;
     }
     case Step::Kind::Library: {

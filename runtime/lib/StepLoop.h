@@ -34,6 +34,9 @@ public:
                          const std::vector<Buffer> &outs) = 0;
   /// A library call writing its result into `product`.
   virtual void runLibrary(StepLoop &loop, size_t step, const std::vector<Buffer> &ins, Buffer product) = 0;
+  /// A collective: input k reduced over the process group's ranks into output k.
+  virtual void runCollective(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
+                             const std::vector<Buffer> &outs) = 0;
   /// Host steps: a buffer's value as a HostTensor, and back.
   virtual HostTensor read(Buffer b, const BufferSlot &slot) = 0;
   virtual void write(Buffer b, const HostTensor &t) = 0;

@@ -11,11 +11,13 @@
 #include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Profile.h"
 #include "rfuse/Runtime/Interpreter.h"
+#include "rfuse/Runtime/ProcessGroup.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <functional>
+#include <random>
 
 using namespace rfuse;
 
@@ -389,6 +391,76 @@ TEST_F(Gpu, NewInputValuesAtTheSameAddressesGiveNewResults) {
     std::vector<HostTensor> ref = interpretText(text, "main", {hx, wx});
     EXPECT_LE(test::maxRelError(toHostTensor(out[0]).f, ref[0].f, 1e-3), 1e-4) << rep;
   }
+}
+
+// Data-parallel training on one GPU, through NCCL for real: a group of one rank (rendezvous,
+// ncclCommInitRank), a training step whose gradients are all-reduced in one bucket on the
+// collectives' stream, replayed as a CUDA graph from its second run and through alternating
+// tensor sets: every step equals the plain step (the mean over one rank is the gradient), and the
+// front end's all-reduce and broadcast leave a tensor's values as they are.
+TEST_F(Gpu, AllReducedTrainingStepOverNcclEqualsThePlainStep) {
+  GraphBuilder g;
+  TracedValue x = g.input({64, 32}, DType::F32), w = g.input({32, 16}, DType::F32), b = g.input({16}, DType::F32);
+  TracedValue h = g.tanh(g.add(g.matmul(x, w), g.broadcastTo(b, {64, 16})));
+  g.finish({g.reduceMean(g.mul(h, h), {0, 1})});
+  GradientRequest plain;
+  plain.wrt = {1, 2};
+  plain.optimizer = "sgd";
+  plain.learningRate = 0.1;
+  plain.momentum = 0.9;
+  GradientRequest ddp = plain;
+  ddp.gradientAllReduce = "mean";
+  auto p = compileGradientProgram(g.moduleText(), "default", plain);
+  auto d = compileGradientProgram(g.moduleText(), "default", ddp);
+  ProcessGroupOptions o;
+  o.masterPort = 29700 + (int)(std::random_device{}() % 1000);
+  o.timeoutSeconds = 30;
+  try {
+    initProcessGroup(o);
+  } catch (const DistributedError &e) {
+    if (std::string(e.what()).find("NCCL is not available") != std::string::npos)
+      GTEST_SKIP() << e.what();
+    throw;
+  }
+  ProcessGroupInfo info = processGroupInfo();
+  EXPECT_EQ(info.backend.rfind("nccl ", 0), 0u) << info.backend;
+  std::mt19937_64 rng(9);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F32, {64, 32}, rng), test::randomTensor(DType::F32, {32, 16}, rng),
+                                test::randomTensor(DType::F32, {16}, rng), HostTensor(DType::F32, {32, 16}),
+                                HostTensor(DType::F32, {16})};
+  std::vector<Tensor> pin, din;
+  for (const HostTensor &t : in) {
+    pin.push_back(fromHostTensor(t, Device::Cuda));
+    din.push_back(fromHostTensor(t, Device::Cuda));
+  }
+  std::vector<Tensor> pout = p->run(pin, Device::Cuda), dout = d->run(din, Device::Cuda);
+  // Steps 2..6 into the same result tensors (graph replays), parameters and momentum fed back.
+  for (int step = 2; step <= 6; ++step) {
+    for (size_t k = 0; k < pout.size(); ++k)
+      EXPECT_EQ(toHostTensor(pout[k]).f, toHostTensor(dout[k]).f) << "step " << step - 1 << " output " << k;
+    std::vector<Tensor> pnext = {pin[0], pout[1], pout[2], pout[3], pout[4]};
+    std::vector<Tensor> dnext = {din[0], dout[1], dout[2], dout[3], dout[4]};
+    pin = pnext;
+    din = dnext;
+    std::vector<Tensor> po, dO;
+    for (const Tensor &t : pout)
+      po.push_back(emptyTensor(Device::Cuda, t.dtype, t.shape));
+    for (const Tensor &t : dout)
+      dO.push_back(emptyTensor(Device::Cuda, t.dtype, t.shape));
+    p->run(pin, po, Device::Cuda);
+    d->run(din, dO, Device::Cuda);
+    pout = po;
+    dout = dO;
+  }
+  bool bucket = false;
+  for (const std::string &line : d->info().gpuPlan)
+    bucket |= line.find("all-reduce (mean) of 2 tensors") != std::string::npos && line.find("NCCL") != std::string::npos;
+  EXPECT_TRUE(bucket);
+  Tensor t = fromHostTensor(in[1], Device::Cuda);
+  allReduce({t}, true);
+  broadcast({t}, 0);
+  EXPECT_EQ(toHostTensor(t).f, in[1].f);
+  destroyProcessGroup();
 }
 
 TEST_F(Gpu, DroppedProgramsUnloadTheirKernels) {

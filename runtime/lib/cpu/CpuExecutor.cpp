@@ -6,6 +6,7 @@
 #include "Blas.h"
 #include "CpuJit.h"
 
+#include "../Collectives.h"
 #include "../StepLoop.h"
 
 #include "rfuse/Runtime/Interpreter.h"
@@ -67,6 +68,8 @@ struct CpuProgram::Impl : runtime::StepBackend {
       }
       if (s.kind == Step::Kind::Host)
         interpreted.push_back(s.label + ": " + s.why);
+      if (s.kind == Step::Kind::Collective)
+        jitted.push_back(s.label + ": " + s.describe(codegen::Backend::Cpu));
       if (s.kind != Step::Kind::Kernel && s.kind != Step::Kind::Library)
         continue;
       if (s.cpuFunction)
@@ -94,6 +97,18 @@ struct CpuProgram::Impl : runtime::StepBackend {
 
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
     invoke(*plan.steps[i].cpuFunction, *compiled[i], pointers(ins, outs));
+  }
+
+  // A CPU process group has one rank (initProcessGroup refuses more): the reduction over the
+  // ranks is the value itself.
+  void runCollective(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
+    if (int world = activeWorldSize(); world != 1)
+      throw std::runtime_error("an all-reduce over " + std::to_string(world) +
+                               " ranks cannot run on the CPU: rfuse's collectives run through NCCL on GPUs");
+    const Step &s = plan.steps[i];
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k] != outs[k])
+        std::memcpy((void *)outs[k], (const void *)ins[k], plan.slots[s.in[k]].bytes);
   }
 
   void runLibrary(StepLoop &, size_t i, const std::vector<Buffer> &insB, Buffer productB) override {

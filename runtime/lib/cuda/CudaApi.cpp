@@ -86,6 +86,7 @@ const DriverApi &driver() {
     RF_BIND(cuFuncSetAttribute, "cuFuncSetAttribute");
     RF_BIND(cuLaunchKernel, "cuLaunchKernel");
     RF_BIND(cuStreamCreate, "cuStreamCreate");
+    RF_BIND(cuStreamWaitEvent, "cuStreamWaitEvent");
     RF_BIND(cuStreamSynchronize, "cuStreamSynchronize");
     RF_BIND(cuEventCreate, "cuEventCreate");
     RF_BIND(cuEventRecord, "cuEventRecord");

@@ -1,6 +1,9 @@
 #include "CudaExecutor.h"
 #include "Device.h"
 #include "Libraries.h"
+#include "Nccl.h"
+
+#include "../Collectives.h"
 
 #include "../StepLoop.h"
 
@@ -94,6 +97,11 @@ struct GpuProgram::Impl : runtime::StepBackend {
     loop.releaseEverything(*this);
     for (const std::string &key : kernelKeys) // after the graphs that launch them are gone
       dev.releaseFunction(key);
+    for (CUevent e : collectiveDone)
+      if (e)
+        driver().cuEventDestroy(e);
+    if (forkEvent)
+      driver().cuEventDestroy(forkEvent);
   }
   std::vector<std::string> kernelKeys; // the modules this program holds
   std::mutex mu; // one run at a time: the loop and the graphs are the program's
@@ -155,6 +163,63 @@ struct GpuProgram::Impl : runtime::StepBackend {
     }
   }
 
+  // ---- Collectives: NCCL on the communicator's own stream, forked from the compute stream
+  // after the steps before it and joined back before the first step that reads a result (so the
+  // all-reduce of one bucket overlaps the backward steps that follow it). The plan keeps a
+  // collective's inputs live until then.
+  std::vector<CUevent> collectiveDone; // per step
+  CUevent forkEvent = nullptr;
+  std::vector<size_t> pendingCollectives;
+
+  void runCollective(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
+    const Step &s = plan.steps[i];
+    NcclCommunicator *c = activeCommunicator();
+    if (!c) { // no group (or a CPU group, of one rank): the reduction over one rank
+      if (int world = activeWorldSize(); world != 1)
+        throw CudaError("an all-reduce over " + std::to_string(world) + " ranks needs the group's NCCL communicator");
+      for (size_t k = 0; k < ins.size(); ++k)
+        copyDevice(outs[k], ins[k], plan.slots[s.in[k]].bytes, "an all-reduce over one rank");
+      return;
+    }
+    const DriverApi &api = driver();
+    if (!forkEvent)
+      check(api.cuEventCreate(&forkEvent, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "an all-reduce");
+    collectiveDone.resize(plan.steps.size(), nullptr);
+    if (!collectiveDone[i])
+      check(api.cuEventCreate(&collectiveDone[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate", "an all-reduce");
+    check(api.cuEventRecord(forkEvent, dev.stream), "cuEventRecord", "forking an all-reduce");
+    check(api.cuStreamWaitEvent(c->stream, forkEvent, 0), "cuStreamWaitEvent", "forking an all-reduce");
+    std::vector<NcclCommunicator::Operand> operands;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const codegen::BufferSlot &slot = plan.slots[s.in[k]];
+      size_t count = 1;
+      for (int64_t d : slot.shape)
+        count *= (size_t)d;
+      operands.push_back({ins[k], outs[k], count, slot.dtype});
+    }
+    c->allReduce(operands, s.collectiveMean, c->stream);
+    check(api.cuEventRecord(collectiveDone[i], c->stream), "cuEventRecord", "an all-reduce");
+    pendingCollectives.push_back(i);
+  }
+
+  // The compute stream waits for the pending collectives `reader` reads a result of (all of
+  // them with no reader: the end of the run).
+  void joinCollectives(const Step *reader) {
+    for (auto it = pendingCollectives.begin(); it != pendingCollectives.end();) {
+      bool needed = !reader;
+      for (int o : plan.steps[*it].out)
+        for (int sl : reader ? reader->in : std::vector<int>())
+          needed |= plan.root(sl) == plan.root(o);
+      if (needed) {
+        check(driver().cuStreamWaitEvent(dev.stream, collectiveDone[*it], 0), "cuStreamWaitEvent",
+              "joining an all-reduce");
+        it = pendingCollectives.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   HostTensor read(Buffer b, const codegen::BufferSlot &slot) override {
     std::vector<char> bytes(slot.bytes);
     dev.download(b, bytes.size(), [&](size_t off, size_t n, const void *staging) {
@@ -174,7 +239,9 @@ struct GpuProgram::Impl : runtime::StepBackend {
   int profiledRuns = 0;
 
   bool timing() const { return options.profileSteps || profiling(); }
-  void beforeStep(size_t) override {
+  void beforeStep(size_t i) override {
+    if (!pendingCollectives.empty())
+      joinCollectives(&plan.steps[i]);
     if (timing())
       driver().cuEventRecord(e0, dev.stream);
   }
@@ -220,7 +287,9 @@ struct GpuProgram::Impl : runtime::StepBackend {
       stepMs.resize(plan.steps.size(), 0.0);
       ++profiledRuns;
     }
+    pendingCollectives.clear();
     loop.run(*this);
+    joinCollectives(nullptr);
   }
 
   // ---- Running on the caller's device memory, and CUDA graphs -------------------------------
@@ -258,7 +327,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   void chooseGraphMode() {
     size_t deviceSteps = 0, externalBytes = 0;
     for (const Step &s : plan.steps)
-      deviceSteps += s.kind == Step::Kind::Kernel || s.kind == Step::Kind::Library;
+      deviceSteps += s.kind == Step::Kind::Kernel || s.kind == Step::Kind::Library || s.kind == Step::Kind::Collective;
     for (int sl : plan.argSlots)
       externalBytes += plan.slots[sl].bytes;
     for (int sl : plan.resultSlots)

@@ -8,6 +8,7 @@
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOps.h"
 
+#include "../Collectives.h"
 #include "../cpu/Blas.h"
 
 #include <algorithm>
@@ -207,6 +208,12 @@ private:
         .Case([&](ConcatOp c) { return std::vector<HostTensor>{concat(c, in)}; })
         .Case([&](GatherOp g) { return std::vector<HostTensor>{gatherAlong(g, in[0], in[1])}; })
         .Case([&](ScanOp s) { return std::vector<HostTensor>{scan(s, in[0])}; })
+        .Case([&](AllReduceOp a) {
+          // The oracle runs in one process: an all-reduce over one rank is the identity.
+          if (int world = activeWorldSize(); world != 1)
+            throw std::runtime_error("the interpreter cannot run an all-reduce over " + std::to_string(world) + " ranks");
+          return std::vector<HostTensor>(in.begin(), in.end());
+        })
         .Case([&](ReshapeOp r) {
           HostTensor out = in[0];
           out.shape = toVec(r.getType().getShape());

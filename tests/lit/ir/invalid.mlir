@@ -1598,3 +1598,12 @@ func.func @f(%a: tensor<3x3xf64>) {
   %0 = rfuse.log_determinant %a : (tensor<3x3xf64>) -> tensor<3xf64>
   return
 }
+
+// -----
+
+// all_reduce: at least one operand.
+func.func @f() {
+  // expected-error @+1 {{'rfuse.all_reduce' op needs at least one operand}}
+  "rfuse.all_reduce"() {reduction = #rfuse<collective_reduction sum>} : () -> ()
+  return
+}

@@ -3,8 +3,9 @@
 // one step loop (runtime/.../StepLoop.h); the interpreter stays the oracle.
 //
 //   steps         what runs, in order: a generated kernel, a library call (+ its epilogue), an
-//                 alias (a reshape shares its operand's buffer), a constant (computed once), or a
-//                 host step (the interpreter, with the reason)
+//                 alias (a reshape shares its operand's buffer), a constant (computed once), a
+//                 collective (an all-reduce over the process group's ranks), or a host step (the
+//                 interpreter, with the reason)
 //   buffer slots  one per SSA value: dtype, shape, bytes, first and last use, alias root
 //   arguments / results  the slots the caller's inputs bind to and the results come from
 //
@@ -46,7 +47,7 @@ struct BufferSlot {
 };
 
 struct Step {
-  enum class Kind { Kernel, Library, Alias, Constant, Host };
+  enum class Kind { Kernel, Library, Alias, Constant, Host, Collective };
   Kind kind = Kind::Host;
   mlir::Operation *op = nullptr; ///< the call / op in the entry function
   std::string label;             ///< the kernel's name, or the op's
@@ -58,6 +59,10 @@ struct Step {
   std::string cpuModule; ///< cpuFunction's module in the LLVM dialect (the JIT's input)
   std::optional<LibraryCall> library;
   std::string why; ///< Host: why the interpreter runs it
+  /// Collective: an all-reduce of input k into output k for every k (one bucket), averaging
+  /// (else summing) over the ranks. It may run on a stream of its own: its inputs stay live until
+  /// the first step that reads one of its outputs (see buildExecutionPlan).
+  bool collectiveMean = false;
   /// The source expressions the step came from (the R calls rf_jit recorded as op locations),
   /// "; "-separated; empty when unknown.
   std::string source;

@@ -62,6 +62,13 @@ def Rfuse_ScanKind : I32EnumAttr<"ScanKind", "cumulative operation", [
 }
 def Rfuse_ScanKindAttr : EnumAttr<Rfuse_Dialect, Rfuse_ScanKind, "scan_kind">;
 
+def Rfuse_CollectiveReduction : I32EnumAttr<"CollectiveReduction", "how an all-reduce combines the ranks' values", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>]> {
+  let cppNamespace = "::rfuse";
+  let genSpecializedAttr = 0;
+}
+def Rfuse_CollectiveReductionAttr : EnumAttr<Rfuse_Dialect, Rfuse_CollectiveReduction, "collective_reduction">;
+
 def Rfuse_Layout : I32EnumAttr<"Layout", "image tensor layout", [
     I32EnumAttrCase<"NCHW", 0>, I32EnumAttrCase<"NHWC", 1>]> {
   let cppNamespace = "::rfuse";

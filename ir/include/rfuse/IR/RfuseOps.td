@@ -425,6 +425,33 @@ def Rfuse_ScanOp : Rfuse_Op<"scan", [Pure, SameOperandsAndResultType, Rfuse_VjpO
 }
 
 //===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// Pure: every rank runs the same program through the same passes, so a transformation that
+// moves, merges or drops an all-reduce does so on every rank alike.
+def Rfuse_AllReduceOp : Rfuse_Op<"all_reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The sum or mean of each operand over the ranks of the process group.";
+  let description = [{
+    Result k is operand k summed (or averaged) element by element over every rank of the
+    process group the runtime has started (data-parallel training: the gradients of each rank's
+    shard of the batch, averaged). With no group, or a group of one, it is the identity. Several
+    operands make one bucket: one grouped collective (NCCL's group call) on the GPU, run on a
+    communication stream of its own so that it overlaps the steps after it until a result is
+    needed. Operands may differ in type; each result has its operand's type.
+
+    Example:
+    ```mlir
+    %g:2 = rfuse.all_reduce %dw, %db reduction = mean : tensor<64x32xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Rfuse_FloatTensor>:$inputs, Rfuse_CollectiveReductionAttr:$reduction);
+  let results = (outs Variadic<Rfuse_FloatTensor>:$results);
+  let assemblyFormat = "$inputs `reduction` `=` $reduction attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

@@ -138,9 +138,35 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
            "schedule changes it without a new program">,
     Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum (PyTorch's, no dampening)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0", "SGD weight decay (L2, added to the gradient)">,
+    Option<"gradientAllReduce", "gradient-all-reduce", "std::string", /*default=*/"\"none\"",
+           "none, mean or sum: each gradient goes through an rfuse.all_reduce over the process "
+           "group's ranks before the optimizer uses it (data-parallel training; "
+           "rfuse-bucket-all-reduce then groups them into buckets)">,
   ];
   let statistics = [
     Statistic<"numBackwardOps", "backward-ops", "Ops built for the backward pass">,
+  ];
+}
+
+def BucketAllReduce : Pass<"rfuse-bucket-all-reduce", "mlir::func::FuncOp"> {
+  let summary = "Group all-reduces into buckets that start as soon as their last operand is ready";
+  let description = [{
+    Data-parallel training all-reduces every gradient; one collective per gradient costs a
+    launch and a latency each, one for all of them waits for the whole backward pass. As
+    PyTorch's DDP does, this pass packs the one-operand `rfuse.all_reduce`s of a function, in
+    the order their operands are computed (the backward pass's order), into buckets of at most
+    `bucket-bytes` (a larger operand is a bucket of its own), one multi-operand all_reduce per
+    bucket placed right after its last operand's definition: the runtime runs it on a
+    communication stream while the rest of the backward pass computes. All-reduces with
+    different reductions are never merged.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "The most bytes of operands in one bucket (PyTorch DDP's default: 25 MiB)">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "All-reduce buckets made">,
   ];
 }
 

@@ -62,6 +62,11 @@ struct GradientRequest {
   /// schedule changes it without a new program (rfuse-autodiff's lr-input).
   bool learningRateInput = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; ///< adam / adamw
+  /// Data-parallel training: "mean" (or "sum") puts each gradient through an all-reduce over the
+  /// process group's ranks before the optimizer (rfuse-autodiff's gradient-all-reduce), in
+  /// buckets of at most bucketBytes (rfuse-bucket-all-reduce); "none": no collective.
+  std::string gradientAllReduce = "none";
+  int64_t bucketBytes = 25 << 20;
 };
 
 /// Whether a program's float32 matrix products and convolutions on the GPU may use TF32 tensor

@@ -24,6 +24,7 @@ struct RuntimeOptions {
   bool diskCache = true;        ///< the kernel cache on disk (and in memory)
   std::string cacheDir;         ///< the disk cache's directory
   std::string cudaInclude;      ///< CUDA headers for NVRTC; "": searched
+  std::string ncclLibrary;      ///< NCCL's shared library; "": libnccl.so.2 from the loader's path
   CodegenOptions codegen;
 };
 
