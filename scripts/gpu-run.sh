@@ -18,6 +18,9 @@
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# ddp-bench: data-parallel training on every GPU of the machine (1, 2, 4, 8 ranks as there are
+#          GPUs): PyTorch DDP (benchmarks/torch_ddp.py through torchrun) and rfuse from R
+#          (benchmarks/r-ddp-bench.R, rf_launch()), in one call.
 # column-cache: for each column_cache / column_tiles_from_l2 setting, the GPU corpus against the
 #          interpreter and W4 from R (r-bench.R): the column tiles' variants side by side.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
@@ -81,7 +84,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = column-cache ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
+if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -112,6 +115,16 @@ if [ "$what" = column-cache ]; then
     RFUSE_BENCH_ONLY=W4 OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^W4 "
   done
   unset RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2
+fi
+if [ "$what" = ddp-bench ]; then
+  ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+  sizes=""; for n in 1 2 4 8; do [ "$n" -le "$ngpu" ] && sizes="$sizes${sizes:+,}$n"; done
+  echo "== PyTorch DDP (torch_ddp.py), world sizes $sizes"
+  for n in ${sizes//,/ }; do
+    OUT="$out" timeout 300 torchrun --standalone --nproc_per_node="$n" benchmarks/torch_ddp.py 2>&1 | grep -E "^W|FAILED|Error" | head -n 20
+  done
+  echo "== rfuse from R (r-ddp-bench.R), world sizes $sizes"
+  OUT="$out" timeout 500 Rscript benchmarks/r-ddp-bench.R "$sizes" 2>&1 | tee "$out/r-ddp-bench.log" | tail -n 20
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20
