@@ -198,13 +198,17 @@ nnf_mse_loss <- function(input, target, reduction = "mean") {
   reduce_loss(d * d, reduction, sys.call())
 }
 
-# Class targets as a one-hot matrix like `input`: labels (a plain vector) are encoded; a traced
-# vector cannot be (its values are unknown while tracing) and would be recycled as numbers.
+# Class targets as a one-hot matrix like `input`: labels (a plain vector) are encoded. Traced
+# labels (a custom loss's target in rf_fit, a jitted function's argument) are compared with 1..K
+# in the program; since a label outside 1..K would give a row of zeros there (torch refuses it),
+# they must be an argument of the traced function, whose values each call (and a training loop's
+# data, once) are checked on the host (label_checks).
 class_targets <- function(input, target) {
-  if (is_sym(target) && length(target$rdim) <= 1)
-    rf_abort("rfuse_unsupported", paste("class labels inside traced code must come as a one-hot matrix:",
-                                        "call rf_one_hot() on them first (rf_fit() does, for loss = nnf_cross_entropy",
-                                        "or nnf_nll_loss given as such)"), sys.call(-1))
+  if (is_sym(target) && length(target$rdim) <= 1) {
+    k <- as.integer(ncol(input))
+    note_labels(target, k, sys.call(-1))
+    return(nnf_one_hot(target, k))
+  }
   # Labels as a tensor (a batch's int64 labels, torch style) are data, not part of any graph.
   if (is_tensor(target) && length(target$shape) == 1) target <- as.vector(tensor_values(target))
   if (!is_sym(target) && !is_tensor(target) && is.null(dim(target))) rf_one_hot(target, ncol(input)) else target
@@ -270,9 +274,39 @@ rf_one_hot <- function(labels, num_classes = max(labels)) {
   if (is_sym(labels))
     rf_abort("rfuse_unsupported",
              "class labels inside traced code must come as a one-hot matrix: call rf_one_hot() on them first")
-  if (any(labels < 1 | labels > num_classes | labels != round(labels)))
-    rf_abort("rfuse_type_error", sprintf("labels must be whole numbers in 1..%d", num_classes))
+  check_label_values(labels, num_classes)
   outer(labels, seq_len(num_classes), "==") * 1
+}
+
+# Traced labels `s` of `k` classes: an input of the traced function (or of the traced helper
+# being traced, whose calls pass the check on to their arguments: see trace_helper), recorded
+# for the host-side check; anything computed is refused.
+note_labels <- function(s, k, call) {
+  pos <- match(s$id, .rf_state$scope_ids)
+  if (is.na(pos))
+    rf_abort("rfuse_unsupported", paste("class labels computed inside traced code cannot be checked against",
+                                        "1..K: pass them as an argument, or as a one-hot matrix (rf_one_hot())"), call)
+  if (isTRUE(.rf_state$in_helper))
+    .rf_state$scope_label_checks <- c(.rf_state$scope_label_checks, list(list(pos = pos, classes = k)))
+  else
+    .rf_state$label_checks <- c(.rf_state$label_checks, list(list(arg = .rf_state$input_args[pos], classes = k)))
+}
+
+# Labels must be whole numbers in 1..K (torch for R's classes are 1-based).
+check_label_values <- function(labels, num_classes, what = "labels", call = NULL) {
+  v <- if (is_tensor(labels)) as.vector(tensor_values(labels)) else as.vector(unclass(labels))
+  bad <- is.na(v) | v < 1 | v > num_classes | v != round(v)
+  if (any(bad))
+    rf_abort("rfuse_type_error", sprintf("%s must be whole numbers in 1..%d (torch for R's classes are 1-based), not %s (element %d)",
+                                         what, num_classes, format(v[which(bad)[1]]), which(bad)[1]), call)
+}
+
+# The label checks a trace recorded (class_targets): argument `arg` of the traced call holds
+# labels of `classes` classes.
+check_traced_labels <- function(tr, args) {
+  for (c in tr$label_checks)
+    check_label_values(args[[c$arg]], c$classes,
+                       sprintf("class labels ('%s')", names(args)[c$arg] %||% paste0("#", c$arg)))
 }
 
 #' @rdname rf_one_hot
@@ -519,6 +553,13 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # each step passes.
   entry <- grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
   tr <- entry$trace
+  # Labels the step one-hot encodes are checked once, in R's data (see class_targets).
+  for (c in tr$label_checks) {
+    j <- c$arg - length(P[[1]])
+    if (j >= 1 && j <= length(data))
+      check_label_values(data[[j]], c$classes, if (names(data)[j] == ".target") "the class labels `y`"
+                         else sprintf("class labels ('%s')", names(data)[j]))
+  }
   P[[2]] <- lapply(P[[1]], function(p) empty_like(p, p@env$len, p@env$rdim))
   S[[2]] <- lapply(S[[1]], function(set) lapply(set, function(p) empty_like(p, p@env$len, p@env$rdim)))
   L <- lapply(1:2, function(j) empty_like(history, 1, NULL))

@@ -432,12 +432,12 @@ jit_call_tensors <- function(state, args) {
 
 # Records a call that the fast path (fastcall.cpp) can repeat: every argument an rf_tensor, a
 # single result, and nothing R does around the program run (random inputs, batch statistics,
-# warnings, numbers read from outside, static arguments).
+# warnings, numbers read from outside, static arguments, label checks).
 record_fast_call <- function(state, args, je, dtypes, device, rdtype) {
   tr <- je$entry$trace
   n_params <- if (is.null(state$model)) 0L else length(state$notes$slots)
   user <- args[seq_len(length(args) - n_params)]
-  if (length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) ||
+  if (length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) || length(tr$label_checks) ||
       length(state$static) || !all(vapply(user, is_tensor, TRUE)))
     return(invisible())
   nms <- names(user)

@@ -351,17 +351,25 @@ trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
       with_attrs(new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib),
                  a$attrs))
     outer <- .rf_state$in_helper
+    outer_scope <- list(ids = .rf_state$scope_ids, checks = .rf_state$scope_label_checks)
     .rf_state$in_helper <- TRUE
+    .rf_state$scope_ids <- vapply(inner, function(s) as.integer(s$id), 0L)
+    .rf_state$scope_label_checks <- list()
     out <- collect_outputs(do.call(masked, inner), main = FALSE)
+    label_checks <- .rf_state$scope_label_checks
     .rf_state$in_helper <- outer
+    .rf_state$scope_ids <- outer_scope$ids
+    .rf_state$scope_label_checks <- outer_scope$checks
     if (!all(vapply(out$items, is_sym, logical(1))))
       rf_unsupported(name, call, "a traced helper must return symbolic values only")
     fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
     entry <- list(fid = fid, single = out$single,
                   structure = lapply(out$items, function(s) unclass(s)[c("rdim", "len", "dtype", "ib", "attrs")]),
-                  names = names(out$items))
+                  names = names(out$items), label_checks = label_checks)
     .rf_state$helpers[[key]] <- entry
   }
+  # Arguments the helper takes class labels in: this call's are labels to check too.
+  for (c in entry$label_checks) note_labels(args[[c$pos]], c$classes, call)
   ids <- rf_guard(.rf_b_call(b, entry$fid, vapply(args, function(a) as.integer(a$id), integer(1))), call)
   outs <- Map(function(id, s) with_attrs(new_sym(id, s$rdim, s$len, s$dtype, s$ib), s$attrs), ids, entry$structure)
   if (entry$single) outs[[1]] else stats::setNames(outs, entry$names)
@@ -386,6 +394,7 @@ trace_function <- function(f, args, dtype, static_args) {
   .rf_state$int_bounds <- list() # the integer guard's entries (int_bound)
   .rf_state$warnings <- character() # R's warnings the traced code gives on every call
   .rf_state$captures <- list() # numbers read from outside (watch_outside_numbers)
+  .rf_state$label_checks <- list() # arguments holding class labels (class_targets)
   sym_args <- args
   tensor_call <- any(vapply(args, is_tensor, TRUE))
   input_index <- integer()
@@ -405,6 +414,9 @@ trace_function <- function(f, args, dtype, static_args) {
     input_index <- c(input_index, i)
     input_dtypes <- c(input_dtypes, dt)
   }
+  # The inputs as the body sees them, and their argument positions (note_labels).
+  .rf_state$scope_ids <- vapply(sym_args[input_index], function(s) as.integer(s$id), 0L)
+  .rf_state$input_args <- input_index
   res <- do.call(mask_function(f), sym_args)
   out <- collect_outputs(res)
   aux <- .rf_state$aux
@@ -414,7 +426,7 @@ trace_function <- function(f, args, dtype, static_args) {
   list(text = fin$located, hash = fin$hash, input_index = input_index,
        input_ids = vapply(sym_args[input_index], function(s) as.integer(s$id), 0L), # as the body sees them
        input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard,
-       warnings = .rf_state$warnings, captures = unique(.rf_state$captures))
+       warnings = .rf_state$warnings, captures = unique(.rf_state$captures), label_checks = .rf_state$label_checks)
 }
 
 # Hands a call's auxiliary outputs (after the `n_main` others) to the state updates recorded
@@ -431,6 +443,7 @@ apply_aux <- function(tr, outs, n_main) {
 # The traced function's inputs for one call: its arguments, then fresh random inputs (they
 # follow the arguments in the traced function's signature).
 call_inputs <- function(tr, args) {
+  check_traced_labels(tr, args)
   masks <- lapply(tr$random, function(r) {
     m <- dropout_mask(r$len, r$p)
     if (length(r$rdim) > 1) dim(m) <- r$rdim

@@ -226,3 +226,34 @@ test_that("evaluating between steps sees the weights the optimizer changed in pl
   }
   expect_equal(as.array(with_no_grad(model(x))), ref(), tolerance = 1e-5)
 })
+
+test_that("a custom loss over integer class labels trains as the default loss, and bad labels are refused", {
+  set.seed(4)
+  x <- matrix(rnorm(300), 100)
+  y <- ifelse(x[, 1] + x[, 2] > 0, 1L, ifelse(x[, 3] > 0, 2L, 3L))
+  make <- function() { set.seed(6); nn_sequential(nn_linear(3, 8), nn_relu(), nn_linear(8, 3)) }
+  a <- make(); b <- make(); d <- make()
+  fa <- rf_fit(a, x, y, steps = 12, batch_size = 20, lr = 0.3, dtype = "float64", progress = FALSE)
+  fb <- rf_fit(b, x, y, loss = function(out, target) nnf_cross_entropy(out, target), steps = 12, batch_size = 20,
+               lr = 0.3, dtype = "float64", progress = FALSE)
+  expect_equal(fb$history, fa$history, tolerance = 1e-12)
+  # Through a helper of the user's, and nll over log-softmax: the same labels, the same loss.
+  smoothed <- function(out, target) nnf_nll_loss(nnf_log_softmax(out, 2), target)
+  fd <- rf_fit(d, x, y, loss = function(out, target) smoothed(out, target), steps = 12, batch_size = 20,
+               lr = 0.3, dtype = "float64", progress = FALSE)
+  expect_equal(fd$history, fa$history, tolerance = 1e-10)
+  # A label outside 1..K would be a row of zeros in the compiled one-hot: refused up front.
+  y0 <- y - 1L
+  expect_error(rf_fit(make(), x, y0, loss = function(out, target) nnf_cross_entropy(out, target), steps = 2,
+                      progress = FALSE),
+               class = "rfuse_type_error", regexp = "the class labels `y` must be whole numbers in 1..3.*not 0")
+  j <- rf_jit(function(out, lab) nnf_cross_entropy(out, lab))
+  o <- matrix(rnorm(30), 10)
+  expect_equal(j(o, rep(1:3, length.out = 10)), nnf_cross_entropy(o, rep(1:3, length.out = 10)), tolerance = 1e-6)
+  expect_error(j(o, c(rep(1:3, length.out = 9), 4)), class = "rfuse_type_error",
+               regexp = "class labels \\('lab'\\) must be whole numbers in 1..3.*not 4 \\(element 10\\)")
+  expect_error(j(o, c(rep(1:3, length.out = 9), NA)), class = "rfuse_type_error", regexp = "not NA")
+  # Labels computed in the traced code cannot be checked: refused, naming what to do.
+  expect_error(rf_jit(function(out, lab) nnf_cross_entropy(out, lab + 1))(o, rep(0:2, length.out = 10)),
+               class = "rfuse_unsupported", regexp = "pass them as an argument")
+})
