@@ -637,10 +637,8 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
       sel <- rows[b * bs + seq_len(bs)]
       for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer(X[[k]][[nm]]), take_rows(D[[nm]], sel)))
     }
-    for (i in seq_along(tr$random)) {
-      r <- tr$random[[i]]
-      rf_guard(.rf_tensor_copy_from_r(tensor_buffer(masks[[k]][[i]]), dropout_mask(r$len, r$p)))
-    }
+    for (i in seq_along(tr$random))
+      rf_guard(.rf_tensor_copy_from_r(tensor_buffer(masks[[k]][[i]]), as.vector(draw_random(tr$random[[i]]))))
     ran <- as.integer(rf_guard(.rf_training_loop_run(loop, s, e, aux$slot(), 0.02)))
     aux$kept(s, ran)
     done <- ran

@@ -369,13 +369,27 @@ dropout_mask <- function(n, p) (stats::runif(n) >= p) / (1 - p)
 
 # A dropout mask of R structure (rdim, len) in traced code: an extra input of the program,
 # drawn afresh at every call (see call_inputs).
-traced_dropout_mask <- function(name, rdim, len, p, dtype, call) {
+traced_dropout_mask <- function(name, rdim, len, p, dtype, call)
+  traced_random(name, "dropout", rdim, len, dtype, call, p = p)
+
+# Random values in traced code (`kind`: a dropout mask with drop probability p, standard normal
+# or uniform on [0, 1) values) of R structure (rdim, len): an extra input of the program, drawn
+# by R's generator afresh before every call (and every training step), in the order the traced
+# code draws them, so a jitted function draws what the function itself would.
+traced_random <- function(name, kind, rdim, len, dtype, call, p = NULL) {
   if (isTRUE(.rf_state$in_helper))
     rf_unsupported(name, call,
-                   "dropout in a helper function traced on its own; call it in the traced function or a module's forward")
-  id <- rf_guard(.rf_b_input(current_builder(), tshape(rdim, len), dtype, "dropout mask"), call)
-  .rf_state$random <- c(.rf_state$random, list(list(p = p, len = len, rdim = rdim, dtype = dtype)))
+                   "random draws in a helper function traced on its own; call it in the traced function or a module's forward")
+  id <- rf_guard(.rf_b_input(current_builder(), tshape(rdim, len), dtype, paste(kind, "draw")), call)
+  .rf_state$random <- c(.rf_state$random, list(list(kind = kind, p = p, len = len, rdim = rdim, dtype = dtype)))
   new_sym(id, rdim, len, dtype)
+}
+
+# One call's (or step's) values of a traced random input (traced_random), shaped.
+draw_random <- function(r) {
+  v <- switch(r$kind, dropout = dropout_mask(r$len, r$p), normal = stats::rnorm(r$len), uniform = stats::runif(r$len))
+  if (length(r$rdim) > 1) dim(v) <- r$rdim
+  v
 }
 
 #' @rdname nnf

@@ -701,9 +701,21 @@ creation_fn <- function(name, values) {
   force(name); force(values)
   function(..., dtype = NULL, device = NULL, requires_grad = FALSE) {
     s <- size_args(...)
-    if (name == "torch_randn" || name == "torch_rand") refuse_rng_in_trace(name, sys.call())
+    if ((name == "torch_randn" || name == "torch_rand") && in_trace())
+      return(traced_creation_draw(name, s, dtype, requires_grad, sys.call()))
     create(name, values(prod(s)), s, dtype, device, requires_grad, sys.call())
   }
+}
+# torch_randn / torch_rand(_like) in traced code (a VAE's reparameterization): values drawn
+# afresh at every call and training step, an input of the program (traced_random), in the
+# trace's dtype.
+traced_creation_draw <- function(name, shape, dtype, requires_grad, call) {
+  if (!is.null(dtype) && !identical(check_dtype(dtype), r_dtype(trace_float())))
+    rf_unsupported(name, call, sprintf("`dtype = \"%s\"` inside traced code (values compute in the trace's dtype, %s)",
+                                       dtype, r_dtype(trace_float())))
+  if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
+  kind <- if (grepl("randn", name)) "normal" else "uniform"
+  traced_random(name, kind, if (length(shape) > 1) shape, as.integer(prod(shape)), trace_float(), call)
 }
 refuse_rng_in_trace <- function(name, call)
   if (in_trace()) rf_unsupported(name, call, paste("it draws random numbers: they would be constants of the program,",
@@ -772,8 +784,9 @@ like_fn <- function(name, fill) {
   force(name); force(fill)
   function(input, dtype = NULL, device = NULL, requires_grad = FALSE) {
     call <- sys.call()
-    if (name == "torch_randn_like" || name == "torch_rand_like") refuse_rng_in_trace(name, call)
     s <- t_size(input)
+    if ((name == "torch_randn_like" || name == "torch_rand_like") && in_trace())
+      return(traced_creation_draw(name, s, dtype, requires_grad, call))
     if (is_tensor(input) && is.null(device)) device <- input@env$device
     if (is_tensor(input) && is.null(dtype)) dtype <- input@env$dtype
     create(name, fill(prod(s)), s, dtype, device, requires_grad, call)
@@ -939,6 +952,11 @@ expand_any <- function(x, shape) {
 rebind_inplace <- function(x, name, value, call, env, fn) {
   target <- if (is.call(call[[1]]) && identical(call[[1]][[1]], as.name("$"))) call[[1]][[2]]
   refuse <- function(why) rf_unsupported(paste0("$", name), call, paste0(why, "; write x <- x$", sub("_$", "", name), "(...)"))
+  # x$mul_(a)$add_(b): the chain changes x each time.
+  while (is_inplace_call(target)) target <- target[[1]][[2]]
+  # On a new tensor (eps$mul(std)$add_(mu): a VAE's reparameterization) nothing else sees the
+  # change: the method's value is all there is.
+  if (!is.symbol(target) && makes_new_tensor(target)) return(invisible(value))
   if (!is.symbol(target)) refuse("in traced code an in-place method changes a variable it is called on, not this expression")
   nm <- as.character(target)
   if (nm %in% names(formals(fn))) refuse(sprintf("`%s` is an argument: the caller's value would change too in torch", nm))
@@ -948,6 +966,28 @@ rebind_inplace <- function(x, name, value, call, env, fn) {
   }
   assign(nm, value, envir = env)
   invisible(value)
+}
+
+# `recv$name_(...)`: a call of an in-place method.
+is_inplace_call <- function(e)
+  is.call(e) && is.call(e[[1]]) && identical(e[[1]][[1]], as.name("$")) && grepl("_$", as.character(e[[1]][[3]]))
+
+# Whether expression `e` computes a new tensor (not a view of another one, which torch's
+# in-place change would reach): arithmetic, and the methods and torch functions that allocate.
+new_tensor_methods <- c("add", "sub", "mul", "div", "pow", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sigmoid",
+                        "tanh", "relu", "clamp", "matmul", "mm", "sum", "mean", "clone", "softmax", "log_softmax")
+new_tensor_functions <- c("+", "-", "*", "/", "^", "torch_exp", "torch_log", "torch_sqrt", "torch_abs", "torch_mul",
+                          "torch_add", "torch_sub", "torch_div", "torch_matmul", "torch_mm", "torch_cat", "torch_stack",
+                          "torch_sigmoid", "torch_tanh", "torch_relu", "torch_clamp", "torch_sum", "torch_mean",
+                          "torch_randn_like", "torch_rand_like", "torch_zeros_like", "torch_ones_like", "torch_randn",
+                          "torch_rand", "torch_zeros", "torch_ones", "torch_full", "torch_arange")
+makes_new_tensor <- function(e) {
+  if (!is.call(e)) return(FALSE)
+  head <- e[[1]]
+  if (is.call(head) && identical(head[[1]], as.name("$")) && is.symbol(head[[3]]))
+    return(as.character(head[[3]]) %in% new_tensor_methods)
+  if (is.call(head) && identical(head[[1]], as.name("::"))) head <- head[[3]]
+  is.symbol(head) && as.character(head) %in% new_tensor_functions
 }
 
 # An in-place method on an R array (a module's parameter: `self$weight$data()$uniform_(-s, s)`,

@@ -236,10 +236,34 @@ add_side_effect_guards <- function(mask) {
            envir = mask)
   # Random numbers drawn while tracing would be constants of the program: the same "random"
   # values on every call, where R draws new ones.
-  for (nm in rng_names)
+  for (nm in setdiff(rng_names, c("rnorm", "runif")))
     assign(nm, local({ nm <- nm; function(...) refuse(nm, sys.call(), sprintf("`%s()` draws random numbers", nm)) }),
            envir = mask)
+  # rnorm() and runif() draw afresh at every call: an input of the program (traced_random).
+  assign("rnorm", function(n, mean = 0, sd = 1) traced_draw("rnorm", "normal", n, mean, sd, sys.call()), envir = mask)
+  assign("runif", function(n, min = 0, max = 1) traced_draw("runif", "uniform", n, min, max, sys.call()), envir = mask)
   invisible(mask)
+}
+
+# rnorm(n, mean, sd) / runif(n, min, max) in traced code: n standard draws, an input of the
+# program (see traced_random), then mean + sd * z (min + (max - min) * u), as R computes them.
+# The parameters must be numbers for which R draws numbers (finite, sd >= 0, min <= max;
+# length 1 or n, recycled as R does): R's NaN-with-a-warning cases are refused. Outside a trace
+# (a module method run eagerly), R's own function.
+traced_draw <- function(name, kind, n, a, b, call) {
+  if (!in_trace()) return(if (kind == "normal") stats::rnorm(n, a, b) else stats::runif(n, a, b))
+  if (is_sym(n) || !is.numeric(n) || anyNA(n))
+    rf_unsupported(name, call, "`n` must be a number known while tracing (length(x) is)")
+  if (length(n) > 1) n <- length(n) # R's rule: a vector n means length(n) draws
+  if (!is.finite(n) || n < 0 || n != round(n)) rf_abort("rfuse_type_error", sprintf("invalid `n` for %s(): %s", name, format(n)), call)
+  n <- as.integer(n)
+  ok <- function(p) !is_sym(p) && is.numeric(p) && length(p) %in% c(1L, n) && all(is.finite(p))
+  if (!ok(a) || !ok(b) || (kind == "normal" && any(b < 0)) || (kind == "uniform" && any(rep_len(b, n) < rep_len(a, n))))
+    rf_unsupported(name, call, sprintf(paste0("parameters that are numbers of length 1 or n (%d) for which R draws ",
+                                              "numbers (finite; sd >= 0; min <= max)"), n))
+  z <- traced_random(name, kind, NULL, n, trace_float(), call)
+  if (all(a == 0) && all(b == 1)) return(z)
+  if (kind == "normal") a + b * z else a + (b - a) * z
 }
 
 # The R-level structure of a traced result: a symbolic value, a constant, or a list of those.
@@ -299,7 +323,8 @@ runtime_check <- function(cond, why) {
   .rf_state$aux[[length(.rf_state$aux) + 1L]] <- list(ids = as.integer(cond$id), check = why)
 }
 # Helpers whose body calls these are traced inline (their checks must reach the call).
-checked_names <- c("which.max", "which.min")
+checked_names <- c("which.max", "which.min", "rnorm", "runif", "torch_randn", "torch_rand", "torch_randn_like",
+                   "torch_rand_like", "nnf_dropout", "nn_dropout")
 
 # The attributes computed by the program (collect_outputs): for each, the result it belongs to,
 # its name and its value.
@@ -444,11 +469,7 @@ apply_aux <- function(tr, outs, n_main) {
 # follow the arguments in the traced function's signature).
 call_inputs <- function(tr, args) {
   check_traced_labels(tr, args)
-  masks <- lapply(tr$random, function(r) {
-    m <- dropout_mask(r$len, r$p)
-    if (length(r$rdim) > 1) dim(m) <- r$rdim
-    m
-  })
+  masks <- lapply(tr$random, draw_random)
   list(values = c(args[tr$input_index], masks),
        dtypes = c(tr$input_dtypes, vapply(tr$random, function(r) r$dtype, "")))
 }

@@ -36,10 +36,27 @@ test_that("assign() outside and printing are refused at trace time; local assign
   expect_error(rf_jit(function(x) { print(x); x }, dtype = "float64")(c(1, 2)), "print")
 })
 
-test_that("random numbers drawn inside a traced function are refused (they would be baked in)", {
+test_that("rnorm() and runif() inside a traced function draw afresh at every call, as the function does", {
   x <- rnd(5)
-  for (f in list(function(x) x + rnorm(length(x)), function(x) x[sample(length(x))],
-                 function(x) x * runif(1), function(x) { set.seed(1); x + rnorm(5) })) {
+  f <- function(x) x + rnorm(length(x)) * 0.5 + runif(1, -1, 2) + rnorm(5, mean = 1:5, sd = 3)
+  jf <- rf_jit(f, dtype = "float64")
+  for (seed in 1:3) {
+    set.seed(seed); want <- f(x)
+    set.seed(seed); got <- jf(x)
+    expect_equal(got, want, tolerance = 1e-12)
+  }
+  set.seed(9); a <- jf(x); b <- jf(x)
+  expect_false(isTRUE(all.equal(a, b))) # new draws per call, not constants of the program
+  # R's NaN-with-a-warning parameters, and traced ones, are refused.
+  for (h in list(function(x) x + rnorm(length(x), sd = -1), function(x) x + runif(5, 2, 1),
+                 function(x) rnorm(5, mean = x), function(x) x + rnorm(5, sd = c(1, 2))))
+    expect_error(rf_jit(h, dtype = "float64")(x), class = "rfuse_unsupported", regexp = "length 1 or n")
+})
+
+test_that("other random draws inside a traced function are refused (they would be baked in)", {
+  x <- rnd(5)
+  for (f in list(function(x) x[sample(length(x))], function(x) x * rexp(1),
+                 function(x) { set.seed(1); x + rnorm(5) })) {
     err <- expect_error(rf_jit(f, dtype = "float64")(x), class = "rfuse_unsupported")
     expect_match(conditionMessage(err), "random numbers")
   }
