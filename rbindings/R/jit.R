@@ -56,7 +56,9 @@ check_arg <- function(a, name, is_static) {
 #'   process: load only what you trust. See `examples/pass-plugin` in rfuse's sources.
 #' @param static Names of arguments used as R values while tracing (part of the cache key by
 #'   value) instead of traced inputs: e.g. a loop count or a string option. Logical scalars are
-#'   always static.
+#'   always static; a plain number argument becomes static by itself when tracing fails without
+#'   it (a branch or loop on it, `seq_len(n)`), as torch.compile specializes on Python numbers:
+#'   each new value then compiles a program of its own.
 #' @section NA and attributes:
 #' Calls whose answer the compiled program might not reproduce exactly are evaluated by base R
 #' instead (once per function a message of class `rfuse_fallback` says so): inputs holding NA
@@ -178,6 +180,11 @@ call_key <- function(state, args) {
   # the function sees it as NULL, and the key says so.
   nulls <- vapply(args, is.null, TRUE)
   if (any(nulls)) k$static <- k$static | nulls
+  # Number arguments at the positions a failed trace specialized on (jit_entry).
+  if (length(state$notes$auto_static)) {
+    auto <- seq_along(args) %in% state$notes$auto_static & vapply(args, is_number_arg, TRUE)
+    k$static <- k$static | auto
+  }
   if (any(k$static))
     k$key <- paste(k$key, paste(vapply(args[k$static], function(a) paste(deparse(a), collapse = ""), ""),
                                 collapse = ";"))
@@ -186,6 +193,9 @@ call_key <- function(state, args) {
   if (nchar(k$key, "bytes") > 4000L) k$key <- graph_hash(k$key)
   list(key = k$key, names = nms, static = k$static)
 }
+
+# A plain number (not a tensor, array or classed object): what a failed trace may specialize on.
+is_number_arg <- function(a) is.numeric(a) && length(a) == 1 && is.null(dim(a)) && !is.object(a)
 
 # The compute dtype of calls on rf_tensors: "f64" if any tensor among `args` is float64, "f32" if
 # there are tensors, NULL if there are none.
@@ -218,7 +228,34 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   }
   for (i in seq_along(args))
     check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
-  tr <- trace_function(state$f, args, dtype, k$static)
+  # While a retry is possible (below), the first attempt's warnings wait: a retry that succeeds
+  # would otherwise show the failed attempt's (seq_len(<traced>)'s "first element used").
+  numbers <- which(!k$static & vapply(args, is_number_arg, TRUE))
+  held <- list()
+  first_try <- function() {
+    if (!length(numbers)) return(trace_function(state$f, args, dtype, k$static))
+    withCallingHandlers(trace_function(state$f, args, dtype, k$static), warning = function(w) {
+      held[[length(held) + 1L]] <<- w
+      invokeRestart("muffleWarning")
+    })
+  }
+  tr <- tryCatch(first_try(), error = function(e) {
+    # Tracing failed (a branch or loop on a traced value, seq_len(n), a size from a number):
+    # when the call has number arguments (a step count, a flag given as 0/1, torch code's
+    # `if (n > 1)`), their values become part of the program's key and the function is traced
+    # again with them as R values (as torch.compile specializes on Python numbers); if that
+    # fails too, the first error stands.
+    # (and only while another argument stays traced: a program of constants alone is R's work)
+    fail <- function() { for (w in held) warning(w); stop(e) }
+    if (!length(numbers) || all(k$static | seq_along(args) %in% numbers)) fail()
+    state$notes$auto_static <- c(state$notes$auto_static, numbers)
+    tryCatch(jit_entry(state, args, dtype), error = function(e2) {
+      state$notes$auto_static <- setdiff(state$notes$auto_static, numbers)
+      fail()
+    })
+  })
+  if (!is.null(tr[["entry"]])) return(tr) # traced again with number arguments static
+  for (w in held) warning(w)
   apply_r_options()
   program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype),
@@ -438,7 +475,7 @@ record_fast_call <- function(state, args, je, dtypes, device, rdtype) {
   n_params <- if (is.null(state$model)) 0L else length(state$notes$slots)
   user <- args[seq_len(length(args) - n_params)]
   if (length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) || length(tr$label_checks) ||
-      length(state$static) || !all(vapply(user, is_tensor, TRUE)))
+      length(state$static) || length(state$notes$auto_static) || !all(vapply(user, is_tensor, TRUE)))
     return(invisible())
   nms <- names(user)
   if (!is.null(nms) && !any(nzchar(nms))) nms <- NULL

@@ -169,24 +169,28 @@ guard_control_flow <- function(expr) {
 add_control_flow_guards <- function(mask) {
   branch <- "rfuse compiles one program for every value of the traced arguments, so a branch cannot depend on their values"
   hint <- "use ifelse() or pmax()/pmin(), or make the value a static argument (rf_jit(static = ...))"
+  # Classed rfuse_value_branch too: rf_jit then specializes on its number arguments (jit_entry).
+  refuse <- function(fname, call, why)
+    rf_abort(c("rfuse_value_branch", "rfuse_unsupported"),
+             sprintf("rfuse cannot trace `%s()` in `%s`: %s", fname, call_text(call), why), call)
   assign(".rfuse_condition", function(value, construct) {
     if (is_sym(value))
-      rf_unsupported(construct, substitute(value), paste0("its condition is a traced value: ", branch, "; ", hint))
+      refuse(construct, substitute(value), paste0("its condition is a traced value: ", branch, "; ", hint))
     value
   }, envir = mask)
   assign(".rfuse_for_sequence", function(value) {
     if (is_sym(value))
-      rf_unsupported("for", substitute(value), paste0("it loops over the elements of a traced value: rfuse ",
-                                                      "compiles one program for every value of the traced ",
-                                                      "arguments, so a loop cannot run over their values; ",
-                                                      "write it as vector operations"))
+      refuse("for", substitute(value), paste0("it loops over the elements of a traced value: rfuse ",
+                                              "compiles one program for every value of the traced ",
+                                              "arguments, so a loop cannot run over their values; ",
+                                              "write it as vector operations"))
     value
   }, envir = mask)
   for (op in c("&&", "||")) assign(op, local({
     op <- op; base_op <- get(op, baseenv())
     function(x, y) {
-      if (is_sym(x)) rf_unsupported(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |"))
-      base_op(x, if (is_sym(y)) rf_unsupported(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |")) else y)
+      if (is_sym(x)) refuse(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |"))
+      base_op(x, if (is_sym(y)) refuse(op, sys.call(), paste0("its operand is a traced value: ", branch, "; use & or |")) else y)
     }
   }), envir = mask)
   invisible(mask)

@@ -35,6 +35,28 @@ test_that("static arguments are R values at trace time", {
   expect_equal(jf(c(1, 2), 1, "pos"), f(c(1, 2), 1, "pos"))
 })
 
+test_that("a branch or loop on a number argument specializes on its value, as torch.compile does", {
+  f <- function(x, n, scale) { for (i in seq_len(n)) x <- x * 2; if (scale > 1) x * scale else x - scale }
+  jf <- rf_jit(f, dtype = "float64")
+  for (a in list(list(3, 2), list(1, 0.5), list(3, 2)))
+    expect_equal(jf(c(1, 2), a[[1]], a[[2]]), f(c(1, 2), a[[1]], a[[2]]))
+  expect_identical(length(ls(attr(jf, "rfuse")$cache)), 2L) # two values, two programs
+  # A module whose forward loops over a count it is given.
+  blocks <- nn_module("blocks", initialize = function() self$fc <- nn_linear(3, 3),
+                      forward = function(x, times) { for (i in seq_len(times)) x <- torch_tanh(self$fc(x)); x })
+  set.seed(2); m <- blocks()
+  x <- matrix(rnorm(12), 4)
+  jm <- rf_jit(m, dtype = "float64")
+  expect_equal(jm(x, 3), as.array(m(rf_tensor(x, dtype = "float64"), 3)), tolerance = 1e-12)
+  expect_equal(jm(x, 1), as.array(m(rf_tensor(x, dtype = "float64"), 1)), tolerance = 1e-12)
+  # Not a number's branch: the refusal stands, and the numbers stay traced.
+  g <- function(x, k) if (sum(x) > 0) x * k else -x
+  expect_error(rf_jit(g)(c(1, 2), 2), class = "rfuse_unsupported", regexp = "its condition is a traced value")
+  # Nor when no argument would stay traced (the program would be constants).
+  expect_error(rf_jit(function(n) if (n > 1) n * 2 else n)(3), class = "rfuse_unsupported",
+               regexp = "its condition is a traced value")
+})
+
 test_that("branches and loops on traced values are classed refusals that say why", {
   expect_error(rf_jit(function(x) if (x > 0) x else -x)(c(1, 2)), class = "rfuse_unsupported",
                regexp = "`if\\(\\)` in `x > 0`: its condition is a traced value")

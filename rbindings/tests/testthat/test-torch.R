@@ -174,7 +174,12 @@ test_that("creation functions: rf_tensors as torch's, constants in traced code, 
   shift <- torch_full(c(2, 2), -1)
   expect_equal(suppressMessages(jf(matrix(1, 2, 2))), matrix(1, 2, 2))
   expect_equal(rf_jit(function(x) x + torch_ones_like(x))(matrix(1, 2, 2)), matrix(2, 2, 2))
-  expect_error(rf_jit(function(x) x + torch_randn(2, 2))(matrix(1, 2, 2)), "random", class = "rfuse_unsupported")
+  # Random creation functions draw afresh at every call, what the function draws eagerly.
+  rj <- rf_jit(function(x) x + torch_randn(2, 2) + torch_rand_like(x), dtype = "float64")
+  set.seed(3); want <- matrix(1, 2, 2) + array(rnorm(4), c(2, 2)) + array(runif(4), c(2, 2))
+  set.seed(3); expect_equal(rj(matrix(1, 2, 2)), want, tolerance = 1e-12)
+  expect_error(rf_jit(function(x) x + torch_randn(2, 2, dtype = "float16"), dtype = "float32")(matrix(1, 2, 2)),
+               class = "rfuse_unsupported", regexp = "dtype")
   # A dtype other than the trace's is refused; the trace's own (torch code's dtype = x$dtype) is what it computes in.
   expect_error(rf_jit(function(x) x + torch_zeros(2, 2, dtype = "float16"), dtype = "float32")(matrix(1, 2, 2)),
                class = "rfuse_unsupported")
