@@ -31,6 +31,8 @@ workloads <- function(strategy) {
 
 if (nzchar(Sys.getenv("RFUSE_DDP_RANK_MODE"))) { # a launched rank
   res <- workloads("ddp")
+  # With one rank, the same steps without ddp in this process too: what the launch itself costs.
+  if (Sys.getenv("WORLD_SIZE") == "1") res$plain_in_rank <- lapply(workloads("none"), `[[`, "step_ms")
   if (Sys.getenv("RANK") == "0")
     jsonlite::write_json(res, file.path(out, sprintf("r_ddp_%s.json", Sys.getenv("WORLD_SIZE"))), auto_unbox = TRUE, digits = 6)
   quit(status = 0)
@@ -59,4 +61,9 @@ tab <- do.call(rbind, rows)
 one <- tab[tab$world == 1, c("workload", "samples_per_s")]
 tab$efficiency <- if (nrow(one)) tab$samples_per_s / (tab$world * one$samples_per_s[match(tab$workload, one$workload)]) else NA
 print(tab, digits = 4, row.names = FALSE)
+one_rank <- file.path(out, "r_ddp_1.json")
+if (file.exists(one_rank) && !is.null(jsonlite::read_json(one_rank)$plain_in_rank))
+  cat("the launched rank without ddp (ms/step):",
+      paste(names(jsonlite::read_json(one_rank)$plain_in_rank), round(unlist(jsonlite::read_json(one_rank)$plain_in_rank), 3),
+            collapse = ", "), "\n")
 jsonlite::write_json(tab, file.path(out, "r_ddp_bench.json"), digits = 6)

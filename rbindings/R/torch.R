@@ -498,6 +498,36 @@ t_chunk_any <- function(self, n, dim, call, how) {
 torch_narrow <- torch_fn("torch_narrow", function(self, dim, start, length) t_narrow(self, dim, start, length, sys.call()),
                          c("dim", "start", "length"))
 #' @rdname torch_functions
+#' @param tensors `torch_meshgrid()`: a list of 1-d tensors (or R vectors).
+#' @param indexing `torch_meshgrid()`: `"ij"` (matrix indexing: result k varies along dim k) or
+#'   `"xy"` (Cartesian: the first two dims swapped), as torch's.
+#' @export
+torch_meshgrid <- function(tensors, indexing = "ij") {
+  call <- sys.call()
+  if (!is.list(tensors) || is_tensor(tensors) || !length(tensors))
+    rf_abort("rfuse_type_error", "torch_meshgrid() takes a list of 1-d tensors", call)
+  indexing <- match_choice(indexing, c("ij", "xy"), "indexing", call)
+  lens <- vapply(tensors, function(t) {
+    d <- t_size(t)
+    if (length(d) > 1) rf_abort("rfuse_shape_error", sprintf("torch_meshgrid() takes 1-d tensors, not one of %d dims", length(d)), call)
+    as.integer(prod(d))
+  }, 1L)
+  shape <- lens
+  where <- seq_along(lens)
+  if (indexing == "xy" && length(lens) >= 2) {
+    shape[1:2] <- lens[2:1]
+    where[1:2] <- 2:1
+  }
+  Map(function(t, k) meshgrid_one(t, k, shape), tensors, where)
+}
+# One tensor of a mesh grid: its values along dim `position` of `shape`.
+meshgrid_one <- torch_fn("torch_meshgrid", function(self, position, shape) {
+  along <- rep(1L, length(shape))
+  along[position] <- shape[position]
+  t_expand(t_reshape(self, along, sys.call()), shape, sys.call())
+}, c("position", "shape"))
+
+#' @rdname torch_functions
 #' @param vec2 `torch_outer()`: the second vector (the product is `length(self)` x `length(vec2)`).
 #' @export
 torch_outer <- torch_fn("torch_outer", function(self, vec2) {

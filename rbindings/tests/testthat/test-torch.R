@@ -461,3 +461,31 @@ test_that("an initializer given a parameter through a helper or named_parameters
   copy <- nn_parameter(matrix(0, 2, 2))
   expect_error(for (p in list(copy)) nn_init_zeros_(p), class = "rfuse_unsupported")
 })
+
+test_that("torch_meshgrid builds torch's grids (ij and xy) on R vectors, rf_tensors and in traced code", {
+  a <- c(1.5, -2, 3); b <- c(10, 20); cc <- c(-1, 0, 1, 2)
+  # The independent construction: grid k holds x_k's element at its index along dim `pos`.
+  grid <- function(x, shape, pos) array(x[slice.index(array(0, shape), pos)], shape)
+  g <- torch_meshgrid(list(a, b, cc))
+  expect_identical(length(g), 3L)
+  expect_equal(g[[1]], grid(a, c(3, 2, 4), 1))
+  expect_equal(g[[2]], grid(b, c(3, 2, 4), 2))
+  expect_equal(g[[3]], grid(cc, c(3, 2, 4), 3))
+  x <- torch_meshgrid(list(a, b), indexing = "xy")
+  expect_equal(x[[1]], grid(a, c(2, 3), 2))
+  expect_equal(x[[2]], grid(b, c(2, 3), 1))
+  t <- torch_meshgrid(list(rf_tensor(a, dtype = "float64"), rf_tensor(b, dtype = "float64")))
+  expect_equal(as.array(t[[2]]), grid(b, c(3, 2), 2))
+  # In a module's forward: a coordinate grid from the input's size, added to the input.
+  coords <- nn_module("coords", initialize = function() NULL, forward = function(x) {
+    g <- torch_meshgrid(list(torch_arange(1, x$size(2)), torch_arange(1, x$size(3))), indexing = "ij")
+    x + g[[1]] * 10 + g[[2]]
+  })
+  m <- coords()
+  x3 <- array(rnorm(2 * 3 * 4), c(2, 3, 4))
+  want <- x3 + aperm(array(rep(grid(1:3, c(3, 4), 1) * 10 + grid(1:4, c(3, 4), 2), 2), c(3, 4, 2)), c(3, 1, 2))
+  expect_equal(rf_jit(m, dtype = "float64")(x3), want, tolerance = 1e-12)
+  expect_error(torch_meshgrid(list(a, matrix(1, 2, 2))), class = "rfuse_shape_error", regexp = "1-d")
+  expect_error(torch_meshgrid(list(a, b), indexing = "yx"), class = "rfuse_type_error")
+  expect_error(torch_meshgrid(a), class = "rfuse_type_error", regexp = "a list")
+})
