@@ -157,6 +157,28 @@ nn_init_kaiming_normal_ <- function(tensor, a = 0, mode = "fan_in", nonlinearity
     stats::rnorm(n, 0, kaiming_std(size, a, mode, nonlinearity, call)))
 }
 
+#' @rdname nn_init
+#' @export
+nn_init_orthogonal_ <- function(tensor, gain = 1) {
+  call <- sys.call()
+  if (!is.numeric(gain) || length(gain) != 1 || !is.finite(gain))
+    rf_abort("rfuse_type_error", "`gain` must be a finite number", call)
+  init_fill(substitute(tensor), tensor, parent.frame(), call, function(n, size) {
+    if (length(size) < 2) rf_abort("rfuse_shape_error", "Only tensors with 2 or more dimensions are supported", call)
+    # torch's: the tensor as a rows x (the rest) matrix, from the QR factorization of normal
+    # draws with R's diagonal made positive; orthonormal rows (or columns, whichever fit).
+    rows <- size[1]
+    cols <- n %/% rows
+    if (n == 0) return(numeric())
+    a <- matrix(stats::rnorm(n), rows, cols)
+    if (rows < cols) a <- t(a)
+    f <- qr(a)
+    q <- qr.Q(f) %*% diag(sign(diag(qr.R(f))), min(rows, cols))
+    if (rows < cols) q <- t(q)
+    as.vector(gain * q)
+  })
+}
+
 # torch's _calculate_fan_in_and_fan_out.
 fans <- function(size, call) {
   if (length(size) < 2)

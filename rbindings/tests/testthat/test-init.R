@@ -113,3 +113,19 @@ test_that("torch's in-place fills on parameters write back to the place they nam
   ps <- g$parameters
   expect_error(ps[[1]]$fill_(1), class = "rfuse_unsupported") # a copy in a list: nowhere to write back
 })
+
+test_that("nn_init_orthogonal_ gives orthonormal rows or columns times the gain, in place", {
+  set.seed(3)
+  for (size in list(c(3, 5), c(5, 3), c(4, 2, 3), c(6, 6))) {
+    w <- array(0, size)
+    w <- nn_init_orthogonal_(w, gain = 2)
+    m <- matrix(w, size[1])
+    g <- if (nrow(m) <= ncol(m)) tcrossprod(m) else crossprod(m)
+    expect_equal(g, diag(4, min(dim(m))), tolerance = 1e-12, info = paste(size, collapse = "x"))
+  }
+  lin <- nn_linear(4, 3)
+  nn_init_orthogonal_(lin$weight)
+  expect_equal(tcrossprod(as.array(lin$weight)), diag(1, 3), tolerance = 1e-6) # float32 parameter storage
+  expect_error(nn_init_orthogonal_(numeric(4)), class = "rfuse_shape_error", regexp = "2 or more")
+  expect_error(nn_init_orthogonal_(matrix(0, 2, 2), gain = "a"), class = "rfuse_type_error", regexp = "gain")
+})
