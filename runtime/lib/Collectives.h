@@ -3,6 +3,8 @@
 #ifndef RFUSE_RUNTIME_COLLECTIVES_H
 #define RFUSE_RUNTIME_COLLECTIVES_H
 
+#include <cstdint>
+
 namespace rfuse {
 namespace cuda {
 class NcclCommunicator;
@@ -11,6 +13,9 @@ class NcclCommunicator;
 int activeWorldSize();
 /// The group's NCCL communicator, or null (no group, or a CPU group).
 cuda::NcclCommunicator *activeCommunicator();
+/// Counts the groups started and ended: a CUDA graph captured under one generation replays that
+/// group's communicator, so a program with collectives recaptures when it changes.
+uint64_t processGroupGeneration();
 } // namespace rfuse
 
 #endif

@@ -33,6 +33,7 @@ struct Group {
 };
 std::mutex groupMutex;
 std::unique_ptr<Group> group;
+uint64_t generation = 0; // bumped whenever a group starts or ends (under groupMutex)
 
 std::string where(const ProcessGroupOptions &o) { return o.masterAddr + ":" + std::to_string(o.masterPort); }
 
@@ -228,11 +229,19 @@ void initProcessGroup(const ProcessGroupOptions &o) {
     }
   }
   group = std::move(g);
+  ++generation;
 }
 
 void destroyProcessGroup() {
   std::lock_guard<std::mutex> lock(groupMutex);
+  if (group)
+    ++generation;
   group.reset();
+}
+
+uint64_t processGroupGeneration() {
+  std::lock_guard<std::mutex> lock(groupMutex);
+  return generation;
 }
 
 ProcessGroupInfo processGroupInfo() {

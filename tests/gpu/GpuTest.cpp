@@ -461,6 +461,27 @@ TEST_F(Gpu, AllReducedTrainingStepOverNcclEqualsThePlainStep) {
   broadcast({t}, 0);
   EXPECT_EQ(toHostTensor(t).f, in[1].f);
   destroyProcessGroup();
+  // The graphs captured under that communicator are not replayed under the next group, nor
+  // without one: the same steps, the same values.
+  for (bool again : {true, false}) {
+    if (again) {
+      o.masterPort += 1;
+      initProcessGroup(o);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      std::vector<Tensor> po, dO;
+      for (const Tensor &x : pout)
+        po.push_back(emptyTensor(Device::Cuda, x.dtype, x.shape));
+      for (const Tensor &x : dout)
+        dO.push_back(emptyTensor(Device::Cuda, x.dtype, x.shape));
+      p->run(pin, po, Device::Cuda);
+      d->run(din, dO, Device::Cuda);
+      for (size_t k = 0; k < po.size(); ++k)
+        EXPECT_EQ(toHostTensor(po[k]).f, toHostTensor(dO[k]).f) << (again ? "new group" : "no group") << " output " << k;
+    }
+    if (again)
+      destroyProcessGroup();
+  }
 }
 
 TEST_F(Gpu, DroppedProgramsUnloadTheirKernels) {

@@ -86,6 +86,9 @@ struct GpuProgram::Impl : runtime::StepBackend {
               "cuFuncSetAttribute", "kernel " + names[k] + " asks for " + std::to_string(smem) + " bytes of shared memory");
       kernelKeys.push_back(ref.key);
     }
+    for (const Step &s : plan.steps)
+      hasCollectives |= s.kind == Step::Kind::Collective;
+    capturedGroup = processGroupGeneration();
     for (const std::string &f : fallbacks)
       llvm::errs() << "rfuse: warning: " << f << "\n";
     planResultBinding();
@@ -443,8 +446,18 @@ struct GpuProgram::Impl : runtime::StepBackend {
     return false;
   }
 
+  // Graphs captured under another process group (a communicator since destroyed, or none) would
+  // replay its collectives: a program with collectives drops them when the group changes.
+  bool hasCollectives = false;
+  uint64_t capturedGroup = 0;
+
   void run(const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) {
     options = currentOptions();
+    if (hasCollectives && capturedGroup != processGroupGeneration()) {
+      dropGraphs();
+      executions = 0; // the first run under the new group runs the steps directly again
+      capturedGroup = processGroupGeneration();
+    }
     if (ins.size() != plan.argSlots.size() || outs.size() != plan.resultSlots.size())
       throw CudaError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs and " +
                       std::to_string(plan.resultSlots.size()) + " outputs, got " + std::to_string(ins.size()) +
