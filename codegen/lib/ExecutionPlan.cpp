@@ -8,6 +8,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -270,6 +271,29 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
     if (s.library)
       s.flops = s.library->flops();
     plan.steps.push_back(std::move(s));
+  }
+  // A collective reduces in place (NCCL's sendbuff == recvbuff) when nothing else reads its
+  // operand: the result shares the operand's buffer, so a bucket needs no second copy of its
+  // gradients (and over one rank nothing moves at all).
+  {
+    std::vector<int> readers(plan.slots.size(), 0);
+    for (const Step &st : plan.steps)
+      for (int sl : st.in)
+        ++readers[plan.root(sl)];
+    for (int sl : plan.resultSlots)
+      ++readers[plan.root(sl)];
+    for (Step &st : plan.steps) {
+      if (st.kind != Step::Kind::Collective)
+        continue;
+      for (size_t k = 0; k < st.in.size(); ++k) {
+        int root = plan.root(st.in[k]);
+        const BufferSlot &operand = plan.slots[root];
+        bool once = std::count(st.in.begin(), st.in.end(), st.in[k]) == 1;
+        if (readers[root] == 1 && once && operand.argument < 0 && !operand.constant &&
+            operand.bytes == plan.slots[st.out[k]].bytes)
+          plan.slots[st.out[k]].aliasOf = root;
+      }
+    }
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     for (int sl : plan.steps[i].out)
