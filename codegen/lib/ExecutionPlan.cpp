@@ -280,8 +280,11 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
     for (const Step &st : plan.steps)
       for (int sl : st.in)
         ++readers[plan.root(sl)];
-    for (int sl : plan.resultSlots)
+    std::vector<bool> isResult(plan.slots.size(), false);
+    for (int sl : plan.resultSlots) {
       ++readers[plan.root(sl)];
+      isResult[sl] = true;
+    }
     for (Step &st : plan.steps) {
       if (st.kind != Step::Kind::Collective)
         continue;
@@ -289,7 +292,8 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
         int root = plan.root(st.in[k]);
         const BufferSlot &operand = plan.slots[root];
         bool once = std::count(st.in.begin(), st.in.end(), st.in[k]) == 1;
-        if (readers[root] == 1 && once && operand.argument < 0 && !operand.constant &&
+        // (a result is left out of place: the collective writes it into the caller's buffer)
+        if (readers[root] == 1 && once && operand.argument < 0 && !operand.constant && !isResult[st.out[k]] &&
             operand.bytes == plan.slots[st.out[k]].bytes)
           plan.slots[st.out[k]].aliasOf = root;
       }

@@ -119,19 +119,25 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       grads.push_back(g ? g : splat(b, fn.getLoc(), entry->getArgument(i).getType(), 0.0));
     }
     // Data-parallel training: the ranks' gradients, averaged (or summed), are what the
-    // optimizer sees (and what a plain gradient program returns).
-    if (gradientAllReduce != "none") {
-      if (gradientAllReduce != "mean" && gradientAllReduce != "sum")
-        return fn.emitError() << "rfuse-autodiff: gradient-all-reduce is none, mean or sum, not '"
-                              << gradientAllReduce << "'";
-      auto reduction = gradientAllReduce == "mean" ? CollectiveReduction::mean : CollectiveReduction::sum;
+    // optimizer sees (and what a plain gradient program returns). SGD is linear in the gradient,
+    // so with a mean its step averages the updated parameters instead — the same trajectory
+    // (each rank's momentum buffer stays its own, their mean the group's), the same bytes moved,
+    // and the update stays in the gradient's kernel.
+    if (gradientAllReduce != "none" && gradientAllReduce != "mean" && gradientAllReduce != "sum")
+      return fn.emitError() << "rfuse-autodiff: gradient-all-reduce is none, mean or sum, not '"
+                            << gradientAllReduce << "'";
+    auto reduction = gradientAllReduce == "sum" ? CollectiveReduction::sum : CollectiveReduction::mean;
+    bool reduceParameters = optimizer == "sgd" && gradientAllReduce == "mean";
+    if (gradientAllReduce != "none" && !reduceParameters)
       for (Value &g : grads)
         g = b.create<AllReduceOp>(g.getLoc(), ValueRange{g}, reduction).getResult(0);
-    }
     SmallVector<Value> results = {gradLoss};
     if (optimizer == "sgd") {
       if (failed(appendSgd(grad, b, args, grads, results)))
         return failure();
+      if (reduceParameters)
+        for (size_t k = 1; k <= args.size(); ++k)
+          results[k] = b.create<AllReduceOp>(results[k].getLoc(), ValueRange{results[k]}, reduction).getResult(0);
     } else if (optimizer == "adam" || optimizer == "adamw") {
       appendAdam(grad, b, args, grads, results, optimizer == "adamw");
     } else if (optimizer == "none") {

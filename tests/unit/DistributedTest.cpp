@@ -141,4 +141,51 @@ TEST(Distributed, AllReducedStepOfOneRankEqualsThePlainStep) {
     EXPECT_EQ(line.find("all-reduce"), std::string::npos) << line;
 }
 
+// Two ranks emulated on the CPU: each runs the all-reduced SGD step (momentum, weight decay) on
+// its half of the batch, and "NCCL" (here: the test) averages what the step all-reduces — the
+// updated parameters — while each rank keeps its own momentum buffers. After three steps the
+// parameters equal plain SGD on the whole batch: the algebra the SGD step's parameter averaging
+// relies on, in f64.
+TEST(Distributed, ParameterAveragingOfSgdEqualsGradientAveraging) {
+  auto program = [](int64_t rows, bool ddp) {
+    GraphBuilder g;
+    TracedValue x = g.input({rows, 5}, DType::F64), w = g.input({5, 3}, DType::F64), b = g.input({3}, DType::F64);
+    TracedValue h = g.tanh(g.add(g.matmul(x, w), g.broadcastTo(b, {rows, 3})));
+    g.finish({g.reduceMean(g.mul(h, h), {0, 1})});
+    GradientRequest r;
+    r.wrt = {1, 2};
+    r.optimizer = "sgd";
+    r.learningRate = 0.2;
+    r.momentum = 0.9;
+    r.weightDecay = 0.01;
+    if (ddp)
+      r.gradientAllReduce = "mean";
+    return compileGradientProgram(g.moduleText(), "default", r);
+  };
+  auto whole = program(8, false), half = program(4, true);
+  std::mt19937_64 rng(17);
+  HostTensor x = test::randomTensor(DType::F64, {8, 5}, rng);
+  HostTensor x0(DType::F64, {4, 5}), x1(DType::F64, {4, 5});
+  for (int64_t i = 0; i < 20; ++i) { // rows 0-3 and 4-7 (row-major)
+    x0.f[i] = x.f[i];
+    x1.f[i] = x.f[20 + i];
+  }
+  std::vector<HostTensor> p = {test::randomTensor(DType::F64, {5, 3}, rng), test::randomTensor(DType::F64, {3}, rng)};
+  std::vector<HostTensor> ref = p, v = {HostTensor(DType::F64, {5, 3}), HostTensor(DType::F64, {3})};
+  std::vector<std::vector<HostTensor>> vr = {v, v};
+  for (int step = 0; step < 3; ++step) {
+    auto full = whole->run({x, ref[0], ref[1], v[0], v[1]}, Device::Cpu);
+    ref = {full[1], full[2]};
+    v = {full[3], full[4]};
+    auto r0 = half->run({x0, p[0], p[1], vr[0][0], vr[0][1]}, Device::Cpu);
+    auto r1 = half->run({x1, p[0], p[1], vr[1][0], vr[1][1]}, Device::Cpu);
+    for (size_t k = 0; k < 2; ++k)
+      for (size_t e = 0; e < p[k].f.size(); ++e)
+        p[k].f[e] = 0.5 * (r0[1 + k].f[e] + r1[1 + k].f[e]);
+    vr = {{r0[3], r0[4]}, {r1[3], r1[4]}};
+  }
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_LE(test::maxRelError(p[k].f, ref[k].f, 1e-12), 1e-12) << "parameter " << k;
+}
+
 } // namespace

@@ -141,7 +141,9 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
     Option<"gradientAllReduce", "gradient-all-reduce", "std::string", /*default=*/"\"none\"",
            "none, mean or sum: each gradient goes through an rfuse.all_reduce over the process "
            "group's ranks before the optimizer uses it (data-parallel training; "
-           "rfuse-bucket-all-reduce then groups them into buckets)">,
+           "rfuse-bucket-all-reduce then groups them into buckets). With optimizer=sgd and mean, "
+           "the updated parameters are averaged instead (SGD is linear in the gradient: the same "
+           "parameters, and the update stays fused with the gradient)">,
   ];
   let statistics = [
     Statistic<"numBackwardOps", "backward-ops", "Ops built for the backward pass">,
