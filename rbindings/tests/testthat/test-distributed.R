@@ -31,6 +31,14 @@ test_that("ddp over one rank trains exactly as without it, on the default device
   if (fb$device == "cuda") expect_match(fb$distributed$backend, "^nccl [0-9]") else
     expect_match(fb$distributed$backend, "one rank on the CPU")
   expect_null(fa$distributed)
+  # Adam averages the gradients (SGD the updated parameters): one rank equals plain Adam too.
+  a2 <- fresh_net(); b2 <- fresh_net()
+  ha <- rf_fit(a2, d$x, d$y, steps = 10, batch_size = 50, optimizer = "adam", lr = 0.01, dtype = "float64",
+               progress = FALSE)$history
+  hb <- rf_fit(b2, d$x, d$y, steps = 10, batch_size = 50, optimizer = "adam", lr = 0.01, dtype = "float64",
+               progress = FALSE, strategy = "ddp")$history
+  expect_equal(hb, ha, tolerance = 1e-12)
+  expect_equal(as.array(b2$parameters[[1]]), as.array(a2$parameters[[1]]), tolerance = 1e-12)
   # The group ends with the loop: a second fit starts its own.
   expect_silent(rf_fit(b, d$x, d$y, steps = 2, progress = FALSE, strategy = "ddp"))
 })
