@@ -91,7 +91,8 @@ module_api <- c("parameters", "buffers", "children", "modules", "training", "nam
 
 # A new instance, initialized with the generator's arguments. An argument initialize does not
 # have is refused by name (torch's layers take some rfuse's do not, such as `device`).
-new_module <- function(def, ...) {
+# A module of definition `def` with its methods bound and its API, before initialize runs.
+make_module <- function(def) {
   self <- new.env(parent = emptyenv())
   register_module_self(self)
   self$training <- TRUE
@@ -116,6 +117,13 @@ new_module <- function(def, ...) {
   self$.classes <- class(instance) # torch's m$.classes
   bind_members(def, self, self)
   add_module_api(self, instance)
+  self$.def <- def # (what clone_module() builds a copy from)
+  instance
+}
+
+new_module <- function(def, ...) {
+  instance <- make_module(def)
+  self <- self_of(instance)
   init <- self$initialize
   given <- ...names()
   allowed <- names(formals(init))
@@ -129,6 +137,46 @@ new_module <- function(def, ...) {
   init(...)
   adopt_marked_fields(self)
   instance
+}
+
+# An independent copy of a module, as torch's copy.deepcopy makes one: the same definition with
+# its methods bound to the copy, and every field copied — submodules copied the same way, tensors
+# into new tensors, R values as R copies them — private fields too; nothing of the copy is the
+# original's (nn_transformer_encoder's layers).
+clone_module <- function(instance) {
+  old <- self_of(instance)
+  copy <- make_module(old$.def)
+  new <- self_of(copy)
+  value_copy <- function(v) {
+    if (is_module(v)) return(clone_module(v))
+    if (is_tensor(v)) { # new memory, the same flags (a parameter, requires_grad)
+      t <- rf_tensor(tensor_values(v), dtype = v@env$dtype, device = v@env$device)
+      for (f in setdiff(ls(v@env, all.names = TRUE), c("buf", "grad", "rdim", "len", "dtype", "device")))
+        assign(f, get(f, envir = v@env), envir = t@env)
+      return(t)
+    }
+    if (is.list(v) && !is.object(v)) return(lapply(v, value_copy))
+    # A parameter's array in new memory: write-backs find a module's parameter by the object
+    # itself (register_module_self), which an R copy-on-modify value would still share.
+    if (is.atomic(v) && length(v)) return(rlang::duplicate(v, shallow = FALSE))
+    v
+  }
+  skip <- c(".instance", ".classes", ".jit", ".def", "self")
+  for (nm in setdiff(ls(old, all.names = TRUE), skip)) {
+    if (bindingIsActive(nm, old)) next
+    if (exists(nm, envir = new, inherits = FALSE) && is.function(get(nm, envir = new)) && is.function(get(nm, envir = old)))
+      next # methods and API, bound to the copy already
+    assign(nm, value_copy(get(nm, envir = old)), envir = new)
+  }
+  private_of <- function(m) {
+    e <- environment(m$initialize)
+    while (!identical(e, emptyenv()) && !exists("private", envir = e, inherits = FALSE)) e <- parent.env(e)
+    if (identical(e, emptyenv())) NULL else get("private", envir = e)
+  }
+  po <- private_of(old); pn <- private_of(new)
+  if (!is.null(po) && !is.null(pn))
+    for (nm in ls(po, all.names = TRUE)) if (!bindingIsActive(nm, po)) assign(nm, value_copy(get(nm, envir = po)), envir = pn)
+  copy
 }
 
 # A layer whose forward works on traced values only (recurrent layers, attention), called on

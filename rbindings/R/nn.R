@@ -937,6 +937,34 @@ nn_transformer_encoder_layer <- nn_module("nn_transformer_encoder_layer",
     }
   })
 
+#' @rdname nn_layers
+#' @param encoder_layer `nn_transformer_encoder()`: the layer (an `nn_transformer_encoder_layer()`
+#'   or any module taking `(src, src_mask, src_key_padding_mask)`); the encoder holds
+#'   `num_layers` independent copies of it (the same initial weights, as torch's deep copies).
+#' @param num_layers,norm `nn_transformer_encoder()`: how many layers; a module applied to the
+#'   output (a layer norm), or `NULL`.
+#' @export
+nn_transformer_encoder <- nn_module("nn_transformer_encoder",
+  initialize = function(encoder_layer, num_layers, norm = NULL) {
+    call <- sys.call()
+    if (!is_module(encoder_layer))
+      rf_abort("rfuse_type_error", "`encoder_layer` must be a module (an nn_transformer_encoder_layer())", call)
+    if (!is.numeric(num_layers) || length(num_layers) != 1 || is.na(num_layers) || num_layers < 1 ||
+        num_layers != round(num_layers))
+      rf_abort("rfuse_type_error", "`num_layers` must be a positive whole number", call)
+    if (!is.null(norm) && !is_module(norm)) rf_abort("rfuse_type_error", "`norm` must be a module or NULL", call)
+    self$layers <- nn_module_list(lapply(seq_len(num_layers), function(i) clone_module(encoder_layer)))
+    self$num_layers <- as.integer(num_layers)
+    self$norm <- norm
+  },
+  forward = function(src, mask = NULL, src_key_padding_mask = NULL) {
+    out <- src
+    for (i in seq_len(self$num_layers))
+      out <- self$layers[[i]](out, src_mask = mask, src_key_padding_mask = src_key_padding_mask)
+    if (!is.null(self$norm)) out <- self$norm(out)
+    out
+  })
+
 # ---- More convolution, normalization and resampling layers ----------------------------------
 
 #' @rdname nnf

@@ -356,3 +356,23 @@ test_that("dropout2d on c(N, C, L) drops whole channels", {
   expect_true(all(per_channel == 1))
   expect_true(all(y %in% c(0, 2)))
 })
+
+test_that("nn_transformer_encoder stacks independent copies of its layer, with torch's names", {
+  set.seed(21)
+  layer <- nn_transformer_encoder_layer(d_model = 8, nhead = 2, dim_feedforward = 16, dropout = 0, batch_first = TRUE)
+  enc <- nn_transformer_encoder(layer, num_layers = 2, norm = nn_layer_norm(8))
+  sd <- enc$state_dict()
+  expect_true(all(c("layers.0.self_attn.in_proj_weight", "layers.1.linear2.bias", "norm.weight") %in% names(sd)))
+  # Copies: the same initial weights as the layer, but their own (changing one changes nothing else).
+  expect_equal(sd[["layers.1.linear1.weight"]], unclass(layer$state_dict()[["linear1.weight"]]))
+  x <- array(rnorm(3 * 5 * 8), c(3, 5, 8))
+  xt <- rf_tensor(x, dtype = "float64")
+  want <- as.array(enc$norm(layer(layer(xt))))
+  expect_equal(as.array(enc(xt)), want, tolerance = 1e-10)
+  expect_equal(rf_jit(enc, dtype = "float64")(x), want, tolerance = 1e-10)
+  nn_init_zeros_(enc$layers[[1]]$linear1$weight)
+  expect_gt(sum(abs(as.array(layer$linear1$weight))), 0)
+  expect_gt(sum(abs(as.array(enc$layers[[2]]$linear1$weight))), 0)
+  expect_error(nn_transformer_encoder(layer, 0), class = "rfuse_type_error", regexp = "num_layers")
+  expect_error(nn_transformer_encoder(function(x) x, 2), class = "rfuse_type_error", regexp = "encoder_layer")
+})
