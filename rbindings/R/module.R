@@ -141,8 +141,8 @@ new_module <- function(def, ...) {
 
 # An independent copy of a module, as torch's copy.deepcopy makes one: the same definition with
 # its methods bound to the copy, and every field copied — submodules copied the same way, tensors
-# into new tensors, R values as R copies them — private fields too; nothing of the copy is the
-# original's (nn_transformer_encoder's layers).
+# and arrays into new memory, other R values as they are — private fields too; nothing of the
+# copy is the original's (nn_transformer_encoder's layers).
 clone_module <- function(instance) {
   old <- self_of(instance)
   copy <- make_module(old$.def)
