@@ -10,6 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <random>
 
@@ -17,10 +22,21 @@ using namespace rfuse;
 
 namespace {
 
-// A port nobody else in this test process uses (the tests run one at a time).
+// A free port, as the system hands one out (bound to port 0, read, released): tests that ctest
+// runs side by side in other processes get other ports.
 int freshPort() {
-  static int next = 29600 + (int)(std::random_device{}() % 2000);
-  return next++;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, (sockaddr *)&a, sizeof a) == 0 && ::getsockname(fd, (sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0)
+    ::close(fd);
+  return port ? port : 29600 + (int)(std::random_device{}() % 2000);
 }
 
 ProcessGroupOptions rank(int r, int world, int port, double timeout = 10) {
