@@ -1041,15 +1041,27 @@ nnf_dropout2d <- function(input, p = 0.5, training = TRUE) {
 }
 
 #' @rdname nnf
-#' @param size,scale_factor,mode Interpolation: the output size or a whole-number scale factor,
-#'   and `"nearest"` (the only mode so far).
+#' @param align_corners,recompute_scale_factor Bilinear interpolation: corner pixels mapped onto each other; the scale from the sizes even when `scale_factor` is given (torch's).
+#' @param size,scale_factor,mode Interpolation: the output size or a scale factor (whole numbers
+#'   for `"nearest"`), and `"nearest"` or `"bilinear"` (torch's, as two products with
+#'   interpolation matrices).
 #' @export
-nnf_interpolate <- function(input, size = NULL, scale_factor = NULL, mode = "nearest") {
+nnf_interpolate <- function(input, size = NULL, scale_factor = NULL, mode = "nearest", align_corners = FALSE,
+                            recompute_scale_factor = NULL) {
   call <- sys.call()
-  if (!identical(mode, "nearest"))
-    rf_unsupported("nnf_interpolate", call, sprintf("mode '%s' (only \"nearest\" so far)", paste(mode, collapse = " ")))
+  if (!is.character(mode) || length(mode) != 1 || !mode %in% c("nearest", "bilinear"))
+    rf_unsupported("nnf_interpolate", call, sprintf("mode '%s' (\"nearest\" and \"bilinear\" so far)", paste(mode, collapse = " ")))
+  if (!is.logical(align_corners) || length(align_corners) != 1 || is.na(align_corners))
+    rf_abort("rfuse_type_error", "`align_corners` must be TRUE or FALSE", call)
+  if (!is.null(recompute_scale_factor) && !(is.logical(recompute_scale_factor) && length(recompute_scale_factor) == 1 &&
+                                            !is.na(recompute_scale_factor)))
+    rf_abort("rfuse_type_error", "`recompute_scale_factor` must be NULL, TRUE or FALSE", call)
   d <- t_size(input); k <- length(d) - 2L
   if (k < 1) rf_shape_error("interpolate expects an input of dim c(N, C, ...)", call)
+  if (mode == "bilinear") return(interpolate_bilinear(input, d, size, scale_factor, align_corners,
+                                                      isTRUE(recompute_scale_factor), call))
+  if (isTRUE(align_corners))
+    rf_abort("rfuse_type_error", "align_corners can only be set with the interpolating modes (bilinear)", call)
   s <- if (!is.null(size)) {
     if (!is.null(scale_factor)) rf_abort("rfuse_type_error", "give either `size` or `scale_factor`", call)
     sz <- rep_len(as.integer(size), k)
@@ -1064,6 +1076,37 @@ nnf_interpolate <- function(input, size = NULL, scale_factor = NULL, mode = "nea
   spread <- c(d[1:2], as.vector(rbind(d[-(1:2)], 1L)))
   big <- c(d[1:2], as.vector(rbind(d[-(1:2)], s)))
   t_reshape(t_expand(t_set_dims(input, spread), big, call), c(d[1:2], d[-(1:2)] * s), call)
+}
+
+# torch's upsample_bilinear2d as two products with interpolation matrices (constants of the
+# program, so gradients flow as through any matmul): out = A_h x A_w^T per image, A[o, i] the
+# weight source row i gets in output row o. Source coordinates as torch's
+# area_pixel_compute_source_index: align_corners maps the corner pixels onto each other;
+# otherwise (o + 1/2) * scale - 1/2 clamped at 0, the scale 1 / scale_factor when one is given
+# (unless recompute_scale_factor), else in / out.
+interpolate_bilinear <- function(input, d, size, scale_factor, align_corners, recompute, call) {
+  if (length(d) != 4) rf_shape_error("bilinear interpolation expects an input of dim c(N, C, H, W)", call)
+  if (!is.null(size) == !is.null(scale_factor)) rf_abort("rfuse_type_error", "give either `size` or `scale_factor`", call)
+  sf <- if (!is.null(scale_factor)) rep_len(as.double(scale_factor), 2)
+  out <- if (!is.null(size)) rep_len(as.integer(size), 2) else as.integer(floor(d[3:4] * sf))
+  if (any(out < 1)) rf_abort("rfuse_type_error", "the output size must be at least 1", call)
+  weights <- function(n_in, n_out, factor) {
+    a <- matrix(0, n_out, n_in)
+    scale <- if (align_corners) (if (n_out > 1) (n_in - 1) / (n_out - 1) else 0)
+             else if (!is.null(factor) && !recompute) 1 / factor else n_in / n_out
+    for (o in seq_len(n_out) - 1L) {
+      src <- if (align_corners) o * scale else max((o + 0.5) * scale - 0.5, 0)
+      i0 <- min(floor(src), n_in - 1)
+      i1 <- min(i0 + 1, n_in - 1)
+      l1 <- src - i0
+      a[o + 1, i0 + 1] <- a[o + 1, i0 + 1] + (1 - l1)
+      a[o + 1, i1 + 1] <- a[o + 1, i1 + 1] + l1
+    }
+    a
+  }
+  ah <- weights(d[3], out[1], sf[1])
+  aw <- weights(d[4], out[2], sf[2])
+  t_matmul(t_matmul(ah, input, call), t(aw), call)
 }
 
 #' @rdname nnf
@@ -1118,10 +1161,11 @@ nn_dropout2d <- nn_module("nn_dropout2d",
 #' @rdname nn_layers
 #' @export
 nn_upsample <- nn_module("nn_upsample",
-  initialize = function(size = NULL, scale_factor = NULL, mode = "nearest") {
+  initialize = function(size = NULL, scale_factor = NULL, mode = "nearest", align_corners = NULL) {
     self$size <- size; self$scale_factor <- scale_factor; self$mode <- mode
+    self$align_corners <- align_corners
   },
-  forward = function(x) nnf_interpolate(x, self$size, self$scale_factor, self$mode))
+  forward = function(x) nnf_interpolate(x, self$size, self$scale_factor, self$mode, isTRUE(self$align_corners)))
 
 #' @rdname nn_layers
 #' @export

@@ -309,7 +309,7 @@ test_that("group norm, dropout2d, nearest upsampling and adaptive max pooling", 
   refu <- x[, , rep(1:3, each = 2), rep(1:3, each = 2)]
   expect_equal(up(x), refu)
   expect_lt(rel_err(rf_jit(up, dtype = "float64")(x), refu), 1e-12)
-  expect_error(nn_upsample(scale_factor = 2, mode = "bilinear")(x), class = "rfuse_unsupported")
+  expect_error(nn_upsample(scale_factor = 2, mode = "bicubic")(x), class = "rfuse_unsupported")
   y <- rnd(2, 3, 4, 6)
   mp <- nn_adaptive_max_pool2d(c(2, 3))
   refm <- array(0, c(2, 3, 2, 3))
@@ -375,4 +375,43 @@ test_that("nn_transformer_encoder stacks independent copies of its layer, with t
   expect_gt(sum(abs(as.array(enc$layers[[2]]$linear1$weight))), 0)
   expect_error(nn_transformer_encoder(layer, 0), class = "rfuse_type_error", regexp = "num_layers")
   expect_error(nn_transformer_encoder(function(x) x, 2), class = "rfuse_type_error", regexp = "encoder_layer")
+})
+
+test_that("bilinear interpolation is torch's (align_corners both ways), traced and differentiated", {
+  x <- array(c(1, 3, 2, 4), c(1, 1, 2, 2)) # torch's [[1, 2], [3, 4]]
+  # PyTorch's F.interpolate of that image to 4 x 4:
+  want <- rbind(c(1, 1.25, 1.75, 2), c(1.5, 1.75, 2.25, 2.5), c(2.5, 2.75, 3.25, 3.5), c(3, 3.25, 3.75, 4))
+  expect_equal(nnf_interpolate(x, scale_factor = 2, mode = "bilinear")[1, 1, , ], want)
+  corners <- rbind(c(1, 4/3, 5/3, 2), c(5/3, 2, 7/3, 8/3), c(7/3, 8/3, 3, 10/3), c(3, 10/3, 11/3, 4))
+  expect_equal(nnf_interpolate(x, size = c(4, 4), mode = "bilinear", align_corners = TRUE)[1, 1, , ], corners)
+  # Against a direct base-R loop over output pixels, on a batch with a non-integer scale.
+  direct <- function(img, oh, ow) {
+    ih <- nrow(img); iw <- ncol(img)
+    src <- function(o, n_in, n_out) max((o + 0.5) * n_in / n_out - 0.5, 0)
+    out <- matrix(0, oh, ow)
+    for (r in 0:(oh - 1)) for (c in 0:(ow - 1)) {
+      y <- src(r, ih, oh); xx <- src(c, iw, ow)
+      y0 <- min(floor(y), ih - 1); x0 <- min(floor(xx), iw - 1)
+      y1 <- min(y0 + 1, ih - 1); x1 <- min(x0 + 1, iw - 1)
+      ly <- y - y0; lx <- xx - x0
+      out[r + 1, c + 1] <- (1 - ly) * ((1 - lx) * img[y0 + 1, x0 + 1] + lx * img[y0 + 1, x1 + 1]) +
+        ly * ((1 - lx) * img[y1 + 1, x0 + 1] + lx * img[y1 + 1, x1 + 1])
+    }
+    out
+  }
+  set.seed(4)
+  b <- array(rnorm(2 * 3 * 5 * 4), c(2, 3, 5, 4))
+  got <- rf_jit(function(v) nnf_interpolate(v, size = c(7, 9), mode = "bilinear"), dtype = "float64")(b)
+  expect_identical(dim(got), c(2L, 3L, 7L, 9L))
+  for (n in 1:2) for (ch in 1:3) expect_equal(got[n, ch, , ], direct(b[n, ch, , ], 7, 9), tolerance = 1e-12)
+  # Gradients: the loss's gradient against central differences.
+  w <- array(rnorm(2 * 3 * 7 * 9), c(2, 3, 7, 9))
+  loss <- function(v) sum(nnf_interpolate(v, size = c(7, 9), mode = "bilinear") * w)
+  g <- rf_grad(loss, dtype = "float64")(b)
+  h <- 1e-6; e <- replace(array(0, dim(b)), 5, h)
+  expect_equal(g[5], (loss(b + e) - loss(b - e)) / (2 * h), tolerance = 1e-6)
+  up <- nn_upsample(scale_factor = 2, mode = "bilinear", align_corners = TRUE)
+  expect_equal(up(x)[1, 1, , ], nnf_interpolate(x, scale_factor = 2, mode = "bilinear", align_corners = TRUE)[1, 1, , ])
+  expect_error(nnf_interpolate(x, scale_factor = 2, align_corners = TRUE), class = "rfuse_type_error", regexp = "interpolating")
+  expect_error(nnf_interpolate(x, scale_factor = 2, mode = "bicubic"), class = "rfuse_unsupported")
 })
