@@ -938,11 +938,10 @@ nn_transformer_encoder_layer <- nn_module("nn_transformer_encoder_layer",
   })
 
 #' @rdname nn_layers
-#' @param encoder_layer `nn_transformer_encoder()`: the layer (an `nn_transformer_encoder_layer()`
-#'   or any module taking `(src, src_mask, src_key_padding_mask)`); the encoder holds
-#'   `num_layers` independent copies of it (the same initial weights, as torch's deep copies).
-#' @param num_layers,norm `nn_transformer_encoder()`: how many layers; a module applied to the
-#'   output (a layer norm), or `NULL`.
+#' @details `nn_transformer_encoder(encoder_layer, num_layers, norm = NULL)` holds `num_layers`
+#'   independent copies of `encoder_layer` (an `nn_transformer_encoder_layer()` or any module
+#'   taking `(src, src_mask, src_key_padding_mask)`; the same initial weights, as torch's deep
+#'   copies), applied in turn, then `norm` (a module, or `NULL`).
 #' @export
 nn_transformer_encoder <- nn_module("nn_transformer_encoder",
   initialize = function(encoder_layer, num_layers, norm = NULL) {
