@@ -87,6 +87,7 @@ const DriverApi &driver() {
     RF_BIND(cuLaunchKernel, "cuLaunchKernel");
     RF_BIND(cuStreamCreate, "cuStreamCreate");
     RF_BIND(cuStreamWaitEvent, "cuStreamWaitEvent");
+    RF_BIND(cuStreamDestroy, "cuStreamDestroy_v2");
     RF_BIND(cuStreamSynchronize, "cuStreamSynchronize");
     RF_BIND(cuEventCreate, "cuEventCreate");
     RF_BIND(cuEventRecord, "cuEventRecord");

@@ -112,6 +112,8 @@ NcclCommunicator::~NcclCommunicator() {
     driver().cuStreamSynchronize(stream);
   if (comm)
     nccl().ncclCommDestroy(comm);
+  if (stream)
+    driver().cuStreamDestroy(stream);
 }
 
 void NcclCommunicator::allReduce(const std::vector<Operand> &operands, bool mean, CUstream s) {
