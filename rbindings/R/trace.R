@@ -453,7 +453,7 @@ trace_function <- function(f, args, dtype, static_args) {
   fin <- rf_guard(.rf_b_finish(b, c(out$ids, aux_ids)))
   int_guard <- if (length(.rf_state$int_bounds)) list(entries = .rf_state$int_bounds, limit = int_limit(dtype))
   list(text = fin$located, hash = fin$hash, input_index = input_index,
-       input_ids = vapply(sym_args[input_index], function(s) as.integer(s$id), 0L), # as the body sees them
+       input_ids = .rf_state$scope_ids, # as the body sees them
        input_dtypes = input_dtypes, out = out, random = .rf_state$random, aux = aux, int_guard = int_guard,
        warnings = .rf_state$warnings, captures = unique(.rf_state$captures), label_checks = .rf_state$label_checks)
 }

@@ -434,6 +434,12 @@ TEST_F(Gpu, AllReducedTrainingStepOverNcclEqualsThePlainStep) {
     din.push_back(fromHostTensor(t, Device::Cuda));
   }
   std::vector<Tensor> pout = p->run(pin, Device::Cuda), dout = d->run(din, Device::Cuda);
+  auto emptyLike = [](const std::vector<Tensor> &ts) { // fresh result tensors of the same types
+    std::vector<Tensor> out;
+    for (const Tensor &t : ts)
+      out.push_back(emptyTensor(Device::Cuda, t.dtype, t.shape));
+    return out;
+  };
   // Steps 2..6 into the same result tensors (graph replays), parameters and momentum fed back.
   for (int step = 2; step <= 6; ++step) {
     for (size_t k = 0; k < pout.size(); ++k)
@@ -442,11 +448,7 @@ TEST_F(Gpu, AllReducedTrainingStepOverNcclEqualsThePlainStep) {
     std::vector<Tensor> dnext = {din[0], dout[1], dout[2], dout[3], dout[4]};
     pin = pnext;
     din = dnext;
-    std::vector<Tensor> po, dO;
-    for (const Tensor &t : pout)
-      po.push_back(emptyTensor(Device::Cuda, t.dtype, t.shape));
-    for (const Tensor &t : dout)
-      dO.push_back(emptyTensor(Device::Cuda, t.dtype, t.shape));
+    std::vector<Tensor> po = emptyLike(pout), dO = emptyLike(dout);
     p->run(pin, po, Device::Cuda);
     d->run(din, dO, Device::Cuda);
     pout = po;
@@ -469,11 +471,7 @@ TEST_F(Gpu, AllReducedTrainingStepOverNcclEqualsThePlainStep) {
       initProcessGroup(o);
     }
     for (int rep = 0; rep < 3; ++rep) {
-      std::vector<Tensor> po, dO;
-      for (const Tensor &x : pout)
-        po.push_back(emptyTensor(Device::Cuda, x.dtype, x.shape));
-      for (const Tensor &x : dout)
-        dO.push_back(emptyTensor(Device::Cuda, x.dtype, x.shape));
+      std::vector<Tensor> po = emptyLike(pout), dO = emptyLike(dout);
       p->run(pin, po, Device::Cuda);
       d->run(din, dO, Device::Cuda);
       for (size_t k = 0; k < po.size(); ++k)

@@ -38,23 +38,26 @@ namespace {
 
 constexpr char kCubinMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
 
-void *openFirst(std::initializer_list<const char *> names, std::string &error) {
-  for (const char *n : names)
-    if (void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL))
+} // namespace
+
+void *openFirst(const std::vector<std::string> &names, std::string &error, std::string *opened) {
+  for (const std::string &n : names)
+    if (void *h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      if (opened)
+        *opened = n;
       return h;
+    }
   const char *why = dlerror(); // dlerror() clears itself: read it once
-  error = std::string("cannot load ") + *names.begin() + ": " + (why ? why : "not found");
+  error = "cannot load " + names.front() + ": " + (why ? why : "not found");
   return nullptr;
 }
 
-template <class T> bool bind(void *lib, T &fn, const char *name, std::string &error) {
-  fn = reinterpret_cast<T>(dlsym(lib, name));
-  if (!fn && error.empty())
+void *bindAddress(void *lib, const char *name, std::string &error) {
+  void *p = dlsym(lib, name);
+  if (!p && error.empty())
     error = std::string("missing symbol ") + name;
-  return fn != nullptr;
+  return p;
 }
-
-} // namespace
 
 const DriverApi &driver() {
   static DriverApi api = [] {

@@ -9,6 +9,7 @@
 #include <nvrtc.h>
 
 #include <string>
+#include <vector>
 
 namespace rfuse::cuda {
 
@@ -173,6 +174,16 @@ struct CudnnApi {
                                        cudnnTensorDescriptor_t, const void *, const void *,
                                        cudnnTensorDescriptor_t, void *);
 };
+
+/// dlopen of the first of `names` that loads (its name into `opened`); null, with the reason
+/// in `error`, when none does.
+void *openFirst(const std::vector<std::string> &names, std::string &error, std::string *opened = nullptr);
+/// dlsym of `name` into `fn`; false, with the first missing symbol in `error`, when absent.
+void *bindAddress(void *lib, const char *name, std::string &error);
+template <class T> bool bind(void *lib, T &fn, const char *name, std::string &error) {
+  fn = reinterpret_cast<T>(bindAddress(lib, name, error));
+  return fn != nullptr;
+}
 
 const DriverApi &driver();
 const CudnnApi &cudnn();

@@ -6,7 +6,6 @@
 #include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/Options.h"
 
-#include <dlfcn.h>
 
 namespace rfuse::cuda {
 
@@ -19,37 +18,27 @@ const NcclApi &nccl() {
       names.push_back(configured);
     else
       names = {"libnccl.so.2", "libnccl.so"};
-    void *lib = nullptr;
-    for (const std::string &n : names)
-      if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-        a.library = n;
-        break;
-      }
+    void *lib = openFirst(names, a.error, &a.library);
     if (!lib) {
-      const char *why = dlerror();
-      a.error = "cannot load " + names.front() + ": " + (why ? why : "not found") +
-                " (set the nccl_library option, RFUSE_NCCL_LIBRARY, to NCCL's libnccl.so.2)";
+      a.error += " (set the nccl_library option, RFUSE_NCCL_LIBRARY, to NCCL's libnccl.so.2)";
       return a;
     }
     bool ok = true;
-    auto bind = [&](auto &fn, const char *sym) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, sym));
-      if (!fn && ok) {
-        a.error = std::string("missing symbol ") + sym + " in " + a.library;
-        ok = false;
-      }
-    };
-    bind(a.ncclGetVersion, "ncclGetVersion");
-    bind(a.ncclGetUniqueId, "ncclGetUniqueId");
-    bind(a.ncclCommInitRank, "ncclCommInitRank");
-    bind(a.ncclCommDestroy, "ncclCommDestroy");
-    bind(a.ncclCommAbort, "ncclCommAbort");
-    bind(a.ncclCommGetAsyncError, "ncclCommGetAsyncError");
-    bind(a.ncclGetErrorString, "ncclGetErrorString");
-    bind(a.ncclAllReduce, "ncclAllReduce");
-    bind(a.ncclBroadcast, "ncclBroadcast");
-    bind(a.ncclGroupStart, "ncclGroupStart");
-    bind(a.ncclGroupEnd, "ncclGroupEnd");
+#define RF_BIND(field, sym) ok &= bind(lib, a.field, sym, a.error)
+    RF_BIND(ncclGetVersion, "ncclGetVersion");
+    RF_BIND(ncclGetUniqueId, "ncclGetUniqueId");
+    RF_BIND(ncclCommInitRank, "ncclCommInitRank");
+    RF_BIND(ncclCommDestroy, "ncclCommDestroy");
+    RF_BIND(ncclCommAbort, "ncclCommAbort");
+    RF_BIND(ncclCommGetAsyncError, "ncclCommGetAsyncError");
+    RF_BIND(ncclGetErrorString, "ncclGetErrorString");
+    RF_BIND(ncclAllReduce, "ncclAllReduce");
+    RF_BIND(ncclBroadcast, "ncclBroadcast");
+    RF_BIND(ncclGroupStart, "ncclGroupStart");
+    RF_BIND(ncclGroupEnd, "ncclGroupEnd");
+#undef RF_BIND
+    if (!ok)
+      a.error += " in " + a.library;
     a.loaded = ok;
     return a;
   }();
