@@ -67,6 +67,15 @@ void run(const std::string &name, const std::function<void(GraphBuilder &)> &bui
   if (flops > 0)
     std::printf("  %7.1f TFLOP/s", flops / r.ms / 1e9);
   std::printf("\n");
+  // RFUSE_BENCH_EXPORT=DIR: each workload also written as an ahead-of-time artifact for this GPU
+  // (DIR/<name>.rfuse), which rfuse-aot-run times in a process of its own (gpu-run.sh aot).
+  if (const char *dir = std::getenv("RFUSE_BENCH_EXPORT")) {
+    try {
+      program->exportArtifact(std::string(dir) + "/" + name + ".rfuse", {{cuda::deviceInfo().arch()}, false});
+    } catch (const std::exception &e) {
+      std::printf("  (%s not exported: %s)\n", name.c_str(), e.what());
+    }
+  }
   std::fflush(stdout);
 }
 

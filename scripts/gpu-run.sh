@@ -18,6 +18,11 @@
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# aot: the ahead-of-time path (issue 18): rfuse-bench exports every workload (RFUSE_BENCH_ONLY
+#        picks) as an artifact while timing the JIT; then each artifact runs in a fresh process of
+#        rfuse-aot-run whose library path holds only rfuse_rt's libraries (no MLIR, LLVM, NVRTC:
+#        ldd and the loader's log checked), timed; and the examples through rfusec -> rfuse-aot-run
+#        against rfuse-run --device cuda, line by line.
 # ddp-bench: data-parallel training on every GPU of the machine (1, 2, 4, 8 ranks as there are
 #          GPUs): PyTorch DDP (benchmarks/torch_ddp.py through torchrun) and rfuse from R
 #          (benchmarks/r-ddp-bench.R, rf_launch()), in one call.
@@ -125,6 +130,30 @@ if [ "$what" = ddp-bench ]; then
   done
   echo "== rfuse from R (r-ddp-bench.R), world sizes $sizes"
   OUT="$out" timeout 500 Rscript benchmarks/r-ddp-bench.R "$sizes" 2>&1 | tee "$out/r-ddp-bench.log" | tail -n 20
+fi
+if [ "$what" = aot ]; then
+  rtlib=/tmp/rfuse-rt-only && rm -rf "$rtlib" && mkdir -p "$rtlib" /tmp/rfuse-aot
+  cp "$R/lib/librfuse_rt.so" "$R/lib/libRfusePlan.so" "$R/lib/libRfuseTypes.so" "$rtlib/"
+  echo "== rfuse-bench (the JIT, C++), exporting each workload"
+  RFUSE_BENCH_EXPORT=/tmp/rfuse-aot OUT="$out" "$R/bin/rfuse-bench" 2>&1 | tee "$out/bench.log" | grep -E "^(W|mm|  \()"
+  echo "== rfuse-aot-run: its libraries (only rfuse_rt's on the path; CUDA's found by dlopen)"
+  rtenv="LD_LIBRARY_PATH=$rtlib${cudnn_dir:+:$cudnn_dir}"
+  env $rtenv ldd "$R/bin/rfuse-aot-run" | grep -E "rfuse|not found|MLIR|LLVM|nvrtc"
+  for a in /tmp/rfuse-aot/*.rfuse; do
+    echo "== $(basename "$a")"
+    env $rtenv LD_DEBUG=libs "$R/bin/rfuse-aot-run" "$a" --random --time 50 > "$out/aot.log" 2> "$out/aot-ld.log"
+    echo "exit $?: $(grep -E '^time' "$out/aot.log")"
+    echo "libraries loaded: $(grep -oE 'calling init: [^ ]+' "$out/aot-ld.log" | sed 's|.*/||' | sort -u | tr '\n' ' ')"
+    grep -iE "nvrtc|libMLIR|libLLVM" "$out/aot-ld.log" | grep -i "calling init" && echo "A COMPILER WAS LOADED"
+  done
+  echo "== examples: rfuse-run --device cuda vs rfusec -> rfuse-aot-run"
+  for f in "$R"/examples/*.mlir; do
+    n=$(basename "$f" .mlir)
+    "$R/bin/rfusec" "$f" -o "/tmp/rfuse-aot/$n.rfuse" --arch sm_90 > /dev/null 2>&1 || { echo "$n: not exported"; continue; }
+    "$R/bin/rfuse-run" "$f" --random --seed 3 --device cuda | grep -vE "^host" > "$out/jit-$n.txt"
+    env $rtenv "$R/bin/rfuse-aot-run" "/tmp/rfuse-aot/$n.rfuse" --random --seed 3 > "$out/aot-$n.txt" 2>&1
+    if diff -q "$out/jit-$n.txt" "$out/aot-$n.txt" > /dev/null; then echo "$n: identical"; else echo "$n: DIFFERENT"; diff "$out/jit-$n.txt" "$out/aot-$n.txt" | head -n 6; fi
+  done
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ python3
           llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
-          libgtest-dev libgmock-dev
+          libgtest-dev libgmock-dev nlohmann-json3-dev libxxhash-dev
           r-base-dev r-cran-rcpp r-cran-testthat r-cran-rlang r-cran-jsonlite r-cran-magrittr r-cran-knitr r-cran-cli)
 scripts/install-missing.sh "${packages[@]}"
 

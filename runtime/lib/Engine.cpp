@@ -7,6 +7,8 @@
 #include "cpu/CpuExecutor.h"
 #include "cpu/CpuJit.h"
 #include "cuda/CudaExecutor.h"
+#include "interpreter/HostSteps.h"
+#include "artifact/Export.h"
 
 #include "rfuse/Codegen/CodegenPasses.h"
 #include "rfuse/Codegen/ExecutionPlan.h"
@@ -331,7 +333,8 @@ cuda::GpuProgram &gpuProgram(Program::State &st) {
   std::lock_guard<std::mutex> lock(st.gpuMutex);
   if (!st.gpu)
     st.gpu = std::make_unique<cuda::GpuProgram>(
-        *st.cudaPlan, st.tf32 == Tf32::FromOptions ? std::nullopt : std::optional<bool>(st.tf32 == Tf32::Allowed));
+        *st.cudaPlan, cuda::compileKernels, runtime::interpretedHostSteps(),
+        st.tf32 == Tf32::FromOptions ? std::nullopt : std::optional<bool>(st.tf32 == Tf32::Allowed));
   return *st.gpu;
 }
 
@@ -379,6 +382,10 @@ void Program::run(const std::vector<TensorRef> &inputs, const std::vector<Tensor
   std::vector<HostTensor> out = run(in, device);
   for (size_t k = 0; k < out.size(); ++k)
     out[k].writeBytes(outputs[k].data);
+}
+
+ExportSummary Program::exportArtifact(const std::string &path, const ExportOptions &options) const {
+  return artifact::writeArtifact(state_->module.get(), entry_, state_->tf32, options, path);
 }
 
 std::vector<Tensor> Program::run(const std::vector<Tensor> &inputs, Device device) const {

@@ -2,9 +2,10 @@
 
 #include "rfuse/IR/ScalarOps.h"
 
-#include "llvm/ADT/APFloat.h"
+#include "HalfFloat.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -73,11 +74,7 @@ void HostTensor::writeBytes(void *dst) const {
     case DType::F32: { float v = (float)f[k]; std::memcpy(p, &v, 4); break; }
     case DType::F64: std::memcpy(p, &f[k], 8); break;
     case DType::F16: case DType::BF16: {
-      llvm::APFloat x(f[k]);
-      bool lost;
-      x.convert(dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
-                llvm::APFloat::rmNearestTiesToEven, &lost);
-      uint16_t bits = (uint16_t)x.bitcastToAPInt().getZExtValue();
+      uint16_t bits = runtime::doubleToHalfBits(f[k], dtype == DType::BF16);
       std::memcpy(p, &bits, 2);
       break;
     }
@@ -99,11 +96,7 @@ HostTensor HostTensor::fromBytes(DType dt, std::vector<int64_t> shape, const cha
     case DType::F16: case DType::BF16: {
       uint16_t bits;
       std::memcpy(&bits, p, 2);
-      llvm::APFloat x(dt == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
-                      llvm::APInt(16, bits));
-      bool lost;
-      x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
-      t.f[k] = x.convertToDouble();
+      t.f[k] = runtime::halfBitsToDouble(bits, dt == DType::BF16);
       break;
     }
     case DType::I1: t.i[k] = *p != 0; break;
@@ -129,13 +122,8 @@ double roundToDType(DType t, double v) {
     return (double)(float)v;
   case DType::F16:
   case DType::BF16: {
-    // LLVM's APFloat rounds to nearest-even exactly as the hardware conversion does.
-    llvm::APFloat x(v);
-    bool lost;
-    x.convert(t == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
-              llvm::APFloat::rmNearestTiesToEven, &lost);
-    x.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
-    return x.convertToDouble();
+    bool bf16 = t == DType::BF16;
+    return runtime::halfBitsToDouble(runtime::doubleToHalfBits(v, bf16), bf16);
   }
   default:
     return v;
@@ -156,6 +144,41 @@ int64_t wrapInteger(DType t, int64_t v) {
   if (t == DType::I32)
     return (int32_t)(uint32_t)(uint64_t)v;
   return v;
+}
+
+HostTensor randomHostTensor(DType dtype, std::vector<int64_t> shape, std::mt19937_64 &rng) {
+  HostTensor t(dtype, std::move(shape));
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (t.isFloat()) {
+      double v = uni(rng);
+      t.set(k, v == 0.0 ? 0.5 : v);
+    } else if (dtype == DType::I1) {
+      t.i[k] = rng() & 1;
+    } else {
+      t.i[k] = (int64_t)(rng() % 19) - 9;
+    }
+  }
+  return t;
+}
+
+std::string outputSummary(size_t index, const HostTensor &r, unsigned first) {
+  double sum = 0, asum = 0;
+  for (int64_t k = 0; k < r.numel(); ++k) {
+    sum += r.get(k);
+    asum += std::fabs(r.get(k));
+  }
+  char buf[96];
+  std::string s = "output " + std::to_string(index) + ": " + r.typeString() + " shape [";
+  for (size_t d = 0; d < r.shape.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(r.shape[d]);
+  std::snprintf(buf, sizeof buf, "] sum %.17g abs_sum %.17g\n  first:", sum, asum);
+  s += buf;
+  for (int64_t k = 0; k < std::min<int64_t>(first, r.numel()); ++k) {
+    std::snprintf(buf, sizeof buf, " %.9g", r.get(k));
+    s += buf;
+  }
+  return s + "\n";
 }
 
 } // namespace rfuse

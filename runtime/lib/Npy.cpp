@@ -1,7 +1,9 @@
 #include "rfuse/Runtime/Npy.h"
 
-#include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringRef.h"
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 
 #include <cstring>
 #include <fstream>
@@ -22,6 +24,14 @@ const char *descrOf(DType t) {
   return "";
 }
 
+// `s` without the characters of `chars` at either end.
+std::string trim(const std::string &s, const char *chars = " \t\n") {
+  size_t b = s.find_first_not_of(chars);
+  if (b == std::string::npos)
+    return "";
+  return s.substr(b, s.find_last_not_of(chars) - b + 1);
+}
+
 // Extracts the value of 'key' from the header dict, e.g. "'descr': '<f4'".
 std::string field(const std::string &header, const std::string &key, const std::string &path) {
   size_t k = header.find("'" + key + "'");
@@ -33,7 +43,7 @@ std::string field(const std::string &header, const std::string &key, const std::
     throw NpyError(path + ": malformed .npy header (its '" + key + "' entry)");
   if (key == "shape")
     ++end;
-  return llvm::StringRef(header.substr(colon + 1, end - colon - 1)).trim(" '\"").str();
+  return trim(header.substr(colon + 1, end - colon - 1), " '\"");
 }
 
 } // namespace
@@ -78,16 +88,18 @@ HostTensor readNpy(std::istream &in, uint64_t size, const std::string &name) {
     throw NpyError(name + ": Fortran-ordered arrays are not supported; save with C order");
   std::string shapeText = field(header, "shape", name);
   std::vector<int64_t> shape;
-  for (llvm::StringRef rest = llvm::StringRef(shapeText).trim("() "); !rest.empty();) {
-    auto [dim, tail] = rest.split(',');
-    dim = dim.trim();
+  for (std::string rest = trim(shapeText, "() "); !rest.empty();) {
+    size_t comma = rest.find(',');
+    std::string dim = trim(rest.substr(0, comma));
     if (!dim.empty()) {
-      int64_t d;
-      if (dim.getAsInteger(10, d) || d < 0)
+      char *endp = nullptr;
+      errno = 0;
+      long long d = std::strtoll(dim.c_str(), &endp, 10);
+      if (errno || *endp || d < 0 || !std::isdigit((unsigned char)dim[0]))
         throw NpyError(name + ": bad shape " + shapeText);
-      shape.push_back(d);
+      shape.push_back((int64_t)d);
     }
-    rest = tail.trim();
+    rest = comma == std::string::npos ? "" : trim(rest.substr(comma + 1));
   }
   DType dt;
   if (descr == "<f4") dt = DType::F32;
@@ -98,7 +110,7 @@ HostTensor readNpy(std::istream &in, uint64_t size, const std::string &name) {
   else if (descr == "<i8") dt = DType::I64;
   else throw NpyError(name + ": unsupported dtype '" + descr + "'");
   uint64_t available = size - std::min(size, prefix + headerLen), bytes = dtypeSize(dt);
-  if (llvm::is_contained(shape, 0))
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end())
     bytes = 0;
   else
     for (int64_t d : shape) // the product, stopping before it could overflow

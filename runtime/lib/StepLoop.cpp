@@ -1,6 +1,6 @@
 #include "StepLoop.h"
 
-#include "rfuse/Runtime/Interpreter.h"
+#include <stdexcept>
 
 namespace rfuse::runtime {
 
@@ -43,7 +43,10 @@ void StepLoop::run(StepBackend &backend) {
       std::vector<HostTensor> operands;
       for (int sl : s.in)
         operands.push_back(backend.read(buffer(backend, sl), plan.slots[sl]));
-      std::vector<HostTensor> results = interpretOperation(s.op, operands);
+      std::vector<HostTensor> results = hostSteps(s, i, operands);
+      if (results.size() != s.out.size())
+        throw std::logic_error("host step " + s.label + " gave " + std::to_string(results.size()) +
+                               " results for " + std::to_string(s.out.size()) + " outputs");
       for (size_t o = 0; o < s.out.size(); ++o)
         backend.write(buffer(backend, s.out[o]), results[o]);
       if (s.kind == Step::Kind::Constant)

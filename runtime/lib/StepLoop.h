@@ -5,10 +5,11 @@
 #ifndef RFUSE_RUNTIME_STEPLOOP_H
 #define RFUSE_RUNTIME_STEPLOOP_H
 
-#include "rfuse/Codegen/ExecutionPlan.h"
+#include "rfuse/Codegen/Plan.h"
 #include "rfuse/Runtime/HostTensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace rfuse::runtime {
@@ -21,6 +22,12 @@ using codegen::Step;
 using Buffer = uintptr_t;
 
 class StepLoop;
+
+/// Computes a host step or a constant — step `index` of the plan — from its operands: the
+/// interpreter in the JIT's runtime (interpreter/HostSteps.h), the values an ahead-of-time
+/// artifact stores in its runtime (which has no interpreter).
+using HostStepRunner =
+    std::function<std::vector<HostTensor>(const Step &step, size_t index, const std::vector<HostTensor> &operands)>;
 
 /// What a backend does for the loop.
 class StepBackend {
@@ -47,8 +54,9 @@ public:
 
 class StepLoop {
 public:
-  explicit StepLoop(const ExecutionPlan &plan)
-      : plan(plan), buffers(plan.slots.size()), owned(plan.slots.size()), computed(plan.slots.size()) {}
+  StepLoop(const ExecutionPlan &plan, HostStepRunner hostSteps)
+      : plan(plan), hostSteps(std::move(hostSteps)), buffers(plan.slots.size()), owned(plan.slots.size()),
+        computed(plan.slots.size()) {}
 
   /// Binds `slot` to memory the loop does not own (the caller's inputs or result buffers).
   void bind(int slot, Buffer b) {
@@ -85,6 +93,7 @@ public:
   bool capturing = false;
 
   const ExecutionPlan &plan;
+  const HostStepRunner hostSteps;
 
 private:
   std::vector<Buffer> buffers;

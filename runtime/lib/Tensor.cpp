@@ -2,7 +2,8 @@
 #include "rfuse/Runtime/Tensor.h"
 #include "rfuse/Runtime/Cuda.h"
 
-#include "cpu/CpuJit.h"
+#include "HalfFloat.h"
+#include "cpu/Parallel.h"
 #include "cuda/Device.h"
 
 #include <atomic>
@@ -16,6 +17,12 @@
 #include <mutex>
 
 namespace rfuse {
+
+using runtime::bitsFloat;
+using runtime::floatToBf16;
+using runtime::floatToHalf;
+using runtime::halfToFloat;
+using runtime::toFloatRoundToOdd;
 
 namespace {
 std::string gib(size_t bytes) {
@@ -110,7 +117,7 @@ bool allocationPressure(uint64_t threshold) {
   uint64_t deviceThreshold = threshold;
   if (!deviceThreshold) {
     deviceThreshold = (uint64_t)4 << 30;
-    if (cuda::deviceInfo().available) {
+    if (cuda::gpuPresence().present) {
       static const size_t total = [] {
         size_t free = 0, t = 0;
         return cuda::driver().cuMemGetInfo(&free, &t) == CUDA_SUCCESS ? t : (size_t)0;
@@ -142,7 +149,7 @@ void releaseHostCache() {
 
 void releaseCachedMemory() {
   releaseHostCache();
-  if (cuda::deviceInfo().available) {
+  if (cuda::gpuPresence().present) {
     synchronizeDevice();
     cuda::Device::get().releaseCache();
   }
@@ -166,69 +173,7 @@ Tensor emptyTensor(Device device, DType dtype, std::vector<int64_t> shape) {
 
 namespace {
 
-// ---- One element, each way --------------------------------------------------------------------
-// Doubles round to f16/bf16 through float with round-to-odd (truncate, then set the last bit when
-// inexact): float has more than two bits over either, so the second rounding is exact (no double
-// rounding), and the result is the nearest value as HostTensor's APFloat conversion gives.
-uint32_t floatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float bitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float toFloatRoundToOdd(double d) {
-  float f = (float)d;
-  if (!std::isfinite(f) || (double)f == d)
-    return f;
-  uint32_t u = floatBits(f);
-  if (std::fabs((double)f) > std::fabs(d))
-    u -= 1; // toward zero (same sign, magnitude one ulp down)
-  return bitsFloat(u | 1u);
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t u = floatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((u >> 16) | 0x40); // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-uint16_t floatToHalf(float f) {
-  uint32_t u = floatBits(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u);
-  if (a >= 0x477ff000u) // rounds to >= 65520: infinity
-    return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) { // below 2^-14: a subnormal half (or zero)
-    float m = bitsFloat(a) * 16777216.0f; // exact: * 2^24, so the value in units of 2^-24
-    uint32_t q = (uint32_t)std::nearbyint(m); // round to nearest even (the default mode)
-    return (uint16_t)(sign | q);
-  }
-  uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 112;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-    ++h;
-  return (uint16_t)(sign | h);
-}
-
-float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0)
-    return bitsFloat(sign) + (sign ? -1.0f : 1.0f) * (float)mant * (1.0f / 16777216.0f);
-  if (exp == 31)
-    return bitsFloat(sign | 0x7f800000u | (mant << 13));
-  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
+// ---- One element, each way (f16 / bf16 through HalfFloat.h) --------------------------------
 [[noreturn]] void refuseNaN(int64_t k, DType t) {
   throw std::invalid_argument("element " + std::to_string(k + 1) + " is NA or NaN, which " +
                               dtypeName(t) + " cannot hold");
@@ -454,72 +399,6 @@ void copyElements(const Tensor &dst, int64_t dstOffset, const Tensor &src, int64
                 "cuMemcpyDtoDAsync", "copying tensor elements");
 }
 
-namespace {
-// The gather kernel, one per element size (compiled once through the kernel cache).
-CUfunction gatherKernel(size_t es) {
-  static std::mutex mu;
-  static std::map<size_t, CUfunction> loaded;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded.find(es); it != loaded.end())
-    return it->second;
-  const char *type = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : es == 4 ? "unsigned int" : "unsigned long long";
-  std::string name = "rfuse_gather_samples_" + std::to_string(es);
-  std::string source = "// rfuse: samples of a dataset in R's layout (the sample index fastest)\n"
-                       "typedef " + std::string(type) + " T;\n"
-                       "extern \"C\" __global__ void " + name +
-                       "(const T *src, const int *rows, T *dst, long long n, long long count, long long total) {\n"
-                       "  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < total;\n"
-                       "       k += (long long)gridDim.x * blockDim.x) {\n"
-                       "    long long s = k / count, j = k - s * count;\n"
-                       "    dst[k] = src[s * n + rows[j]];\n"
-                       "  }\n"
-                       "}\n";
-  cuda::Device &dev = cuda::Device::get();
-  // Held for the process's lifetime (one per element size).
-  CUfunction fn = dev.acquireFunction(name, cuda::compileKernel(name, source, dev.arch)).function;
-  loaded[es] = fn;
-  return fn;
-}
-} // namespace
-
-void gatherSamples(const Tensor &src, const Tensor &rows, int64_t offset, int64_t count, const Tensor &dst) {
-  if (src.shape.empty() || dst.shape.size() != src.shape.size() || dst.dtype != src.dtype ||
-      dst.device() != src.device() || rows.device() != src.device() || rows.dtype != DType::I32)
-    throw std::invalid_argument("gatherSamples: tensors of different dtypes, ranks or devices");
-  int64_t n = src.shape.back();
-  if (dst.shape.back() != count || offset < 0 || offset + count > rows.numel())
-    throw std::invalid_argument("gatherSamples: " + std::to_string(count) + " samples from " + std::to_string(offset) +
-                                " do not fit the rows or the destination");
-  for (size_t d = 0; d + 1 < src.shape.size(); ++d)
-    if (src.shape[d] != dst.shape[d])
-      throw std::invalid_argument("gatherSamples: the samples' shapes differ");
-  int64_t perSample = n ? src.numel() / n : 0, total = perSample * count;
-  size_t es = dtypeSize(src.dtype);
-  if (src.device() == Device::Cpu) {
-    const int *r = (const int *)rows.data() + offset;
-    for (int64_t j = 0; j < count; ++j)
-      if (r[j] < 0 || r[j] >= n)
-        throw std::invalid_argument("gatherSamples: row " + std::to_string(r[j] + 1) + " is outside 1.." + std::to_string(n));
-    const char *sp = (const char *)src.data();
-    char *dp = (char *)dst.data();
-    parallelElements(perSample, [&](int64_t b, int64_t e) {
-      for (int64_t s = b; s < e; ++s)
-        for (int64_t j = 0; j < count; ++j)
-          std::memcpy(dp + (s * count + j) * es, sp + (s * n + r[j]) * es, es);
-    });
-    return;
-  }
-  if (!total)
-    return;
-  cuda::Device &dev = cuda::Device::get();
-  CUdeviceptr s = (CUdeviceptr)src.data(), r = (CUdeviceptr)rows.data() + offset * 4, d = (CUdeviceptr)dst.data();
-  long long nn = n, cc = count, tt = total;
-  void *params[] = {&s, &r, &d, &nn, &cc, &tt};
-  unsigned grid = (unsigned)std::min<int64_t>((total + 255) / 256, (int64_t)dev.sms * 8);
-  cuda::check(cuda::driver().cuLaunchKernel(gatherKernel(es), grid, 1, 1, 256, 1, 1, 0, dev.stream, params, nullptr),
-              "cuLaunchKernel", "gathering a batch of samples");
-}
-
 HostTensor toHostTensor(const Tensor &t) {
   Tensor h = toDevice(t, Device::Cpu);
   return HostTensor::fromBytes(h.dtype, h.shape, (const char *)h.data());
@@ -533,7 +412,7 @@ Tensor fromHostTensor(const HostTensor &h, Device device) {
 
 TransferStats transferStats() {
   TransferStats s;
-  if (!cuda::deviceInfo().available)
+  if (!cuda::gpuPresence().present)
     return s;
   cuda::Device &d = cuda::Device::get();
   s.hostToDeviceBytes = d.uploadedBytes;
@@ -547,7 +426,7 @@ TransferStats transferStats() {
 
 DeviceMemory deviceMemory() {
   DeviceMemory m;
-  if (!cuda::deviceInfo().available)
+  if (!cuda::gpuPresence().present)
     return m;
   cuda::Device &d = cuda::Device::get();
   cuda::driver().cuMemGetInfo(&m.free, &m.total);
@@ -557,7 +436,7 @@ DeviceMemory deviceMemory() {
 }
 
 void synchronizeDevice() {
-  if (!cuda::deviceInfo().available)
+  if (!cuda::gpuPresence().present)
     return;
   cuda::Device &d = cuda::Device::get();
   cuda::check(cuda::driver().cuStreamSynchronize(d.stream), "cuStreamSynchronize", "waiting for the device");

@@ -12,6 +12,7 @@
 #include "rfuse/Runtime/Profile.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/ProcessGroup.h"
+#include "rfuse/rfuse_rt.h"
 
 #include <gtest/gtest.h>
 
@@ -79,6 +80,123 @@ void expectGpuMatchesInterpreter(const std::string &name, const std::string &tex
 TEST_F(Gpu, CorpusMatchesInterpreter) {
   for (const test::CorpusGraph &g : test::canonicalCorpus())
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
+}
+
+rfuse_rt_dtype rtDType(DType t) {
+  switch (t) {
+  case DType::F32: return RFUSE_RT_F32;
+  case DType::F64: return RFUSE_RT_F64;
+  case DType::F16: return RFUSE_RT_F16;
+  case DType::BF16: return RFUSE_RT_BF16;
+  case DType::I1: return RFUSE_RT_I1;
+  case DType::I32: return RFUSE_RT_I32;
+  case DType::I64: return RFUSE_RT_I64;
+  }
+  return RFUSE_RT_F32;
+}
+
+// Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and
+// runs it twice (the second a replayed graph); every output must equal the interpreter's.
+void expectArtifactMatchesInterpreter(const std::string &name, const std::string &text,
+                                      const std::vector<HostTensor> &inputs, const ExportOptions &options,
+                                      const std::string &expectDescription) {
+  std::string path = std::string(::testing::TempDir()) + "/rfuse_gpu_artifact.rfuse";
+  compileProgram(text, "default")->exportArtifact(path, options);
+  rfuse_rt_program *p = nullptr;
+  ASSERT_EQ(rfuse_rt_load(path.c_str(), &p), RFUSE_RT_OK) << name << ": " << rfuse_rt_last_error();
+  EXPECT_NE(std::string(rfuse_rt_describe(p)).find(expectDescription), std::string::npos)
+      << name << ": " << rfuse_rt_describe(p);
+  std::vector<HostTensor> ref = interpretText(text, "main", inputs);
+  ASSERT_EQ(rfuse_rt_num_inputs(p), inputs.size());
+  ASSERT_EQ(rfuse_rt_num_outputs(p), ref.size());
+  for (int rep = 0; rep < 2; ++rep) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<char> b = inputs[i].toBytes();
+      ASSERT_EQ(rfuse_rt_set_input(p, i, rtDType(inputs[i].dtype), inputs[i].shape.data(), inputs[i].shape.size(),
+                                   b.data(), b.size()),
+                RFUSE_RT_OK)
+          << name << ": " << rfuse_rt_last_error();
+    }
+    ASSERT_EQ(rfuse_rt_run(p), RFUSE_RT_OK) << name << ": " << rfuse_rt_last_error();
+    for (size_t i = 0; i < ref.size(); ++i) {
+      std::vector<char> b(rfuse_rt_output_bytes(p, i));
+      ASSERT_EQ(b.size(), ref[i].toBytes().size()) << name << " output " << i;
+      ASSERT_EQ(rfuse_rt_get_output(p, i, b.data(), b.size()), RFUSE_RT_OK) << rfuse_rt_last_error();
+      HostTensor got = HostTensor::fromBytes(ref[i].dtype, ref[i].shape, b.data());
+      if (!ref[i].isFloat()) {
+        size_t diff = 0;
+        for (int64_t k = 0; k < ref[i].numel(); ++k)
+          diff += got.i[k] != ref[i].i[k];
+        EXPECT_LE(diff, (size_t)ref[i].numel() / 100) << name << " output " << i;
+        continue;
+      }
+      double num = 0, den = 0;
+      for (size_t k = 0; k < got.f.size(); ++k) {
+        num += (got.f[k] - ref[i].f[k]) * (got.f[k] - ref[i].f[k]);
+        den += ref[i].f[k] * ref[i].f[k];
+      }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(ref[i].dtype)) << name << " output " << i;
+    }
+  }
+  rfuse_rt_free(p);
+}
+
+// The ahead-of-time path (issue 18): every corpus graph exported and run through rfuse_rt equals
+// the interpreter — from this GPU's cubins, and from PTX for an older architecture (compute_80,
+// which the driver compiles for this GPU).
+TEST_F(Gpu, ArtifactsRunThroughRfuseRtLikeTheInterpreter) {
+  const cuda::DeviceInfo &d = cuda::deviceInfo();
+  for (const test::CorpusGraph &g : test::canonicalCorpus())
+    expectArtifactMatchesInterpreter(g.name, g.moduleText, g.inputs, {{d.arch()}, true}, "(cubins)");
+  for (const test::CorpusGraph &g : test::canonicalCorpus())
+    expectArtifactMatchesInterpreter(g.name + " (PTX)", g.moduleText, g.inputs, {{"sm_80"}, true}, "PTX for sm_80");
+}
+
+// A ResNet training step (cuDNN convolutions, cuBLASLt, batch norm) through rfuse_rt equals the
+// JIT's step on the same inputs.
+TEST_F(Gpu, AnExportedResNetTrainingStepEqualsTheJitStep) {
+  ResNetConfig c;
+  c.batch = 8;
+  c.imageSize = 16;
+  c.classes = 4;
+  c.widths = {8, 16};
+  c.blocks = {1, 1};
+  GraphBuilder g;
+  ModelGraph m = buildResNetLoss(g, c);
+  std::mt19937_64 rng(9);
+  std::vector<HostTensor> inputs;
+  for (const auto &s : m.inputShapes)
+    inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
+  GradientRequest sgd;
+  for (size_t p = 0; p < m.parameterCount(); ++p) {
+    sgd.wrt.push_back(p);
+    inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng));
+  }
+  sgd.optimizer = "sgd";
+  sgd.learningRate = 0.1;
+  sgd.momentum = 0.9;
+  auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+  std::vector<HostTensor> jit = program->run(inputs, Device::Cuda);
+  std::string path = std::string(::testing::TempDir()) + "/rfuse_gpu_resnet.rfuse";
+  program->exportArtifact(path, {{cuda::deviceInfo().arch()}, false});
+  rfuse_rt_program *p = nullptr;
+  ASSERT_EQ(rfuse_rt_load(path.c_str(), &p), RFUSE_RT_OK) << rfuse_rt_last_error();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<char> b = inputs[i].toBytes();
+    ASSERT_EQ(rfuse_rt_set_input(p, i, RFUSE_RT_F32, inputs[i].shape.data(), inputs[i].shape.size(), b.data(),
+                                 b.size()),
+              RFUSE_RT_OK)
+        << rfuse_rt_last_error();
+  }
+  ASSERT_EQ(rfuse_rt_run(p), RFUSE_RT_OK) << rfuse_rt_last_error();
+  ASSERT_EQ(rfuse_rt_num_outputs(p), jit.size());
+  for (size_t i = 0; i < jit.size(); ++i) {
+    std::vector<char> b(rfuse_rt_output_bytes(p, i));
+    ASSERT_EQ(rfuse_rt_get_output(p, i, b.data(), b.size()), RFUSE_RT_OK) << rfuse_rt_last_error();
+    HostTensor got = HostTensor::fromBytes(jit[i].dtype, jit[i].shape, b.data());
+    EXPECT_LE(test::maxRelError(got.f, jit[i].f, 1e-3), 1e-5) << "output " << i;
+  }
+  rfuse_rt_free(p);
 }
 
 // From the second run on, a program runs as a replayed CUDA graph with fixed buffers: fresh

@@ -74,7 +74,7 @@ TEST(Options, SetGetAndErrorsNamingTheOption) {
 TEST(Options, TheEnvironmentIsReadOnceWithAWarningForBadValues) {
   // rfusec reads the options (the kernel cache's) on its way.
   std::string run = std::string(RFUSE_BINARY_DIR) + "/bin/rfusec " + RFUSE_SOURCE_DIR +
-                    "/examples/affine_softmax.mlir -o " + ::testing::TempDir() + "/rfuse_options_env --arch sm_90";
+                    "/examples/affine_softmax.mlir -o " + ::testing::TempDir() + "/rfuse_options_env.rfuse --arch sm_90";
   auto [rc, out] = runCommand("RFUSE_CPU_THREADS=lots RFUSE_CPU_JIT=0 " + run);
   if (out.find("NVRTC") != std::string::npos && rc != 0)
     GTEST_SKIP() << "NVRTC is not installed: " << out;

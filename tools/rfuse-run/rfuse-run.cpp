@@ -59,19 +59,7 @@ static int fail(const std::string &msg) {
 static rfuse::HostTensor randomTensor(RankedTensorType type, std::mt19937_64 &rng) {
   rfuse::DType dt = rfuse::DType::F32;
   rfuse::fromMlirType(type.getElementType(), dt);
-  rfuse::HostTensor t(dt, std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    if (t.isFloat()) {
-      double v = uni(rng);
-      t.set(k, v == 0.0 ? 0.5 : v);
-    } else if (dt == rfuse::DType::I1) {
-      t.i[k] = rng() & 1;
-    } else {
-      t.i[k] = (int64_t)(rng() % 19) - 9;
-    }
-  }
-  return t;
+  return rfuse::randomHostTensor(dt, std::vector<int64_t>(type.getShape().begin(), type.getShape().end()), rng);
 }
 
 int main(int argc, char **argv) {
@@ -176,18 +164,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < results.size(); ++i) {
       const rfuse::HostTensor &r = results[i];
-      double sum = 0, asum = 0;
-      for (int64_t k = 0; k < r.numel(); ++k) {
-        sum += r.get(k);
-        asum += std::fabs(r.get(k));
-      }
-      llvm::outs() << "output " << i << ": " << r.typeString() << " shape [";
-      llvm::interleave(r.shape, llvm::outs(), ", ");
-      llvm::outs() << "] sum " << llvm::format("%.17g", sum) << " abs_sum "
-                   << llvm::format("%.17g", asum) << "\n  first:";
-      for (int64_t k = 0; k < std::min<int64_t>(printCount, r.numel()); ++k)
-        llvm::outs() << " " << llvm::format("%.9g", r.get(k));
-      llvm::outs() << "\n";
+      llvm::outs() << rfuse::outputSummary(i, r, printCount);
       if (!outputDir.empty())
         rfuse::writeNpy(outputDir + "/out" + std::to_string(i) + ".npy", r);
     }

@@ -1,98 +1,72 @@
-// rfusec: the ahead-of-time compiler for deployers. On a machine with no GPU it fuses a module
-// and compiles every kernel with NVRTC for each requested architecture, writing
-//   OUT/<kernel>.<arch>.cubin, OUT/<kernel>.cu, OUT/fused.mlir and OUT/manifest.txt
-// and filling the kernel cache (RFUSE_CACHE_DIR) so that a later run on a GPU compiles nothing.
+// rfusec: the ahead-of-time compiler for deployers. On a machine with or without a GPU it fuses a
+// module, plans it for each requested architecture, compiles every kernel with NVRTC (cubins, and
+// PTX of the newest architecture for newer GPUs) and writes one artifact that rfuse_rt
+// (rfuse/rfuse_rt.h, rfuse-aot-run) loads and runs without MLIR, LLVM or NVRTC. The kernels also
+// land in the kernel cache (RFUSE_CACHE_DIR), so a JIT run of the same module compiles nothing.
 //
-//   rfusec FILE.mlir -o OUT [--pipeline default] [--arch sm_86,sm_89,sm_90]
-#include "rfuse/Codegen/CudaCodegen.h"
-#include "rfuse/Passes/Passes.h"
+//   rfusec FILE.mlir -o model.rfuse [--entry main] [--pipeline default] [--arch sm_86,sm_89,sm_90]
+//          [--no-ptx] [--sources DIR]
+//
+// --sources DIR also writes the fused module and each kernel's CUDA C++ there, to read.
+#include "rfuse/Runtime/Artifact.h"
 #include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Engine.h"
 
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
 
 namespace cl = llvm::cl;
-using namespace mlir;
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::Required);
-static cl::opt<std::string> outDir("o", cl::desc("Output directory"), cl::Required);
+static cl::opt<std::string> outFile("o", cl::desc("The artifact to write (model.rfuse)"), cl::Required);
+static cl::opt<std::string> entry("entry", cl::desc("The function to compile"), cl::init("main"));
 static cl::opt<std::string> pipeline("pipeline", cl::desc("Fusion pipeline"), cl::init("default"));
-static cl::list<std::string> archs("arch", cl::desc("Target architectures"), cl::CommaSeparated);
+static cl::list<std::string> archs("arch", cl::desc("Target architectures (default: sm_86,sm_89,sm_90)"),
+                                   cl::CommaSeparated);
+static cl::opt<bool> noPtx("no-ptx", cl::desc("No PTX for GPUs newer than the newest --arch"));
+static cl::opt<std::string> sourcesDir("sources", cl::desc("Also write the fused module and the kernels' CUDA C++ here"));
+
+static int fail(const std::string &msg) {
+  llvm::errs() << "rfusec: error: " << msg << "\n";
+  return 1;
+}
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "rfuse ahead-of-time compiler\n");
-  std::vector<std::string> targets(archs.begin(), archs.end());
-  if (targets.empty())
-    targets = {"sm_86", "sm_89", "sm_90"};
-  DialectRegistry registry;
-  rfuse::registerRfuseDialects(registry);
-  MLIRContext ctx(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &ctx);
-  if (!module)
-    return 1;
-  if (failed(rfuse::compile(*module, pipeline)))
-    return 1;
-  if (std::error_code ec = llvm::sys::fs::create_directories(outDir.getValue())) {
-    llvm::errs() << "rfusec: cannot create " << outDir << ": " << ec.message() << "\n";
-    return 1;
-  }
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream fused(outDir + "/fused.mlir", ec);
-    module->print(fused);
-  }
-  std::vector<std::string> names, sources;
-  std::ofstream manifest(outDir + "/manifest.txt");
-  int fallbacks = 0;
-  module->walk([&](func::FuncOp fn) {
-    if (!fn->hasAttr("rfuse.kernel"))
-      return;
-    rfuse::cuda::KernelPlan plan = rfuse::cuda::planKernel(fn);
-    if (plan.kernel) { // the kernel, or a library call's epilogue
-      names.push_back(plan.kernel->name);
-      sources.push_back(plan.kernel->source);
-    }
-    if (plan.library) {
-      manifest << fn.getName().str() << " "
-               << (plan.library->kind == rfuse::codegen::LibraryCall::Kind::Matmul ? "cublaslt " : "cudnn ")
-               << plan.library->describe() << (plan.kernel ? " + generated epilogue" : "") << "\n";
-    }
-    if (!plan.unsupported.empty()) {
-      manifest << fn.getName().str() << " host-fallback: " << plan.unsupported << "\n";
-      ++fallbacks;
-    }
-  });
-  for (size_t i = 0; i < names.size(); ++i)
-    std::ofstream(outDir + "/" + names[i] + ".cu") << sources[i];
+  auto text = llvm::MemoryBuffer::getFile(inputFile);
+  if (!text)
+    return fail("cannot read '" + inputFile + "': " + text.getError().message());
   try {
-    for (const std::string &arch : targets) {
-      auto compiled = rfuse::cuda::compileKernels(names, sources, arch);
-      for (size_t i = 0; i < names.size(); ++i) {
-        std::ofstream(outDir + "/" + names[i] + "." + arch + ".cubin", std::ios::binary)
-            .write(compiled[i].cubin.data(), compiled[i].cubin.size());
-        manifest << names[i] << " " << arch << " cubin " << compiled[i].cubin.size() << " bytes"
-                 << (compiled[i].cached ? " (cache)" : "") << "\n";
-      }
+    auto program = rfuse::compileProgram((*text)->getBuffer().str(), pipeline, entry);
+    rfuse::ExportOptions options;
+    options.archs.assign(archs.begin(), archs.end());
+    options.ptx = !noPtx;
+    rfuse::ExportSummary s = program->exportArtifact(outFile, options);
+    if (!sourcesDir.empty()) {
+      if (std::error_code ec = llvm::sys::fs::create_directories(sourcesDir.getValue()))
+        return fail("cannot create " + sourcesDir + ": " + ec.message());
+      std::ofstream(sourcesDir + "/fused.mlir") << program->info().fusedText;
+      for (const auto &[name, source] : program->info().cudaSources)
+        std::ofstream(sourcesDir + "/" + name + ".cu") << source;
     }
+    auto stats = rfuse::cuda::kernelCacheStats();
+    std::string archList;
+    for (const std::string &a : s.archs)
+      archList += (archList.empty() ? "" : ",") + a;
+    llvm::outs() << "rfusec: " << s.kernels << " kernels x " << s.archs.size() << " architectures (" << archList
+                 << (s.ptxArch.empty() ? "" : ", PTX for " + s.ptxArch) << "); compiled " << stats.compiles
+                 << ", from cache " << stats.memoryHits + stats.diskHits << "; " << s.steps << " steps; wrote "
+                 << outFile << " (" << s.bytes << " bytes)\n";
+  } catch (const rfuse::artifact::ArtifactError &e) {
+    return fail(e.what());
   } catch (const std::exception &e) {
-    llvm::errs() << "rfusec: " << e.what() << "\n";
-    return 1;
+    return fail(e.what());
   }
-  auto stats = rfuse::cuda::kernelCacheStats();
-  llvm::outs() << "rfusec: " << names.size() << " kernels x " << targets.size()
-               << " architectures; compiled " << stats.compiles << ", from cache "
-               << stats.memoryHits + stats.diskHits << "; " << fallbacks
-               << " kernels run on the host\n";
   return 0;
 }

@@ -1,7 +1,7 @@
 // BLAS on the CPU backend: whatever dgemm the process has (R's own inside R), else Debian's
 // libblas / OpenBLAS; and the convolution ops as im2col / col2im + dgemm per image and group.
 #include "Blas.h"
-#include "CpuJit.h"
+#include "Parallel.h"
 
 #include <dlfcn.h>
 

@@ -8,6 +8,7 @@
 
 #include "../Collectives.h"
 #include "../StepLoop.h"
+#include "../interpreter/HostSteps.h"
 
 #include "rfuse/Runtime/Interpreter.h"
 
@@ -96,7 +97,7 @@ struct CpuProgram::Impl : runtime::StepBackend {
   }
 
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    invoke(*plan.steps[i].cpuFunction, *compiled[i], pointers(ins, outs));
+    invoke(*plan.steps[i].cpuFunction, compiled[i]->fn, pointers(ins, outs));
   }
 
   // A CPU process group has one rank (initProcessGroup refuses more): the reduction over the
@@ -236,7 +237,7 @@ void CpuProgram::run(const std::vector<TensorRef> &inputs, const std::vector<Ten
     throw InterpreterError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs, got " +
                            std::to_string(inputs.size()));
   // A loop per run: runs may overlap (from several threads), and each binds its own memory.
-  StepLoop loop(plan);
+  StepLoop loop(plan, runtime::interpretedHostSteps());
   std::vector<std::pair<Buffer, size_t>> converted;
   struct Cleanup {
     Impl &impl;

@@ -22,7 +22,6 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/Support/raw_ostream.h"
@@ -40,12 +39,6 @@
 using namespace mlir;
 
 namespace rfuse::cpu {
-
-unsigned cpuThreads() {
-  if (int n = runtimeOptions().cpuThreads; n > 0)
-    return (unsigned)n;
-  return std::max(1u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
-}
 
 namespace {
 
@@ -237,70 +230,8 @@ std::pair<size_t, size_t> jitCacheCounts() {
   return {jit.compiles, jit.reused};
 }
 
-namespace {
-llvm::ThreadPoolInterface &threadPool() {
-  static llvm::DefaultThreadPool pool(llvm::heavyweight_hardware_concurrency());
-  return pool;
-}
-
-// Calls body(begin, end) over [0, extent): in chunks of at most maxChunk, spread over the pool
-// when there is enough work to pay for it.
-} // namespace
-
-void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
-                 llvm::function_ref<void(int64_t, int64_t)> body) {
-  unsigned threads = cpuThreads();
-  int64_t chunk = maxChunk > 0 ? maxChunk : extent;
-  bool parallel = threads > 1 && extent > 1 && extent * workPerUnit >= (1 << 15);
-  if (parallel) {
-    // Chunks start at multiples of 64: the vectorized loops then split every chunk into vector
-    // body and scalar tail at the same elements whatever the thread count (vector and scalar
-    // libm may differ in the last bit), so threads never change results.
-    int64_t perThread = (extent + (int64_t)threads * 4 - 1) / ((int64_t)threads * 4);
-    perThread = (perThread + 63) / 64 * 64;
-    chunk = std::max<int64_t>(1, std::min(chunk, perThread));
-  }
-  if (!parallel || chunk >= extent) {
-    for (int64_t b = 0; b < extent; b += chunk)
-      body(b, std::min(extent, b + chunk));
-    return;
-  }
-  llvm::ThreadPoolTaskGroup group(threadPool());
-  for (int64_t b = 0; b < extent; b += chunk)
-    group.async([=] { body(b, std::min(extent, b + chunk)); });
-  group.wait();
-}
-
-namespace {
-// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
-std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
-  std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
-  d.insert(d.end(), shape.begin(), shape.end());
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  d.insert(d.end(), strides.begin(), strides.end());
-  return d;
-}
-} // namespace
-
 std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name) {
   return HostJit::get().compile(llvmDialectText, name);
-}
-
-void invoke(const CpuFunction &f, const CompiledFunction &c, const std::vector<void *> &data) {
-  std::vector<std::vector<int64_t>> descs;
-  for (size_t i = 0; i < data.size(); ++i)
-    descs.push_back(descriptor(data[i], f.argShapes[i]));
-  parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
-    std::vector<void *> descPtrs;
-    for (auto &d : descs)
-      descPtrs.push_back(d.data());
-    std::vector<void *> args = {&begin, &end};
-    for (void *&p : descPtrs)
-      args.push_back(&p);
-    c.fn(args.data());
-  });
 }
 
 } // namespace rfuse::cpu

@@ -1,44 +1,16 @@
-// dlopen-based loading of CUDA's libraries (see CudaApi.h) and the NVRTC kernel compiler with its
-// memory and disk cache (see rfuse/Runtime/Cuda.h).
+// dlopen-based loading of CUDA's libraries (see CudaApi.h) and what the device and libraries are
+// (rfuse/Runtime/Cuda.h). The NVRTC compiler and its cache are KernelCompiler.cpp's.
 #include "CudaApi.h"
 #include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Cuda.h"
-#include "rfuse/Runtime/DiskCache.h"
-
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/xxhash.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <list>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <future>
-#include <map>
-#include <set>
-#include <mutex>
-#include <sstream>
-#include <thread>
 
-#ifndef RFUSE_VERSION
-#define RFUSE_VERSION "0.1.0"
-#endif
 
 namespace rfuse::cuda {
-namespace {
-
-constexpr char kCubinMagic[8] = {'R', 'F', 'C', 'U', 'B', 'I', 'N', '1'};
-
-} // namespace
 
 void *openFirst(const std::vector<std::string> &names, std::string &error, std::string *opened) {
   for (const std::string &n : names)
@@ -129,6 +101,8 @@ const NvrtcApi &nvrtc() {
     RF_BIND(nvrtcGetProgramLog, "nvrtcGetProgramLog");
     RF_BIND(nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
     RF_BIND(nvrtcGetCUBIN, "nvrtcGetCUBIN");
+    RF_BIND(nvrtcGetPTXSize, "nvrtcGetPTXSize");
+    RF_BIND(nvrtcGetPTX, "nvrtcGetPTX");
     RF_BIND(nvrtcDestroyProgram, "nvrtcDestroyProgram");
     RF_BIND(nvrtcGetErrorString, "nvrtcGetErrorString");
     a.loaded = ok;
@@ -221,7 +195,7 @@ void check(CUresult r, const char *call, const std::string &what) {
   throw CudaError(what + ": " + call + " failed: " + (msg ? msg : "error " + std::to_string(r)));
 }
 
-const DeviceInfo &deviceInfo() {
+const DeviceInfo &gpuPresence() {
   static DeviceInfo info = [] {
     DeviceInfo d;
     if (runtimeOptions().disableCuda) {
@@ -246,219 +220,12 @@ const DeviceInfo &deviceInfo() {
     api.cuDeviceGetAttribute(&d.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     api.cuDeviceGetAttribute(&d.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     d.name = name;
-    if (!nvrtc().loaded) {
-      d.reason = "CUDA device found but NVRTC is missing (" + nvrtc().error + ")";
-      return d;
-    }
-    d.available = true;
+    d.present = true;
     return d;
   }();
   return info;
 }
 
-int nvrtcVersion() {
-  if (!nvrtc().loaded)
-    return 0;
-  int major = 0, minor = 0;
-  nvrtc().nvrtcVersion(&major, &minor);
-  return major * 1000 + minor * 10;
-}
-
-LibraryVersions libraryVersions() {
-  LibraryVersions v;
-  const DriverApi &d = driver();
-  if (d.loaded)
-    d.cuDriverGetVersion(&v.driver);
-  else
-    v.driverError = d.error;
-  v.nvrtc = nvrtcVersion();
-  if (!nvrtc().loaded)
-    v.nvrtcError = nvrtc().error;
-  const CublasLtApi &lt = cublasLt();
-  if (lt.loaded)
-    v.cublasLt = lt.cublasLtGetVersion();
-  else
-    v.cublasLtError = lt.error;
-  const CudnnApi &dnn = cudnn();
-  if (dnn.loaded)
-    v.cudnn = dnn.cudnnGetVersion();
-  else
-    v.cudnnError = dnn.error;
-  return v;
-}
-
 std::vector<std::string> supportedArchitectures() { return {"sm_86", "sm_89", "sm_90"}; }
-
-// ---- Kernel cache ----------------------------------------------------------------------------
-
-namespace {
-
-// The in-memory cache of compiled kernels, least recently used first out beyond
-// kMemoryCacheBytes of binaries (every distinct shape is a new kernel: unbounded, a process
-// tracing many shapes would keep them all; the disk cache still has them).
-std::mutex cacheMutex;
-constexpr size_t kMemoryCacheBytes = 64u << 20;
-struct MemoryCache {
-  std::list<std::string> order; // least recently used first
-  std::map<std::string, std::pair<CompiledKernel, std::list<std::string>::iterator>> entries;
-  size_t bytes = 0;
-  const CompiledKernel *find(const std::string &key) {
-    auto it = entries.find(key);
-    if (it == entries.end())
-      return nullptr;
-    order.splice(order.end(), order, it->second.second);
-    return &it->second.first;
-  }
-  void put(const std::string &key, const CompiledKernel &k) {
-    if (entries.count(key))
-      return;
-    order.push_back(key);
-    entries.emplace(key, std::make_pair(k, std::prev(order.end())));
-    bytes += k.cubin.size();
-    while (bytes > kMemoryCacheBytes && order.size() > 1) {
-      auto victim = entries.find(order.front());
-      bytes -= victim->second.first.cubin.size();
-      entries.erase(victim);
-      order.pop_front();
-    }
-  }
-  void clear() {
-    order.clear();
-    entries.clear();
-    bytes = 0;
-  }
-} memoryCache;
-KernelCacheStats stats;
-
-
-
-std::string includePath() {
-  if (std::string p = runtimeOptions().cudaInclude; !p.empty())
-    return p;
-  for (const char *c : {"/usr/local/cuda/include", "/usr/local/cuda-13.0/include", "/usr/include"})
-    if (llvm::sys::fs::exists(std::string(c) + "/cuda_fp16.h"))
-      return c;
-  return "/usr/local/cuda/include";
-}
-
-CompiledKernel nvrtcCompile(const std::string &name, const std::string &source,
-                            const std::string &arch) {
-  const NvrtcApi &api = nvrtc();
-  if (!api.loaded)
-    throw CudaError("NVRTC is not available: " + api.error);
-  nvrtcProgram prog;
-  std::string file = name + ".cu";
-  if (api.nvrtcCreateProgram(&prog, source.c_str(), file.c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS)
-    throw NvrtcError("nvrtcCreateProgram failed for kernel " + name);
-  std::string archOpt = "--gpu-architecture=" + arch, inc = "--include-path=" + includePath();
-  const char *opts[] = {archOpt.c_str(), "-default-device", "--std=c++17", inc.c_str()};
-  nvrtcResult r = api.nvrtcCompileProgram(prog, 4, opts);
-  size_t logSize = 0;
-  api.nvrtcGetProgramLogSize(prog, &logSize);
-  std::string log(logSize, '\0');
-  if (logSize)
-    api.nvrtcGetProgramLog(prog, log.data());
-  if (r != NVRTC_SUCCESS) {
-    api.nvrtcDestroyProgram(&prog);
-    // Keep the source where a person can read it.
-    llvm::SmallString<128> path;
-    llvm::sys::path::system_temp_directory(true, path);
-    llvm::sys::path::append(path, "rfuse-failed-" + name + "-" + arch + ".cu");
-    std::ofstream(std::string(path)) << source;
-    throw NvrtcError("NVRTC could not compile kernel " + name + " for " + arch + " (" +
-                     api.nvrtcGetErrorString(r) + "); source saved to " + std::string(path) +
-                     "\n" + log);
-  }
-  CompiledKernel k;
-  k.arch = arch;
-  k.log = log;
-  size_t size = 0;
-  api.nvrtcGetCUBINSize(prog, &size);
-  k.cubin.resize(size);
-  api.nvrtcGetCUBIN(prog, k.cubin.data());
-  api.nvrtcDestroyProgram(&prog);
-  return k;
-}
-
-} // namespace
-
-std::string kernelCacheDir() {
-  return runtimeOptions().cacheDir;
-}
-
-std::string kernelCacheKey(const std::string &source, const std::string &arch) {
-  return cacheKeyHex(llvm::xxh3_64bits(source + "\n//arch " + arch + "\n//rfuse " + RFUSE_VERSION +
-                               "\n//nvrtc " + std::to_string(nvrtcVersion())));
-}
-
-CompiledKernel compileKernel(const std::string &name, const std::string &source,
-                             const std::string &arch) {
-  bool useCache = runtimeOptions().diskCache;
-  std::string key = kernelCacheKey(source, arch);
-  if (useCache) {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    if (const CompiledKernel *hit = memoryCache.find(key)) {
-      ++stats.memoryHits;
-      CompiledKernel k = *hit;
-      k.cached = true;
-      return k;
-    }
-  }
-  std::string dir = kernelCacheDir();
-  bool useDisk = useCache && trustedCacheDir(dir);
-  if (useDisk) {
-    std::vector<char> cubin;
-    std::string problem;
-    std::string path = dir + "/" + key + ".cubin";
-    if (readCacheEntry(path, kCubinMagic, key, cubin, problem)) {
-      CompiledKernel k{arch, std::move(cubin), "", true};
-      std::lock_guard<std::mutex> lock(cacheMutex);
-      ++stats.diskHits;
-      memoryCache.put(key, k);
-      return k;
-    }
-    if (!problem.empty()) {
-      llvm::errs() << "rfuse: warning: ignoring kernel cache entry " << path << " (" << problem
-                   << "); recompiling\n";
-      std::lock_guard<std::mutex> lock(cacheMutex);
-      ++stats.rejected;
-    }
-  }
-  CompiledKernel k = nvrtcCompile(name, source, arch);
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  ++stats.compiles;
-  if (useCache)
-    memoryCache.put(key, k);
-  if (useDisk && writeCacheEntry(dir + "/" + key + ".cubin", kCubinMagic, key, k.cubin))
-    ++stats.diskWrites;
-  return k;
-}
-
-std::vector<CompiledKernel> compileKernels(const std::vector<std::string> &names,
-                                           const std::vector<std::string> &sources,
-                                           const std::string &arch) {
-  std::vector<CompiledKernel> out(sources.size());
-  std::atomic<size_t> next{0};
-  std::vector<std::future<void>> workers;
-  unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), sources.size()));
-  for (unsigned w = 0; w < n; ++w)
-    workers.push_back(std::async(std::launch::async, [&] {
-      for (size_t i; (i = next++) < sources.size();)
-        out[i] = compileKernel(names[i], sources[i], arch);
-    }));
-  for (auto &f : workers)
-    f.get(); // rethrows the first failure
-  return out;
-}
-
-KernelCacheStats kernelCacheStats() {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  return stats;
-}
-
-void clearMemoryKernelCache() {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  memoryCache.clear();
-}
 
 } // namespace rfuse::cuda

@@ -10,11 +10,8 @@
 #include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Profile.h"
 
-#include "mlir/IR/Operation.h"
-#include "llvm/Support/Format.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -29,7 +26,7 @@ using runtime::StepLoop;
 struct GpuProgram::Impl : runtime::StepBackend {
   codegen::ExecutionPlan plan;
   Device &dev = Device::get();
-  StepLoop loop{plan};
+  StepLoop loop;
   // Per step: loaded kernels and the library state (descriptors, tuned algorithms).
   struct StepState {
     CUfunction fn = nullptr; // the kernel, or the epilogue after a library call
@@ -49,8 +46,15 @@ struct GpuProgram::Impl : runtime::StepBackend {
     return o;
   }
 
-  Impl(codegen::ExecutionPlan p, std::optional<bool> t) : plan(std::move(p)), tf32(t) {
+  Impl(codegen::ExecutionPlan p, const KernelLoader &kernels, runtime::HostStepRunner hostSteps, std::optional<bool> t)
+      : plan(std::move(p)), loop(plan, std::move(hostSteps)), tf32(t) {
     state.resize(plan.steps.size());
+    // cuBLASLt and cuDNN initialize on a thread of their own while the kernels load.
+    bool wantLt = false, wantDnn = false;
+    for (const Step &s : plan.steps)
+      if (s.kind == Step::Kind::Library)
+        (s.library->kind == LibraryCall::Kind::Matmul ? wantLt : wantDnn) = true;
+    warmLibraries(wantLt, wantDnn);
     std::vector<std::string> names, sources;
     std::vector<size_t> owners;
     for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -75,7 +79,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
       }
     }
     // Every kernel of the program compiles in parallel (through the kernel cache).
-    std::vector<CompiledKernel> compiled = compileKernels(names, sources, dev.arch);
+    std::vector<CompiledKernel> compiled = kernels(names, sources, dev.arch);
+    if (compiled.size() != names.size())
+      throw CudaError("the program's kernel loader gave " + std::to_string(compiled.size()) + " kernels for " +
+                      std::to_string(names.size()));
     for (size_t k = 0; k < owners.size(); ++k) {
       Device::KernelRef ref = dev.acquireFunction(names[k], compiled[k]);
       state[owners[k]].fn = ref.function;
@@ -90,7 +97,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
       hasCollectives |= s.kind == Step::Kind::Collective;
     capturedGroup = processGroupGeneration();
     for (const std::string &f : fallbacks)
-      llvm::errs() << "rfuse: warning: " << f << "\n";
+      std::fprintf(stderr, "rfuse: warning: %s\n", f.c_str());
     planResultBinding();
     chooseGraphMode();
   }
@@ -269,12 +276,12 @@ struct GpuProgram::Impl : runtime::StepBackend {
     double total = 0;
     for (double t : stepMs)
       total += t;
-    llvm::errs() << "rfuse step profile (mean of " << profiledRuns << " runs, total "
-                 << llvm::format("%.4f", total / profiledRuns) << " ms):\n";
+    std::fprintf(stderr, "rfuse step profile (mean of %d runs, total %.4f ms):\n", (int)profiledRuns,
+                 total / profiledRuns);
     for (size_t i = 0; i < plan.steps.size(); ++i)
       if (stepMs[i] > 0)
-        llvm::errs() << llvm::format("  %2zu %9.4f ms  ", i, stepMs[i] / profiledRuns) << plan.steps[i].label << ": "
-                     << plan.steps[i].describe(codegen::Backend::Cuda) << "\n";
+        std::fprintf(stderr, "  %2zu %9.4f ms  %s: %s\n", i, stepMs[i] / profiledRuns, plan.steps[i].label.c_str(),
+                     plan.steps[i].describe(codegen::Backend::Cuda).c_str());
   }
 
   void execute() {
@@ -420,7 +427,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
     if (ended != CUDA_SUCCESS || api.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0) != CUDA_SUCCESS) {
       if (g.graph)
         api.cuGraphDestroy(g.graph);
-      llvm::errs() << "rfuse: warning: CUDA graph capture failed; running the steps one by one\n";
+      std::fprintf(stderr, "rfuse: warning: CUDA graph capture failed; running the steps one by one\n");
       graphFailed = true;
       dropGraphs();
       return false;
@@ -510,8 +517,9 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 };
 
-GpuProgram::GpuProgram(codegen::ExecutionPlan plan, std::optional<bool> tf32)
-    : impl(std::make_unique<Impl>(std::move(plan), tf32)) {}
+GpuProgram::GpuProgram(codegen::ExecutionPlan plan, const KernelLoader &kernels, runtime::HostStepRunner hostSteps,
+                       std::optional<bool> tf32)
+    : impl(std::make_unique<Impl>(std::move(plan), kernels, std::move(hostSteps), tf32)) {}
 GpuProgram::~GpuProgram() = default;
 
 const std::vector<std::string> &GpuProgram::hostFallbacks() const { return impl->fallbacks; }

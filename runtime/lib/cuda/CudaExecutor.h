@@ -5,10 +5,13 @@
 #ifndef RFUSE_RUNTIME_CUDAEXECUTOR_H
 #define RFUSE_RUNTIME_CUDAEXECUTOR_H
 
-#include "rfuse/Codegen/ExecutionPlan.h"
+#include "../StepLoop.h"
+#include "rfuse/Codegen/Plan.h"
+#include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/HostTensor.h"
 #include "rfuse/Runtime/Tensor.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,12 +24,19 @@ struct GpuTiming {
   int iterations = 0;
 };
 
+/// Where a GPU program's kernels come from: a binary for each of the plan's kernels (names[k],
+/// generated as sources[k]) for `arch` — a cubin, or PTX the driver compiles. The JIT compiles
+/// them with NVRTC (compileKernels); an ahead-of-time artifact holds them.
+using KernelLoader = std::function<std::vector<CompiledKernel>(
+    const std::vector<std::string> &names, const std::vector<std::string> &sources, const std::string &arch)>;
+
 class GpuProgram {
 public:
-  /// Compiles the plan's kernels for the current device (a plan made for Backend::Cuda).
-  /// `tf32`: whether f32 products may use TF32, fixed for this program (else the tf32 option at
-  /// each run).
-  explicit GpuProgram(codegen::ExecutionPlan plan, std::optional<bool> tf32 = std::nullopt);
+  /// Loads the plan's kernels for the current device (a plan made for Backend::Cuda) through
+  /// `kernels`; host steps and constants are computed by `hostSteps`. `tf32`: whether f32
+  /// products may use TF32, fixed for this program (else the tf32 option at each run).
+  GpuProgram(codegen::ExecutionPlan plan, const KernelLoader &kernels, runtime::HostStepRunner hostSteps,
+             std::optional<bool> tf32 = std::nullopt);
   ~GpuProgram();
   /// Runs on device memory: inputs[k] holds argument k, outputs[k] receives result k (memory
   /// distinct from the inputs). Queued on the device's stream; returns without waiting.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace rfuse::cuda {
 
@@ -22,8 +23,8 @@ Device &Device::get() {
 }
 
 Device::Device() {
-  const DeviceInfo &info = deviceInfo();
-  if (!info.available)
+  const DeviceInfo &info = gpuPresence();
+  if (!info.present)
     throw CudaError("no usable CUDA device: " + info.reason);
   const DriverApi &api = driver();
   CUdevice dev;
@@ -163,7 +164,7 @@ Device::KernelRef Device::acquireFunction(const std::string &name, const Compile
 }
 
 size_t loadedKernelModules() {
-  return deviceInfo().available ? Device::get().moduleCount() : 0;
+  return gpuPresence().present ? Device::get().moduleCount() : 0;
 }
 
 void Device::releaseFunction(const std::string &key) {
@@ -178,13 +179,13 @@ void Device::releaseFunction(const std::string &key) {
 }
 
 cublasLtHandle_t Device::lt() {
-  if (ltHandle)
-    return ltHandle;
-  const CublasLtApi &api = cublasLt();
-  if (!api.loaded)
-    throw CudaError("cuBLASLt is not available: " + api.error);
-  if (api.cublasLtCreate(&ltHandle) != CUBLAS_STATUS_SUCCESS)
-    throw CudaError("cublasLtCreate failed");
+  std::call_once(ltOnce, [&] {
+    const CublasLtApi &api = cublasLt();
+    if (!api.loaded)
+      throw CudaError("cuBLASLt is not available: " + api.error);
+    if (api.cublasLtCreate(&ltHandle) != CUBLAS_STATUS_SUCCESS)
+      throw CudaError("cublasLtCreate failed");
+  });
   return ltHandle;
 }
 
@@ -195,18 +196,58 @@ CUdeviceptr Device::workspace() {
 }
 
 cudnnHandle_t Device::dnn() {
-  if (dnnHandle)
-    return dnnHandle;
-  const CudnnApi &api = cudnn();
-  if (!api.loaded)
-    throw CudaError("cuDNN is not available: " + api.error);
-  cudnnStatus_t st = api.cudnnCreate(&dnnHandle);
-  if (st != CUDNN_STATUS_SUCCESS)
-    throw CudaError(std::string("cudnnCreate failed: ") + api.cudnnGetErrorString(st));
-  st = api.cudnnSetStream(dnnHandle, (cudaStream_t)stream);
-  if (st != CUDNN_STATUS_SUCCESS)
-    throw CudaError(std::string("cudnnSetStream failed: ") + api.cudnnGetErrorString(st));
+  std::call_once(dnnOnce, [&] {
+    const CudnnApi &api = cudnn();
+    if (!api.loaded)
+      throw CudaError("cuDNN is not available: " + api.error);
+    cudnnHandle_t h = nullptr;
+    cudnnStatus_t st = api.cudnnCreate(&h);
+    if (st != CUDNN_STATUS_SUCCESS)
+      throw CudaError(std::string("cudnnCreate failed: ") + api.cudnnGetErrorString(st));
+    st = api.cudnnSetStream(h, (cudaStream_t)stream);
+    if (st != CUDNN_STATUS_SUCCESS)
+      throw CudaError(std::string("cudnnSetStream failed: ") + api.cudnnGetErrorString(st));
+    dnnHandle = h;
+  });
   return dnnHandle;
+}
+
+namespace {
+// The warming threads, joined at exit (a library's initialization is not left half done).
+struct Warmers {
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  std::once_flag lt, dnn;
+  ~Warmers() {
+    for (std::thread &t : threads)
+      if (t.joinable())
+        t.join();
+  }
+} warmers;
+} // namespace
+
+void warmLibraries(bool wantLt, bool wantDnn) {
+  auto start = [](std::once_flag &once, void (*body)()) {
+    std::call_once(once, [&] {
+      std::lock_guard<std::mutex> lock(warmers.mu);
+      warmers.threads.emplace_back([body] {
+        try {
+          body();
+        } catch (...) { // the first real use reports it
+        }
+      });
+    });
+  };
+  if (wantLt)
+    start(warmers.lt, [] {
+      if (cublasLt().loaded && gpuPresence().present)
+        Device::get().lt();
+    });
+  if (wantDnn)
+    start(warmers.dnn, [] {
+      if (cudnn().loaded && gpuPresence().present)
+        Device::get().dnn();
+    });
 }
 
 } // namespace rfuse::cuda

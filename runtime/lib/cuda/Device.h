@@ -16,6 +16,12 @@
 
 namespace rfuse::cuda {
 
+/// Loads cuBLASLt and/or cuDNN and creates their handles on a thread of their own, so that a
+/// program's first run does not wait for them (hundreds of milliseconds of dlopen and
+/// initialization) while its kernels load. Safe before the device is opened; failures are left
+/// to the first real use to report. Each library is warmed once per process.
+void warmLibraries(bool cublasLt, bool cudnn);
+
 class Device {
 public:
   /// Device 0, opened on first use. Throws CudaError when there is no usable GPU.
@@ -45,9 +51,10 @@ public:
     return modules.size();
   }
 
-  /// cuBLASLt's handle (and the shared workspace), created on first use.
+  /// cuBLASLt's handle (and the shared workspace), created on first use (once, whichever thread
+  /// asks first; the others wait for it).
   cublasLtHandle_t lt();
-  /// cuDNN's handle on the stream, created on first use.
+  /// cuDNN's handle on the stream, created on first use (likewise).
   cudnnHandle_t dnn();
   CUdeviceptr workspace();
   const size_t workspaceSize = 32u << 20;
@@ -86,6 +93,7 @@ private:
   std::map<std::string, LoadedModule> modules; // by kernel name and cubin hash
   cublasLtHandle_t ltHandle = nullptr;
   cudnnHandle_t dnnHandle = nullptr;
+  std::once_flag ltOnce, dnnOnce;
   CUdeviceptr workspace_ = 0;
   size_t inUse = 0, cached = 0;
   void *staging[2] = {nullptr, nullptr};

@@ -7,6 +7,7 @@
 #ifndef RFUSE_CODEGEN_CPULOWERING_H
 #define RFUSE_CODEGEN_CPULOWERING_H
 
+#include "rfuse/Codegen/CpuFunction.h"
 #include "rfuse/Codegen/LibraryCalls.h"
 #include "rfuse/IR/DType.h"
 
@@ -18,17 +19,6 @@
 #include <vector>
 
 namespace rfuse::cpu {
-
-/// One JIT-compiled loop nest and how to call it.
-struct CpuFunction {
-  std::string name;     ///< symbol in the target module (with llvm.emit_c_interface)
-  int64_t extent = 1;   ///< the parallel range [0, extent) the runtime splits
-  int64_t maxChunk = 0; ///< > 0: the largest [begin, end) one call accepts (stack scratch)
-  int64_t workPerUnit = 1; ///< elements touched per unit of the range (threading threshold)
-  /// The shapes the memref arguments are declared with (inputs, then outputs): buffers are
-  /// contiguous, so the runtime describes the same data with these shapes.
-  std::vector<std::vector<int64_t>> argShapes;
-};
 
 /// How the runtime runs one kernel (or lone host op) on the CPU.
 struct CpuKernel {

@@ -5,7 +5,7 @@
 #define RFUSE_CODEGEN_LIBRARYCALLS_H
 
 #include "rfuse/IR/DType.h"
-#include "rfuse/IR/Geometry.h"
+#include "rfuse/IR/ConvPoolGeometry.h"
 
 #include <cstdint>
 #include <string>

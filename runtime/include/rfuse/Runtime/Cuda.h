@@ -25,15 +25,20 @@ public:
 };
 
 struct DeviceInfo {
-  bool available = false;
+  bool present = false;   ///< a driver and a device: memory, transfers and loaded kernels work
+  bool available = false; ///< present and NVRTC loads: the JIT can compile for it
   std::string reason; ///< why not, when !available ("no CUDA driver (libcuda.so.1)", ...)
   std::string name;
   int major = 0, minor = 0, multiprocessors = 0;
   std::string arch() const { return "sm_" + std::to_string(major * 10 + minor); }
 };
 
-/// Probes the driver and device 0 once; never throws. RFUSE_DISABLE_CUDA=1 hides the GPU.
+/// Probes the driver and device 0 once, and whether NVRTC loads (the JIT runtime's question);
+/// never throws. RFUSE_DISABLE_CUDA=1 hides the GPU.
 const DeviceInfo &deviceInfo();
+/// The driver and device 0 only, without touching NVRTC (`available` stays false): what rfuse_rt,
+/// which compiles nothing, asks.
+const DeviceInfo &gpuPresence();
 
 /// NVRTC's version as major * 1000 + minor * 10, or 0 when NVRTC cannot be loaded.
 int nvrtcVersion();
@@ -56,7 +61,7 @@ std::vector<std::string> supportedArchitectures();
 
 struct CompiledKernel {
   std::string arch;
-  std::vector<char> cubin;
+  std::vector<char> cubin; ///< a cubin for `arch`, or PTX text (NUL-terminated) the driver compiles
   std::string log;
   bool cached = false; ///< from the memory or disk cache
 };
@@ -66,6 +71,10 @@ struct CompiledKernel {
 /// NvrtcError / CudaError.
 CompiledKernel compileKernel(const std::string &name, const std::string &source,
                              const std::string &arch);
+
+/// PTX of `source` for `arch`'s virtual architecture (sm_90 -> compute_90), which the driver
+/// compiles for that GPU and any newer one (no cache). Throws NvrtcError / CudaError.
+CompiledKernel compilePtx(const std::string &name, const std::string &source, const std::string &arch);
 
 /// Compiles several kernels in parallel (one thread per hardware core).
 std::vector<CompiledKernel> compileKernels(const std::vector<std::string> &names,

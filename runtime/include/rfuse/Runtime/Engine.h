@@ -6,6 +6,7 @@
 #include "rfuse/Runtime/HostTensor.h"
 #include "rfuse/Runtime/Tensor.h"
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -88,6 +89,25 @@ Device defaultDevice();
 /// "cuda" or "cpu"; and, for cuda, a description of the device.
 std::string deviceName(Device d);
 
+/// What an ahead-of-time artifact (Program::exportArtifact, `rfusec -o`) holds.
+struct ExportOptions {
+  /// GPU architectures to compile for (cubins); empty: every supported one (sm_86, sm_89, sm_90).
+  std::vector<std::string> archs;
+  /// Also PTX of the newest one, which the driver compiles for newer GPUs.
+  bool ptx = true;
+  /// A front end's own entries, stored as they are (name -> bytes; names without "/" at either
+  /// end): what it needs to call the program as the user did (rf_export's R signature).
+  /// rfuse_rt_metadata() reads them back.
+  std::map<std::string, std::string> metadata;
+};
+
+struct ExportSummary {
+  std::vector<std::string> archs;
+  std::string ptxArch;
+  size_t kernels = 0, steps = 0; ///< of one architecture's plan
+  size_t bytes = 0;              ///< the entries' total
+};
+
 struct Timing {
   double medianMs = 0, minMs = 0;
   int iterations = 0;
@@ -127,6 +147,11 @@ public:
   const std::vector<std::pair<DType, std::vector<int64_t>>> &resultTypes() const { return results_; }
   /// The entry function's arguments: dtype and shape of each.
   std::vector<std::pair<DType, std::vector<int64_t>>> argumentTypes() const;
+  /// Writes the program as an ahead-of-time artifact (see rfuse/Runtime/Artifact.h) that rfuse_rt
+  /// (rfuse/rfuse_rt.h) runs without MLIR, LLVM or NVRTC: a plan per architecture, its kernels,
+  /// constants and the signature. Throws artifact::ArtifactError (a step that would run on the
+  /// host; the file cannot be written) or NvrtcError.
+  ExportSummary exportArtifact(const std::string &path, const ExportOptions &options = {}) const;
   /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.
   Timing benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const;
 

@@ -6,6 +6,7 @@
 #include "rfuse/IR/DType.h"
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ struct TensorRef {
   std::vector<int64_t> shape;
   void *data = nullptr;
 };
+
+/// What the tools fill a program's arguments with for `--random --seed N` (rfuse-run and
+/// rfuse-aot-run agree, so their outputs compare line by line): floats uniform in [-1, 1) (never
+/// zero), i1 0/1, integers in -9..9, drawn in order from std::mt19937_64(seed) over the arguments.
+HostTensor randomHostTensor(DType dtype, std::vector<int64_t> shape, std::mt19937_64 &rng);
+/// The tools' per-output summary: "output K: tensor<...> shape [...] sum S abs_sum A" and a
+/// line of the first `first` values (each ending in a newline).
+std::string outputSummary(size_t index, const HostTensor &t, unsigned first = 6);
 
 /// Rounds a double to the nearest value of float dtype `t` (identity for f64).
 double roundToDType(DType t, double v);

@@ -1,0 +1,43 @@
+// A generated CUDA kernel as the runtime launches it, and the GPU a plan is made for. Plain C++
+// (no MLIR): the execution plan holds these, and the ahead-of-time runtime reads them back.
+#ifndef RFUSE_CODEGEN_KERNELSPEC_H
+#define RFUSE_CODEGEN_KERNELSPEC_H
+
+#include <cstdint>
+#include <string>
+
+namespace rfuse::cuda {
+
+/// How the runtime launches a generated kernel.
+enum class LaunchKind {
+  GridStride,     ///< pointwise: 1-D grid-stride loop over `elements` (or elements / vector)
+  BlockPerRow,    ///< reduction over trailing dims: a block per row of `rowLength` elements
+  ThreadPerColumn ///< reduction over leading dims: tiles of `columnsPerBlock` of the `columns`
+};
+
+struct KernelSpec {
+  std::string name;      ///< extern "C" entry point
+  std::string source;    ///< complete CUDA C++ translation unit
+  LaunchKind launch = LaunchKind::GridStride;
+  int64_t elements = 0;  ///< GridStride: iteration-space size
+  int vectorWidth = 1;   ///< GridStride: elements per vector access (1, 2 or 4)
+  int64_t rows = 0;      ///< BlockPerRow: rows; ThreadPerColumn: reduced length
+  int64_t rowLength = 0; ///< BlockPerRow: row length
+  int64_t columns = 0;   ///< ThreadPerColumn: number of columns
+  int columnsPerBlock = 32; ///< ThreadPerColumn: columns a block takes at a time (32, or 8 cached)
+  int blockSize = 256;
+  int dynamicSharedBytes = 0; ///< `extern __shared__` bytes the launch gives each block
+  unsigned grid = 1;     ///< blocks to launch (chosen for the target)
+  /// Parameters in order: the region's inputs, then its outputs (device pointers).
+  unsigned numInputs = 0, numOutputs = 0;
+};
+
+/// The target a plan is made for: its architecture and size (launch shapes depend on it).
+struct CudaTarget {
+  std::string arch = "sm_90";
+  int multiprocessors = 132;
+};
+
+} // namespace rfuse::cuda
+
+#endif

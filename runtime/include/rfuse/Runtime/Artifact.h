@@ -1,0 +1,72 @@
+// The ahead-of-time artifact (`rfusec -o model.rfuse`, rf_export): one versioned file holding a
+// compiled program — its execution plans (one per GPU architecture), each plan's kernels as
+// cubins plus PTX of the newest for newer GPUs, constants, and the input/output signature — that
+// the runtime library rfuse_rt (rfuse/rfuse_rt.h) loads and runs without MLIR, LLVM or NVRTC.
+//
+// The file: "RFUSEART", u32 format version, u32 entry count, u64 XXH3 of the entry table, the
+// table (per entry: u32 name length, name, u64 offset, u64 size, u64 XXH3 of the bytes), then the
+// entries' bytes. Entry "manifest.json" describes the program; the others are named in it.
+#ifndef RFUSE_RUNTIME_ARTIFACT_H
+#define RFUSE_RUNTIME_ARTIFACT_H
+
+#include "rfuse/IR/DType.h"
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfuse::artifact {
+
+/// The artifact format this rfuse writes and reads.
+constexpr uint32_t kFormatVersion = 1;
+
+/// What went wrong, as the C API's codes (rfuse_rt_status) number them.
+enum class Status {
+  Ok = 0,
+  InvalidArgument = 1, ///< a null pointer, an index out of range
+  Io = 2,              ///< the file cannot be opened, read or written
+  Corrupt = 3,         ///< not an artifact, truncated, a checksum that does not match, a bad plan
+  Version = 4,         ///< written by another format version
+  Architecture = 5,    ///< no kernels this GPU can run
+  NoDevice = 6,        ///< no usable GPU (driver, device) for a CUDA artifact
+  Shape = 7,           ///< an input of the wrong shape or size
+  DType = 8,           ///< an input of the wrong dtype
+  OutOfMemory = 9,
+  Runtime = 10,        ///< the driver or a library failed while loading or running
+  Unsupported = 11,    ///< the program holds what an artifact cannot (a host-interpreted step)
+};
+const char *statusName(Status s);
+
+class ArtifactError : public std::runtime_error {
+public:
+  ArtifactError(Status status, const std::string &message) : std::runtime_error(message), status(status) {}
+  Status status;
+};
+
+/// The container: named byte strings, checksummed.
+struct Container {
+  std::map<std::string, std::string> entries;
+  /// Throws ArtifactError (Io) when the file cannot be written; writes a temporary and renames it.
+  void write(const std::string &path) const;
+  /// Reads and verifies every entry. Throws ArtifactError: Io, Corrupt (naming the entry or the
+  /// offset), Version.
+  static Container read(const std::string &path);
+  static Container parse(const std::string &bytes, const std::string &name);
+  /// The entry, or ArtifactError (Corrupt) naming the missing entry.
+  const std::string &at(const std::string &name) const;
+};
+
+/// An argument's or a result's type.
+struct TensorType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+  /// "f32[8, 16]"
+  std::string str() const;
+};
+
+} // namespace rfuse::artifact
+
+#endif

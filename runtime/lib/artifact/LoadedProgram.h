@@ -1,0 +1,53 @@
+// An artifact loaded for this process's GPU: the C API's program (rfuse/rfuse_rt.h), in C++.
+#ifndef RFUSE_RUNTIME_ARTIFACT_LOADEDPROGRAM_H
+#define RFUSE_RUNTIME_ARTIFACT_LOADEDPROGRAM_H
+
+#include "Manifest.h"
+
+#include "rfuse/Runtime/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rfuse::cuda {
+class GpuProgram;
+}
+
+namespace rfuse::artifact {
+
+class LoadedProgram {
+public:
+  /// Reads, verifies and loads the artifact at `path`. Throws ArtifactError (every failure, with
+  /// its Status).
+  explicit LoadedProgram(const std::string &path);
+  ~LoadedProgram();
+  const Manifest &manifest() const { return manifest_; }
+  /// "cuda sm_90 (cubins)", "cuda sm_100 (PTX for sm_90, compiled by the driver)"
+  const std::string &description() const { return description_; }
+
+  /// Input i of type `given` (checked against the signature) from host memory.
+  /// A metadata entry the exporter stored (ExportOptions::metadata), or null.
+  const std::string *metadata(const std::string &name) const {
+    auto it = metadata_.find(name);
+    return it == metadata_.end() ? nullptr : &it->second;
+  }
+
+  void setInput(size_t i, const TensorType &given, const void *data, size_t bytes);
+  void run();
+  void getOutput(size_t i, void *data, size_t bytes);
+  void runDevice(const uint64_t *inputs, const uint64_t *outputs);
+
+private:
+  Manifest manifest_;
+  std::map<std::string, std::string> metadata_;
+  std::string description_;
+  std::unique_ptr<cuda::GpuProgram> gpu_;
+  std::vector<Tensor> inputs_, outputs_;
+  std::vector<bool> inputSet_;
+  bool ran_ = false;
+};
+
+} // namespace rfuse::artifact
+
+#endif

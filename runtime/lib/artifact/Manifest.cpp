@@ -1,0 +1,138 @@
+#include "Manifest.h"
+
+#include <cstdlib>
+
+namespace rfuse::artifact {
+
+using nlohmann::json;
+
+namespace {
+json typeJson(const TensorType &t) { return {{"dtype", dtypeName(t.dtype)}, {"shape", t.shape}}; }
+TensorType typeFrom(const json &j) {
+  TensorType t;
+  if (!parseDType(j.at("dtype").get<std::string>(), t.dtype))
+    throw ArtifactError(Status::Corrupt, "the artifact's manifest names an unknown dtype " + j.at("dtype").dump());
+  j.at("shape").get_to(t.shape);
+  for (int64_t d : t.shape)
+    if (d < 0)
+      throw ArtifactError(Status::Corrupt, "the artifact's manifest has a negative extent");
+  return t;
+}
+} // namespace
+
+int archNumber(const std::string &arch) {
+  if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0)
+    return -1;
+  char *end = nullptr;
+  long n = std::strtol(arch.c_str() + 3, &end, 10);
+  return *end || n <= 0 ? -1 : (int)n;
+}
+
+json Manifest::toJson() const {
+  json j = {{"format", format}, {"rfuse_version", rfuseVersion}, {"entry", entry}, {"tf32", tf32},
+            {"inputs", json::array()}, {"outputs", json::array()}, {"cuda", json::array()}, {"ptx_arch", ptxArch},
+            {"libraries", json::array()}};
+  if (usesCublasLt)
+    j["libraries"].push_back("cublaslt");
+  if (usesCudnn)
+    j["libraries"].push_back("cudnn");
+  for (const TensorType &t : inputs)
+    j["inputs"].push_back(typeJson(t));
+  for (const TensorType &t : outputs)
+    j["outputs"].push_back(typeJson(t));
+  for (const CudaTargetEntry &c : cuda) {
+    json kernels = json::object(), constants = json::object();
+    for (const auto &[name, f] : c.kernels)
+      kernels[name] = {{"cubin", f.cubin}, {"ptx", f.ptx}};
+    for (const auto &[slot, entry] : c.constants)
+      constants[std::to_string(slot)] = entry;
+    j["cuda"].push_back({{"arch", c.arch}, {"multiprocessors", c.multiprocessors}, {"plan", c.plan},
+                         {"kernels", kernels}, {"constants", constants}});
+  }
+  return j;
+}
+
+Manifest Manifest::fromJson(const std::string &text, const std::string &runtimeVersion) {
+  Manifest m;
+  try {
+    json j = json::parse(text);
+    j.at("format").get_to(m.format);
+    if (m.format != kFormatVersion)
+      throw ArtifactError(Status::Version, "the artifact's manifest is format " + std::to_string(m.format) +
+                                               "; this runtime reads " + std::to_string(kFormatVersion));
+    j.at("rfuse_version").get_to(m.rfuseVersion);
+    if (m.rfuseVersion != runtimeVersion)
+      throw ArtifactError(Status::Version, "the artifact was written by rfuse " + m.rfuseVersion +
+                                               "; this runtime is rfuse " + runtimeVersion +
+                                               " (export it again with this version)");
+    j.at("entry").get_to(m.entry);
+    j.at("tf32").get_to(m.tf32);
+    if (m.tf32 != "option" && m.tf32 != "allowed" && m.tf32 != "exact")
+      throw ArtifactError(Status::Corrupt, "the artifact's manifest has tf32 = " + m.tf32);
+    for (const json &t : j.at("inputs"))
+      m.inputs.push_back(typeFrom(t));
+    for (const json &t : j.at("outputs"))
+      m.outputs.push_back(typeFrom(t));
+    for (const json &c : j.at("cuda")) {
+      CudaTargetEntry e;
+      c.at("arch").get_to(e.arch);
+      c.at("multiprocessors").get_to(e.multiprocessors);
+      c.at("plan").get_to(e.plan);
+      for (const auto &[name, f] : c.at("kernels").items())
+        e.kernels[name] = {f.at("cubin").get<std::string>(), f.at("ptx").get<std::string>()};
+      for (const auto &[slot, entry] : c.at("constants").items())
+        e.constants[std::stoi(slot)] = entry.get<std::string>();
+      m.cuda.push_back(std::move(e));
+    }
+    j.at("ptx_arch").get_to(m.ptxArch);
+    for (const json &l : j.at("libraries")) {
+      std::string name = l.get<std::string>();
+      if (name == "cublaslt")
+        m.usesCublasLt = true;
+      else if (name == "cudnn")
+        m.usesCudnn = true;
+      else
+        throw ArtifactError(Status::Unsupported, "the artifact calls the library " + name + ", which rfuse_rt does not know");
+    }
+  } catch (const json::exception &e) {
+    throw ArtifactError(Status::Corrupt, std::string("the artifact's manifest is invalid: ") + e.what());
+  } catch (const std::logic_error &e) { // stoi
+    throw ArtifactError(Status::Corrupt, std::string("the artifact's manifest is invalid: ") + e.what());
+  }
+  return m;
+}
+
+const CudaTargetEntry &selectCudaTarget(const Manifest &m, const std::string &deviceArch, bool &ptx) {
+  ptx = false;
+  int dev = archNumber(deviceArch), newest = archNumber(m.ptxArch);
+  // A cubin runs on its own architecture and on later minor versions of the same major one
+  // (sm_86 code on an sm_89 GPU): the closest such cubin.
+  const CudaTargetEntry *best = nullptr;
+  for (const CudaTargetEntry &c : m.cuda) {
+    int a = archNumber(c.arch);
+    if (a > 0 && a / 10 == dev / 10 && a <= dev && (!best || a > archNumber(best->arch)))
+      best = &c;
+  }
+  if (best)
+    return *best;
+  if (newest > 0 && dev >= newest)
+    for (const CudaTargetEntry &c : m.cuda)
+      if (c.arch == m.ptxArch) {
+        ptx = true;
+        return c;
+      }
+  std::string has;
+  for (const CudaTargetEntry &c : m.cuda)
+    has += (has.empty() ? "" : ", ") + c.arch;
+  if (m.cuda.empty())
+    throw ArtifactError(Status::Architecture, "the artifact has no GPU program (it was exported for the CPU)");
+  throw ArtifactError(Status::Architecture,
+                      "the artifact has cubins for " + has +
+                          (m.ptxArch.empty() ? std::string(" and no PTX")
+                                             : " and PTX for " + m.ptxArch + " (which runs on " + m.ptxArch +
+                                                   " and newer)") +
+                          " (a cubin runs on later GPUs of its major version only)" +
+                          "; this GPU is " + deviceArch + " (export it with --arch " + deviceArch + ")");
+}
+
+} // namespace rfuse::artifact

@@ -1,0 +1,170 @@
+#include "Parallel.h"
+
+#include "rfuse/Runtime/Options.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace rfuse::cpu {
+
+unsigned cpuThreads() {
+  if (int n = runtimeOptions().cpuThreads; n > 0)
+    return (unsigned)n;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+
+thread_local bool inPoolThread = false;
+
+// One parallelFor: its chunks are claimed by index, by the caller and by the helpers it woke.
+struct Job {
+  const std::function<void(int64_t, int64_t)> *body = nullptr;
+  int64_t extent = 0, chunk = 1, chunks = 0;
+  std::atomic<int64_t> next{0}, done{0};
+  std::mutex mu;
+  std::condition_variable finished;
+  std::exception_ptr error;
+
+  void work() {
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
+      int64_t b = c * chunk;
+      try {
+        (*body)(b, std::min(extent, b + chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error)
+          error = std::current_exception();
+      }
+      if (done.fetch_add(1) + 1 == chunks) {
+        std::lock_guard<std::mutex> lock(mu);
+        finished.notify_all();
+      }
+    }
+  }
+};
+
+// Workers started on first use, as many as the machine's CPUs less the caller; they sleep
+// until a job wants helpers.
+class Pool {
+public:
+  static Pool &get() {
+    static Pool pool;
+    return pool;
+  }
+  void help(const std::shared_ptr<Job> &job, unsigned helpers) {
+    std::lock_guard<std::mutex> lock(mu);
+    while (workers.size() < helpers)
+      workers.emplace_back([this] { loop(); });
+    for (unsigned k = 0; k < helpers; ++k)
+      queue.push_back(job);
+    wake.notify_all();
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    wake.notify_all();
+    for (std::thread &t : workers)
+      t.join();
+  }
+
+private:
+  void loop() {
+    inPoolThread = true;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        wake.wait(lock, [&] { return stop || !queue.empty(); });
+        if (stop)
+          return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      job->work();
+    }
+  }
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<std::shared_ptr<Job>> queue;
+  std::vector<std::thread> workers;
+  bool stop = false;
+};
+
+} // namespace
+
+void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
+                 const std::function<void(int64_t, int64_t)> &body) {
+  unsigned threads = inPoolThread ? 1 : cpuThreads();
+  int64_t chunk = maxChunk > 0 ? maxChunk : extent;
+  bool parallel = threads > 1 && extent > 1 && extent * workPerUnit >= (1 << 15);
+  if (parallel) {
+    // Chunks start at multiples of 64: the vectorized loops then split every chunk into vector
+    // body and scalar tail at the same elements whatever the thread count (vector and scalar
+    // libm may differ in the last bit), so threads never change results.
+    int64_t perThread = (extent + (int64_t)threads * 4 - 1) / ((int64_t)threads * 4);
+    perThread = (perThread + 63) / 64 * 64;
+    chunk = std::max<int64_t>(1, std::min(chunk, perThread));
+  }
+  if (!parallel || chunk >= extent) {
+    for (int64_t b = 0; b < extent; b += chunk)
+      body(b, std::min(extent, b + chunk));
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->body = &body;
+  job->extent = extent;
+  job->chunk = chunk;
+  job->chunks = (extent + chunk - 1) / chunk;
+  Pool::get().help(job, (unsigned)std::min<int64_t>(threads - 1, job->chunks - 1));
+  job->work();
+  {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
+  }
+  if (job->error)
+    std::rethrow_exception(job->error);
+}
+
+namespace {
+// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
+std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
+  d.insert(d.end(), shape.begin(), shape.end());
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  d.insert(d.end(), strides.begin(), strides.end());
+  return d;
+}
+} // namespace
+
+void invoke(const CpuFunction &f, PackedFunction fn, const std::vector<void *> &data) {
+  std::vector<std::vector<int64_t>> descs;
+  for (size_t i = 0; i < data.size(); ++i)
+    descs.push_back(descriptor(data[i], f.argShapes[i]));
+  parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
+    std::vector<void *> descPtrs;
+    for (auto &d : descs)
+      descPtrs.push_back(d.data());
+    std::vector<void *> args = {&begin, &end};
+    for (void *&p : descPtrs)
+      args.push_back(&p);
+    fn(args.data());
+  });
+}
+
+} // namespace rfuse::cpu
