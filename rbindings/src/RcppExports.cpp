@@ -10,6 +10,44 @@ Rcpp::Rostream<true>&  Rcpp::Rcout = Rcpp::Rcpp_cout_get();
 Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
+// rf_export_program
+List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, RawVector rmeta);
+RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP rmetaSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type program(programSEXP);
+    Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
+    Rcpp::traits::input_parameter< CharacterVector >::type archs(archsSEXP);
+    Rcpp::traits::input_parameter< bool >::type ptx(ptxSEXP);
+    Rcpp::traits::input_parameter< RawVector >::type rmeta(rmetaSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_export_program(program, path, archs, ptx, rmeta));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_load_artifact
+List rf_load_artifact(std::string path);
+RcppExport SEXP _rfuse_rf_load_artifact(SEXP pathSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_load_artifact(path));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_run_artifact
+List rf_run_artifact(SEXP handle, List values);
+RcppExport SEXP _rfuse_rf_run_artifact(SEXP handleSEXP, SEXP valuesSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< List >::type values(valuesSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_run_artifact(handle, values));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_process_group_init
 void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int masterPort, double timeout, std::string device);
 RcppExport SEXP _rfuse_rf_process_group_init(SEXP rankSEXP, SEXP worldSizeSEXP, SEXP masterAddrSEXP, SEXP masterPortSEXP, SEXP timeoutSEXP, SEXP deviceSEXP) {
@@ -974,6 +1012,9 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
+    {"_rfuse_rf_export_program", (DL_FUNC) &_rfuse_rf_export_program, 5},
+    {"_rfuse_rf_load_artifact", (DL_FUNC) &_rfuse_rf_load_artifact, 1},
+    {"_rfuse_rf_run_artifact", (DL_FUNC) &_rfuse_rf_run_artifact, 2},
     {"_rfuse_rf_process_group_init", (DL_FUNC) &_rfuse_rf_process_group_init, 6},
     {"_rfuse_rf_process_group_destroy", (DL_FUNC) &_rfuse_rf_process_group_destroy, 0},
     {"_rfuse_rf_process_group_info", (DL_FUNC) &_rfuse_rf_process_group_info, 0},

@@ -1,0 +1,101 @@
+# rf_export() / rf_load_compiled(): ahead-of-time artifacts from R (issue 18). Exporting needs
+# NVRTC (present here, no GPU needed); running needs a GPU (the last tests, on the GPU box).
+
+gpu <- function() as.vector(rf_default_device()) == "cuda"
+skip_without_gpu <- function() skip_if(!gpu(), paste("no usable GPU:", attr(rf_default_device(), "description")))
+artifact_file <- function(name) file.path(tempdir(), paste0(name, ".rfuse"))
+
+test_that("rf_export writes one artifact for each architecture asked", {
+  f <- rf_jit(function(x, w) tanh(x %*% w) + 1)
+  path <- artifact_file("export-basic")
+  s <- rf_export(f, path, matrix(runif(64), 8), matrix(runif(32), 8), archs = c("sm_90", "sm_86"))
+  expect_identical(s$archs, c("sm_86", "sm_90"))
+  expect_identical(s$ptx, "sm_90")
+  expect_gte(s$kernels, 1)
+  bytes <- readBin(path, "raw", file.size(path))
+  expect_identical(rawToChar(bytes[1:8]), "RFUSEART")
+  expect_equal(length(bytes), file.size(path))
+  s2 <- rf_export(f, path, matrix(runif(64), 8), matrix(runif(32), 8), archs = "sm_90", ptx = FALSE)
+  expect_identical(s2$ptx, "")
+  expect_lt(s2$bytes, s$bytes)
+})
+
+test_that("what an artifact cannot reproduce is refused when exporting", {
+  x <- matrix(runif(16), 4)
+  expect_error(rf_export(rf_jit(function(x) x * runif(1)), artifact_file("r"), x), class = "rfuse_unsupported",
+               regexp = "random")
+  expect_error(rf_export(rf_jit(function(x) which.max(x)), artifact_file("w"), x), class = "rfuse_unsupported",
+               regexp = "checks its values")
+  m <- nn_sequential(nn_linear(4, 3), nn_batch_norm1d(3))
+  expect_error(rf_export(m, artifact_file("m"), x), class = "rfuse_unsupported", regexp = "eval")
+  expect_error(rf_export(function(x) x, artifact_file("f"), x), class = "rfuse_type_error", regexp = "rf_jit")
+  expect_error(rf_export(rf_jit(function(x) x + 1), artifact_file("a"), x, archs = "gfx90a"), class = "rfuse_type_error")
+  expect_error(rf_export(rf_jit(function(x) x + 1), NA_character_, x), class = "rfuse_type_error")
+  expect_error(rf_export(rf_jit(function(x) x + 1), artifact_file("n")), class = "rfuse_type_error",
+               regexp = "example arguments")
+  expect_error(rf_export(rf_jit(function(x) x + 1), artifact_file("p"), x, ptx = NA), class = "rfuse_type_error")
+})
+
+test_that("damaged, foreign and missing files are classed errors", {
+  f <- rf_jit(function(x) exp(x) * 2)
+  path <- artifact_file("export-damage")
+  rf_export(f, path, runif(100), archs = "sm_90")
+  bytes <- readBin(path, "raw", file.size(path))
+  cut <- artifact_file("export-cut")
+  writeBin(bytes[seq_len(length(bytes) %/% 2)], cut)
+  expect_error(rf_load_compiled(cut), class = "rfuse_artifact_error", regexp = "truncated")
+  flipped <- bytes
+  flipped[length(bytes) - 10] <- as.raw(bitwXor(as.integer(flipped[length(bytes) - 10]), 0x5a))
+  bad <- artifact_file("export-flipped")
+  writeBin(flipped, bad)
+  expect_error(rf_load_compiled(bad), class = "rfuse_artifact_error", regexp = "checksum")
+  text <- artifact_file("export-text")
+  writeLines("function(x) x", text)
+  expect_error(rf_load_compiled(text), class = "rfuse_artifact_error", regexp = "not an rfuse artifact")
+  expect_error(rf_load_compiled(artifact_file("does-not-exist")), class = "rfuse_artifact_error", regexp = "cannot open")
+  expect_error(rf_load_compiled(3), class = "rfuse_type_error")
+})
+
+test_that("without a GPU a good artifact says so", {
+  skip_if(gpu(), "a GPU is present")
+  path <- artifact_file("export-nogpu")
+  rf_export(rf_jit(function(x) x * 2), path, runif(10), archs = "sm_90")
+  expect_error(rf_load_compiled(path), class = "rfuse_device_error", regexp = "no CUDA")
+})
+
+test_that("a loaded function answers as the jitted one, without tracing or compiling", {
+  skip_without_gpu()
+  f <- rf_jit(function(x, w, b) list(y = tanh(sweep(x %*% w, 2, b, "+")), s = sum(x)))
+  x <- matrix(runif(96), 12); w <- matrix(runif(40), 8); b <- runif(5)
+  path <- artifact_file("export-run")
+  rf_export(f, path, x, w, b, archs = "sm_90")
+  before <- rf_cache_info()
+  g <- rf_load_compiled(path)
+  expect_s3_class(g, "rf_compiled_function")
+  x2 <- matrix(runif(96), 12)
+  got <- g(x2, w, b)
+  want <- f(x2, w, b)
+  expect_named(got, c("y", "s"))
+  expect_equal(dim(got$y), c(12L, 5L))
+  expect_equal(got$y, want$y, tolerance = 1e-6)
+  expect_equal(got$s, want$s, tolerance = 1e-6)
+  after <- rf_cache_info()
+  expect_identical(after$pass_runs, before$pass_runs)
+  expect_identical(after$nvrtc_compiles, before$nvrtc_compiles)
+  expect_error(g(x2, w), class = "rfuse_type_error", regexp = "takes 3 arguments")
+  expect_error(g(t(x2), w, b), class = "rfuse_shape_error")
+  x2[3] <- NA
+  expect_error(g(x2, w, b), class = "rfuse_unsupported", regexp = "NA")
+})
+
+test_that("an exported model carries its weights", {
+  skip_without_gpu()
+  m <- nn_sequential(nn_linear(6, 16), nn_relu(), nn_linear(16, 3))
+  m$eval()
+  x <- matrix(runif(60), 10)
+  path <- artifact_file("export-model")
+  rf_export(m, path, x, archs = "sm_90")
+  g <- rf_load_compiled(path)
+  x2 <- matrix(runif(60), 10)
+  expect_equal(g(x2), as.array(m(x2)), tolerance = 1e-5)
+})
