@@ -12,7 +12,8 @@
 #' arguments as the exported call, of the same shapes, and returning what it returned. The same
 #' file runs without R through `rfuse-aot-run` or rfuse_rt's C API (`rfuse/rfuse_rt.h`).
 #'
-#' Artifacts run on the GPU. What R does differently from the compiled program is refused rather
+#' A loaded function runs on the GPU when there is one (and the artifact has code for it), else
+#' on the CPU program. What R does differently from the compiled program is refused rather
 #' than run: a function whose trace draws random numbers, checks its values at each call (e.g.
 #' `which.max`) or updates R state (batch norm in training mode) does not export
 #' (`rfuse_unsupported`), and a loaded function given `NA` values (or `NaN`, where R's answer
@@ -23,6 +24,10 @@
 #' @param ... Example arguments, as `f` is called (their shapes and types are the artifact's).
 #' @param archs GPU architectures to compile for.
 #' @param ptx Also store PTX of the newest architecture, for GPUs newer than every one in `archs`.
+#' @param cpu Also store a program for the host CPU (its kernels compiled for this machine's CPU
+#'   and linked into a shared library with the system's C compiler, which exporting then needs):
+#'   `rf_load_compiled()` runs it where there is no GPU. `archs = character()` exports for the CPU
+#'   alone (traced in float64, as `rf_jit` computes on the CPU; with GPUs, float32).
 #' @return `rf_export()`: invisibly, a list with the architectures, the number of kernels and
 #'   steps and the file's size in bytes. `rf_load_compiled()`: a function of class
 #'   `rf_compiled_function`.
@@ -34,16 +39,18 @@
 #' g(matrix(rnorm(64), 8), matrix(rnorm(32), 8))
 #' }
 #' @export
-rf_export <- function(f, path, ..., archs = c("sm_86", "sm_89", "sm_90"), ptx = TRUE) {
+rf_export <- function(f, path, ..., archs = c("sm_86", "sm_89", "sm_90"), ptx = TRUE, cpu = TRUE) {
   if (inherits(f, "nn_module")) f <- rf_jit(f)
   state <- if (inherits(f, "rf_jit_function")) attr(f, "rfuse")
   if (is.null(state))
     rf_abort("rfuse_type_error", "rf_export() takes a function from rf_jit() or an nn_module")
   if (!is.character(path) || length(path) != 1 || is.na(path) || !nzchar(path))
     rf_abort("rfuse_type_error", "`path` must be one file name")
-  if (!is.character(archs) || !length(archs) || anyNA(archs) || !all(grepl("^sm_[0-9]+$", archs)))
-    rf_abort("rfuse_type_error", "`archs` must name GPU architectures such as \"sm_90\"")
+  if (!is.character(archs) || anyNA(archs) || !all(grepl("^sm_[0-9]+$", archs)))
+    rf_abort("rfuse_type_error", "`archs` must name GPU architectures such as \"sm_90\" (or be character(0))")
   if (!is.logical(ptx) || length(ptx) != 1 || is.na(ptx)) rf_abort("rfuse_type_error", "`ptx` must be TRUE or FALSE")
+  if (!is.logical(cpu) || length(cpu) != 1 || is.na(cpu)) rf_abort("rfuse_type_error", "`cpu` must be TRUE or FALSE")
+  if (!length(archs) && !cpu) rf_abort("rfuse_type_error", "an artifact for no GPU (`archs`) and not the CPU holds nothing")
   user <- list(...)
   if (!length(user)) rf_abort("rfuse_type_error", "rf_export() needs example arguments to trace `f` with")
   for (i in seq_along(user)) if (is_tensor(user[[i]]))
@@ -51,7 +58,9 @@ rf_export <- function(f, path, ..., archs = c("sm_86", "sm_89", "sm_90"), ptx = 
   if (!is.null(state$model) && isTRUE(attr(state$model, "self")$training))
     rf_abort("rfuse_unsupported", "the model is in training mode: call $eval() before rf_export()")
   args <- with_parameters(state, user)
-  je <- jit_entry(state, args, trace_dtype(state, args, "cuda"))
+  # One program for every target: traced in the GPU's default float dtype (float32) when it is
+  # for GPUs, else in the CPU's (float64); rf_jit(f, dtype = ) decides otherwise.
+  je <- jit_entry(state, args, trace_dtype(state, args, if (length(archs)) "cuda" else "cpu"))
   tr <- je$entry$trace
   refuse <- function(why) rf_abort("rfuse_unsupported", sprintf("this function cannot be exported: %s", why))
   if (length(tr$random)) refuse("it draws random numbers at each call")
@@ -65,7 +74,7 @@ rf_export <- function(f, path, ..., archs = c("sm_86", "sm_89", "sm_90"), ptx = 
     int_guard = tr$int_guard, label_checks = tr$label_checks, warnings = tr$warnings,
     na_sensitive = je$entry$na_sensitive %||% "", out = tr$out)
   meta <- serialize(signature, NULL, xdr = TRUE)
-  invisible(rf_guard(.rf_export_program(je$entry$program, path.expand(path), archs, ptx, meta)))
+  invisible(rf_guard(.rf_export_program(je$entry$program, path.expand(path), archs, ptx, cpu, meta)))
 }
 
 #' @rdname rf_export

@@ -11,8 +11,8 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // rf_export_program
-List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, RawVector rmeta);
-RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP rmetaSEXP) {
+List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, RawVector rmeta);
+RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP cpuSEXP, SEXP rmetaSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -20,8 +20,9 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type archs(archsSEXP);
     Rcpp::traits::input_parameter< bool >::type ptx(ptxSEXP);
+    Rcpp::traits::input_parameter< bool >::type cpu(cpuSEXP);
     Rcpp::traits::input_parameter< RawVector >::type rmeta(rmetaSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_export_program(program, path, archs, ptx, rmeta));
+    rcpp_result_gen = Rcpp::wrap(rf_export_program(program, path, archs, ptx, cpu, rmeta));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1012,7 +1013,7 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_rfuse_rf_export_program", (DL_FUNC) &_rfuse_rf_export_program, 5},
+    {"_rfuse_rf_export_program", (DL_FUNC) &_rfuse_rf_export_program, 6},
     {"_rfuse_rf_load_artifact", (DL_FUNC) &_rfuse_rf_load_artifact, 1},
     {"_rfuse_rf_run_artifact", (DL_FUNC) &_rfuse_rf_run_artifact, 2},
     {"_rfuse_rf_process_group_init", (DL_FUNC) &_rfuse_rf_process_group_init, 6},

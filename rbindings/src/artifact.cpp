@@ -75,12 +75,14 @@ List typesOf(rfuse_rt_program *p, bool outputs) {
 
 // Writes `program` as an artifact at `path`, with the R side's call signature as metadata.
 // [[Rcpp::export(.rf_export_program)]]
-List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, RawVector rmeta) {
+List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, RawVector rmeta) {
   return guarded([&] {
     ExportOptions o;
     for (const String &a : archs)
       o.archs.push_back(a);
     o.ptx = ptx;
+    o.cuda = archs.size() > 0;
+    o.cpu = cpu;
     o.metadata["r/signature.rds"] = std::string((const char *)RAW(rmeta), (size_t)Rf_xlength(rmeta));
     ExportSummary s;
     try {
@@ -88,7 +90,7 @@ List rf_export_program(SEXP program, std::string path, CharacterVector archs, bo
     } catch (const rfuse::artifact::ArtifactError &e) {
       fail(e.status == rfuse::artifact::Status::Unsupported ? "rfuse_unsupported" : "rfuse_artifact_error", e.what());
     }
-    return List::create(_["archs"] = wrap(s.archs), _["ptx"] = s.ptxArch, _["kernels"] = (double)s.kernels,
+    return List::create(_["archs"] = wrap(s.archs), _["ptx"] = s.ptxArch, _["cpu"] = s.cpu, _["kernels"] = (double)s.kernels,
                         _["steps"] = (double)s.steps, _["bytes"] = (double)s.bytes);
   });
 }

@@ -344,7 +344,8 @@ cpu::CpuProgram &cpuProgram(Program::State &st, const std::string &entry) {
     codegen::Target target; // Backend::Cpu
     try {
       st.cpu = std::make_unique<cpu::CpuProgram>(
-          codegen::buildExecutionPlan(st.module.get(), entry, target, runtimeOptions().codegen));
+          codegen::buildExecutionPlan(st.module.get(), entry, target, runtimeOptions().codegen),
+          cpu::jitFunctionLoader(), runtime::interpretedHostSteps());
     } catch (const InterpreterError &) {
       throw;
     } catch (const std::exception &e) {

@@ -1,9 +1,10 @@
 // rfuse-run: parse, verify and run one function of a .mlir file on the reference interpreter.
 //
 //   rfuse-run FILE.mlir [--entry NAME] [--inputs a.npy,b.npy | --random --seed N]
-//             [--output-dir DIR] [--dtype f32|f64] [--device cpu|cuda [--pipeline P] [--check]]
+//             [--output-dir DIR] [--dtype f32|f64] [--device cpu|cpu-jit|cuda [--pipeline P] [--check]]
 //
-// --device cuda fuses the module with --pipeline (default "default") and runs it on the GPU;
+// --device cuda fuses the module with --pipeline (default "default") and runs it on the GPU
+// (cpu-jit: on the CPU backend's compiled kernels, as a --cpu artifact runs);
 // --check also runs the unfused module on the interpreter and reports the relative error.
 // Prints, per output, its type, a checksum (sum and sum of absolute values) and the first values;
 // with --output-dir writes out0.npy, out1.npy, ... (and the random inputs as in0.npy, ...).
@@ -44,7 +45,8 @@ static cl::opt<std::string> dtype("dtype", cl::desc("Compute all floats in f32 o
                                                     "(default: as declared)"));
 static cl::opt<unsigned> printCount("print-count", cl::desc("How many first values to print"),
                                     cl::init(6));
-static cl::opt<std::string> device("device", cl::desc("cpu (the interpreter, default) or cuda"),
+static cl::opt<std::string> device("device", cl::desc("cpu (the interpreter, default), cpu-jit (fused, on the "
+                                                    "CPU backend's compiled kernels) or cuda"),
                                    cl::init("cpu"));
 static cl::opt<std::string> pipelineName("pipeline", cl::desc("Pipeline for --device cuda"),
                                          cl::init("default"));
@@ -134,16 +136,18 @@ int main(int argc, char **argv) {
     if (randomInputs && !outputDir.empty())
       for (size_t i = 0; i < args.size(); ++i)
         rfuse::writeNpy(outputDir + "/in" + std::to_string(i) + ".npy", args[i]);
-    if (device == "cuda") {
+    if (device == "cuda" || device == "cpu-jit") {
+      bool gpu = device == "cuda";
       if (options.floatOverride)
         return fail("--dtype applies to the interpreter only");
       std::string text;
       llvm::raw_string_ostream os(text);
       module->print(os);
       auto program = rfuse::compileProgram(os.str(), pipelineName, name);
-      results = program->run(args, rfuse::Device::Cuda);
-      for (const std::string &f : program->info().gpuFallbacks)
-        llvm::outs() << "host fallback: " << f << "\n";
+      results = program->run(args, gpu ? rfuse::Device::Cuda : rfuse::Device::Cpu);
+      if (gpu)
+        for (const std::string &f : program->info().gpuFallbacks)
+          llvm::outs() << "host fallback: " << f << "\n";
       if (checkResults) {
         auto ref = rfuse::interpret(*module, name, args);
         for (size_t i = 0; i < ref.size(); ++i) {
@@ -160,7 +164,7 @@ int main(int argc, char **argv) {
     } else if (device == "cpu") {
       results = rfuse::interpret(*module, name, args, options);
     } else {
-      return fail("--device must be cpu or cuda, got '" + device + "'");
+      return fail("--device must be cpu, cpu-jit or cuda, got '" + device + "'");
     }
     for (size_t i = 0; i < results.size(); ++i) {
       const rfuse::HostTensor &r = results[i];

@@ -5,7 +5,7 @@
 // land in the kernel cache (RFUSE_CACHE_DIR), so a JIT run of the same module compiles nothing.
 //
 //   rfusec FILE.mlir -o model.rfuse [--entry main] [--pipeline default] [--arch sm_86,sm_89,sm_90]
-//          [--no-ptx] [--sources DIR]
+//          [--no-ptx] [--cpu] [--no-gpu] [--sources DIR]
 //
 // --sources DIR also writes the fused module and each kernel's CUDA C++ there, to read.
 #include "rfuse/Runtime/Artifact.h"
@@ -29,6 +29,8 @@ static cl::opt<std::string> pipeline("pipeline", cl::desc("Fusion pipeline"), cl
 static cl::list<std::string> archs("arch", cl::desc("Target architectures (default: sm_86,sm_89,sm_90)"),
                                    cl::CommaSeparated);
 static cl::opt<bool> noPtx("no-ptx", cl::desc("No PTX for GPUs newer than the newest --arch"));
+static cl::opt<bool> cpuProgram("cpu", cl::desc("Also a host-CPU program (kernels for this machine's CPU)"));
+static cl::opt<bool> noGpu("no-gpu", cl::desc("No GPU programs (with --cpu: a CPU-only artifact)"));
 static cl::opt<std::string> sourcesDir("sources", cl::desc("Also write the fused module and the kernels' CUDA C++ here"));
 
 static int fail(const std::string &msg) {
@@ -47,6 +49,8 @@ int main(int argc, char **argv) {
     rfuse::ExportOptions options;
     options.archs.assign(archs.begin(), archs.end());
     options.ptx = !noPtx;
+    options.cpu = cpuProgram;
+    options.cuda = !noGpu;
     rfuse::ExportSummary s = program->exportArtifact(outFile, options);
     if (!sourcesDir.empty()) {
       if (std::error_code ec = llvm::sys::fs::create_directories(sourcesDir.getValue()))
@@ -60,7 +64,8 @@ int main(int argc, char **argv) {
     for (const std::string &a : s.archs)
       archList += (archList.empty() ? "" : ",") + a;
     llvm::outs() << "rfusec: " << s.kernels << " kernels x " << s.archs.size() << " architectures (" << archList
-                 << (s.ptxArch.empty() ? "" : ", PTX for " + s.ptxArch) << "); compiled " << stats.compiles
+                 << (s.ptxArch.empty() ? "" : ", PTX for " + s.ptxArch) << ")"
+                 << (s.cpu.empty() ? "" : " and the CPU (" + s.cpu + ")") << "; compiled " << stats.compiles
                  << ", from cache " << stats.memoryHits + stats.diskHits << "; " << s.steps << " steps; wrote "
                  << outFile << " (" << s.bytes << " bytes)\n";
   } catch (const rfuse::artifact::ArtifactError &e) {

@@ -1,8 +1,8 @@
 # rf_export() / rf_load_compiled(): ahead-of-time artifacts from R (issue 18). Exporting needs
-# NVRTC (present here, no GPU needed); running needs a GPU (the last tests, on the GPU box).
+# NVRTC (present here, no GPU needed) and, for the CPU program, a C compiler; a loaded function
+# runs on the GPU where there is one, else on the artifact's CPU program.
 
 gpu <- function() as.vector(rf_default_device()) == "cuda"
-skip_without_gpu <- function() skip_if(!gpu(), paste("no usable GPU:", attr(rf_default_device(), "description")))
 artifact_file <- function(name) file.path(tempdir(), paste0(name, ".rfuse"))
 
 test_that("rf_export writes one artifact for each architecture asked", {
@@ -15,9 +15,13 @@ test_that("rf_export writes one artifact for each architecture asked", {
   bytes <- readBin(path, "raw", file.size(path))
   expect_identical(rawToChar(bytes[1:8]), "RFUSEART")
   expect_equal(length(bytes), file.size(path))
-  s2 <- rf_export(f, path, matrix(runif(64), 8), matrix(runif(32), 8), archs = "sm_90", ptx = FALSE)
+  expect_true(nzchar(s$cpu)) # a CPU program too, by default
+  s2 <- rf_export(f, path, matrix(runif(64), 8), matrix(runif(32), 8), archs = "sm_90", ptx = FALSE, cpu = FALSE)
   expect_identical(s2$ptx, "")
+  expect_identical(s2$cpu, "")
   expect_lt(s2$bytes, s$bytes)
+  expect_error(rf_export(f, path, matrix(runif(64), 8), matrix(runif(32), 8), archs = character(), cpu = FALSE),
+               class = "rfuse_type_error", regexp = "holds nothing")
 })
 
 test_that("what an artifact cannot reproduce is refused when exporting", {
@@ -56,29 +60,30 @@ test_that("damaged, foreign and missing files are classed errors", {
   expect_error(rf_load_compiled(3), class = "rfuse_type_error")
 })
 
-test_that("without a GPU a good artifact says so", {
+test_that("without a GPU a GPU-only artifact says so", {
   skip_if(gpu(), "a GPU is present")
   path <- artifact_file("export-nogpu")
-  rf_export(rf_jit(function(x) x * 2), path, runif(10), archs = "sm_90")
+  rf_export(rf_jit(function(x) x * 2), path, runif(10), archs = "sm_90", cpu = FALSE)
   expect_error(rf_load_compiled(path), class = "rfuse_device_error", regexp = "no CUDA")
 })
 
 test_that("a loaded function answers as the jitted one, without tracing or compiling", {
-  skip_without_gpu()
   f <- rf_jit(function(x, w, b) list(y = tanh(sweep(x %*% w, 2, b, "+")), s = sum(x)))
   x <- matrix(runif(96), 12); w <- matrix(runif(40), 8); b <- runif(5)
   path <- artifact_file("export-run")
-  rf_export(f, path, x, w, b, archs = "sm_90")
+  rf_export(f, path, x, w, b, archs = if (gpu()) "sm_90" else character())
   before <- rf_cache_info()
   g <- rf_load_compiled(path)
   expect_s3_class(g, "rf_compiled_function")
+  expect_match(attr(g, "description"), if (gpu()) "cuda" else "cpu")
   x2 <- matrix(runif(96), 12)
   got <- g(x2, w, b)
   want <- f(x2, w, b)
   expect_named(got, c("y", "s"))
   expect_equal(dim(got$y), c(12L, 5L))
-  expect_equal(got$y, want$y, tolerance = 1e-6)
-  expect_equal(got$s, want$s, tolerance = 1e-6)
+  tol <- if (gpu()) 1e-6 else 1e-12 # float32 on the GPU, float64 on the CPU (as rf_jit)
+  expect_equal(got$y, want$y, tolerance = tol)
+  expect_equal(got$s, want$s, tolerance = tol)
   after <- rf_cache_info()
   expect_identical(after$pass_runs, before$pass_runs)
   expect_identical(after$nvrtc_compiles, before$nvrtc_compiles)
@@ -89,12 +94,11 @@ test_that("a loaded function answers as the jitted one, without tracing or compi
 })
 
 test_that("an exported model carries its weights", {
-  skip_without_gpu()
   m <- nn_sequential(nn_linear(6, 16), nn_relu(), nn_linear(16, 3))
   m$eval()
   x <- matrix(runif(60), 10)
   path <- artifact_file("export-model")
-  rf_export(m, path, x, archs = "sm_90")
+  rf_export(m, path, x, archs = if (gpu()) "sm_90" else character())
   g <- rf_load_compiled(path)
   x2 <- matrix(runif(60), 10)
   expect_equal(g(x2), as.array(m(x2)), tolerance = 1e-5)

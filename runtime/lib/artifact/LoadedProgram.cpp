@@ -2,11 +2,19 @@
 #include "PlanJson.h"
 
 #include "../cuda/CudaExecutor.h"
+#include "../cpu/CpuExecutor.h"
 #include "../cuda/Device.h"
+
+#include "rfuse/Runtime/Options.h"
 
 #include "rfuse/Runtime/Cuda.h"
 
+#include <cerrno>
 #include <cstring>
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #ifndef RFUSE_VERSION
 #define RFUSE_VERSION "0.1.0"
@@ -23,43 +31,40 @@ bool sameType(const codegen::BufferSlot &s, const TensorType &t) { return s.dtyp
 
 } // namespace
 
-LoadedProgram::LoadedProgram(const std::string &path) {
-  Container c = Container::read(path);
-  manifest_ = Manifest::fromJson(c.at("manifest.json"), RFUSE_VERSION);
-  // cuBLASLt and cuDNN load and initialize on a thread of their own while the driver starts and
-  // the kernels load.
-  cuda::warmLibraries(manifest_.usesCublasLt, manifest_.usesCudnn);
-  const cuda::DeviceInfo &dev = cuda::gpuPresence();
-  if (!dev.present)
-    throw ArtifactError(Status::NoDevice, "no CUDA device to run the artifact on: " + dev.reason);
-  bool ptx = false;
-  const CudaTargetEntry &target = selectCudaTarget(manifest_, dev.arch(), ptx);
+namespace {
+
+// A plan entry, parsed and checked against the signature.
+ExecutionPlan readPlan(const Container &c, const std::string &entry, codegen::Backend backend, const Manifest &m) {
   ExecutionPlan plan;
   try {
-    plan = planFromJson(nlohmann::json::parse(c.at(target.plan)));
+    plan = planFromJson(nlohmann::json::parse(c.at(entry)));
   } catch (const nlohmann::json::exception &e) {
-    throw ArtifactError(Status::Corrupt, "the artifact's plan for " + target.arch + " is not JSON: " + e.what());
+    throw ArtifactError(Status::Corrupt, "the artifact's plan " + entry + " is not JSON: " + e.what());
   }
-  if (plan.target.backend != codegen::Backend::Cuda)
-    throw ArtifactError(Status::Corrupt, "the artifact's plan for " + target.arch + " is not a GPU plan");
-  if (plan.argSlots.size() != manifest_.inputs.size() || plan.resultSlots.size() != manifest_.outputs.size())
+  if (plan.target.backend != backend)
+    throw ArtifactError(Status::Corrupt, "the artifact's plan " + entry + " is for another device");
+  if (plan.argSlots.size() != m.inputs.size() || plan.resultSlots.size() != m.outputs.size())
     throw ArtifactError(Status::Corrupt, "the artifact's plan and signature disagree on the number of inputs or outputs");
   for (size_t k = 0; k < plan.argSlots.size(); ++k)
-    if (!sameType(plan.slots[plan.argSlots[k]], manifest_.inputs[k]))
+    if (!sameType(plan.slots[plan.argSlots[k]], m.inputs[k]))
       throw ArtifactError(Status::Corrupt, "the artifact's plan and signature disagree on input " + std::to_string(k));
   for (size_t k = 0; k < plan.resultSlots.size(); ++k)
-    if (!sameType(plan.slots[plan.resultSlots[k]], manifest_.outputs[k]))
+    if (!sameType(plan.slots[plan.resultSlots[k]], m.outputs[k]))
       throw ArtifactError(Status::Corrupt, "the artifact's plan and signature disagree on output " + std::to_string(k));
+  return plan;
+}
 
-  // Constants come from the artifact; anything else on the host cannot run here (no interpreter).
+// Constants come from the artifact; anything else on the host cannot run here (no interpreter).
+runtime::HostStepRunner storedConstants(const Container &c, const ExecutionPlan &plan,
+                                        const std::map<int, std::string> &entries) {
   auto constants = std::make_shared<std::map<int, std::string>>();
   for (const Step &s : plan.steps) {
     if (s.kind == Step::Kind::Host)
       throw ArtifactError(Status::Unsupported, "step " + s.label + " of the artifact runs on the host (" + s.why +
                                                    "), which rfuse_rt cannot");
     if (s.kind == Step::Kind::Constant) {
-      auto it = target.constants.find(s.out[0]);
-      if (it == target.constants.end())
+      auto it = entries.find(s.out[0]);
+      if (it == entries.end())
         throw ArtifactError(Status::Corrupt, "the artifact has no value for constant " + s.label);
       const std::string &bytes = c.at(it->second);
       if (bytes.size() != plan.slots[s.out[0]].bytes)
@@ -70,15 +75,107 @@ LoadedProgram::LoadedProgram(const std::string &path) {
     }
   }
   std::vector<codegen::BufferSlot> slots = plan.slots;
-  runtime::HostStepRunner hostSteps = [constants, slots](const Step &s, size_t,
-                                                         const std::vector<HostTensor> &) -> std::vector<HostTensor> {
+  return [constants, slots](const Step &s, size_t, const std::vector<HostTensor> &) -> std::vector<HostTensor> {
     if (s.kind != Step::Kind::Constant)
       throw ArtifactError(Status::Unsupported, "step " + s.label + " needs the host (" +
-                                                   (s.why.empty() ? std::string("cuDNN is missing") : s.why) +
+                                                   (s.why.empty() ? std::string("a library is missing") : s.why) +
                                                    "), which rfuse_rt cannot run");
     const codegen::BufferSlot &slot = slots[s.out[0]];
     return {HostTensor::fromBytes(slot.dtype, slot.shape, constants->at(s.out[0]).data())};
   };
+}
+
+// The CPU kernels' shared library, loaded from the artifact's bytes (an anonymous file: nothing
+// is written to disk), closed when the last function from it goes.
+std::shared_ptr<void> loadLibrary(const std::string &bytes) {
+  int fd = memfd_create("rfuse-kernels", MFD_CLOEXEC);
+  if (fd < 0)
+    throw ArtifactError(Status::Runtime, std::string("memfd_create failed: ") + std::strerror(errno));
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) {
+      close(fd);
+      throw ArtifactError(Status::Runtime, "cannot stage the artifact's CPU kernels");
+    }
+    done += (size_t)n;
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  close(fd);
+  if (!lib) {
+    const char *why = dlerror();
+    throw ArtifactError(Status::Runtime, std::string("cannot load the artifact's CPU kernels: ") + (why ? why : "?"));
+  }
+  return std::shared_ptr<void>(lib, [](void *l) { dlclose(l); });
+}
+
+} // namespace
+
+LoadedProgram::LoadedProgram(const std::string &path) {
+  Container c = Container::read(path);
+  manifest_ = Manifest::fromJson(c.at("manifest.json"), RFUSE_VERSION);
+  const std::string &option = runtimeOptions().device;
+  bool haveGpuCode = !manifest_.cuda.empty();
+  bool onCpu = option == "cpu" || (option != "cuda" && manifest_.cpu &&
+                                   (!haveGpuCode || !cuda::gpuPresence().present));
+  if (onCpu) {
+    if (!manifest_.cpu)
+      throw ArtifactError(Status::NoDevice, "the artifact has no CPU program (export it with --cpu), and the "
+                                            "device option asks for the CPU");
+    loadCpu(c);
+  } else {
+    loadCuda(c);
+  }
+  for (auto &[name, bytes] : c.entries)
+    if (name.rfind("metadata/", 0) == 0)
+      metadata_[name.substr(9)] = std::move(bytes);
+  inputs_.resize(manifest_.inputs.size());
+  inputSet_.assign(manifest_.inputs.size(), false);
+}
+
+void LoadedProgram::loadCpu(const Container &c) {
+  const CpuTargetEntry &t = *manifest_.cpu;
+  std::vector<std::string> missing = missingCpuFeatures(t.features);
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &f : missing)
+      list += (list.empty() ? "" : ", ") + f;
+    throw ArtifactError(Status::Architecture, "the artifact's CPU kernels were compiled for " + t.cpu +
+                                                  " and need " + list + ", which this CPU lacks (export it on a "
+                                                  "machine like this one)");
+  }
+  ExecutionPlan plan = readPlan(c, t.plan, codegen::Backend::Cpu, manifest_);
+  runtime::HostStepRunner hostSteps = storedConstants(c, plan, t.constants);
+  std::shared_ptr<void> library = loadLibrary(c.at(t.library));
+  cpu::CpuFunctionLoader functions = [&](size_t, const Step &s) {
+    std::string symbol = "_mlir__mlir_ciface_" + s.cpuFunction->name;
+    void *fn = dlsym(library.get(), symbol.c_str());
+    if (!fn)
+      throw ArtifactError(Status::Corrupt, "the artifact's CPU library has no " + symbol + " (step " + s.label + ")");
+    return cpu::CpuFunctionRef{(cpu::PackedFunction)fn, library};
+  };
+  try {
+    cpu_ = std::make_unique<cpu::CpuProgram>(std::move(plan), functions, hostSteps);
+  } catch (const ArtifactError &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw ArtifactError(Status::Runtime, std::string("loading the artifact's CPU program failed: ") + e.what());
+  }
+  description_ = "cpu (kernels for " + t.cpu + ")";
+}
+
+void LoadedProgram::loadCuda(const Container &c) {
+  // cuBLASLt and cuDNN load and initialize on a thread of their own while the driver starts and
+  // the kernels load.
+  cuda::warmLibraries(manifest_.usesCublasLt, manifest_.usesCudnn);
+  const cuda::DeviceInfo &dev = cuda::gpuPresence();
+  if (!dev.present)
+    throw ArtifactError(Status::NoDevice, "no CUDA device to run the artifact on: " + dev.reason +
+                                              (manifest_.cpu ? "" : " (and it has no CPU program: export it with --cpu)"));
+  bool ptx = false;
+  const CudaTargetEntry &target = selectCudaTarget(manifest_, dev.arch(), ptx);
+  ExecutionPlan plan = readPlan(c, target.plan, codegen::Backend::Cuda, manifest_);
+  runtime::HostStepRunner hostSteps = storedConstants(c, plan, target.constants);
   // Kernels by name: the target's cubins, or its PTX (NUL-terminated for cuModuleLoadData).
   cuda::KernelLoader kernels = [&](const std::vector<std::string> &names, const std::vector<std::string> &,
                                    const std::string &arch) {
@@ -113,11 +210,6 @@ LoadedProgram::LoadedProgram(const std::string &path) {
   }
   description_ = "cuda " + dev.arch() +
                  (ptx ? " (PTX for " + target.arch + ", compiled by the driver)" : std::string(" (cubins)"));
-  for (auto &[name, bytes] : c.entries)
-    if (name.rfind("metadata/", 0) == 0)
-      metadata_[name.substr(9)] = std::move(bytes);
-  inputs_.resize(manifest_.inputs.size());
-  inputSet_.assign(manifest_.inputs.size(), false);
 }
 
 LoadedProgram::~LoadedProgram() = default;
@@ -141,8 +233,11 @@ void LoadedProgram::setInput(size_t i, const TensorType &given, const void *data
     throw ArtifactError(Status::InvalidArgument, "input " + std::to_string(i) + ": a null pointer");
   try {
     if (!inputs_[i].storage)
-      inputs_[i] = emptyTensor(Device::Cuda, t.dtype, t.shape);
-    cuda::Device::get().upload((CUdeviceptr)(uintptr_t)inputs_[i].data(), bytes,
+      inputs_[i] = emptyTensor(cpu_ ? Device::Cpu : Device::Cuda, t.dtype, t.shape);
+    if (cpu_)
+      std::memcpy(inputs_[i].data(), data, bytes);
+    else
+      cuda::Device::get().upload((CUdeviceptr)(uintptr_t)inputs_[i].data(), bytes,
                                [&](size_t offset, size_t n, void *staging) {
                                  std::memcpy(staging, (const char *)data + offset, n);
                                });
@@ -161,13 +256,23 @@ void LoadedProgram::run() {
                                                        ") was never set");
   try {
     if (outputs_.empty())
-      outputs_ = gpu_->allocateResults();
-    std::vector<uintptr_t> in, out;
-    for (const Tensor &t : inputs_)
-      in.push_back((uintptr_t)t.data());
-    for (const Tensor &t : outputs_)
-      out.push_back((uintptr_t)t.data());
-    gpu_->run(in, out);
+      for (const TensorType &t : manifest_.outputs)
+        outputs_.push_back(emptyTensor(cpu_ ? Device::Cpu : Device::Cuda, t.dtype, t.shape));
+    if (cpu_) {
+      std::vector<TensorRef> in, out;
+      for (const Tensor &t : inputs_)
+        in.push_back(t.ref());
+      for (const Tensor &t : outputs_)
+        out.push_back(t.ref());
+      cpu_->run(in, out);
+    } else {
+      std::vector<uintptr_t> in, out;
+      for (const Tensor &t : inputs_)
+        in.push_back((uintptr_t)t.data());
+      for (const Tensor &t : outputs_)
+        out.push_back((uintptr_t)t.data());
+      gpu_->run(in, out);
+    }
   } catch (const ArtifactError &) {
     throw;
   } catch (const OutOfMemoryError &e) {
@@ -193,7 +298,10 @@ void LoadedProgram::getOutput(size_t i, void *data, size_t bytes) {
   if (!data && bytes)
     throw ArtifactError(Status::InvalidArgument, "output " + std::to_string(i) + ": a null pointer");
   try {
-    cuda::Device::get().download((CUdeviceptr)(uintptr_t)outputs_[i].data(), bytes,
+    if (cpu_)
+      std::memcpy(data, outputs_[i].data(), bytes);
+    else
+      cuda::Device::get().download((CUdeviceptr)(uintptr_t)outputs_[i].data(), bytes,
                                  [&](size_t offset, size_t n, const void *staging) {
                                    std::memcpy((char *)data + offset, staging, n);
                                  });
@@ -205,12 +313,21 @@ void LoadedProgram::getOutput(size_t i, void *data, size_t bytes) {
 void LoadedProgram::runDevice(const uint64_t *inputs, const uint64_t *outputs) {
   if ((!inputs && !manifest_.inputs.empty()) || (!outputs && !manifest_.outputs.empty()))
     throw ArtifactError(Status::InvalidArgument, "rfuse_rt_run_device: a null array of device pointers");
-  std::vector<uintptr_t> in, out;
-  for (size_t k = 0; k < manifest_.inputs.size(); ++k)
-    in.push_back((uintptr_t)inputs[k]);
-  for (size_t k = 0; k < manifest_.outputs.size(); ++k)
-    out.push_back((uintptr_t)outputs[k]);
   try {
+    if (cpu_) { // "device memory" is host memory
+      std::vector<TensorRef> in, out;
+      for (size_t k = 0; k < manifest_.inputs.size(); ++k)
+        in.push_back({manifest_.inputs[k].dtype, manifest_.inputs[k].shape, (void *)(uintptr_t)inputs[k]});
+      for (size_t k = 0; k < manifest_.outputs.size(); ++k)
+        out.push_back({manifest_.outputs[k].dtype, manifest_.outputs[k].shape, (void *)(uintptr_t)outputs[k]});
+      cpu_->run(in, out);
+      return;
+    }
+    std::vector<uintptr_t> in, out;
+    for (size_t k = 0; k < manifest_.inputs.size(); ++k)
+      in.push_back((uintptr_t)inputs[k]);
+    for (size_t k = 0; k < manifest_.outputs.size(); ++k)
+      out.push_back((uintptr_t)outputs[k]);
     gpu_->run(in, out);
   } catch (const ArtifactError &) {
     throw;

@@ -1,4 +1,5 @@
-// An artifact loaded for this process's GPU: the C API's program (rfuse/rfuse_rt.h), in C++.
+// An artifact loaded for this process's GPU, or its CPU (when there is no GPU, the artifact has
+// only a CPU program, or the device option says "cpu"): the C API's program (rfuse/rfuse_rt.h).
 #ifndef RFUSE_RUNTIME_ARTIFACT_LOADEDPROGRAM_H
 #define RFUSE_RUNTIME_ARTIFACT_LOADEDPROGRAM_H
 
@@ -12,6 +13,9 @@
 
 namespace rfuse::cuda {
 class GpuProgram;
+}
+namespace rfuse::cpu {
+class CpuProgram;
 }
 
 namespace rfuse::artifact {
@@ -42,7 +46,10 @@ private:
   Manifest manifest_;
   std::map<std::string, std::string> metadata_;
   std::string description_;
-  std::unique_ptr<cuda::GpuProgram> gpu_;
+  void loadCpu(const Container &c);
+  void loadCuda(const Container &c);
+  std::unique_ptr<cuda::GpuProgram> gpu_; // one of the two
+  std::unique_ptr<cpu::CpuProgram> cpu_;
   std::vector<Tensor> inputs_, outputs_;
   std::vector<bool> inputSet_;
   bool ran_ = false;

@@ -20,6 +20,41 @@ TensorType typeFrom(const json &j) {
 }
 } // namespace
 
+std::vector<std::string> missingCpuFeatures(const std::string &features) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports takes literal names only: the extensions LLVM's host CPUs list that
+  // change what code may run.
+  static const std::pair<const char *, bool> known[] = {
+      {"sse4.1", __builtin_cpu_supports("sse4.1")},     {"sse4.2", __builtin_cpu_supports("sse4.2")},
+      {"avx", __builtin_cpu_supports("avx")},           {"avx2", __builtin_cpu_supports("avx2")},
+      {"fma", __builtin_cpu_supports("fma")},           {"f16c", __builtin_cpu_supports("f16c")},
+      {"bmi", __builtin_cpu_supports("bmi")},           {"bmi2", __builtin_cpu_supports("bmi2")},
+      {"popcnt", __builtin_cpu_supports("popcnt")},     {"avx512f", __builtin_cpu_supports("avx512f")},
+      {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512bw", __builtin_cpu_supports("avx512bw")},
+      {"avx512dq", __builtin_cpu_supports("avx512dq")}, {"avx512cd", __builtin_cpu_supports("avx512cd")},
+      {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+      {"avx512fp16", __builtin_cpu_supports("avx512fp16")}};
+  std::vector<std::string> missing;
+  size_t b = 0;
+  while (b < features.size()) {
+    size_t e = features.find(',', b);
+    if (e == std::string::npos)
+      e = features.size();
+    std::string f = features.substr(b, e - b);
+    if (f.size() > 1 && f[0] == '+')
+      for (const auto &[name, have] : known)
+        if (f.compare(1, std::string::npos, name) == 0 && !have)
+          missing.push_back(name);
+    b = e + 1;
+  }
+  return missing;
+#else
+  return {};
+#endif
+}
+
 int archNumber(const std::string &arch) {
   if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0)
     return -1;
@@ -40,6 +75,13 @@ json Manifest::toJson() const {
     j["inputs"].push_back(typeJson(t));
   for (const TensorType &t : outputs)
     j["outputs"].push_back(typeJson(t));
+  if (cpu) {
+    json constants = json::object();
+    for (const auto &[slot, entry] : cpu->constants)
+      constants[std::to_string(slot)] = entry;
+    j["cpu"] = {{"plan", cpu->plan}, {"library", cpu->library}, {"cpu", cpu->cpu}, {"features", cpu->features},
+                {"constants", constants}};
+  }
   for (const CudaTargetEntry &c : cuda) {
     json kernels = json::object(), constants = json::object();
     for (const auto &[name, f] : c.kernels)
@@ -83,6 +125,17 @@ Manifest Manifest::fromJson(const std::string &text, const std::string &runtimeV
       for (const auto &[slot, entry] : c.at("constants").items())
         e.constants[std::stoi(slot)] = entry.get<std::string>();
       m.cuda.push_back(std::move(e));
+    }
+    if (j.contains("cpu")) {
+      const json &c = j.at("cpu");
+      CpuTargetEntry e;
+      c.at("plan").get_to(e.plan);
+      c.at("library").get_to(e.library);
+      c.at("cpu").get_to(e.cpu);
+      c.at("features").get_to(e.features);
+      for (const auto &[slot, entry] : c.at("constants").items())
+        e.constants[std::stoi(slot)] = entry.get<std::string>();
+      m.cpu = std::move(e);
     }
     j.at("ptx_arch").get_to(m.ptxArch);
     for (const json &l : j.at("libraries")) {

@@ -5,6 +5,8 @@
 //    "cuda": [{"arch": "sm_90", "multiprocessors": 132, "plan": "cuda/sm_90/plan.json",
 //              "kernels": {"<name>": {"cubin": "cuda/sm_90/<name>.cubin", "ptx": "..."}},
 //              "constants": {"<slot>": "cuda/sm_90/constant/<slot>"}}, ...],
+//    "cpu": {"plan": "cpu/plan.json", "library": "cpu/kernels.so", "cpu": "skylake-avx512",
+//            "features": "+avx2,+avx512f,...", "constants": {...}}   (absent without --cpu)
 //    "ptx_arch": "sm_90",      (the target whose kernels also come as PTX; "" when none)
 //    "libraries": ["cublaslt", "cudnn"]}   (what the plans' library steps call)
 #ifndef RFUSE_RUNTIME_ARTIFACT_MANIFEST_H
@@ -14,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,11 +34,19 @@ struct CudaTargetEntry {
   std::map<int, std::string> constants; ///< slot -> entry
 };
 
+/// The host-CPU program: its plan, its kernels as a shared library, and the CPU they were
+/// compiled for (LLVM's name and "+feature" list: the loading machine must have the features).
+struct CpuTargetEntry {
+  std::string plan, library, cpu, features;
+  std::map<int, std::string> constants; ///< slot -> entry
+};
+
 struct Manifest {
   uint32_t format = kFormatVersion;
   std::string rfuseVersion, entry, tf32 = "option";
   std::vector<TensorType> inputs, outputs;
   std::vector<CudaTargetEntry> cuda;
+  std::optional<CpuTargetEntry> cpu;
   std::string ptxArch;
   bool usesCublasLt = false, usesCudnn = false;
 
@@ -50,6 +61,10 @@ struct Manifest {
 /// the GPU is at least its architecture. Sets `ptx`. Throws ArtifactError
 /// (Architecture) naming what the artifact holds.
 const CudaTargetEntry &selectCudaTarget(const Manifest &m, const std::string &deviceArch, bool &ptx);
+
+/// The "+feature"s of `features` this CPU lacks (of those it can tell: the x86 extensions GCC's
+/// __builtin_cpu_supports knows); empty when it has them all.
+std::vector<std::string> missingCpuFeatures(const std::string &features);
 
 /// 90 for "sm_90"; -1 when not of that form.
 int archNumber(const std::string &arch);

@@ -188,6 +188,8 @@ rfuse_rt_status rfuse_rt_run_device(rfuse_rt_program *p, const uint64_t *inputs,
 
 rfuse_rt_status rfuse_rt_synchronize(void) {
   return guarded([&] {
+    if (!rfuse::cuda::gpuPresence().present)
+      return; // CPU programs finish before their run returns
     rfuse::cuda::Device &d = rfuse::cuda::Device::get();
     rfuse::cuda::check(rfuse::cuda::driver().cuStreamSynchronize(d.stream), "cuStreamSynchronize",
                        "waiting for the device");

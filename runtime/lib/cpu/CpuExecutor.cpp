@@ -4,11 +4,9 @@
 
 #include <chrono>
 #include "Blas.h"
-#include "CpuJit.h"
 
 #include "../Collectives.h"
 #include "../StepLoop.h"
-#include "../interpreter/HostSteps.h"
 
 #include "rfuse/Runtime/Interpreter.h"
 
@@ -57,10 +55,12 @@ struct CpuProgram::Impl : runtime::StepBackend {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stepStart).count();
     recordProfile({plan.entry, s.label, s.describe(codegen::Backend::Cpu), s.source, "cpu", ms, s.bytes, s.flops});
   }
-  std::vector<std::shared_ptr<CompiledFunction>> compiled; // per step
+  std::vector<CpuFunctionRef> compiled; // per step
   std::vector<std::string> jitted, interpreted;
+  runtime::HostStepRunner hostSteps;
 
-  explicit Impl(codegen::ExecutionPlan p) : plan(std::move(p)), compiled(plan.steps.size()) {
+  Impl(codegen::ExecutionPlan p, const CpuFunctionLoader &functions, runtime::HostStepRunner h)
+      : plan(std::move(p)), compiled(plan.steps.size()), hostSteps(std::move(h)) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       Step &s = plan.steps[i];
       if (s.kind == Step::Kind::Library && s.library->kind != LibraryCall::Kind::Pool && !blasAvailable()) {
@@ -73,8 +73,8 @@ struct CpuProgram::Impl : runtime::StepBackend {
         jitted.push_back(s.label + ": " + s.describe(codegen::Backend::Cpu));
       if (s.kind != Step::Kind::Kernel && s.kind != Step::Kind::Library)
         continue;
-      if (s.cpuFunction)
-        compiled[i] = jitCompile(s.cpuModule, s.cpuFunction->name);
+      if (s.cpuFunction && !(compiled[i] = functions(i, s)).fn)
+        throw InterpreterError("no compiled function for step " + s.label);
       jitted.push_back(s.label + ": " + s.describe(codegen::Backend::Cpu));
     }
   }
@@ -97,7 +97,7 @@ struct CpuProgram::Impl : runtime::StepBackend {
   }
 
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    invoke(*plan.steps[i].cpuFunction, compiled[i]->fn, pointers(ins, outs));
+    invoke(*plan.steps[i].cpuFunction, compiled[i].fn, pointers(ins, outs));
   }
 
   // A CPU process group has one rank (initProcessGroup refuses more): the reduction over the
@@ -201,7 +201,9 @@ struct CpuProgram::Impl : runtime::StepBackend {
   void write(Buffer b, const HostTensor &t) override { t.writeBytes((void *)b); }
 };
 
-CpuProgram::CpuProgram(codegen::ExecutionPlan plan) : impl(std::make_unique<Impl>(std::move(plan))) {}
+CpuProgram::CpuProgram(codegen::ExecutionPlan plan, const CpuFunctionLoader &functions,
+                       runtime::HostStepRunner hostSteps)
+    : impl(std::make_unique<Impl>(std::move(plan), functions, std::move(hostSteps))) {}
 CpuProgram::~CpuProgram() = default;
 
 const std::vector<std::string> &CpuProgram::jitted() const { return impl->jitted; }
@@ -237,7 +239,7 @@ void CpuProgram::run(const std::vector<TensorRef> &inputs, const std::vector<Ten
     throw InterpreterError("the program takes " + std::to_string(plan.argSlots.size()) + " inputs, got " +
                            std::to_string(inputs.size()));
   // A loop per run: runs may overlap (from several threads), and each binds its own memory.
-  StepLoop loop(plan, runtime::interpretedHostSteps());
+  StepLoop loop(plan, impl->hostSteps);
   std::vector<std::pair<Buffer, size_t>> converted;
   struct Cleanup {
     Impl &impl;

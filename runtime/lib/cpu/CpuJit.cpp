@@ -1,4 +1,5 @@
 #include "CpuJit.h"
+#include "CpuExecutor.h"
 #include "rfuse/Runtime/Options.h"
 
 #include "rfuse/Codegen/CpuLowering.h"
@@ -21,6 +22,8 @@
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/xxhash.h"
@@ -175,14 +178,9 @@ struct HostJit {
     return llvm::Error::success();
   }
 
-  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy.
-  std::shared_ptr<Compiled> compile(const std::string &text, const std::string &name) {
-    std::lock_guard<std::mutex> lock(mutex);
-    uint64_t key = llvm::xxh3_64bits(llvm::StringRef(text));
-    if (auto it = cache.find(key); it != cache.end()) {
-      ++reused;
-      return it->second;
-    }
+  // An engine for `text` (one lowered function named `name`); with `objectDump` it keeps the
+  // object code for dumpToObjectFile. Holds the mutex (the caller's).
+  std::unique_ptr<ExecutionEngine> build(const std::string &text, const std::string &name, bool objectDump) {
     std::string diags;
     ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {
       diags += d.str() + "\n";
@@ -195,6 +193,7 @@ struct HostJit {
     auto transformer = [this](llvm::Module *m) { return optimize(m); };
     options.transformer = transformer;
     options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+    options.enableObjectDump = objectDump;
     auto created = ExecutionEngine::create(*module, options);
     if (!created) {
       std::string msg;
@@ -202,8 +201,20 @@ struct HostJit {
       ms << created.takeError() << "\n" << diags;
       throw InterpreterError("the CPU JIT failed for " + name + ": " + ms.str());
     }
+    ++compiles;
+    return std::move(*created);
+  }
+
+  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy.
+  std::shared_ptr<Compiled> compile(const std::string &text, const std::string &name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    uint64_t key = llvm::xxh3_64bits(llvm::StringRef(text));
+    if (auto it = cache.find(key); it != cache.end()) {
+      ++reused;
+      return it->second;
+    }
     auto compiled = std::make_shared<Compiled>();
-    compiled->engine = std::move(*created);
+    compiled->engine = build(text, name, false);
     auto fn = compiled->engine->lookupPacked("_mlir_ciface_" + name);
     if (!fn) {
       llvm::consumeError(fn.takeError());
@@ -211,12 +222,49 @@ struct HostJit {
     }
     compiled->fn = *fn;
     cache[key] = compiled;
-    ++compiles;
     return compiled;
+  }
+
+  std::string object(const std::string &text, const std::string &name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<ExecutionEngine> engine = build(text, name, true);
+    // The object is made when the engine first looks a symbol up.
+    auto fn = engine->lookupPacked("_mlir_ciface_" + name);
+    if (!fn) {
+      llvm::consumeError(fn.takeError());
+      throw InterpreterError("the CPU JIT lost function " + name);
+    }
+    llvm::SmallString<128> path;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("rfuse-aot", "o", path))
+      throw InterpreterError("cannot create a temporary object file: " + ec.message());
+    engine->dumpToObjectFile(path);
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    llvm::sys::fs::remove(path);
+    if (!buffer)
+      throw InterpreterError("cannot read back the object of " + name);
+    return (*buffer)->getBuffer().str();
   }
 };
 
 } // namespace
+
+std::string compileObject(const std::string &llvmDialectText, const std::string &name) {
+  return HostJit::get().object(llvmDialectText, name);
+}
+
+std::pair<std::string, std::string> jitTarget() {
+  HostJit &jit = HostJit::get();
+  if (!jit.tm)
+    return {"", ""};
+  return {jit.tm->getTargetCPU().str(), jit.tm->getTargetFeatureString().str()};
+}
+
+std::function<CpuFunctionRef(size_t, const codegen::Step &)> jitFunctionLoader() {
+  return [](size_t, const codegen::Step &s) {
+    std::shared_ptr<CompiledFunction> c = jitCompile(s.cpuModule, s.cpuFunction->name);
+    return CpuFunctionRef{c->fn, c};
+  };
+}
 
 void clearJitCache() {
   HostJit &jit = HostJit::get();

@@ -6,9 +6,11 @@
 
 #include "Parallel.h"
 #include "rfuse/Codegen/CpuLowering.h"
+#include "rfuse/Codegen/Plan.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,17 @@ struct CompiledFunction {
 /// Compiles `llvmDialectText` (a module holding the function `name`), or returns the process's
 /// earlier compile of the same text. Throws InterpreterError.
 std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name);
+
+/// The CPU executor's loader of JIT-compiled functions (jitCompile of each step's module).
+struct CpuFunctionRef;
+std::function<CpuFunctionRef(size_t, const codegen::Step &)> jitFunctionLoader();
+
+/// An object file (ELF) of `llvmDialectText`'s function `name`, compiled as jitCompile compiles
+/// it (same pipeline and host CPU), with MLIR's packed wrapper `_mlir__mlir_ciface_<name>`: what
+/// an ahead-of-time artifact links into its shared library. Throws InterpreterError.
+std::string compileObject(const std::string &llvmDialectText, const std::string &name);
+/// The host CPU the JIT compiles for: LLVM's name and its "+feature,..." string.
+std::pair<std::string, std::string> jitTarget();
 
 /// Forgets the process's compiled functions (programs keep theirs alive until they go).
 void clearJitCache();

@@ -95,6 +95,12 @@ struct ExportOptions {
   std::vector<std::string> archs;
   /// Also PTX of the newest one, which the driver compiles for newer GPUs.
   bool ptx = true;
+  /// GPU programs (for `archs`) at all.
+  bool cuda = true;
+  /// A host-CPU program too: its kernels compiled for this machine's CPU (the loading one needs
+  /// its features) and linked into a shared library with the system's C compiler driver
+  /// (`cc`, or $CC) — needed at export only.
+  bool cpu = false;
   /// A front end's own entries, stored as they are (name -> bytes; names without "/" at either
   /// end): what it needs to call the program as the user did (rf_export's R signature).
   /// rfuse_rt_metadata() reads them back.
@@ -103,6 +109,7 @@ struct ExportOptions {
 
 struct ExportSummary {
   std::vector<std::string> archs;
+  std::string cpu; ///< the CPU the host program is compiled for ("" without one)
   std::string ptxArch;
   size_t kernels = 0, steps = 0; ///< of one architecture's plan
   size_t bytes = 0;              ///< the entries' total
