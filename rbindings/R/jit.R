@@ -584,15 +584,16 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' warning of class `rfuse_recompile_warning`).
 #'
 #' Compiled programs (the IR after the pass pipeline) are also kept on disk, under
-#' `rf_options()`'s `cache_dir` with the GPU kernels, keyed by the traced program, the pipeline
-#' and rfuse's version: a new R session that traces the same function runs no passes, and its
-#' kernels come from the kernel cache (no NVRTC). The CPU backend's LLVM compiles are not kept
-#' on disk yet.
+#' `rf_options()`'s `cache_dir` with the GPU kernels and the CPU backend's compiled functions
+#' (object code for this machine's CPU), keyed by the traced program, the pipeline and rfuse's
+#' build: a new R session that traces the same function runs no passes, its GPU kernels come from
+#' the kernel cache (no NVRTC) and its CPU functions from their objects (no LLVM codegen).
 #'
 #' @return `rf_cache_info()`: a list with `programs` (cached in this session), `compiles`
 #'   (signatures traced and compiled), `hits`, and this process's `pass_runs` (programs whose pass
 #'   pipeline ran), `disk_hits` (programs read back from the disk cache instead),
-#'   `nvrtc_compiles` and `llvm_compiles`. `rf_cache_clear()`: the number of programs removed,
+#'   `nvrtc_compiles`, `llvm_compiles` (LLVM codegen runs) and `llvm_disk_hits` (CPU functions
+#'   loaded from the disk cache instead). `rf_cache_clear()`: the number of programs removed,
 #'   invisibly.
 #' @examples
 #' rf_cache_info()
@@ -607,7 +608,8 @@ rf_cache_info <- function() {
   counts <- .rf_compile_counts()
   list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits + .rf_fast_hits(),
        pass_runs = counts[["pass_runs"]], disk_hits = counts[["disk_hits"]],
-       nvrtc_compiles = counts[["nvrtc_compiles"]], llvm_compiles = counts[["llvm_compiles"]])
+       nvrtc_compiles = counts[["nvrtc_compiles"]], llvm_compiles = counts[["llvm_compiles"]],
+       llvm_disk_hits = counts[["llvm_disk_hits"]])
 }
 
 #' @rdname rf_cache_info

@@ -607,7 +607,8 @@ Rcpp::NumericVector rf_compile_counts() {
     return Rcpp::NumericVector::create(
         Rcpp::Named("pass_runs") = (double)p.passRuns, Rcpp::Named("disk_hits") = (double)p.diskHits,
         Rcpp::Named("nvrtc_compiles") = (double)k.compiles,
-        Rcpp::Named("llvm_compiles") = (double)rfuse::cpuJitStats().compiled);
+        Rcpp::Named("llvm_compiles") = (double)rfuse::cpuJitStats().compiled,
+        Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits);
   });
 }
 

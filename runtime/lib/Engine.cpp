@@ -505,8 +505,8 @@ void clearCompiledCaches() {
 }
 
 CpuJitStats cpuJitStats() {
-  auto [compiled, reused] = cpu::jitCacheCounts();
-  return {compiled, reused};
+  cpu::JitCounts c = cpu::jitCacheCounts();
+  return {c.compiled, c.reused, c.diskHits};
 }
 
 Timing Program::benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const {

@@ -104,4 +104,42 @@ TEST(ProgramCache, CorruptEntriesAreRecompiledAndKeepingPassesBypassesIt) {
   EXPECT_FALSE(recorded->info().passes.empty());
 }
 
+// The CPU JIT's objects persist too (issue 18): a new process (here: the process's JIT cache
+// forgotten) that compiles the same program runs no LLVM codegen, and gets the same answers;
+// a damaged object is compiled again.
+TEST(ProgramCache, CpuJitObjectsAreReadBackInsteadOfCompiled) {
+  ScratchCache cache;
+  std::string text = mlpText();
+  std::mt19937_64 rng(3);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F64, {8, 16}, rng), test::randomTensor(DType::F64, {16, 4}, rng)};
+  clearCompiledCaches(); // earlier tests' compiles of the same functions are in memory, not in this cache
+  std::vector<HostTensor> first = compileProgram(text, "default")->run(in, Device::Cpu);
+  clearCompiledCaches();
+  CpuJitStats before = cpuJitStats();
+  std::vector<HostTensor> second = compileProgram(text, "default")->run(in, Device::Cpu);
+  CpuJitStats after = cpuJitStats();
+  EXPECT_EQ(after.compiled, before.compiled) << "no LLVM codegen";
+  EXPECT_GE(after.diskHits, before.diskHits + 1);
+  ASSERT_EQ(second.size(), first.size());
+  EXPECT_EQ(second[0].f, first[0].f);
+  // Damage every object: each is compiled again (with a warning), the answer unchanged.
+  std::error_code ec;
+  int objects = 0;
+  for (llvm::sys::fs::directory_iterator it(cache.dir, ec), end; it != end && !ec; it.increment(ec))
+    if (llvm::StringRef(it->path()).ends_with(".cpuobj")) {
+      std::fstream f(it->path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-5, std::ios::end);
+      f.write("XXXXX", 5);
+      ++objects;
+    }
+  EXPECT_GE(objects, 1);
+  clearCompiledCaches();
+  before = cpuJitStats();
+  std::vector<HostTensor> third = compileProgram(text, "default")->run(in, Device::Cpu);
+  after = cpuJitStats();
+  EXPECT_EQ(after.compiled, before.compiled + objects);
+  EXPECT_EQ(after.diskHits, before.diskHits);
+  EXPECT_EQ(third[0].f, first[0].f);
+}
+
 } // namespace

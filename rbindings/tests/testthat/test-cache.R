@@ -50,7 +50,7 @@ test_that("past the recompile limit, one warning lists the signatures that compi
   expect_error(rf_jit(function(x) x + 1)(1), class = "rfuse_option_error")
 })
 
-test_that("a new R session compiles a traced function from the disk cache, running no passes", {
+test_that("a new R session compiles a traced function from the disk cache, running no passes (and, on the CPU, no LLVM codegen)", {
   dir <- tempfile("rfuse-cache-")
   script <- tempfile(fileext = ".R")
   writeLines(c(
@@ -58,7 +58,8 @@ test_that("a new R session compiles a traced function from the disk cache, runni
     "f <- rf_jit(function(x, w) sum(tanh(x %*% w)^2) + max(x))",
     "set.seed(1); v <- f(matrix(runif(64), 8), matrix(runif(32), 8))",
     "i <- rf_cache_info()",
-    "cat(sprintf('%.17g %d %d\\n', v, as.integer(i$pass_runs), as.integer(i$disk_hits)))"), script)
+    "cat(sprintf('%.17g %d %d %d %d\\n', v, as.integer(i$pass_runs), as.integer(i$disk_hits),",
+    "            as.integer(i$llvm_compiles), as.integer(i$llvm_disk_hits)))"), script)
   env <- c(paste0("RFUSE_CACHE_DIR=", dir), paste0("R_LIBS=", paste(.libPaths(), collapse = ":")))
   run <- function() strsplit(system2(file.path(R.home("bin"), "Rscript"), script, stdout = TRUE, env = env), " ")[[1]]
   first <- run()
@@ -66,5 +67,10 @@ test_that("a new R session compiles a traced function from the disk cache, runni
   expect_identical(first[2:3], c("1", "0"))  # passes ran, nothing on disk yet
   expect_identical(second[2:3], c("0", "1")) # read back: no passes
   expect_identical(second[1], first[1])      # the same program, the same number
+  if (as.vector(rf_default_device()) == "cpu") {
+    expect_gt(as.integer(first[4]), 0)          # the CPU backend's functions compiled by LLVM
+    expect_identical(second[4], "0")            # then loaded from their objects
+    expect_identical(second[5], first[4])
+  }
   unlink(dir, recursive = TRUE)
 })

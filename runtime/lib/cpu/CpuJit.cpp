@@ -1,5 +1,11 @@
 #include "CpuJit.h"
+
+#ifndef RFUSE_VERSION
+#define RFUSE_VERSION "0.1.0"
+#endif
 #include "CpuExecutor.h"
+#include "rfuse/BuildId.h"
+#include "rfuse/Runtime/DiskCache.h"
 #include "rfuse/Runtime/Options.h"
 
 #include "rfuse/Codegen/CpuLowering.h"
@@ -18,7 +24,9 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/DynamicLibrary.h"
@@ -56,6 +64,9 @@ struct HostJit {
   std::map<uint64_t, std::shared_ptr<Compiled>> cache; // key: hash of the lowered function
   size_t reused = 0;
   size_t compiles = 0; // LLVM compiles in this process (the cache may be cleared meanwhile)
+  size_t diskHits = 0; // functions loaded from the disk cache's objects instead
+  std::unique_ptr<llvm::orc::LLJIT> objects; // where cached objects are linked
+  size_t objectDylibs = 0;
 
   // Never destroyed: an ExecutionEngine's destructor runs the JIT's deinitializers, which at
   // process exit would compile and run code after LLVM's own statics are gone.
@@ -205,7 +216,65 @@ struct HostJit {
     return std::move(*created);
   }
 
-  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy.
+  // The disk cache's key of a lowered function: its text, the CPU compiled for and the compiler
+  // (rfuse's version and the hash of its sources: an edited lowering never reads stale code).
+  std::string diskKey(const std::string &text) {
+    std::string cpu = tm ? tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str() : "";
+    return cacheKeyHex(llvm::xxh3_64bits(text + "\n//cpu " + cpu + "\n//rfuse " + RFUSE_VERSION + " " + RFUSE_BUILD_ID +
+                                         "\n//cpu object 1"));
+  }
+
+  // A cached object linked into a JITDylib of its own (every lowered function has the same
+  // name), resolving libm and libmvec from the process. Null when it does not link.
+  PackedFunction loadObject(const std::vector<char> &bytes, const std::string &name, std::string &problem) {
+    if (!objects) {
+      auto j = llvm::orc::LLJITBuilder().create();
+      if (!j) {
+        problem = llvm::toString(j.takeError());
+        return nullptr;
+      }
+      objects = std::move(*j);
+    }
+    auto jd = objects->createJITDylib("rfuse_cpu_object_" + std::to_string(objectDylibs++));
+    if (!jd) {
+      problem = llvm::toString(jd.takeError());
+      return nullptr;
+    }
+    auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        objects->getDataLayout().getGlobalPrefix());
+    if (!process) {
+      problem = llvm::toString(process.takeError());
+      return nullptr;
+    }
+    jd->addGenerator(std::move(*process));
+    if (llvm::Error e = objects->addObjectFile(
+            *jd, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(bytes.data(), bytes.size()), name))) {
+      problem = llvm::toString(std::move(e));
+      return nullptr;
+    }
+    auto sym = objects->lookup(*jd, "_mlir__mlir_ciface_" + name);
+    if (!sym) {
+      problem = llvm::toString(sym.takeError());
+      return nullptr;
+    }
+    return sym->toPtr<PackedFunction>();
+  }
+
+  // The object of `engine` (built with objectDump), as bytes.
+  std::vector<char> objectOf(ExecutionEngine &engine) {
+    llvm::SmallString<128> path;
+    if (llvm::sys::fs::createTemporaryFile("rfuse-cpu", "o", path))
+      return {};
+    engine.dumpToObjectFile(path);
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    llvm::sys::fs::remove(path);
+    if (!buffer)
+      return {};
+    return std::vector<char>((*buffer)->getBufferStart(), (*buffer)->getBufferEnd());
+  }
+
+  // Compiles `text` (one lowered function named `name`), or returns the process's earlier copy,
+  // or loads the object an earlier process left in the disk cache (no LLVM codegen).
   std::shared_ptr<Compiled> compile(const std::string &text, const std::string &name) {
     std::lock_guard<std::mutex> lock(mutex);
     uint64_t key = llvm::xxh3_64bits(llvm::StringRef(text));
@@ -214,16 +283,38 @@ struct HostJit {
       return it->second;
     }
     auto compiled = std::make_shared<Compiled>();
-    compiled->engine = build(text, name, false);
+    std::string dir = runtimeOptions().cacheDir, path, diskKeyHex;
+    bool useDisk = runtimeOptions().diskCache && !dir.empty() && trustedCacheDir(dir);
+    if (useDisk) {
+      diskKeyHex = diskKey(text);
+      path = dir + "/" + diskKeyHex + ".cpuobj";
+      std::vector<char> bytes;
+      std::string problem;
+      if (readCacheEntry(path, kObjectMagic, diskKeyHex, bytes, problem)) {
+        if ((compiled->fn = loadObject(bytes, name, problem))) {
+          ++diskHits;
+          cache[key] = compiled;
+          return compiled;
+        }
+      }
+      if (!problem.empty())
+        llvm::errs() << "rfuse: warning: ignoring CPU object cache entry " << path << " (" << problem
+                     << "); compiling\n";
+    }
+    compiled->engine = build(text, name, useDisk);
     auto fn = compiled->engine->lookupPacked("_mlir_ciface_" + name);
     if (!fn) {
       llvm::consumeError(fn.takeError());
       throw InterpreterError("the CPU JIT lost function " + name);
     }
     compiled->fn = *fn;
+    if (useDisk)
+      if (std::vector<char> bytes = objectOf(*compiled->engine); !bytes.empty())
+        writeCacheEntry(path, kObjectMagic, diskKeyHex, bytes);
     cache[key] = compiled;
     return compiled;
   }
+  static constexpr char kObjectMagic[8] = {'R', 'F', 'C', 'P', 'U', 'O', 'B', '1'};
 
   std::string object(const std::string &text, const std::string &name) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -234,15 +325,10 @@ struct HostJit {
       llvm::consumeError(fn.takeError());
       throw InterpreterError("the CPU JIT lost function " + name);
     }
-    llvm::SmallString<128> path;
-    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("rfuse-aot", "o", path))
-      throw InterpreterError("cannot create a temporary object file: " + ec.message());
-    engine->dumpToObjectFile(path);
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    llvm::sys::fs::remove(path);
-    if (!buffer)
-      throw InterpreterError("cannot read back the object of " + name);
-    return (*buffer)->getBuffer().str();
+    std::vector<char> bytes = objectOf(*engine);
+    if (bytes.empty())
+      throw InterpreterError("cannot write the object of " + name);
+    return std::string(bytes.begin(), bytes.end());
   }
 };
 
@@ -272,10 +358,10 @@ void clearJitCache() {
   jit.cache.clear(); // each engine goes when the last program using it does
 }
 
-std::pair<size_t, size_t> jitCacheCounts() {
+JitCounts jitCacheCounts() {
   HostJit &jit = HostJit::get();
   std::lock_guard<std::mutex> lock(jit.mutex);
-  return {jit.compiles, jit.reused};
+  return {jit.compiles, jit.reused, jit.diskHits};
 }
 
 std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name) {

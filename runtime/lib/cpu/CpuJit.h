@@ -23,7 +23,9 @@ struct CompiledFunction {
 };
 
 /// Compiles `llvmDialectText` (a module holding the function `name`), or returns the process's
-/// earlier compile of the same text. Throws InterpreterError.
+/// earlier compile of the same text, or loads the object a compile of it left in the disk cache
+/// (cache_dir, keyed by the text, the host CPU and rfuse's build; skipped with disk_cache off).
+/// Throws InterpreterError.
 std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name);
 
 /// The CPU executor's loader of JIT-compiled functions (jitCompile of each step's module).
@@ -40,8 +42,12 @@ std::pair<std::string, std::string> jitTarget();
 /// Forgets the process's compiled functions (programs keep theirs alive until they go).
 void clearJitCache();
 
-/// Functions compiled, and lookups answered by an earlier compile, in this process.
-std::pair<size_t, size_t> jitCacheCounts();
+/// Functions compiled (LLVM codegen runs), lookups answered by an earlier compile, and functions
+/// loaded from the disk cache's objects (an earlier process's compiles), in this process.
+struct JitCounts {
+  size_t compiled = 0, reused = 0, diskHits = 0;
+};
+JitCounts jitCacheCounts();
 
 } // namespace rfuse::cpu
 

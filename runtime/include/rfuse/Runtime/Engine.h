@@ -198,6 +198,7 @@ ProgramCacheStats programCacheStats();
 struct CpuJitStats {
   size_t compiled = 0; ///< functions JIT-compiled (LLVM codegen runs) in this process
   size_t reused = 0;   ///< lookups answered by an earlier compile
+  size_t diskHits = 0; ///< functions loaded from the disk cache (an earlier process's objects)
 };
 CpuJitStats cpuJitStats();
 /// Forgets the process-wide caches of compiled code (the CPU JIT's functions, the GPU kernels
