@@ -305,8 +305,8 @@
     .Call(`_rfuse_rf_sitrep_info`)
 }
 
-.rf_training_loop <- function(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device) {
-    .Call(`_rfuse_rf_training_loop`, program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device)
+.rf_training_loop <- function(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device, tailProgram, tailInputs1, tailInputs2, tailOutputs1, tailOutputs2, tailBatches1, tailBatches2, tailSize) {
+    .Call(`_rfuse_rf_training_loop`, program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device, tailProgram, tailInputs1, tailInputs2, tailOutputs1, tailOutputs2, tailBatches1, tailBatches2, tailSize)
 }
 
 .rf_training_loop_rows <- function(loop, rows) {

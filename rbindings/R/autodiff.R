@@ -349,6 +349,11 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   vectors).
 #' @param steps Number of optimizer steps.
 #' @param batch_size Samples per step (default: all); batches cycle through the data in order.
+#'   When it does not divide the samples, each epoch ends with a smaller batch of the rest (a
+#'   second compiled step), as torch's DataLoader does.
+#' @param drop_last `TRUE`: drop that smaller last batch instead (each epoch then leaves the
+#'   remaining samples out, as `DataLoader(drop_last = TRUE)`). A [dataloader()]'s own setting
+#'   is used when `data` is one.
 #' @param optimizer `"sgd"`, `"adam"` or `"adamw"` (PyTorch's semantics; AdamW's weight decay is
 #'   decoupled).
 #' @param lr,momentum,weight_decay Learning rate (a number, or a schedule: a function of the
@@ -400,9 +405,10 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
                      weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
                      dtype = c("float32", "float64"), tf32 = TRUE, progress = interactive(),
                      device = rf_default_device(), shuffle = FALSE, write_back = NULL,
-                     strategy = c("none", "ddp"), devices = NULL) {
+                     strategy = c("none", "ddp"), devices = NULL, drop_last = FALSE) {
   train_loop(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps, dtype,
-             tf32, progress, device, shuffle, write_back, strategy = strategy, devices = devices)
+             tf32, progress, device, shuffle, write_back, strategy = strategy, devices = devices,
+             drop_last = drop_last)
 }
 
 # strategy = "ddp": this process's rank in the group the launcher's environment describes
@@ -467,7 +473,7 @@ seeded_permutation <- function(n, seed) {
 # those the steps replaced) at the end or on an interrupt.
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
-                       strategy = "none", devices = NULL) {
+                       strategy = "none", devices = NULL, drop_last = FALSE) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
   strategy <- match.arg(strategy, c("none", "ddp"))
@@ -481,7 +487,10 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     data <- loader$dataset$tensors
     batch_size <- batch_size %||% loader$batch_size
     shuffle <- loader$shuffle
+    drop_last <- loader$drop_last
   }
+  if (!is.logical(drop_last) || length(drop_last) != 1 || is.na(drop_last))
+    rf_abort("rfuse_type_error", "`drop_last` must be TRUE or FALSE")
   if (length(data) && (!is.list(data) || is.null(names(data))))
     rf_abort("rfuse_type_error", "`data` must be a named list (or a dataloader())")
   if (!is.numeric(steps) || length(steps) != 1 || is.na(steps) || steps < 1)
@@ -509,6 +518,9 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d%s", n_rank,
                                          if (world > 1) sprintf(" (the samples per rank of %d)", world) else ""))
   batches <- max(1L, n_rank %/% bs)
+  # The epoch's smaller last batch, unless dropped: a second step program, traced for its size.
+  tail_n <- if (drop_last) 0L else n_rank - batches * bs
+  spe <- batches + (tail_n > 0L) # steps per epoch
   nb <- state_buffers(mode)
   steps <- as.integer(steps)
   # Everything the loop touches lives on the device: parameters and optimizer state in two
@@ -526,15 +538,17 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   data_bytes <- sum(vapply(data, function(d) if (is_tensor(d)) d@env$len else length(d), 0)) * (if (dtype == "float64") 8 else 4)
   stream <- device == "cuda" && data_bytes > data_budget()
   D <- if (stream) lapply(data, function(d) if (is_tensor(d)) tensor_values(d) else d) else lapply(data, to_dev)
-  batch_rdim <- function(d) if (is.null(d@env$rdim)) NULL else c(bs, d@env$rdim[-1])
   empty <- function(dt, len, rdim) make_tensor(buf = rf_guard(.rf_tensor_empty(tshape(rdim, len), ir_dtype(dt), device)),
                                                dtype = dt, device = device, rdim = rdim, len = len)
   empty_like <- function(d, len, rdim) empty(d@env$dtype, len, rdim)
-  whole <- batches == 1L && !shuffle && bs == n && !stream && world == 1L
-  X <- if (whole) list(D, D) else if (stream) lapply(1:2, function(k) lapply(D, function(d) {
-    rd <- if (is.null(dim(d))) NULL else c(bs, dim(d)[-1])
-    empty(dtype, length(d) / n * bs, rd)
-  })) else lapply(1:2, function(k) lapply(D, function(d) empty_like(d, d@env$len / n * bs, batch_rdim(d))))
+  whole <- batches == 1L && tail_n == 0L && !shuffle && bs == n && !stream && world == 1L
+  batch_sets <- function(size) if (stream) lapply(1:2, function(k) lapply(D, function(d) {
+    rd <- if (is.null(dim(d))) NULL else c(size, dim(d)[-1])
+    empty(dtype, length(d) / n * size, rd)
+  })) else lapply(1:2, function(k) lapply(D, function(d)
+    empty_like(d, d@env$len / n * size, if (is.null(d@env$rdim)) NULL else c(size, d@env$rdim[-1]))))
+  X <- if (whole) list(D, D) else batch_sets(bs)
+  XT <- if (tail_n > 0L) batch_sets(tail_n)
   adam <- optimizer != "sgd"
   step_no <- if (adam) {
     table <- rf_tensor(as.double(seq_len(steps)), dtype = dtype, device = device)
@@ -594,6 +608,20 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # Set j's step writes the other set (and its own loss and batch statistics).
   set_outputs <- lapply(1:2, function(j) c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
                                            aux_outputs(j)))
+  # The last batch's step: traced for its size; its sets share everything but the batch (and
+  # its dropout masks) with the main ones.
+  if (tail_n > 0L) {
+    tail_entry <- grad_entry(state, c(P[[1]], XT[[1]], B[[1]]))$entry
+    ttr <- tail_entry$trace
+    if (!identical(ttr$input_index, tr$input_index) || length(ttr$aux) != length(tr$aux) ||
+        length(ttr$random) != length(tr$random))
+      rf_abort("rfuse_unsupported", sprintf(paste0("the step traced for the last batch of %d samples differs from the ",
+                                                   "one for %d (use drop_last = TRUE)"), tail_n, bs))
+    tmasks <- lapply(1:2, function(j) lapply(ttr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
+    tail_inputs <- lapply(1:2, function(j) c(c(P[[j]], XT[[j]], B[[j]])[ttr$input_index], tmasks[[j]],
+                                             unname(unlist(S[[j]], recursive = FALSE)),
+                                             if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
+  }
   bufs <- function(ts) lapply(ts, tensor_buffer)
   gathered <- !whole && !stream
   tables <- c(if (adam) list(list(table = step_no$table, values = step_no$t)),
@@ -604,7 +632,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     bs, batches, bufs(lapply(tables, `[[`, "table")), bufs(lapply(tables, function(t) t$values[[1]])),
     bufs(lapply(tables, function(t) t$values[[2]])), tensor_buffer(history), tensor_buffer(L[[1]]),
     tensor_buffer(L[[2]]), if (aux$n) bufs(aux$hist) else list(), if (aux$n) bufs(aux$out[[1]]) else list(),
-    if (aux$n) bufs(aux$out[[2]]) else list(), device))
+    if (aux$n) bufs(aux$out[[2]]) else list(), device,
+    if (tail_n > 0L) tail_entry$program, if (tail_n > 0L) bufs(tail_inputs[[1]]) else list(),
+    if (tail_n > 0L) bufs(tail_inputs[[2]]) else list(), if (tail_n > 0L) bufs(set_outputs[[1]]) else list(),
+    if (tail_n > 0L) bufs(set_outputs[[2]]) else list(), if (tail_n > 0L && gathered) bufs(XT[[1]]) else list(),
+    if (tail_n > 0L && gathered) bufs(XT[[2]]) else list(), tail_n))
   # R feeds each step itself only when it must: batches streamed from R memory, dropout masks.
   per_step <- stream || length(tr$random) > 0
   done <- 0L
@@ -624,21 +656,25 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   s <- 1L
   while (s <= steps) {
     k <- 2L - s %% 2L   # this step's set: 1, 2, 1, ...
-    b <- (s - 1L) %% batches
+    b <- (s - 1L) %% spe
+    last_batch <- tail_n > 0L && b == batches
     if (b == 0L && (stream || gathered)) {
-      rows <- epoch_rows(n, shuffle, ddp, (s - 1L) %/% batches)
+      rows <- epoch_rows(n, shuffle, ddp, (s - 1L) %/% spe)
       if (gathered) rf_guard(.rf_training_loop_rows(loop, tensor_buffer(rf_tensor(rows - 1L, dtype = "int32", device = device))))
     }
     # The chunk of steps run without R: to the end (step 1 alone, to time the others), the epoch
     # (a shuffled one draws a new order) and the room left in the batch-statistics history.
     e <- if (s == 1L || per_step) s else min(steps, s + aux$room() - 1L,
-                                             if (shuffle && gathered) s + batches - b - 1L else steps)
+                                             if (shuffle && gathered) s + spe - b - 1L else steps)
     if (stream) {
-      sel <- rows[b * bs + seq_len(bs)]
-      for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer(X[[k]][[nm]]), take_rows(D[[nm]], sel)))
+      sel <- rows[b * bs + seq_len(if (last_batch) tail_n else bs)]
+      for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer((if (last_batch) XT else X)[[k]][[nm]]),
+                                                           take_rows(D[[nm]], sel)))
     }
-    for (i in seq_along(tr$random))
-      rf_guard(.rf_tensor_copy_from_r(tensor_buffer(masks[[k]][[i]]), as.vector(draw_random(tr$random[[i]]))))
+    rnd <- if (last_batch) ttr$random else tr$random
+    for (i in seq_along(rnd))
+      rf_guard(.rf_tensor_copy_from_r(tensor_buffer((if (last_batch) tmasks else masks)[[k]][[i]]),
+                                      as.vector(draw_random(rnd[[i]]))))
     ran <- as.integer(rf_guard(.rf_training_loop_run(loop, s, e, aux$slot(), 0.02)))
     aux$kept(s, ran)
     done <- ran
@@ -743,7 +779,7 @@ take_rows <- function(d, rows) {
 #' @param y Targets: class labels 1..K (or a factor) for [nnf_cross_entropy()], which become a
 #'   one-hot matrix; otherwise an array passed to `loss` as it is.
 #' @param loss A function of the model's output and the targets returning one number.
-#' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `optimizer`, `lr`, `momentum`,
+#' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `drop_last`, `optimizer`, `lr`, `momentum`,
 #'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `progress`, `device`, `shuffle`,
 #'   `strategy` and `devices` (`strategy = "ddp"`: data-parallel training over the processes
 #'   [rf_launch()] starts, one per GPU; every rank's model ends with the trained weights).
@@ -815,7 +851,8 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
                 write_back = write_back, ...)
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
-             buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices)
+             buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
+             drop_last = a$drop_last)
 }
 
 # The running statistics of the model's batch norms that track them with a momentum (torch's

@@ -18,8 +18,8 @@
 #' @param dataset A dataset.
 #' @param batch_size Samples per batch.
 #' @param shuffle Draw the batches of each epoch in a new random order.
-#' @param drop_last Drop a last, smaller batch (`rf_fit()` and `rf_train()` need `TRUE` when
-#'   `batch_size` does not divide the number of samples: every batch has one shape).
+#' @param drop_last Drop a last, smaller batch when `batch_size` does not divide the number of
+#'   samples (else `rf_fit()` and `rf_train()` train on it too, with a second compiled step).
 #' @return `dataset()`: a generator function; calling it gives a dataset (class `rf_dataset`).
 #'   `dataloader()`: an `rf_dataloader`.
 #' @examples
@@ -78,10 +78,8 @@ dataloader <- function(dataset, batch_size = 1, shuffle = FALSE, drop_last = FAL
   n <- length(dataset)
   if (!is.numeric(batch_size) || length(batch_size) != 1 || batch_size < 1 || batch_size > n)
     rf_abort("rfuse_type_error", sprintf("`batch_size` must be in 1..%d", n))
-  if (!isTRUE(drop_last) && n %% batch_size != 0)
-    rf_abort("rfuse_unsupported", sprintf(paste0("batch_size %d does not divide the %d samples; every batch of a ",
-                                                 "compiled training step has one shape, so use drop_last = TRUE"),
-                                          as.integer(batch_size), n))
+  if (!is.logical(drop_last) || length(drop_last) != 1 || is.na(drop_last))
+    rf_abort("rfuse_type_error", "`drop_last` must be TRUE or FALSE")
   structure(list(dataset = list(tensors = dataset_arrays(dataset)), batch_size = as.integer(batch_size),
                  shuffle = isTRUE(shuffle), drop_last = isTRUE(drop_last), n = n),
             class = "rf_dataloader")

@@ -956,8 +956,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_training_loop
-SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources, List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables, List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories, List kept1, List kept2, std::string device);
-RcppExport SEXP _rfuse_rf_training_loop(SEXP programSEXP, SEXP inputs1SEXP, SEXP inputs2SEXP, SEXP outputs1SEXP, SEXP outputs2SEXP, SEXP sourcesSEXP, SEXP batches1SEXP, SEXP batches2SEXP, SEXP batchSizeSEXP, SEXP batchesPerEpochSEXP, SEXP tablesSEXP, SEXP values1SEXP, SEXP values2SEXP, SEXP lossHistorySEXP, SEXP loss1SEXP, SEXP loss2SEXP, SEXP keptHistoriesSEXP, SEXP kept1SEXP, SEXP kept2SEXP, SEXP deviceSEXP) {
+SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources, List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables, List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories, List kept1, List kept2, std::string device, SEXP tailProgram, List tailInputs1, List tailInputs2, List tailOutputs1, List tailOutputs2, List tailBatches1, List tailBatches2, double tailSize);
+RcppExport SEXP _rfuse_rf_training_loop(SEXP programSEXP, SEXP inputs1SEXP, SEXP inputs2SEXP, SEXP outputs1SEXP, SEXP outputs2SEXP, SEXP sourcesSEXP, SEXP batches1SEXP, SEXP batches2SEXP, SEXP batchSizeSEXP, SEXP batchesPerEpochSEXP, SEXP tablesSEXP, SEXP values1SEXP, SEXP values2SEXP, SEXP lossHistorySEXP, SEXP loss1SEXP, SEXP loss2SEXP, SEXP keptHistoriesSEXP, SEXP kept1SEXP, SEXP kept2SEXP, SEXP deviceSEXP, SEXP tailProgramSEXP, SEXP tailInputs1SEXP, SEXP tailInputs2SEXP, SEXP tailOutputs1SEXP, SEXP tailOutputs2SEXP, SEXP tailBatches1SEXP, SEXP tailBatches2SEXP, SEXP tailSizeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -981,7 +981,15 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< List >::type kept1(kept1SEXP);
     Rcpp::traits::input_parameter< List >::type kept2(kept2SEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_training_loop(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device));
+    Rcpp::traits::input_parameter< SEXP >::type tailProgram(tailProgramSEXP);
+    Rcpp::traits::input_parameter< List >::type tailInputs1(tailInputs1SEXP);
+    Rcpp::traits::input_parameter< List >::type tailInputs2(tailInputs2SEXP);
+    Rcpp::traits::input_parameter< List >::type tailOutputs1(tailOutputs1SEXP);
+    Rcpp::traits::input_parameter< List >::type tailOutputs2(tailOutputs2SEXP);
+    Rcpp::traits::input_parameter< List >::type tailBatches1(tailBatches1SEXP);
+    Rcpp::traits::input_parameter< List >::type tailBatches2(tailBatches2SEXP);
+    Rcpp::traits::input_parameter< double >::type tailSize(tailSizeSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_training_loop(program, inputs1, inputs2, outputs1, outputs2, sources, batches1, batches2, batchSize, batchesPerEpoch, tables, values1, values2, lossHistory, loss1, loss2, keptHistories, kept1, kept2, device, tailProgram, tailInputs1, tailInputs2, tailOutputs1, tailOutputs2, tailBatches1, tailBatches2, tailSize));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1089,7 +1097,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_profile_start", (DL_FUNC) &_rfuse_rf_profile_start, 0},
     {"_rfuse_rf_profile_stop", (DL_FUNC) &_rfuse_rf_profile_stop, 0},
     {"_rfuse_rf_sitrep_info", (DL_FUNC) &_rfuse_rf_sitrep_info, 0},
-    {"_rfuse_rf_training_loop", (DL_FUNC) &_rfuse_rf_training_loop, 20},
+    {"_rfuse_rf_training_loop", (DL_FUNC) &_rfuse_rf_training_loop, 28},
     {"_rfuse_rf_training_loop_rows", (DL_FUNC) &_rfuse_rf_training_loop_rows, 2},
     {"_rfuse_rf_training_loop_run", (DL_FUNC) &_rfuse_rf_training_loop_run, 5},
     {NULL, NULL, 0}

@@ -53,7 +53,9 @@ void finalizeLoop(SEXP handle) {
 SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources,
                       List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables,
                       List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories,
-                      List kept1, List kept2, std::string device) {
+                      List kept1, List kept2, std::string device, SEXP tailProgram, List tailInputs1,
+                      List tailInputs2, List tailOutputs1, List tailOutputs2, List tailBatches1, List tailBatches2,
+                      double tailSize) {
   return guarded([&]() -> SEXP {
     auto loop = std::make_unique<TrainingLoop>();
     loop->program = rfuse::r::programPtr(program);
@@ -70,6 +72,18 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
     loop->loss = {{tensorOf(loss1), tensorOf(loss2)}, tensorOf(lossHistory)};
     loop->kept = zipped<TrainingLoop::Kept>(keptHistories, kept1, kept2, "kept outputs",
                                             [](Tensor h, Pair p) { return TrainingLoop::Kept{p, h}; });
+    if (!Rf_isNull(tailProgram)) { // the epoch's last, smaller batch
+      TrainingLoop::Tail t;
+      t.program = rfuse::r::programPtr(tailProgram);
+      t.inputs = {tensors(tailInputs1), tensors(tailInputs2)};
+      t.outputs = {tensors(tailOutputs1), tensors(tailOutputs2)};
+      if (tailBatches1.size() != tailBatches2.size())
+        fail("rfuse_error", "internal: the last batch's sets differ");
+      for (R_xlen_t j = 0; j < tailBatches1.size(); ++j)
+        t.batch.push_back({tensorOf(tailBatches1[j]), tensorOf(tailBatches2[j])});
+      t.size = (int64_t)tailSize;
+      loop->tail = std::move(t);
+    }
     loop->validate();
     SEXP handle = PROTECT(R_MakeExternalPtr(loop.release(), R_NilValue, R_NilValue));
     R_RegisterCFinalizerEx(handle, finalizeLoop, TRUE);

@@ -17,13 +17,13 @@ void expectOn(const Tensor &t, Device d, const std::string &what) {
   if (t.device() != d)
     throw std::invalid_argument(what + " is not on the training device");
 }
-} // namespace
 
-void TrainingLoop::validate() const {
-  if (!program)
-    throw std::invalid_argument("a training loop needs a program");
-  const auto &results = program->resultTypes();
-  const auto arguments = program->argumentTypes();
+// One program's two sets of inputs and outputs against its types (`what`: "set", "the last
+// batch's set").
+void validateSets(const Program &program, const std::array<std::vector<Tensor>, 2> &inputs,
+                  const std::array<std::vector<Tensor>, 2> &outputs, Device device, const std::string &what) {
+  const auto &results = program.resultTypes();
+  const auto arguments = program.argumentTypes();
   for (int k = 0; k < 2; ++k) {
     if (outputs[k].size() != results.size())
       throw std::invalid_argument("the step program has " + std::to_string(results.size()) + " results, set " +
@@ -46,14 +46,40 @@ void TrainingLoop::validate() const {
     for (size_t i = 0; i < inputs[k].size(); ++i) {
       expectOn(inputs[k][i], device, "input " + std::to_string(i + 1));
       if (inputs[k][i].dtype != arguments[i].first || inputs[k][i].shape != arguments[i].second)
-        throw std::invalid_argument("input " + std::to_string(i + 1) + " of set " + std::to_string(k + 1) +
+        throw std::invalid_argument("input " + std::to_string(i + 1) + " of " + what + " " + std::to_string(k + 1) +
                                     " does not match the program's argument type");
     }
-    for (const Batch &b : batches) {
+  }
+}
+
+int64_t perSample(const Tensor &source) {
+  return source.shape.empty() || !source.shape.back() ? 0 : source.numel() / source.shape.back();
+}
+} // namespace
+
+void TrainingLoop::validate() const {
+  if (!program)
+    throw std::invalid_argument("a training loop needs a program");
+  validateSets(*program, inputs, outputs, device, "set");
+  if (tail) {
+    if (!tail->program || tail->size < 1)
+      throw std::invalid_argument("the last batch's step needs a program and a size");
+    validateSets(*tail->program, tail->inputs, tail->outputs, device, "the last batch's set");
+    if (tail->batch.size() != batches.size())
+      throw std::invalid_argument("the last batch has " + std::to_string(tail->batch.size()) + " batch tensors for " +
+                                  std::to_string(batches.size()) + " sources");
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (size_t j = 0; j < batches.size(); ++j) {
+      const Batch &b = batches[j];
       expectSame(b.source, b.batch[k], "a batch");
-      int64_t perSample = b.source.shape.empty() || !b.source.shape.back() ? 0 : b.source.numel() / b.source.shape.back();
-      if (b.batch[k].numel() != perSample * batchSize)
+      if (b.batch[k].numel() != perSample(b.source) * batchSize)
         throw std::invalid_argument("a batch tensor does not hold batchSize samples of its source");
+      if (tail) {
+        expectSame(b.source, tail->batch[j][k], "the last batch");
+        if (tail->batch[j][k].numel() != perSample(b.source) * tail->size)
+          throw std::invalid_argument("a batch tensor of the last batch does not hold its samples");
+      }
     }
     for (const PerStep &p : perStep)
       expectSame(p.table, p.value[k], "a per-step value");
@@ -66,7 +92,8 @@ void TrainingLoop::validate() const {
 }
 
 void TrainingLoop::setRows(Tensor order) {
-  if (order.dtype != DType::I32 || order.device() != device || order.numel() < batchSize * batchesPerEpoch)
+  if (order.dtype != DType::I32 || order.device() != device ||
+      order.numel() < batchSize * batchesPerEpoch + (tail ? tail->size : 0))
     throw std::invalid_argument("the sample order does not cover an epoch's batches");
   rows = std::move(order);
 }
@@ -76,12 +103,17 @@ int64_t TrainingLoop::run(int64_t first, int64_t last, int64_t firstSlot, const 
     throw std::invalid_argument("the training loop has no sample order");
   for (int64_t s = first; s <= last; ++s) {
     int k = (s - 1) % 2; // steps 1, 3, 5, ... run on set 0
-    int64_t b = (s - 1) % batchesPerEpoch;
-    for (const Batch &x : batches)
-      gatherSamples(x.source, rows, b * batchSize, batchSize, x.batch[k]);
+    int64_t b = (s - 1) % stepsPerEpoch();
+    bool tailStep = tail && b == batchesPerEpoch; // the epoch's smaller last batch
+    for (size_t j = 0; j < batches.size(); ++j)
+      gatherSamples(batches[j].source, rows, b * batchSize, tailStep ? tail->size : batchSize,
+                    tailStep ? tail->batch[j][k] : batches[j].batch[k]);
     for (const PerStep &p : perStep)
       copyElements(p.value[k], 0, p.table, s - 1, 1);
-    program->run(inputs[k], outputs[k], device);
+    if (tailStep)
+      tail->program->run(tail->inputs[k], tail->outputs[k], device);
+    else
+      program->run(inputs[k], outputs[k], device);
     copyElements(loss.history, s - 1, loss.value[k], 0, 1);
     int64_t slot = firstSlot + (s - first);
     for (const Kept &a : kept) {

@@ -181,3 +181,48 @@ test_that("rf_train's tf32 is TRUE or FALSE, and changes nothing where products 
                 progress = FALSE)
   expect_identical(a$params$w, b$params$w)
 })
+
+test_that("an epoch ends with the smaller last batch unless drop_last, as torch's DataLoader", {
+  set.seed(2)
+  x <- matrix(rnorm(20), 10); y <- x %*% c(1.5, -2) + 0.3 + rnorm(10, sd = 0.1)
+  # Plain SGD on the mean squared error, in base R, over the given batches in turn.
+  sgd <- function(batches, steps, lr) {
+    w <- matrix(0, 2, 1); b <- 0; hist <- numeric(steps)
+    for (s in seq_len(steps)) {
+      idx <- batches[[(s - 1) %% length(batches) + 1]]
+      r <- x[idx, , drop = FALSE] %*% w + b - y[idx, , drop = FALSE]
+      hist[s] <- mean(r^2)
+      w <- w - lr * 2 / length(idx) * crossprod(x[idx, , drop = FALSE], r)
+      b <- b - lr * 2 / length(idx) * sum(r)
+    }
+    list(w = w, b = b, hist = hist)
+  }
+  loss <- function(w, b, x, y) nnf_mse_loss(x %*% w + b, y)
+  p0 <- list(w = matrix(0, 2, 1), b = 0)
+  fit <- rf_train(loss, p0, list(x = x, y = y), steps = 7, batch_size = 4, lr = 0.1, dtype = "float64", progress = FALSE)
+  ref <- sgd(list(1:4, 5:8, 9:10), 7, 0.1) # 4, 4, then the 2 left: 3 steps an epoch
+  expect_equal(fit$params$w, ref$w, tolerance = 1e-12)
+  expect_equal(fit$params$b, ref$b, tolerance = 1e-12)
+  expect_equal(fit$history, ref$hist, tolerance = 1e-12)
+  dropped <- rf_train(loss, p0, list(x = x, y = y), steps = 7, batch_size = 4, lr = 0.1, dtype = "float64",
+                      progress = FALSE, drop_last = TRUE)
+  ref2 <- sgd(list(1:4, 5:8), 7, 0.1)
+  expect_equal(dropped$params$w, ref2$w, tolerance = 1e-12)
+  expect_equal(dropped$history, ref2$hist, tolerance = 1e-12)
+  # A dataloader's own setting, and its length.
+  dl <- dataloader(tensor_dataset(x = x, y = y), batch_size = 4)
+  expect_identical(length(dl), 3L)
+  viadl <- rf_train(loss, p0, dl, steps = 7, lr = 0.1, dtype = "float64", progress = FALSE)
+  expect_equal(viadl$history, ref$hist, tolerance = 1e-12)
+  expect_error(rf_train(loss, p0, list(x = x, y = y), steps = 2, batch_size = 4, drop_last = NA, progress = FALSE),
+               class = "rfuse_type_error")
+  # Shuffled epochs cover every sample once per epoch, the last batch included (the mean of the
+  # losses over an epoch of a zero-learning-rate fit is the full-batch loss weighted by size).
+  shuf <- rf_train(loss, p0, list(x = x, y = y), steps = 6, batch_size = 4, lr = 0, dtype = "float64",
+                   shuffle = TRUE, progress = FALSE)
+  full <- mean((x %*% p0$w + p0$b - y)^2)
+  for (e in 0:1) {
+    h <- shuf$history[e * 3 + 1:3]
+    expect_equal(sum(h * c(4, 4, 2)) / 10, full, tolerance = 1e-12)
+  }
+})

@@ -177,7 +177,12 @@ test_that("rf_fit takes a dataloader and shuffles on the device", {
   fit <- rf_fit(net, dl, steps = 200, lr = 0.3, progress = FALSE)
   expect_gt(mean(max.col(net(x)) == lab), 0.9)
   expect_lt(fit$history[200], fit$history[1])
-  expect_error(dataloader(tensor_dataset(x = x, y = lab), batch_size = 30), class = "rfuse_unsupported")
+  # 200 samples in batches of 30: six of 30 and a last one of 20 (a second compiled step).
+  dl30 <- dataloader(tensor_dataset(x = x, y = lab), batch_size = 30, shuffle = TRUE)
+  expect_length(dl30, 7)
+  fit30 <- rf_fit(net, dl30, steps = 14, lr = 0.1, progress = FALSE)
+  expect_length(fit30$history, 14)
+  expect_true(all(is.finite(fit30$history)))
   sq <- dataset("squares", initialize = function(n) self$n <- n,
                 .getitem = function(i) list(x = c(i, -i), y = i^2), .length = function() self$n)
   dls <- dataloader(sq(6), batch_size = 3)

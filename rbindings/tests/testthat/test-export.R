@@ -103,3 +103,25 @@ test_that("an exported model carries its weights", {
   x2 <- matrix(runif(60), 10)
   expect_equal(g(x2), as.array(m(x2)), tolerance = 1e-5)
 })
+
+test_that("two loaded artifacts at once each run their own program", {
+  # (a CPU program's library is loaded from an anonymous file; two of them alive at once must
+  # not be taken for one another)
+  f1 <- rf_jit(function(x) x * 2 + 1)
+  f2 <- rf_jit(function(x) sqrt(abs(x)) - 3)
+  p1 <- artifact_file("export-two-1"); p2 <- artifact_file("export-two-2")
+  x <- runif(50)
+  rf_export(f1, p1, x, archs = if (gpu()) "sm_90" else character())
+  rf_export(f2, p2, x, archs = if (gpu()) "sm_90" else character())
+  g1 <- rf_load_compiled(p1)
+  g2 <- rf_load_compiled(p2)
+  g3 <- rf_load_compiled(p1)
+  tol <- if (gpu()) 1e-6 else 1e-12
+  expect_equal(g1(x), x * 2 + 1, tolerance = tol)
+  expect_equal(g2(x), sqrt(abs(x)) - 3, tolerance = tol)
+  expect_equal(g3(x), x * 2 + 1, tolerance = tol)
+  rm(g1); gc()
+  g4 <- rf_load_compiled(p2)
+  expect_equal(g4(x), sqrt(abs(x)) - 3, tolerance = tol)
+  expect_equal(g2(x), sqrt(abs(x)) - 3, tolerance = tol)
+})

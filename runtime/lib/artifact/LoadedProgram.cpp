@@ -86,7 +86,7 @@ runtime::HostStepRunner storedConstants(const Container &c, const ExecutionPlan 
 }
 
 // The CPU kernels' shared library, loaded from the artifact's bytes (an anonymous file: nothing
-// is written to disk), closed when the last function from it goes.
+// is written to disk), closed (and its file) when the last function from it goes.
 std::shared_ptr<void> loadLibrary(const std::string &bytes) {
   int fd = memfd_create("rfuse-kernels", MFD_CLOEXEC);
   if (fd < 0)
@@ -99,14 +99,20 @@ std::shared_ptr<void> loadLibrary(const std::string &bytes) {
     }
     done += (size_t)n;
   }
+  // The descriptor stays open while the library is loaded: the loader knows a library by its
+  // path, so a second artifact's memfd given the same number would otherwise be answered with
+  // this (already loaded) library and its functions.
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  close(fd);
   if (!lib) {
     const char *why = dlerror();
+    close(fd);
     throw ArtifactError(Status::Runtime, std::string("cannot load the artifact's CPU kernels: ") + (why ? why : "?"));
   }
-  return std::shared_ptr<void>(lib, [](void *l) { dlclose(l); });
+  return std::shared_ptr<void>(lib, [fd](void *l) {
+    dlclose(l);
+    close(fd);
+  });
 }
 
 } // namespace

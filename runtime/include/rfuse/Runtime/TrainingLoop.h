@@ -14,6 +14,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace rfuse {
@@ -53,11 +54,24 @@ struct TrainingLoop {
   Kept loss;                 ///< the loss: slot = s - 1 (history holds every step's loss)
   std::vector<Kept> kept;    ///< auxiliary outputs: slot = firstSlot + (s - first)
 
+  /// The epoch's last, smaller batch (its samples past batchesPerEpoch full batches): a step
+  /// program traced for `size` samples, with sets of its own that hold their own batch tensors
+  /// (one pair per Batch of `batches`) and otherwise the main sets' tensors (parameters,
+  /// optimizer state, loss, kept outputs). An epoch is then batchesPerEpoch + 1 steps.
+  struct Tail {
+    std::shared_ptr<const Program> program;
+    std::array<std::vector<Tensor>, 2> inputs, outputs;
+    std::vector<std::array<Tensor, 2>> batch;
+    int64_t size = 0;
+  };
+  std::optional<Tail> tail;
+  int64_t stepsPerEpoch() const { return batchesPerEpoch + (tail ? 1 : 0); }
+
   /// Checks the sets against the program (counts, dtypes, shapes, devices) once, so that run()
   /// only launches. Throws std::invalid_argument naming what does not fit.
   void validate() const;
   /// The sample order of the epochs that follow (0-based, i32, on the loop's device, covering
-  /// batchesPerEpoch * batchSize samples).
+  /// batchesPerEpoch * batchSize samples, and the tail's).
   void setRows(Tensor order);
 
   /// Runs steps first..last (1-based). After each step `stop()` may end the run early (so that a
