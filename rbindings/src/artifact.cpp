@@ -15,23 +15,6 @@ using rfuse::r::guarded;
 
 namespace {
 
-rfuse_rt_dtype toC(DType t) {
-  switch (t) {
-  case DType::F32: return RFUSE_RT_F32;
-  case DType::F64: return RFUSE_RT_F64;
-  case DType::F16: return RFUSE_RT_F16;
-  case DType::BF16: return RFUSE_RT_BF16;
-  case DType::I1: return RFUSE_RT_I1;
-  case DType::I32: return RFUSE_RT_I32;
-  case DType::I64: return RFUSE_RT_I64;
-  }
-  return RFUSE_RT_F32;
-}
-DType fromC(rfuse_rt_dtype t) {
-  static const DType table[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I1, DType::I32, DType::I64};
-  return table[(int)t];
-}
-
 // A failure of rfuse_rt as an R condition: rfuse_artifact_error, with the status in its message.
 [[noreturn]] void failRt(rfuse_rt_status s, const std::string &what) {
   std::string cls = s == RFUSE_RT_ERROR_NO_DEVICE ? "rfuse_device_error"
@@ -66,7 +49,7 @@ List typesOf(rfuse_rt_program *p, bool outputs) {
     IntegerVector s(rank);
     for (size_t d = 0; d < rank; ++d)
       s[d] = (int)shape[d];
-    out[i] = List::create(_["dtype"] = std::string(dtypeName(fromC(dt))), _["shape"] = s);
+    out[i] = List::create(_["dtype"] = std::string(dtypeName(rfuse::artifact::fromRtDType(dt))), _["shape"] = s);
   }
   return out;
 }
@@ -132,7 +115,7 @@ List rf_run_artifact(SEXP handle, List values) {
       size_t rank;
       const int64_t *shape;
       rfuse_rt_input_type(p, i, &dt, &rank, &shape);
-      Tensor t = emptyTensor(rfuse::Device::Cpu, fromC(dt), std::vector<int64_t>(shape, shape + rank));
+      Tensor t = emptyTensor(rfuse::Device::Cpu, rfuse::artifact::fromRtDType(dt), std::vector<int64_t>(shape, shape + rank));
       SEXP v = values[i];
       if (Rf_xlength(v) != t.numel())
         fail("rfuse_shape_error", "input " + std::to_string(i + 1) + " has " + std::to_string(Rf_xlength(v)) +
@@ -156,7 +139,7 @@ List rf_run_artifact(SEXP handle, List values) {
       size_t rank;
       const int64_t *shape;
       rfuse_rt_output_type(p, i, &dt, &rank, &shape);
-      Tensor t = emptyTensor(rfuse::Device::Cpu, fromC(dt), std::vector<int64_t>(shape, shape + rank));
+      Tensor t = emptyTensor(rfuse::Device::Cpu, rfuse::artifact::fromRtDType(dt), std::vector<int64_t>(shape, shape + rank));
       if (rfuse_rt_status s = rfuse_rt_get_output(p, i, t.data(), t.bytes()); s != RFUSE_RT_OK)
         failRt(s, "output " + std::to_string(i + 1));
       out[i] = rfuse::r::tensorToR(t, R_NilValue); // (int64 as doubles, exact to 2^53)

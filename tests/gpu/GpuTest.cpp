@@ -12,6 +12,7 @@
 #include "rfuse/Runtime/Profile.h"
 #include "rfuse/Runtime/Interpreter.h"
 #include "rfuse/Runtime/ProcessGroup.h"
+#include "rfuse/Runtime/Artifact.h"
 #include "rfuse/rfuse_rt.h"
 
 #include <gtest/gtest.h>
@@ -82,19 +83,6 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
 }
 
-rfuse_rt_dtype rtDType(DType t) {
-  switch (t) {
-  case DType::F32: return RFUSE_RT_F32;
-  case DType::F64: return RFUSE_RT_F64;
-  case DType::F16: return RFUSE_RT_F16;
-  case DType::BF16: return RFUSE_RT_BF16;
-  case DType::I1: return RFUSE_RT_I1;
-  case DType::I32: return RFUSE_RT_I32;
-  case DType::I64: return RFUSE_RT_I64;
-  }
-  return RFUSE_RT_F32;
-}
-
 // Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and
 // runs it twice (the second a replayed graph); every output must equal the interpreter's.
 void expectArtifactMatchesInterpreter(const std::string &name, const std::string &text,
@@ -112,7 +100,7 @@ void expectArtifactMatchesInterpreter(const std::string &name, const std::string
   for (int rep = 0; rep < 2; ++rep) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       std::vector<char> b = inputs[i].toBytes();
-      ASSERT_EQ(rfuse_rt_set_input(p, i, rtDType(inputs[i].dtype), inputs[i].shape.data(), inputs[i].shape.size(),
+      ASSERT_EQ(rfuse_rt_set_input(p, i, artifact::toRtDType(inputs[i].dtype), inputs[i].shape.data(), inputs[i].shape.size(),
                                    b.data(), b.size()),
                 RFUSE_RT_OK)
           << name << ": " << rfuse_rt_last_error();

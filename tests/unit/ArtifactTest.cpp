@@ -221,19 +221,6 @@ TEST_F(Artifact, AProgramWithAHostStepIsRefusedNamingIt) {
   EXPECT_FALSE(std::ifstream(path).good()) << "nothing written";
 }
 
-rfuse_rt_dtype rtDType(DType t) {
-  switch (t) {
-  case DType::F32: return RFUSE_RT_F32;
-  case DType::F64: return RFUSE_RT_F64;
-  case DType::F16: return RFUSE_RT_F16;
-  case DType::BF16: return RFUSE_RT_BF16;
-  case DType::I1: return RFUSE_RT_I1;
-  case DType::I32: return RFUSE_RT_I32;
-  case DType::I64: return RFUSE_RT_I64;
-  }
-  return RFUSE_RT_F32;
-}
-
 // Exports `text` as a CPU-only artifact and runs it through the C API; false when the export
 // refuses (a step the CPU backend interprets). Every output must equal the interpreter's.
 bool expectCpuArtifactMatchesInterpreter(const std::string &name, const std::string &text,
@@ -257,7 +244,7 @@ bool expectCpuArtifactMatchesInterpreter(const std::string &name, const std::str
   EXPECT_EQ(rfuse_rt_num_outputs(p), ref.size()) << name;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<char> b = inputs[i].toBytes();
-    EXPECT_EQ(rfuse_rt_set_input(p, i, rtDType(inputs[i].dtype), inputs[i].shape.data(), inputs[i].shape.size(),
+    EXPECT_EQ(rfuse_rt_set_input(p, i, artifact::toRtDType(inputs[i].dtype), inputs[i].shape.data(), inputs[i].shape.size(),
                                  b.data(), b.size()),
               RFUSE_RT_OK)
         << name << ": " << rfuse_rt_last_error();

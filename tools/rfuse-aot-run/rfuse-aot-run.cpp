@@ -7,6 +7,7 @@
 //
 // --random fills the inputs as rfuse-run --random does (same seed, same values). --time N also
 // prints the load time, the first run's and the median of N more runs (each waited for).
+#include "rfuse/Runtime/Artifact.h"
 #include "rfuse/Runtime/HostTensor.h"
 #include "rfuse/Runtime/Npy.h"
 #include "rfuse/rfuse_rt.h"
@@ -32,24 +33,6 @@ int fail(const std::string &msg) {
 int failRt(rfuse_rt_status s, const char *what) {
   return fail(std::string(what) + ": " + rfuse_rt_status_name(s) + " (code " + std::to_string((int)s) +
               "): " + rfuse_rt_last_error());
-}
-
-rfuse::DType fromC(rfuse_rt_dtype t) {
-  static const rfuse::DType table[] = {rfuse::DType::F32, rfuse::DType::F64, rfuse::DType::F16, rfuse::DType::BF16,
-                                       rfuse::DType::I1,  rfuse::DType::I32, rfuse::DType::I64};
-  return table[(int)t];
-}
-rfuse_rt_dtype toC(rfuse::DType t) {
-  switch (t) {
-  case rfuse::DType::F32: return RFUSE_RT_F32;
-  case rfuse::DType::F64: return RFUSE_RT_F64;
-  case rfuse::DType::F16: return RFUSE_RT_F16;
-  case rfuse::DType::BF16: return RFUSE_RT_BF16;
-  case rfuse::DType::I1: return RFUSE_RT_I1;
-  case rfuse::DType::I32: return RFUSE_RT_I32;
-  case rfuse::DType::I64: return RFUSE_RT_I64;
-  }
-  return RFUSE_RT_F32;
 }
 
 std::vector<std::string> split(const std::string &s) {
@@ -145,12 +128,12 @@ int main(int argc, char **argv) {
       size_t rank;
       const int64_t *shape;
       rfuse_rt_input_type(p, i, &dt, &rank, &shape);
-      rfuse::HostTensor t = random ? rfuse::randomHostTensor(fromC(dt), std::vector<int64_t>(shape, shape + rank), rng)
+      rfuse::HostTensor t = random ? rfuse::randomHostTensor(rfuse::artifact::fromRtDType(dt), std::vector<int64_t>(shape, shape + rank), rng)
                                    : rfuse::readNpy(inputs[i]);
       if (random && !outputDir.empty())
         rfuse::writeNpy(outputDir + "/in" + std::to_string(i) + ".npy", t);
       std::vector<char> bytes = t.toBytes();
-      if (rfuse_rt_status s = rfuse_rt_set_input(p, i, toC(t.dtype), t.shape.data(), t.shape.size(), bytes.data(),
+      if (rfuse_rt_status s = rfuse_rt_set_input(p, i, rfuse::artifact::toRtDType(t.dtype), t.shape.data(), t.shape.size(), bytes.data(),
                                                  bytes.size());
           s != RFUSE_RT_OK)
         throw std::runtime_error(std::string("input ") + std::to_string(i) + (random ? "" : " (" + inputs[i] + ")") +
@@ -166,7 +149,7 @@ int main(int argc, char **argv) {
       size_t rank;
       const int64_t *shape;
       rfuse_rt_output_type(p, i, &dt, &rank, &shape);
-      rfuse::HostTensor r(fromC(dt), std::vector<int64_t>(shape, shape + rank));
+      rfuse::HostTensor r(rfuse::artifact::fromRtDType(dt), std::vector<int64_t>(shape, shape + rank));
       std::vector<char> bytes(rfuse_rt_output_bytes(p, i));
       if (rfuse_rt_status s = rfuse_rt_get_output(p, i, bytes.data(), bytes.size()); s != RFUSE_RT_OK)
         throw std::runtime_error(std::string("output ") + std::to_string(i) + ": " + rfuse_rt_last_error());

@@ -43,39 +43,13 @@ template <class F> rfuse_rt_status guarded(F &&f) {
   }
 }
 
-rfuse_rt_dtype toC(rfuse::DType t) {
-  switch (t) {
-  case rfuse::DType::F32: return RFUSE_RT_F32;
-  case rfuse::DType::F64: return RFUSE_RT_F64;
-  case rfuse::DType::F16: return RFUSE_RT_F16;
-  case rfuse::DType::BF16: return RFUSE_RT_BF16;
-  case rfuse::DType::I1: return RFUSE_RT_I1;
-  case rfuse::DType::I32: return RFUSE_RT_I32;
-  case rfuse::DType::I64: return RFUSE_RT_I64;
-  }
-  return RFUSE_RT_F32;
-}
-
-rfuse::DType fromC(rfuse_rt_dtype t) {
-  switch (t) {
-  case RFUSE_RT_F32: return rfuse::DType::F32;
-  case RFUSE_RT_F64: return rfuse::DType::F64;
-  case RFUSE_RT_F16: return rfuse::DType::F16;
-  case RFUSE_RT_BF16: return rfuse::DType::BF16;
-  case RFUSE_RT_I1: return rfuse::DType::I1;
-  case RFUSE_RT_I32: return rfuse::DType::I32;
-  case RFUSE_RT_I64: return rfuse::DType::I64;
-  }
-  return rfuse::DType::F32;
-}
-
 rfuse_rt_status typeOf(const std::vector<rfuse::artifact::TensorType> &types, const char *what, size_t i,
                        rfuse_rt_dtype *dtype, size_t *rank, const int64_t **shape) {
   if (i >= types.size())
     return fail(Status::InvalidArgument, std::string(what) + " " + std::to_string(i) + " of a program of " +
                                              std::to_string(types.size()));
   if (dtype)
-    *dtype = toC(types[i].dtype);
+    *dtype = rfuse::artifact::toRtDType(types[i].dtype);
   if (rank)
     *rank = types[i].shape.size();
   if (shape)
@@ -164,7 +138,7 @@ rfuse_rt_status rfuse_rt_set_input(rfuse_rt_program *p, size_t i, rfuse_rt_dtype
     return fail(Status::InvalidArgument, "rfuse_rt_set_input: a null shape");
   if ((unsigned)dtype > (unsigned)RFUSE_RT_I64)
     return fail(Status::DType, "rfuse_rt_set_input: dtype " + std::to_string((int)dtype) + " is not an rfuse_rt_dtype");
-  rfuse::artifact::TensorType given{fromC(dtype), std::vector<int64_t>(shape, shape + rank)};
+  rfuse::artifact::TensorType given{rfuse::artifact::fromRtDType(dtype), std::vector<int64_t>(shape, shape + rank)};
   return guarded([&] { p->program->setInput(i, given, data, bytes); });
 }
 

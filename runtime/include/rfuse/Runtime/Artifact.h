@@ -10,6 +10,7 @@
 #define RFUSE_RUNTIME_ARTIFACT_H
 
 #include "rfuse/IR/DType.h"
+#include "rfuse/rfuse_rt.h"
 
 #include <cstdint>
 #include <map>
@@ -18,6 +19,32 @@
 #include <vector>
 
 namespace rfuse::artifact {
+
+/// rfuse_rt's C names of the dtypes, and back (`t` one of the enum's values: callers check).
+inline rfuse_rt_dtype toRtDType(DType t) {
+  switch (t) {
+  case DType::F32: return RFUSE_RT_F32;
+  case DType::F64: return RFUSE_RT_F64;
+  case DType::F16: return RFUSE_RT_F16;
+  case DType::BF16: return RFUSE_RT_BF16;
+  case DType::I1: return RFUSE_RT_I1;
+  case DType::I32: return RFUSE_RT_I32;
+  case DType::I64: return RFUSE_RT_I64;
+  }
+  return RFUSE_RT_F32;
+}
+inline DType fromRtDType(rfuse_rt_dtype t) {
+  switch (t) {
+  case RFUSE_RT_F32: return DType::F32;
+  case RFUSE_RT_F64: return DType::F64;
+  case RFUSE_RT_F16: return DType::F16;
+  case RFUSE_RT_BF16: return DType::BF16;
+  case RFUSE_RT_I1: return DType::I1;
+  case RFUSE_RT_I32: return DType::I32;
+  case RFUSE_RT_I64: return DType::I64;
+  }
+  return DType::F32;
+}
 
 /// The artifact format this rfuse writes and reads.
 constexpr uint32_t kFormatVersion = 1;
