@@ -1,6 +1,10 @@
 #include "Manifest.h"
 
+#include <cstdint>
 #include <cstdlib>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace rfuse::artifact {
 
@@ -20,22 +24,60 @@ TensorType typeFrom(const json &j) {
 }
 } // namespace
 
+namespace {
+#if defined(__x86_64__)
+// The host's extensions by CPUID (not __builtin_cpu_supports: clang 14 knows fewer names than
+// gcc 12, and the sanitizer build uses clang). Vector extensions count only when the OS saves
+// their registers (XCR0), as __builtin_cpu_supports does.
+struct HostCpuFeature {
+  const char *name;
+  bool have;
+};
+std::vector<HostCpuFeature> hostCpuFeatures() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid(0, a, b, c, d);
+  unsigned maxLeaf = a;
+  unsigned l1c = 0, l7b = 0, l7c = 0, l7d = 0, l71a = 0;
+  __cpuid(1, a, b, l1c, d);
+  if (maxLeaf >= 7) {
+    __cpuid_count(7, 0, a, l7b, l7c, l7d);
+    unsigned sub = a;
+    if (sub >= 1)
+      __cpuid_count(7, 1, l71a, b, c, d);
+  }
+  uint64_t xcr0 = 0;
+  if (l1c & (1u << 27)) { // OSXSAVE
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = ((uint64_t)hi << 32) | lo;
+  }
+  bool ymm = (xcr0 & 0x6) == 0x6, zmm = ymm && (xcr0 & 0xe0) == 0xe0;
+  auto bit = [](unsigned r, int i) { return ((r >> i) & 1u) != 0; };
+  return {{"sse4.1", bit(l1c, 19)},
+          {"sse4.2", bit(l1c, 20)},
+          {"popcnt", bit(l1c, 23)},
+          {"avx", ymm && bit(l1c, 28)},
+          {"fma", ymm && bit(l1c, 12)},
+          {"f16c", ymm && bit(l1c, 29)},
+          {"avx2", ymm && bit(l7b, 5)},
+          {"bmi", bit(l7b, 3)},
+          {"bmi2", bit(l7b, 8)},
+          {"avx512f", zmm && bit(l7b, 16)},
+          {"avx512dq", zmm && bit(l7b, 17)},
+          {"avx512cd", zmm && bit(l7b, 28)},
+          {"avx512bw", zmm && bit(l7b, 30)},
+          {"avx512vl", zmm && bit(l7b, 31)},
+          {"avx512vnni", zmm && bit(l7c, 11)},
+          {"avx512fp16", zmm && bit(l7d, 23)},
+          {"avx512bf16", zmm && bit(l71a, 5)}};
+}
+#endif
+} // namespace
+
 std::vector<std::string> missingCpuFeatures(const std::string &features) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  // __builtin_cpu_supports takes literal names only: the extensions LLVM's host CPUs list that
-  // change what code may run.
-  static const std::pair<const char *, bool> known[] = {
-      {"sse4.1", __builtin_cpu_supports("sse4.1")},     {"sse4.2", __builtin_cpu_supports("sse4.2")},
-      {"avx", __builtin_cpu_supports("avx")},           {"avx2", __builtin_cpu_supports("avx2")},
-      {"fma", __builtin_cpu_supports("fma")},           {"f16c", __builtin_cpu_supports("f16c")},
-      {"bmi", __builtin_cpu_supports("bmi")},           {"bmi2", __builtin_cpu_supports("bmi2")},
-      {"popcnt", __builtin_cpu_supports("popcnt")},     {"avx512f", __builtin_cpu_supports("avx512f")},
-      {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512bw", __builtin_cpu_supports("avx512bw")},
-      {"avx512dq", __builtin_cpu_supports("avx512dq")}, {"avx512cd", __builtin_cpu_supports("avx512cd")},
-      {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
-      {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
-      {"avx512fp16", __builtin_cpu_supports("avx512fp16")}};
+  // The extensions LLVM's host CPUs list that change what code may run.
+  static const std::vector<HostCpuFeature> known = hostCpuFeatures();
   std::vector<std::string> missing;
   size_t b = 0;
   while (b < features.size()) {
@@ -44,9 +86,9 @@ std::vector<std::string> missingCpuFeatures(const std::string &features) {
       e = features.size();
     std::string f = features.substr(b, e - b);
     if (f.size() > 1 && f[0] == '+')
-      for (const auto &[name, have] : known)
-        if (f.compare(1, std::string::npos, name) == 0 && !have)
-          missing.push_back(name);
+      for (const HostCpuFeature &k : known)
+        if (f.compare(1, std::string::npos, k.name) == 0 && !k.have)
+          missing.push_back(k.name);
     b = e + 1;
   }
   return missing;

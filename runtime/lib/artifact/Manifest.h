@@ -62,8 +62,8 @@ struct Manifest {
 /// (Architecture) naming what the artifact holds.
 const CudaTargetEntry &selectCudaTarget(const Manifest &m, const std::string &deviceArch, bool &ptx);
 
-/// The "+feature"s of `features` this CPU lacks (of those it can tell: the x86 extensions GCC's
-/// __builtin_cpu_supports knows); empty when it has them all.
+/// The "+feature"s of `features` this CPU lacks (of those it can tell: the x86 extensions
+/// CPUID reports); empty when it has them all.
 std::vector<std::string> missingCpuFeatures(const std::string &features);
 
 /// 90 for "sm_90"; -1 when not of that form.
