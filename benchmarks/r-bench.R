@@ -104,30 +104,46 @@ if (want("W3")) {
 }
 
 # ---- W2 MLP training step ---------------------------------------------------------------------
-if (want("W2")) {
+if (want("W2") || want("W2bf16")) {
   d <- if (small) c(256, 64, 128) else c(4096, 1024, 4096)
   mlp <- nn_sequential(nn_linear(d[2], d[3]), nn_gelu(), nn_linear(d[3], d[3]), nn_gelu(), nn_linear(d[3], d[2]))
   X <- matrix(rnorm(d[1] * d[2]), d[1]); Y <- matrix(rnorm(d[1] * d[2]), d[1])
-  fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE)
-  record("W2", "rf_fit step, data on the device", 1000 * fit$step_seconds,
-         "(default: TF32 products, PyTorch's best setting's too)")
-  if (gpu) {
-    fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE, tf32 = FALSE)
-    record("W2", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
+  if (want("W2")) {
+    fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE)
+    record("W2", "rf_fit step, data on the device", 1000 * fit$step_seconds,
+           "(default: TF32 products, PyTorch's best setting's too)")
+    if (gpu) {
+      fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE, tf32 = FALSE)
+      record("W2", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
+    }
+  }
+  if (want("W2bf16")) {
+    fit <- rf_fit(mlp, X, Y, loss = nnf_mse_loss, steps = iters + 1, lr = 1e-3, progress = FALSE,
+                  precision = "bf16-mixed")
+    record("W2bf16", "rf_fit step, precision = \"bf16-mixed\"", 1000 * fit$step_seconds,
+           "(bfloat16 products, float32 master weights)")
   }
 }
 
 # ---- W5 ResNet-18 training step ---------------------------------------------------------------
-if (want("W5")) {
+if (want("W5") || want("W5bf16")) {
   b <- if (small) 8 else 256
   net <- nn_resnet18(num_classes = 10)
   x <- array(rnorm(b * 3 * 32 * 32), c(b, 3, 32, 32)); y <- rf_one_hot(sample.int(10, b, replace = TRUE), 10)
-  fit <- rf_fit(net, x, y, steps = if (small) 3 else 2 * iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE)
-  record("W5", sprintf("rf_fit step, batch %d, data on the device", b), 1000 * fit$step_seconds,
-         "(default: TF32 products, PyTorch's best setting's too)")
-  if (gpu) {
-    fit <- rf_fit(net, x, y, steps = iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE, tf32 = FALSE)
-    record("W5", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
+  if (want("W5")) {
+    fit <- rf_fit(net, x, y, steps = if (small) 3 else 2 * iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE)
+    record("W5", sprintf("rf_fit step, batch %d, data on the device", b), 1000 * fit$step_seconds,
+           "(default: TF32 products, PyTorch's best setting's too)")
+    if (gpu) {
+      fit <- rf_fit(net, x, y, steps = iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE, tf32 = FALSE)
+      record("W5", "rf_fit step, tf32 = FALSE", 1000 * fit$step_seconds, "(exact float32 products)")
+    }
+  }
+  if (want("W5bf16")) {
+    fit <- rf_fit(net, x, y, steps = if (small) 3 else 2 * iters + 1, lr = 0.1, momentum = 0.9, progress = FALSE,
+                  precision = "bf16-mixed")
+    record("W5bf16", "rf_fit step, precision = \"bf16-mixed\"", 1000 * fit$step_seconds,
+           "(bfloat16 products, float32 master weights)")
   }
 }
 
@@ -150,8 +166,9 @@ torch <- read_json("RFUSE_TORCH_JSON")
 cpp <- read_json("RFUSE_BENCH_JSON")
 if (!is.null(torch) || !is.null(cpp)) {
   best <- function(e) { v <- unlist(e[!grepl("_first_s$", names(e))]); if (length(v)) min(v) else NA }
-  tkey <- c(W1 = "W1", W4 = "W4", W3 = "W3", W2 = "W2_f32", W5 = "W5_f32")
-  ckey <- c(W1 = "^W1", W4 = "^W4", W3 = "^W3", W2 = "^W2", W5 = "^W5")
+  tkey <- c(W1 = "W1", W4 = "W4", W3 = "W3", W2 = "W2_f32", W5 = "W5_f32", W2bf16 = "W2_bf16", W5bf16 = "W5_bf16")
+  ckey <- c(W1 = "^W1", W4 = "^W4", W3 = "^W3", W2 = "^W2_mlp_train_step_f32", W5 = "^W5_resnet18_train_step_f32",
+            W2bf16 = "^W2_mlp_train_step_bf16", W5bf16 = "^W5_resnet18_train_step_bf16")
   # The memory floor: the bytes rfuse-bench's cost model says a workload must move, at the
   # H200's 4.19 TB/s (what W1's 0.256 ms floor in the issue assumes).
   cat(sprintf("\n%-8s %24s %18s %14s %14s\n", "workload", "rfuse from R (best row)", "rfuse-bench (C++)",

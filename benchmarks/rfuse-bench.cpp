@@ -181,21 +181,25 @@ int main() {
     sgd.optimizer = "sgd";
     sgd.learningRate = 1e-3;
     double f = 2.0 * 4096 * (1024.0 * 4096 + 4096.0 * 4096 + 4096.0 * 1024) * 3;
-    run("W2_mlp_train_step_f32", [&](GraphBuilder &g) {
-      TracedValue x = g.input({4096, 1024}, DType::F32);
-      TracedValue w1 = g.input({1024, 4096}, DType::F32), b1 = g.input({4096}, DType::F32);
-      TracedValue w2 = g.input({4096, 4096}, DType::F32), b2 = g.input({4096}, DType::F32);
-      TracedValue w3 = g.input({4096, 1024}, DType::F32), b3 = g.input({1024}, DType::F32);
-      TracedValue y = g.input({4096, 1024}, DType::F32);
-      auto linear = [&](TracedValue h, TracedValue w, TracedValue b, int64_t n) {
-        return g.add(g.matmul(h, w), g.broadcastTo(b, {4096, n}));
-      };
-      TracedValue h = g.gelu(linear(x, w1, b1, 4096));
-      h = g.gelu(linear(h, w2, b2, 4096));
-      TracedValue d = g.sub(linear(h, w3, b3, 1024), y);
-      g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
-    }, {{4096, 1024}, {1024, 4096}, {4096}, {4096, 4096}, {4096}, {4096, 1024}, {1024}, {4096, 1024}},
-        DType::F32, 0, f, 20, &sgd);
+    // f32 (TF32 products), then bf16-mixed (rf_train's precision = "bf16-mixed": rfuse-autocast).
+    for (std::string precision : {"f32", "bf16"}) {
+      sgd.autocast = precision == "f32" ? "none" : precision;
+      run("W2_mlp_train_step_" + precision, [&](GraphBuilder &g) {
+        TracedValue x = g.input({4096, 1024}, DType::F32);
+        TracedValue w1 = g.input({1024, 4096}, DType::F32), b1 = g.input({4096}, DType::F32);
+        TracedValue w2 = g.input({4096, 4096}, DType::F32), b2 = g.input({4096}, DType::F32);
+        TracedValue w3 = g.input({4096, 1024}, DType::F32), b3 = g.input({1024}, DType::F32);
+        TracedValue y = g.input({4096, 1024}, DType::F32);
+        auto linear = [&](TracedValue h, TracedValue w, TracedValue b, int64_t n) {
+          return g.add(g.matmul(h, w), g.broadcastTo(b, {4096, n}));
+        };
+        TracedValue h = g.gelu(linear(x, w1, b1, 4096));
+        h = g.gelu(linear(h, w2, b2, 4096));
+        TracedValue d = g.sub(linear(h, w3, b3, 1024), y);
+        g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
+      }, {{4096, 1024}, {1024, 4096}, {4096}, {4096, 4096}, {4096}, {4096, 1024}, {1024}, {4096, 1024}},
+          DType::F32, 0, f, 20, &sgd);
+    }
   }
 
   // W5: a ResNet-18 training step (32x32 images, batch 256, NHWC like the baseline's
@@ -219,8 +223,11 @@ int main() {
     sgd.momentum = 0.9;
     // ResNet-18 at 32x32: ~37.0 M multiply-adds per image forward; backward twice that.
     double f = 2.0 * 37.0e6 * rc.batch * 3;
-    run("W5_resnet18_train_step_f32", [&](GraphBuilder &g) { buildResNetLoss(g, rc); }, shapes, DType::F32, 0, f,
-        20, &sgd);
+    for (std::string precision : {"f32", "bf16"}) {
+      sgd.autocast = precision == "f32" ? "none" : precision;
+      run("W5_resnet18_train_step_" + precision, [&](GraphBuilder &g) { buildResNetLoss(g, rc); }, shapes,
+          DType::F32, 0, f, 20, &sgd);
+    }
   }
 
   auto st = cuda::kernelCacheStats();

@@ -30,6 +30,14 @@ struct GraphBuilder::Impl {
   std::vector<Frame> frames;
   int nextFrameId = 0;
   bool finished = false;
+  std::string autocast; // "bf16" / "f16": the mark float32 products get (setAutocast)
+
+  // Marks a float32 product or convolution for rfuse-autocast while autocast is on.
+  Value markAutocast(Value v) {
+    if (!autocast.empty() && typeOf(v).getElementType().isF32())
+      v.getDefiningOp()->setAttr("rfuse.autocast", b.getStringAttr(autocast));
+    return v;
+  }
 
   Impl() : b(&ctx), loc(UnknownLoc::get(&ctx)) {
     ctx.getOrLoadDialect<RfuseDialect>();
@@ -520,8 +528,8 @@ TracedValue GraphBuilder::matmul(TracedValue a, TracedValue c, bool ta, bool tb)
   if (!inferMatmulShape(Impl::typeOf(l).getShape(), Impl::typeOf(r).getShape(), ta, tb, out, err))
     Impl::shapeFail("matmul", err);
   auto type = RankedTensorType::get(out, Impl::typeOf(l).getElementType());
-  return impl->wrap(impl->create<MatmulOp>("matmul", type, l, r, impl->b.getBoolAttr(ta),
-                                           impl->b.getBoolAttr(tb)));
+  return impl->wrap(impl->markAutocast(
+      impl->create<MatmulOp>("matmul", type, l, r, impl->b.getBoolAttr(ta), impl->b.getBoolAttr(tb))));
 }
 
 TracedValue GraphBuilder::conv2d(TracedValue input, TracedValue filter, TracedValue bias,
@@ -539,10 +547,10 @@ TracedValue GraphBuilder::conv2d(TracedValue input, TracedValue filter, TracedVa
     Impl::shapeFail("conv2d", err);
   auto type = RankedTensorType::get(out, Impl::typeOf(x).getElementType());
   auto &b = impl->b;
-  return impl->wrap(impl->create<Conv2dOp>(
+  return impl->wrap(impl->markAutocast(impl->create<Conv2dOp>(
       "conv2d", type, x, w, bv, b.getDenseI64ArrayAttr(p.strides),
       b.getDenseI64ArrayAttr(p.padding), b.getDenseI64ArrayAttr(p.dilation),
-      b.getI64IntegerAttr(p.groups), LayoutAttr::get(&impl->ctx, nhwc ? Layout::NHWC : Layout::NCHW)));
+      b.getI64IntegerAttr(p.groups), LayoutAttr::get(&impl->ctx, nhwc ? Layout::NHWC : Layout::NCHW))));
 }
 
 TracedValue GraphBuilder::maxPool2d(TracedValue x, const Pool2dParams &p) {
@@ -626,6 +634,12 @@ std::vector<int64_t> GraphBuilder::shape(TracedValue v) const {
 }
 
 DType GraphBuilder::dtype(TracedValue v) const { return dtypeOf(impl->peek(v, "dtype")); }
+
+void GraphBuilder::setAutocast(const std::string &dtype) {
+  if (!dtype.empty() && dtype != "bf16" && dtype != "f16")
+    throw TraceError("autocast: the low dtype is bf16 or f16, not '" + dtype + "'");
+  impl->autocast = dtype;
+}
 
 void GraphBuilder::setSourceLocation(const std::string &description) {
   impl->loc = description.empty() ? Location(UnknownLoc::get(&impl->ctx))

@@ -165,6 +165,10 @@
     invisible(.Call(`_rfuse_rf_b_set_location`, b, description))
 }
 
+.rf_b_set_autocast <- function(b, dtype) {
+    invisible(.Call(`_rfuse_rf_b_set_autocast`, b, dtype))
+}
+
 .rf_b_shape <- function(b, x) {
     .Call(`_rfuse_rf_b_shape`, b, x)
 }
@@ -177,8 +181,8 @@
     .Call(`_rfuse_rf_compile`, text, pipeline, recordPasses)
 }
 
-.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE, tf32 = "options", allReduce = "none") {
-    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce)
+.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE, tf32 = "options", allReduce = "none", autocast = "none") {
+    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast)
 }
 
 .rf_program_info <- function(p) {

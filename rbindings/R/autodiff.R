@@ -74,12 +74,15 @@ grad_state <- function(f, wrt, dtype, pipeline, static, mode) {
 # Traces f, checks it returns one number, and compiles its gradient (or training step) program.
 grad_entry <- function(state, args) {
   k <- call_key(state, args)
+  device <- call_device(args)
+  autocast <- autocast_for(device)
+  if (nzchar(autocast)) k$key <- paste0(k$key, "|autocast ", autocast)
   names(args) <- k$names
   entry <- current_entry(state$cache[[k$key]])
   if (!is.null(entry)) return(list(entry = entry, args = args))
   for (i in seq_along(args))
     check_arg(args[[i]], if (nzchar(k$names[i])) k$names[i] else paste0("#", i), k$static[i])
-  tr <- trace_function(state$f, args, state$dtype, k$static)
+  tr <- trace_function(state$f, args, state$dtype, k$static, device)
   if (!tr$out$single || !is_sym(tr$out$items[[1]]) || tr$out$items[[1]]$len != 1)
     rf_abort("rfuse_autodiff_error",
              "`f` must return a single number (a scalar loss) to be differentiated")
@@ -101,7 +104,7 @@ grad_entry <- function(state, args) {
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8,
                                        isTRUE(m$lr_input),
                                        if (is.null(m$tf32)) "options" else if (m$tf32) "allowed" else "exact",
-                                       m$all_reduce %||% "none"))
+                                       m$all_reduce %||% "none", m$autocast %||% "none"))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -367,6 +370,14 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   faster on an H200. `FALSE`: exact float32 products. Training steps follow this argument, not
 #'   `rf_options(tf32 =)` (which applies to [rf_jit()] and tensor code); on the CPU, and in
 #'   float64, products are exact either way.
+#' @param precision `"32"` (default): float32 throughout (with `tf32`). `"bf16-mixed"`: mixed
+#'   precision as Lightning's and luz's setting of that name (torch's autocast): every matrix
+#'   product and convolution of the step, forward and backward, runs in bfloat16 with float32
+#'   accumulation (its inputs cast, its result rounded to bfloat16 and cast back), while
+#'   everything else (activations' math, reductions, softmax, normalization statistics, the loss)
+#'   and the parameters and optimizer state stay float32 (master weights). Needs `dtype =
+#'   "float32"`. On the CPU the bfloat16 products are exact-rounded emulations (slow). `"16-mixed"`
+#'   (float16, which needs dynamic loss scaling) is refused for now.
 #' @param progress Show a progress bar (the cli package).
 #' @param device Where the loop runs (default [rf_default_device()]). Parameters, gradients,
 #'   optimizer state (momentum, Adam's moments and step count), the data and the loss history
@@ -405,10 +416,31 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
                      weight_decay = 0, betas = c(0.9, 0.999), eps = 1e-8,
                      dtype = c("float32", "float64"), tf32 = TRUE, progress = interactive(),
                      device = rf_default_device(), shuffle = FALSE, write_back = NULL,
-                     strategy = c("none", "ddp"), devices = NULL, drop_last = FALSE) {
+                     strategy = c("none", "ddp"), devices = NULL, drop_last = FALSE,
+                     precision = c("32", "bf16-mixed", "16-mixed")) {
   train_loop(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps, dtype,
              tf32, progress, device, shuffle, write_back, strategy = strategy, devices = devices,
-             drop_last = drop_last)
+             drop_last = drop_last, precision = precision)
+}
+
+# rf_train()'s `precision` as the step's autocast dtype ("none", "bf16"), or a classed refusal.
+training_autocast <- function(precision, dtype) {
+  if (!is.character(precision) || !length(precision) || is.na(precision[1]))
+    rf_abort("rfuse_type_error", "`precision` must be \"32\", \"bf16-mixed\" or \"16-mixed\"")
+  if (identical(precision, c("32", "bf16-mixed", "16-mixed"))) precision <- "32" # the default, as match.arg
+  if (length(precision) != 1)
+    rf_abort("rfuse_type_error", "`precision` must be one of \"32\", \"bf16-mixed\" and \"16-mixed\"")
+  if (!precision %in% c("32", "bf16-mixed", "16-mixed"))
+    rf_abort("rfuse_type_error", sprintf("`precision` is \"%s\"; it must be \"32\", \"bf16-mixed\" or \"16-mixed\"", precision))
+  if (precision == "32") return("none")
+  if (precision == "16-mixed")
+    rf_abort("rfuse_unsupported_error", paste0(
+      "precision = \"16-mixed\" (float16) needs dynamic loss scaling, which rfuse does not have yet; ",
+      "use precision = \"bf16-mixed\" (bfloat16 has float32's range and needs none)"))
+  if (dtype != "float32")
+    rf_abort("rfuse_type_error", sprintf(
+      "precision = \"%s\" keeps float32 master weights: it needs dtype = \"float32\", not \"%s\"", precision, dtype))
+  "bf16"
 }
 
 # strategy = "ddp": this process's rank in the group the launcher's environment describes
@@ -473,9 +505,10 @@ seeded_permutation <- function(n, seed) {
 # those the steps replaced) at the end or on an interrupt.
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
-                       strategy = "none", devices = NULL, drop_last = FALSE) {
+                       strategy = "none", devices = NULL, drop_last = FALSE, precision = "32") {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
+  autocast <- training_autocast(precision, dtype)
   strategy <- match.arg(strategy, c("none", "ddp"))
   device <- check_device(device)
   if (!is.null(devices) && strategy != "ddp")
@@ -510,7 +543,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   world <- if (is.null(ddp)) 1L else ddp$world_size
   mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
                betas = betas, eps = eps, lr_input = TRUE, tf32 = tf32,
-               all_reduce = if (is.null(ddp)) "none" else "mean")
+               all_reduce = if (is.null(ddp)) "none" else "mean", autocast = autocast)
   state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n_rank <- as.integer(ceiling(n / world)) # the samples of an epoch this rank trains on
   bs <- as.integer(batch_size %||% n_rank)
@@ -780,7 +813,7 @@ take_rows <- function(d, rows) {
 #'   one-hot matrix; otherwise an array passed to `loss` as it is.
 #' @param loss A function of the model's output and the targets returning one number.
 #' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `drop_last`, `optimizer`, `lr`, `momentum`,
-#'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `progress`, `device`, `shuffle`,
+#'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `precision`, `progress`, `device`, `shuffle`,
 #'   `strategy` and `devices` (`strategy = "ddp"`: data-parallel training over the processes
 #'   [rf_launch()] starts, one per GPU; every rank's model ends with the trained weights).
 #' @return The [rf_train()] result (`history`, and `params` by name); the model is updated in
@@ -852,7 +885,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
              buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
-             drop_last = a$drop_last)
+             drop_last = a$drop_last, precision = a$precision)
 }
 
 # The running statistics of the model's batch norms that track them with a momentum (torch's

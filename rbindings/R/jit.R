@@ -215,7 +215,10 @@ trace_dtype <- function(state, args, device)
 # Looks up (or traces and compiles) the program for these arguments.
 jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_device())) {
   k <- call_key(state, args)
-  k$key <- paste0(dtype, "|", k$key, if (!is.null(state$model)) paste0("|", training_signature(state$model, state$notes)))
+  device <- call_device(args)
+  autocast <- autocast_for(device)
+  k$key <- paste0(dtype, "|", k$key, if (!is.null(state$model)) paste0("|", training_signature(state$model, state$notes)),
+                  if (nzchar(autocast)) paste0("|autocast ", autocast))
   names(args) <- k$names
   entry <- current_entry(state$cache[[k$key]])
   if (!is.null(entry) && !captures_hold(state, entry$captures)) entry <- NULL # traced again
@@ -233,8 +236,8 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   numbers <- which(!k$static & vapply(args, is_number_arg, TRUE))
   held <- list()
   first_try <- function() {
-    if (!length(numbers)) return(trace_function(state$f, args, dtype, k$static))
-    withCallingHandlers(trace_function(state$f, args, dtype, k$static), warning = function(w) {
+    if (!length(numbers)) return(trace_function(state$f, args, dtype, k$static, device))
+    withCallingHandlers(trace_function(state$f, args, dtype, k$static, device), warning = function(w) {
       held[[length(held) + 1L]] <<- w
       invokeRestart("muffleWarning")
     })
@@ -645,6 +648,12 @@ rf_cache_clear <- function() {
 #' rf_default_device()
 #' @export
 rf_default_device <- function() structure(current_device(), description = .rf_device_description())
+
+# Where a call on `args` runs: its rf_tensors' device, else the session's.
+call_device <- function(args) {
+  tensors <- Filter(is_tensor, args)
+  if (length(tensors)) common_device(tensors) else current_device()
+}
 
 current_device <- function() {
   if (identical(getOption("rfuse.device"), "cpu")) return("cpu")

@@ -57,6 +57,11 @@ emit <- function(fun, ..., call = NULL) {
     .rf_b_set_location(b, where)
     .rf_state$location <- where
   }
+  autocast <- autocast_for(.rf_state$device %||% "")
+  if (!identical(autocast, .rf_state$builder_autocast)) {
+    .rf_b_set_autocast(b, autocast)
+    .rf_state$builder_autocast <- autocast
+  }
   rf_guard(fun(b, ...), call)
 }
 

@@ -1128,8 +1128,9 @@ repeat_interleave <- function(x, repeats, dim, call) {
 #' torch's dtypes
 #'
 #' `torch_float()`, `torch_double()`, `torch_long()`, `torch_int()`, `torch_bool()`,
-#' `torch_float16()` / `torch_half()` give the dtype names rfuse uses (`"float32"`, `"float64"`,
-#' `"int64"`, `"int32"`, `"bool"`, `"float16"`), for `dtype =` arguments and `$to(dtype =)`.
+#' `torch_float16()` / `torch_half()`, `torch_bfloat16()` give the dtype names rfuse uses
+#' (`"float32"`, `"float64"`, `"int64"`, `"int32"`, `"bool"`, `"float16"`, `"bfloat16"`), for
+#' `dtype =` arguments, `$to(dtype =)` and [with_autocast()].
 #' @return A dtype name.
 #' @examples
 #' rf_tensor(1:3, dtype = torch_long())
@@ -1168,6 +1169,9 @@ torch_float16 <- function() "float16"
 #' @rdname torch_dtypes
 #' @export
 torch_half <- torch_float16
+#' @rdname torch_dtypes
+#' @export
+torch_bfloat16 <- function() "bfloat16"
 
 #' @rdname torch_functions
 #' @export

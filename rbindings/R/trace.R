@@ -406,7 +406,7 @@ trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
 
 # Traces `f` on the given arguments: numeric/logical arrays become symbolic inputs, `static`
 # arguments stay R values. Returns the module text and how to map results back.
-trace_function <- function(f, args, dtype, static_args) {
+trace_function <- function(f, args, dtype, static_args, device = current_device()) {
   saved <- as.list(.rf_state)
   on.exit({
     rm(list = ls(.rf_state, all.names = TRUE), envir = .rf_state)
@@ -415,6 +415,8 @@ trace_function <- function(f, args, dtype, static_args) {
   b <- .rf_builder_new("main")
   .rf_state$builder <- b
   .rf_state$dtype <- dtype
+  .rf_state$device <- device # (with_autocast regions apply to their device type's programs)
+  .rf_state$builder_autocast <- ""
   .rf_state$helpers <- new.env(parent = emptyenv())
   .rf_state$nhelpers <- 0L
   .rf_state$in_helper <- FALSE

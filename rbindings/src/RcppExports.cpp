@@ -551,6 +551,17 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_b_set_autocast
+void rf_b_set_autocast(SEXP b, std::string dtype);
+RcppExport SEXP _rfuse_rf_b_set_autocast(SEXP bSEXP, SEXP dtypeSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    rf_b_set_autocast(b, dtype);
+    return R_NilValue;
+END_RCPP
+}
 // rf_b_shape
 IntegerVector rf_b_shape(SEXP b, int x);
 RcppExport SEXP _rfuse_rf_b_shape(SEXP bSEXP, SEXP xSEXP) {
@@ -589,8 +600,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile_grad
-SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32, std::string allReduce);
-RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP) {
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32, std::string allReduce, std::string autocast);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP, SEXP autocastSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -608,7 +619,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< bool >::type lrInput(lrInputSEXP);
     Rcpp::traits::input_parameter< std::string >::type tf32(tf32SEXP);
     Rcpp::traits::input_parameter< std::string >::type allReduce(allReduceSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce));
+    Rcpp::traits::input_parameter< std::string >::type autocast(autocastSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1062,10 +1074,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_end_function", (DL_FUNC) &_rfuse_rf_b_end_function, 2},
     {"_rfuse_rf_b_call", (DL_FUNC) &_rfuse_rf_b_call, 3},
     {"_rfuse_rf_b_set_location", (DL_FUNC) &_rfuse_rf_b_set_location, 2},
+    {"_rfuse_rf_b_set_autocast", (DL_FUNC) &_rfuse_rf_b_set_autocast, 2},
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
-    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 14},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 15},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},

@@ -262,6 +262,11 @@ void rf_b_set_location(SEXP b, std::string description) {
   guarded([&] { builder(b).setSourceLocation(description); });
 }
 
+// [[Rcpp::export(.rf_b_set_autocast)]]
+void rf_b_set_autocast(SEXP b, std::string dtype) {
+  guarded([&] { builder(b).setAutocast(dtype); });
+}
+
 // [[Rcpp::export(.rf_b_shape)]]
 IntegerVector rf_b_shape(SEXP b, int x) {
   return guarded([&] {
@@ -304,7 +309,8 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
                      std::string optimizer, double lr, double momentum, double weightDecay,
                      double beta1, double beta2, double eps, bool lrInput = false,
-                     std::string tf32 = "options", std::string allReduce = "none") {
+                     std::string tf32 = "options", std::string allReduce = "none",
+                     std::string autocast = "none") {
   return guarded([&] {
     rfuse::CompileOptions options;
     if (tf32 == "allowed")
@@ -325,6 +331,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.beta2 = beta2;
     r.epsilon = eps;
     r.gradientAllReduce = allReduce;
+    r.autocast = autocast;
     std::shared_ptr<rfuse::Program> program;
     try {
       program = rfuse::r::interruptible(

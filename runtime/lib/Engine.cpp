@@ -138,7 +138,7 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
     os << " recompute " << g->recomputePointwise << " optimizer " << g->optimizer << " lr " << g->learningRate
        << " lr-input " << g->learningRateInput << " momentum " << g->momentum << " decay " << g->weightDecay
        << " betas " << g->beta1 << " " << g->beta2 << " eps " << g->epsilon << " all-reduce "
-       << g->gradientAllReduce << " bucket " << g->bucketBytes;
+       << g->gradientAllReduce << " bucket " << g->bucketBytes << " autocast " << g->autocast;
   }
   return cacheKeyHex(llvm::xxh3_64bits(os.str()));
 }
@@ -154,12 +154,26 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
                    const GradientRequest *gradient, const CompileOptions &compileOptions, CompileInfo &info,
                    const std::string &diagnostics) {
   MLIRContext *ctx = module.getContext();
+  // Mixed precision first, so that a gradient differentiates the low-precision products (the
+  // ops with_autocast() marked; with a training step's autocast, all of them).
+  AutocastOptions autocast;
+  if (gradient && gradient->autocast != "none") {
+    autocast.scope = "all";
+    autocast.dtype = gradient->autocast;
+  }
+  if (!gradient) {
+    PassManager pm(ctx);
+    pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+    if (failed(pm.run(module)))
+      throw CompileError("mixed precision (rfuse-autocast) failed: " + diagnostics);
+  }
   if (gradient) {
     // Inline, differentiate main into main_grad, then drop main: the pipeline compiles only
     // the gradient program.
     PassManager pm(ctx);
     pm.addPass(createInlinerPass());
     pm.addPass(createCanonicalizerPass());
+    pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
     AutodiffOptions options;
     options.wrt = gradient->wrt;
     options.recomputePointwise = gradient->recomputePointwise;

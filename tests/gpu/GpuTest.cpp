@@ -320,6 +320,48 @@ TEST_F(Gpu, ResNetTrainingStepOnTheGpuEqualsTheCpus) {
   }
 }
 
+// Mixed precision (rf_train's precision = "bf16-mixed"): cuBLASLt's and cuDNN's bfloat16
+// products, forward and backward, agree with the CPU's (the interpreter's exact-rounded
+// emulation) to bfloat16's precision; the weights stay float32.
+TEST_F(Gpu, Bf16MixedTrainingStepsAgreeWithTheCpus) {
+  ResNetConfig c;
+  c.batch = 8;
+  c.imageSize = 16;
+  c.classes = 4;
+  c.widths = {8, 16};
+  c.blocks = {1, 1};
+  c.layout = ImageLayout::NHWC;
+  GraphBuilder g;
+  ModelGraph m = buildResNetLoss(g, c);
+  std::mt19937_64 rng(18);
+  std::vector<HostTensor> inputs;
+  for (const auto &s : m.inputShapes)
+    inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
+  GradientRequest sgd;
+  for (size_t p = 0; p < m.parameterCount(); ++p) {
+    sgd.wrt.push_back(p);
+    inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
+  }
+  sgd.optimizer = "sgd";
+  sgd.learningRate = 0.1;
+  sgd.momentum = 0.9;
+  sgd.autocast = "bf16";
+  auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+  EXPECT_TRUE(program->info().gpuFallbacks.empty()) << program->info().gpuFallbacks[0];
+  int bf16Calls = 0;
+  for (const std::string &call : program->info().libraryCalls)
+    bf16Calls += call.find("bf16") != std::string::npos;
+  EXPECT_GE(bf16Calls, 10) << "the convolutions, their backward calls and the classifier's products";
+  auto cpu = program->run(inputs, Device::Cpu);
+  auto gpu = program->run(inputs, Device::Cuda);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_EQ(gpu[i].dtype, DType::F32) << "output " << i;
+    // Sums in another order can round a product to the neighbouring bfloat16 (2^-8 apart).
+    EXPECT_LE(test::maxRelError(gpu[i].f, cpu[i].f, 1e-1), 3e-2) << "output " << i;
+  }
+}
+
 TEST_F(Gpu, UnfusedPipelinesRunEveryOpOnTheGpu) {
   for (const char *pipeline : {"no-fusion", "elementwise-only"})
     for (const test::CorpusGraph &g : test::canonicalCorpus())

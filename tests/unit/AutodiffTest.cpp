@@ -421,3 +421,41 @@ TEST(Autodiff, SmallResNetGradientsMatchFiniteDifferences) {
   }
 }
 } // namespace
+
+// A training step's autocast (rf_train's precision = "bf16-mixed") is the step written with the
+// casts by hand: the same loss, gradients' updates and weights, bit for bit; and not the f32 step.
+TEST(Autodiff, AutocastStepEqualsTheStepWithExplicitCasts) {
+  auto build = [](bool explicitCasts) {
+    GraphBuilder g;
+    TracedValue x = g.input({16, 32}, DType::F32), w = g.input({32, 8}, DType::F32), b = g.input({8}, DType::F32);
+    TracedValue y = g.input({16, 8}, DType::F32);
+    TracedValue m = explicitCasts
+                        ? g.cast(g.matmul(g.cast(x, DType::BF16), g.cast(w, DType::BF16)), DType::F32)
+                        : g.matmul(x, w);
+    TracedValue d = g.sub(g.tanh(g.add(m, g.broadcastTo(b, {16, 8}))), y);
+    g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
+    return g.moduleText();
+  };
+  std::mt19937_64 rng(11);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F32, {16, 32}, rng), test::randomTensor(DType::F32, {32, 8}, rng),
+                                test::randomTensor(DType::F32, {8}, rng), test::randomTensor(DType::F32, {16, 8}, rng)};
+  GradientRequest r;
+  r.wrt = {1, 2};
+  r.optimizer = "sgd";
+  r.learningRate = 0.5;
+  auto byHand = compileGradientProgram(build(true), "default", r)->run(in, Device::Cpu);
+  auto f32 = compileGradientProgram(build(false), "default", r)->run(in, Device::Cpu);
+  r.autocast = "bf16";
+  auto autocast = compileGradientProgram(build(false), "default", r)->run(in, Device::Cpu);
+  ASSERT_EQ(autocast.size(), 3u);
+  double differsFromF32 = 0;
+  for (size_t i = 0; i < autocast.size(); ++i) {
+    ASSERT_EQ(autocast[i].dtype, DType::F32) << "output " << i << ": master weights stay float32";
+    EXPECT_EQ(autocast[i].f, byHand[i].f) << "output " << i;
+    differsFromF32 = std::max(differsFromF32, test::maxRelError(autocast[i].f, f32[i].f, 1e-3));
+  }
+  EXPECT_GT(differsFromF32, 1e-4) << "bfloat16 products round at 2^-8; the step cannot equal float32's";
+  EXPECT_LT(differsFromF32, 0.1);
+  r.autocast = "f8";
+  expectCompileError(build(false), r, "dtype must be bf16 or f16");
+}

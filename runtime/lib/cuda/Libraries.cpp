@@ -237,7 +237,10 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
                                          spec.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
      "SetConvolution2dDescriptor");
   ok(api.cudnnSetConvolutionGroupCount(conv, (int)c.groups), "SetConvolutionGroupCount");
-  api.cudnnSetConvolutionMathType(conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  // f16/bf16 have their algorithms on tensor cores only; f32 uses them (TF32) only when allowed.
+  api.cudnnSetConvolutionMathType(conv, spec.dtype == DType::F16 || spec.dtype == DType::BF16 ? CUDNN_TENSOR_OP_MATH
+                                        : tf32                                                 ? CUDNN_DEFAULT_MATH
+                                                                                               : CUDNN_FMA_MATH);
   // The heuristics' first algorithm that succeeds within the shared workspace.
   auto pick = [&](auto *perf, int found) -> int {
     for (int i = 0; i < found; ++i)

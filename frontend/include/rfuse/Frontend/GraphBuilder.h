@@ -193,6 +193,9 @@ public:
   /// Source description attached to ops recorded from now on (e.g. the R call being traced);
   /// it becomes the ops' location. Empty clears it.
   void setSourceLocation(const std::string &description);
+  /// "bf16" / "f16": float32 matmuls and convolutions recorded from now on carry an
+  /// `rfuse.autocast` mark of that dtype (the rfuse-autocast pass runs them in it); "" stops.
+  void setAutocast(const std::string &dtype);
 
 private:
   struct Impl;

@@ -237,4 +237,31 @@ def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
   ];
 }
 
+def Autocast : Pass<"rfuse-autocast", "mlir::func::FuncOp"> {
+  let summary = "Mixed precision: float32 matrix products and convolutions in bfloat16 or float16";
+  let description = [{
+    Torch's autocast, as a rewrite. Each float32 `matmul` and `conv2d` in scope gets its operands
+    cast to the low dtype, runs there (cuBLASLt and cuDNN accumulate in float32) and has its
+    result cast back to float32, so every other op (reductions, softmax, normalization
+    statistics, losses, the optimizer's update of the float32 weights) stays in float32. The
+    product's result is rounded to the low dtype first, as autocast's is. Run before
+    rfuse-autodiff, the backward products are low-precision too (the cast's gradient is a cast)
+    and the parameters stay float32: master weights. Float64 and low-precision ops are left alone.
+
+    Scope: `scope=all` rewrites every float32 product in `dtype`; `scope=marked` only those
+    carrying a `rfuse.autocast` string attribute ("bf16" or "f16": what R's `with_autocast()`
+    records), each in its own dtype. The attribute is dropped from the ops rewritten.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let options = [
+    Option<"scope", "scope", "std::string", /*default=*/"\"marked\"",
+           "Which products: all or marked (those with a rfuse.autocast attribute)">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "The low dtype with scope=all: bf16 or f16">,
+  ];
+  let statistics = [
+    Statistic<"numCast", "ops-autocast", "Products and convolutions moved to the low dtype">,
+  ];
+}
+
 #endif // RFUSE_PASSES_TD

@@ -68,6 +68,10 @@ struct GradientRequest {
   /// buckets of at most bucketBytes (rfuse-bucket-all-reduce); "none": no collective.
   std::string gradientAllReduce = "none";
   int64_t bucketBytes = 25 << 20;
+  /// Mixed precision: "bf16" or "f16" runs every float32 matrix product and convolution of the
+  /// step in that dtype, the rest and the weights in float32 (rfuse-autocast scope=all); "none":
+  /// only the products with_autocast() marked.
+  std::string autocast = "none";
 };
 
 /// Whether a program's float32 matrix products and convolutions on the GPU may use TF32 tensor

@@ -1,0 +1,140 @@
+# Mixed precision (issue 17): with_autocast() / local_autocast() run float32 products in
+# bfloat16 / float16 against a base-R reference of the same rounding; the region is part of the
+# cache key; float64 and the other device type are left alone; rf_fit(precision = "bf16-mixed")
+# trains as float32 does; bad settings are classed errors. On every device present (the GPU's
+# part skips with the reason on a CPU machine).
+
+devices <- function() c("cpu", if (as.vector(rf_default_device()) == "cuda") "cuda")
+on_device <- function(dev) options(rfuse.device = if (dev == "cpu") "cpu" else NULL)
+
+# Rounding to nearest even at `bits` significand bits (24: float32, 8: bfloat16, 11: float16).
+round_bits <- function(v, bits) {
+  e <- floor(log2(abs(v)))
+  e[!is.finite(e)] <- 0
+  s <- 2^(e - (bits - 1))
+  s * round(v / s) # (R rounds halves to even; v / s is exact)
+}
+f32 <- function(v) round_bits(v, 24)
+
+# tanh(x %*% w) with the product's inputs and result rounded as autocast rounds them.
+low_reference <- function(x, w, bits) {
+  p <- round_bits(round_bits(f32(x), bits) %*% round_bits(f32(w), bits), bits)
+  tanh(p)
+}
+
+set.seed(17)
+x <- matrix(rnorm(16 * 64), 16); w <- matrix(rnorm(64 * 8) / 8, 64)
+
+for (dev in devices()) {
+  test_that(paste("with_autocast runs products in bfloat16 and float16 on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    f <- rf_jit(function(x, w) tanh(x %*% w), dtype = "float32")
+    exact <- f(x, w)
+    for (low in c("bfloat16", "float16")) {
+      bits <- if (low == "bfloat16") 8 else 11
+      got <- with_autocast(f(x, w), device_type = dev, dtype = low)
+      ref <- low_reference(x, w, bits)
+      # Float32 sums may round the product to the neighbouring low-precision value: at most one
+      # unit of its last place, rarely.
+      err <- abs(got - ref)
+      expect_true(all(err <= 2^-(bits - 1) * abs(atanh(pmin(abs(ref), 0.999999))) + 1e-5), info = low)
+      expect_gt(mean(err <= 1e-5), 0.9, label = paste(low, "share equal to the reference"))
+      expect_gt(max(abs(got - exact)), 2^-(bits + 4), label = paste(low, "differs from float32"))
+    }
+    # The same function outside the region is float32 again: a program of its own.
+    expect_identical(f(x, w), exact)
+  })
+
+  test_that(paste("autocast regions nest, opt out, and end with their frame on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    f <- rf_jit(function(x, w) tanh(x %*% w), dtype = "float32")
+    exact <- f(x, w)
+    low <- with_autocast(f(x, w), device_type = dev, dtype = "bfloat16")
+    other <- if (dev == "cpu") "cuda" else "cpu"
+    expect_identical(with_autocast(f(x, w), device_type = other, dtype = "bfloat16"), exact)
+    expect_identical(with_autocast(with_autocast(f(x, w), device_type = dev, enabled = FALSE),
+                                   device_type = dev, dtype = "bfloat16"), exact)
+    g <- function() {
+      local_autocast(device_type = dev, dtype = torch_bfloat16())
+      f(x, w)
+    }
+    expect_identical(g(), low)
+    expect_identical(f(x, w), exact)
+    ctx <- set_autocast(device_type = dev, dtype = "bfloat16")
+    expect_identical(f(x, w), low)
+    unset_autocast(ctx)
+    expect_identical(f(x, w), exact)
+    # Inside traced code, and float64 left exact.
+    h <- rf_jit(function(x, w) tanh(with_autocast(x %*% w, device_type = dev, dtype = "bfloat16")), dtype = "float32")
+    expect_identical(h(x, w), low)
+    d <- rf_jit(function(x, w) tanh(x %*% w), dtype = "float64")
+    expect_lt(rel_err(with_autocast(d(x, w), device_type = dev, dtype = "bfloat16"), tanh(x %*% w)), 1e-12)
+  })
+
+  test_that(paste("rf_fit with precision = 'bf16-mixed' trains as float32 does on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    set.seed(5)
+    n <- 256
+    xs <- matrix(rnorm(n * 8), n)
+    ys <- ifelse(xs[, 1] + xs[, 2] * xs[, 3] > 0, 1, 2)
+    fit <- function(precision) {
+      torch_manual_seed(3)
+      net <- nn_sequential(nn_linear(8, 32), nn_relu(), nn_linear(32, 2))
+      h <- rf_fit(net, xs, ys, steps = 150, lr = 0.3, momentum = 0.9, batch_size = 64, progress = FALSE,
+                  precision = precision, device = dev)
+      list(history = h$history, accuracy = mean(max.col(as.array(net(xs))) == ys),
+           weight = as.array(net$parameters[[1]]))
+    }
+    full <- fit("32")
+    mixed <- fit("bf16-mixed")
+    expect_lt(mean(tail(mixed$history, 10)), 0.5 * mixed$history[1])
+    expect_gt(mixed$accuracy, full$accuracy - 0.05)
+    expect_false(identical(mixed$weight, full$weight)) # the products really were bfloat16
+    expect_lt(rel_err(mixed$weight, full$weight), 0.3) # (150 steps apart, not bit for bit)
+  })
+
+  test_that(paste("a bf16-mixed CNN reaches the float32 accuracy on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    set.seed(8)
+    n <- 192
+    img <- array(rnorm(n * 64, sd = 0.3), c(n, 1, 8, 8))
+    cls <- sample(1:2, n, replace = TRUE)
+    img[cls == 2, 1, 3:6, 3:6] <- img[cls == 2, 1, 3:6, 3:6] + 1 # class 2: a bright square
+    fit <- function(precision) {
+      torch_manual_seed(4)
+      net <- nn_sequential(nn_conv2d(1, 4, 3), nn_relu(), nn_flatten(), nn_linear(4 * 6 * 6, 2))
+      rf_fit(net, img, cls, steps = 60, lr = 0.1, batch_size = 64, progress = FALSE, precision = precision,
+             device = dev)
+      mean(max.col(as.array(net(img))) == cls)
+    }
+    full <- fit("32")
+    mixed <- fit("bf16-mixed")
+    expect_gt(full, 0.9)
+    expect_gt(mixed, full - 0.05)
+  })
+}
+
+test_that("bad autocast settings are classed errors naming what is wrong", {
+  expect_error(with_autocast(1, device_type = "tpu"), class = "rfuse_type_error", regexp = "device_type")
+  expect_error(with_autocast(1, device_type = "cpu", dtype = "float64"), class = "rfuse_type_error",
+               regexp = "bfloat16 or float16")
+  expect_error(with_autocast(1, device_type = "cpu", fast = TRUE), class = "rfuse_type_error", regexp = "fast")
+  expect_error(with_autocast(1, device_type = "cpu", enabled = NA), class = "rfuse_type_error", regexp = "enabled")
+  expect_error(unset_autocast(list()), class = "rfuse_type_error")
+  x <- matrix(rnorm(20), 10); y <- rnorm(10)
+  loss <- function(w, x, y) nnf_mse_loss(x %*% w, y)
+  p <- list(w = matrix(0, 2, 1))
+  expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "16-mixed", progress = FALSE),
+               class = "rfuse_unsupported_error", regexp = "loss scaling")
+  expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "bf16-mixed", dtype = "float64",
+                        progress = FALSE), class = "rfuse_type_error", regexp = "float32")
+  expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "fp8", progress = FALSE),
+               class = "rfuse_type_error", regexp = "precision")
+  # A failed region leaves autocast off.
+  old <- options(rfuse.device = "cpu"); on.exit(options(old))
+  f <- rf_jit(function(x, w) x %*% w, dtype = "float32")
+  before <- f(x, p$w + 1)
+  try(with_autocast(stop("inside"), device_type = "cpu"), silent = TRUE)
+  expect_identical(f(x, p$w + 1), before)
+  expect_identical(rfuse:::autocast_for("cpu"), "")
+})
