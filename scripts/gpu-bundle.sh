@@ -9,7 +9,7 @@ shared="${RFUSE_SHARED:-$(cd .. && pwd)/shared}"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/rfuse/bin" "$stage/rfuse/lib" .bundle
-cp build/bin/rfuse-gpu-tests build/bin/rfuse-bench build/bin/rfuse-run build/bin/rfusec build/bin/rfuse-aot-run "$stage/rfuse/bin/"
+cp build/bin/rfuse-gpu-tests build/bin/rfuse-bench build/bin/rfuse-step-profile build/bin/rfuse-run build/bin/rfusec build/bin/rfuse-aot-run "$stage/rfuse/bin/"
 cp build/lib/*.so "$stage/rfuse/lib/"
 cp -L /usr/lib/llvm-19/lib/libMLIR.so.19.1 /usr/lib/llvm-19/lib/libLLVM.so.19.1 \
       /lib/x86_64-linux-gnu/libz3.so.4 "$stage/rfuse/lib/"

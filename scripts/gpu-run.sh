@@ -28,6 +28,10 @@
 #          (benchmarks/r-ddp-bench.R, rf_launch()), in one call.
 # column-cache: for each column_cache / column_tiles_from_l2 setting, the GPU corpus against the
 #          interpreter and W4 from R (r-bench.R): the column tiles' variants side by side.
+# step-profile: rfuse-step-profile (benchmarks/step-profile.cpp) on rfuse-bench's W5 step and on
+#          each fused module in .bundle/diag/ (carried with .bundle; benchmarks/r-step-dump.R writes
+#          rf_fit's W5 step there): per-step device time by kind, CSVs under $OUT. A diagnostic:
+#          which steps of two programs of one model differ.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -177,6 +181,9 @@ if [ "$what" = r-bench ]; then
 fi
 if [ "$what" = r-diag ]; then
   OUT="$out" timeout 500 Rscript benchmarks/r-diag.R 2>&1 | tee "$out/r-diag.log"
+fi
+if [ "$what" = step-profile ]; then
+  OUT="$out" "$R/bin/rfuse-step-profile" w5 .bundle/diag/*.mlir 2>&1 | tee "$out/step-profile.log"
 fi
 if [ "$what" = quick ] || [ "$what" = rfuse ]; then
   OUT="$out" "$R/bin/rfuse-bench" | tee -a "$out/bench.log"

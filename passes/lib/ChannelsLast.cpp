@@ -76,20 +76,47 @@ struct ToNhwc : RewritePattern {
 // What an operand of a pointwise op is before transpose `perm`: the transpose's input, a
 // broadcast along the permuted dimensions, a splat constant of the unpermuted shape. `make`
 // false only checks that there is one.
-Value beforeTranspose(PatternRewriter &rw, Location loc, Value v, ArrayRef<int64_t> perm, bool make) {
+Value beforeTranspose(PatternRewriter &rw, Location loc, Value v, ArrayRef<int64_t> perm, bool make, int depth = 0) {
   RankedTensorType pre = unpermuted(tensorOf(v), perm, tensorOf(v).getElementType());
-  if (auto t = v.getDefiningOp<TransposeOp>())
-    return t.getPerm() == perm ? t.getInput() : Value();
+  // A pointwise op of broadcasts and splats (a batch norm's scale times a constant), rebuilt in
+  // the unpermuted layout: fusion puts the copy in the same kernel.
+  if (Operation *def = v.getDefiningOp();
+      def && depth < 4 && (isa<PointwiseOpInterface>(def) || isa<CastOp>(def)) && def->getNumResults() == 1 &&
+      !def->getParentOfType<FusionOp>()) {
+    for (Value x : def->getOperands())
+      if (!beforeTranspose(rw, loc, x, perm, false, depth + 1))
+        return Value();
+    if (!make)
+      return v;
+    SmallVector<Value> operands;
+    for (Value x : def->getOperands())
+      operands.push_back(beforeTranspose(rw, loc, x, perm, true, depth + 1));
+    Operation *copy = rw.clone(*def);
+    copy->setOperands(operands);
+    copy->getResult(0).setType(pre);
+    return copy->getResult(0);
+  }
+  if (auto t = v.getDefiningOp<TransposeOp>()) // (inside a rebuilt op, only layout-free values)
+    return t.getPerm() == perm && depth == 0 ? t.getInput() : Value();
   if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
-    SmallVector<int64_t> dims;
-    for (int64_t d : b.getDims())
-      dims.push_back(perm[d]);
+    // The input's size-1 dims carry no order: they are dropped (a reshape), so that per-channel
+    // statistics kept as [1, 1, C, 1] in R's layout broadcast as [C] into any layout.
+    RankedTensorType in = tensorOf(b.getInput());
+    SmallVector<int64_t> dims, kept;
+    for (auto [i, d] : llvm::enumerate(b.getDims()))
+      if (in.getShape()[i] != 1) {
+        dims.push_back(perm[d]);
+        kept.push_back(in.getShape()[i]);
+      }
     for (size_t k = 1; k < dims.size(); ++k)
       if (dims[k] <= dims[k - 1])
         return Value(); // the broadcast's own dims would need a transpose: not worth it
     if (!make)
       return v;
-    return rw.create<BroadcastInDimOp>(loc, pre, b.getInput(), rw.getDenseI64ArrayAttr(dims));
+    Value input = b.getInput();
+    if ((int64_t)kept.size() != in.getRank())
+      input = rw.create<ReshapeOp>(loc, RankedTensorType::get(kept, in.getElementType()), input);
+    return rw.create<BroadcastInDimOp>(loc, pre, input, rw.getDenseI64ArrayAttr(dims));
   }
   if (auto c = v.getDefiningOp<ConstantOp>()) {
     auto splat = llvm::dyn_cast<SplatElementsAttr>(c.getValue());

@@ -851,6 +851,9 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   bpaths <- names(tracked)
   # loss(model(.input), .target) as a function of the parameters and buffers (named by path) and
   # the data.
+  # Convolution filters train in the layout the step's convolutions read (see filter_layouts).
+  layouts <- list()
+  from_layout <- function(p, v) if (is.null(layouts[[p]])) v else t_permute(v, order(layouts[[p]]))
   f <- function(...) {
     a <- list(...)
     # (the running statistics' updates replace these inputs: see track_batch_stats)
@@ -858,11 +861,12 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     on.exit(.rf_state$replace_buffers <- NULL, add = TRUE)
     saved <- c(model$parameters, tracked)
     on.exit(for (p in c(paths, bpaths)) set_parameter(self, p, saved[[p]]), add = TRUE)
-    for (p in c(paths, bpaths)) set_parameter(self, p, a[[p]])
+    for (p in paths) set_parameter(self, p, from_layout(p, a[[p]]))
+    for (p in bpaths) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }
   write_back <- function(trained)
-    for (p in paths) store_parameter(self, p, trained[[p]])
+    for (p in paths) store_parameter(self, p, from_layout(p, trained[[p]]))
   # The running statistics the steps computed, and as many batches counted as steps were run by
   # the batch norms that tracked them (those in training mode).
   write_buffers <- function(values, done, replaced) {
@@ -882,10 +886,34 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   body(settings) <- quote(as.list(environment()))
   a <- settings(f, lapply(params, function(p) if (is_tensor(p)) state_value(p) else unclass(p)), data = data,
                 write_back = write_back, ...)
-  train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
-             a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
-             buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
-             drop_last = a$drop_last, precision = a$precision)
+  if (identical(match.arg(a$dtype, c("float32", "float64")), "float32")) {
+    layouts <- filter_layouts(model, paths)
+    for (p in names(layouts)) a$params[[p]] <- aperm(a$params[[p]], layouts[[p]])
+  }
+  fit <- train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
+                    a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
+                    buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
+                    drop_last = a$drop_last, precision = a$precision)
+  for (p in intersect(names(layouts), names(fit$params))) fit$params[[p]] <- from_layout(p, fit$params[[p]])
+  fit
+}
+
+# The layout each trainable nn_conv2d filter trains in: R keeps a filter as dim c(O, I, kH, kW),
+# the tensor [kW, kH, I, O], which every step would transpose for the convolution and whose
+# gradient it would transpose back for the update. rfuse-channels-last runs float32 convolutions
+# in NHWC with OHWI filters, so the step takes each filter as aperm(w, c(2, 4, 3, 1)) (dim c(I,
+# kW, kH, O): the tensor [O, kH, kW, I]) and its traced code permutes it back, where the two
+# transposes cancel; its update then fuses into the backward-filter call's epilogue. The momentum
+# buffers follow the filters; fit$params and the model get R's layout back.
+filter_layouts <- function(model, paths) {
+  out <- list()
+  tree <- module_tree(model)
+  for (prefix in names(tree)) {
+    if (!inherits(tree[[prefix]], "nn_conv2d")) next
+    p <- if (nzchar(prefix)) paste0(prefix, ".weight") else "weight"
+    if (p %in% paths && length(dim(self_of(tree[[prefix]])$weight)) == 4) out[[p]] <- c(2L, 4L, 3L, 1L)
+  }
+  out
 }
 
 # The running statistics of the model's batch norms that track them with a momentum (torch's

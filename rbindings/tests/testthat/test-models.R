@@ -119,3 +119,27 @@ test_that("a constant operand of a matrix product (a zero initial state) runs on
   expect_lt(rel_err(rf_jit(m, dtype = "float64")(y), m(y)), 1e-12)
   expect_lt(rel_err(rf_jit(m)(y), m(y)), 1e-5)
 })
+
+test_that("rf_fit trains convolution filters in the step's layout and gives them back in R's", {
+  # Float32 steps take each nn_conv2d filter permuted to the layout its NHWC convolution reads
+  # (filter_layouts); float64 steps take R's. Both must train the same weights, and the model and
+  # fit$params must hold them as dim c(O, I, kH, kW).
+  set.seed(12)
+  x <- array(rnorm(16 * 2 * 6 * 6), c(16, 2, 6, 6)); y <- sample(1:3, 16, replace = TRUE)
+  fit <- function(dtype) {
+    torch_manual_seed(2)
+    net <- nn_sequential(nn_conv2d(2, 4, c(3, 2), padding = 1), nn_relu(), nn_conv2d(4, 5, 3, bias = FALSE),
+                         nn_flatten(), nn_linear(5 * 4 * 5, 3))
+    f <- rf_fit(net, x, y, steps = 4, lr = 0.05, momentum = 0.9, batch_size = 8, progress = FALSE, dtype = dtype)
+    list(net = net, params = f$params)
+  }
+  expect_equal(names(rfuse:::filter_layouts(fit("float32")$net, c("0.weight", "2.weight", "4.weight"))),
+               c("0.weight", "2.weight"))
+  a <- fit("float32"); b <- fit("float64")
+  for (p in c("0.weight", "2.weight", "0.bias")) {
+    expect_identical(dim(a$params[[p]]), dim(b$params[[p]]), info = p)
+    expect_lt(rel_err(as.array(a$net$parameters[[p]]), as.array(b$net$parameters[[p]])), 1e-4)
+    expect_lt(rel_err(a$params[[p]], b$params[[p]]), 1e-4)
+  }
+  expect_identical(dim(as.array(a$net$parameters[["0.weight"]])), c(4L, 2L, 3L, 2L))
+})

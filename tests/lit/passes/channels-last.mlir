@@ -93,3 +93,29 @@ func.func @f64_stays(%x: tensor<5x5x3x2xf64>, %w: tensor<4x3x3x3xf64>) -> tensor
   %1 = rfuse.conv2d %0, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x3x5x5xf64>, tensor<4x3x3x3xf64>) -> tensor<2x4x5x5xf64>
   return %1 : tensor<2x4x5x5xf64>
 }
+
+// -----
+
+// A batch norm's backward as autodiff leaves it: the per-channel statistic kept as [1, 1, C, 1]
+// in R's layout and scaled by a constant before it meets the transposed image. The scaled
+// broadcast is rebuilt in NHWC (its unit dims dropped), so the whole chain and its reduction
+// run in NHWC and only the input's and the filter's transposes are left.
+// CHECK-LABEL: func.func @bn_backward_keepdims
+// CHECK:      rfuse.transpose %arg0
+// CHECK:      rfuse.transpose %arg2
+// CHECK-NOT:  rfuse.transpose
+// CHECK:      rfuse.reshape %arg1 : (tensor<1x1x4x1xf32>) -> tensor<4xf32>
+// CHECK:      rfuse.broadcast_in_dim %{{.*}}, dims = [3] : (tensor<4xf32>) -> tensor<2x5x5x4xf32>
+// CHECK:      rfuse.reduce_sum %{{.*}}, dims = [0, 1, 2] : (tensor<2x5x5x4xf32>) -> tensor<4xf32>
+// CHECK-NOT:  rfuse.transpose
+func.func @bn_backward_keepdims(%x: tensor<5x5x3x2xf32>, %s: tensor<1x1x4x1xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<4xf32> {
+  %0 = rfuse.transpose %x, perm = [3, 2, 1, 0] : (tensor<5x5x3x2xf32>) -> tensor<2x3x5x5xf32>
+  %1 = rfuse.conv2d %0, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x5x5xf32>
+  %2 = rfuse.transpose %1, perm = [3, 2, 1, 0] : (tensor<2x4x5x5xf32>) -> tensor<5x5x4x2xf32>
+  %b = rfuse.broadcast_in_dim %s, dims = [0, 1, 2, 3] : (tensor<1x1x4x1xf32>) -> tensor<5x5x4x2xf32>
+  %c = rfuse.constant dense<0.5> : tensor<5x5x4x2xf32>
+  %3 = rfuse.mul %b, %c : tensor<5x5x4x2xf32>
+  %4 = rfuse.mul %3, %2 : tensor<5x5x4x2xf32>
+  %5 = rfuse.reduce_sum %4, dims = [0, 1, 3] : (tensor<5x5x4x2xf32>) -> tensor<4xf32>
+  return %5 : tensor<4xf32>
+}
