@@ -184,8 +184,9 @@ def ChannelsLast : Pass<"rfuse-channels-last", "mlir::func::FuncOp"> {
     (each 4-d operand transposed to NHWC, or filters to OHWI, the result transposed back; a
     program that takes NCHW tensors as they are keeps them), then moves rank-4 transposes down through the ops
     that do not care about layout so that consecutive ones meet and cancel: pointwise ops and
-    casts whose operands are all the same transpose, broadcasts or splat constants (a batch
-    norm's per-channel statistics broadcast along the permuted dimension), and reductions (over
+    casts whose operands are all the same transpose, broadcasts (their size-1 input dims
+    dropped: a batch norm's [1, 1, C, 1] statistic in R's layout broadcasts as [C]), splat
+    constants or pointwise ops of those (rebuilt in the new layout), and reductions (over
     the permuted dimensions). What is left are transposes where the program reads R's layout and
     where it hands values back, and in front of ops that depend on the order of dimensions
     (reshapes, matrix products), where fusion reads them as index maps. Values are unchanged:
