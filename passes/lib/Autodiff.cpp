@@ -87,9 +87,21 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       forward.push_back(b.clone(op, map));
     Value gradLoss = map.lookup(loss);
 
-    // Cotangents, accumulated in reverse order.
+    // Cotangents, accumulated in reverse order. With loss scaling the seed is the scale (a
+    // placeholder argument here, moved last when the step's other arguments are in place).
     llvm::DenseMap<Value, Value> cot;
-    cot[gradLoss] = splat(b, fn.getLoc(), gradLoss.getType(), 1.0);
+    Type lossElem = lossType.getElementType();
+    BlockArgument scalePlaceholder;
+    Value scaleScalar;
+    if (lossScale) {
+      if (optimizer != "sgd")
+        return fn.emitError() << "rfuse-autodiff: loss-scale needs optimizer=sgd, not '" << optimizer << "'";
+      scalePlaceholder = entry->addArgument(RankedTensorType::get({1}, lossElem), fn.getLoc());
+      scaleScalar = b.create<ReshapeOp>(fn.getLoc(), RankedTensorType::get({}, lossElem), scalePlaceholder);
+      cot[gradLoss] = b.create<BroadcastInDimOp>(fn.getLoc(), lossType, scaleScalar, b.getDenseI64ArrayAttr({}));
+    } else {
+      cot[gradLoss] = splat(b, fn.getLoc(), gradLoss.getType(), 1.0);
+    }
     size_t before = entry->getOperations().size();
     for (Operation *op : llvm::reverse(forward)) {
       SmallVector<Value> resultGrads;
@@ -131,6 +143,32 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     if (gradientAllReduce != "none" && !reduceParameters)
       for (Value &g : grads)
         g = b.create<AllReduceOp>(g.getLoc(), ValueRange{g}, reduction).getResult(0);
+    // Loss scaling: the gradients unscaled, and whether all of them are finite (every rank's).
+    Value finite;
+    if (lossScale) {
+      Location loc = fn.getLoc();
+      auto scalarType = RankedTensorType::get({}, lossElem);
+      Value inverse = b.create<DivOp>(loc, scalarType, splat(b, loc, scalarType, 1.0), scaleScalar);
+      Value total;
+      for (Value &g : grads) {
+        auto t = llvm::cast<RankedTensorType>(g.getType());
+        Value inv = inverse;
+        if (t.getElementType() != lossElem)
+          inv = b.create<CastOp>(loc, RankedTensorType::get({}, t.getElementType()), inv);
+        g = b.create<MulOp>(loc, t, g, b.create<BroadcastInDimOp>(loc, t, inv, b.getDenseI64ArrayAttr({})));
+        // sum(g * 0) is 0 exactly when every element is finite (0 * Inf and NaN are NaN).
+        SmallVector<int64_t> all;
+        for (int64_t d = 0; d < t.getRank(); ++d)
+          all.push_back(d);
+        Value z = b.create<ReduceSumOp>(loc, b.create<MulOp>(loc, t, g, splat(b, loc, t, 0.0)), all, false);
+        if (t.getElementType() != lossElem)
+          z = b.create<CastOp>(loc, scalarType, z);
+        total = total ? b.create<AddOp>(loc, scalarType, total, z).getResult() : z;
+      }
+      if (gradientAllReduce != "none") // a rank's overflow skips the step on every rank
+        total = b.create<AllReduceOp>(loc, ValueRange{total}, CollectiveReduction::sum).getResult(0);
+      finite = b.create<CompareOp>(loc, CmpPredicate::eq, total, splat(b, loc, scalarType, 0.0));
+    }
     SmallVector<Value> results = {gradLoss};
     if (optimizer == "sgd") {
       if (failed(appendSgd(grad, b, args, grads, results)))
@@ -138,6 +176,20 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       if (reduceParameters)
         for (size_t k = 1; k <= args.size(); ++k)
           results[k] = b.create<AllReduceOp>(results[k].getLoc(), ValueRange{results[k]}, reduction).getResult(0);
+      if (finite) { // a step with a gradient that is not finite keeps what it had
+        Location loc = fn.getLoc();
+        SmallVector<Value> before;
+        for (unsigned i : args)
+          before.push_back(entry->getArgument(i));
+        before.append(sgdBuffers.begin(), sgdBuffers.end());
+        for (size_t k = 0; k < before.size(); ++k) {
+          Value &r = results[k + 1];
+          auto t = llvm::cast<RankedTensorType>(r.getType());
+          Value cond = b.create<BroadcastInDimOp>(loc, RankedTensorType::get(t.getShape(), b.getI1Type()), finite,
+                                                  b.getDenseI64ArrayAttr({}));
+          r = b.create<SelectOp>(loc, t, cond, r, before[k]);
+        }
+      }
     } else if (optimizer == "adam" || optimizer == "adamw") {
       appendAdam(grad, b, args, grads, results, optimizer == "adamw");
     } else if (optimizer == "none") {
@@ -150,12 +202,39 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     // a batch norm's batch statistics for its running averages).
     for (Value aux : returnOp.getOperands().drop_front())
       results.push_back(map.lookupOrDefault(aux));
+    if (finite)
+      appendLossScaleUpdate(entry, b, fn.getLoc(), scalePlaceholder, scaleScalar, finite, results);
     b.create<func::ReturnOp>(fn.getLoc(), results);
     grad.setFunctionType(b.getFunctionType(entry->getArgumentTypes(), TypeRange(ValueRange(results))));
     numBackwardOps += entry->getOperations().size() - before - 1;
     if (recomputePointwise)
       recompute(forward);
     return success();
+  }
+
+  // The loss scale's two arguments, moved last (the placeholder the backward pass used is
+  // replaced), and their new values as the last results: a finite step counts towards growth and
+  // doubles the scale after lossScaleGrowthInterval of them; any other halves it.
+  void appendLossScaleUpdate(Block *entry, OpBuilder &b, Location loc, BlockArgument placeholder, Value scale,
+                             Value finite, SmallVectorImpl<Value> &results) {
+    auto argType = llvm::cast<RankedTensorType>(placeholder.getType());
+    auto scalarType = RankedTensorType::get({}, argType.getElementType());
+    BlockArgument scaleArg = entry->addArgument(argType, loc);
+    BlockArgument growthArg = entry->addArgument(argType, loc);
+    placeholder.replaceAllUsesWith(scaleArg);
+    entry->eraseArgument(placeholder.getArgNumber());
+    Value growth = b.create<ReshapeOp>(loc, scalarType, growthArg);
+    auto c = [&](double v) { return splat(b, loc, scalarType, v); };
+    Value grown = b.create<AddOp>(loc, scalarType, growth, c(1));
+    Value full = b.create<CompareOp>(loc, CmpPredicate::ge, grown, c((double)lossScaleGrowthInterval));
+    Value doubled = b.create<MulOp>(loc, scalarType, scale, c(2));
+    Value halved = b.create<MulOp>(loc, scalarType, scale, c(0.5));
+    Value kept = b.create<SelectOp>(loc, scalarType, full, doubled, scale);
+    Value newScale = b.create<SelectOp>(loc, scalarType, finite, kept, halved);
+    Value newGrowth = b.create<SelectOp>(loc, scalarType, finite, b.create<SelectOp>(loc, scalarType, full, c(0), grown),
+                                         c(0));
+    results.push_back(b.create<ReshapeOp>(loc, argType, newScale));
+    results.push_back(b.create<ReshapeOp>(loc, argType, newGrowth));
   }
 
   // SGD as pointwise ops after the backward pass (fused with it by the pipeline): g' = g + wd p;
@@ -170,6 +249,7 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     if (momentum != 0)
       for (unsigned i : args)
         buffers.push_back(entry->addArgument(entry->getArgument(i).getType(), loc));
+    sgdBuffers.assign(buffers.begin(), buffers.end());
     Value lrScalar = learningRateArgument(grad, b);
     for (auto [k, i, g] : llvm::enumerate(args, grads)) {
       Value p = entry->getArgument(i);
@@ -263,6 +343,7 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     results.append(newV.begin(), newV.end());
   }
   Value stepArg, stepScalar;
+  SmallVector<Value> sgdBuffers; ///< appendSgd's momentum buffers (arguments), in `args` order
 
   // Backward uses of a pointwise forward value computed from arguments and constants alone get
   // a fresh copy of its op, so the forward value need not stay live (or be written) for them.

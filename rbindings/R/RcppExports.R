@@ -181,8 +181,8 @@
     .Call(`_rfuse_rf_compile`, text, pipeline, recordPasses)
 }
 
-.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE, tf32 = "options", allReduce = "none", autocast = "none") {
-    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast)
+.rf_compile_grad <- function(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput = FALSE, tf32 = "options", allReduce = "none", autocast = "none", lossScale = FALSE, growthInterval = 2000) {
+    .Call(`_rfuse_rf_compile_grad`, text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast, lossScale, growthInterval)
 }
 
 .rf_program_info <- function(p) {

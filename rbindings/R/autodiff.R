@@ -104,7 +104,7 @@ grad_entry <- function(state, args) {
                                        m$betas[1] %||% 0.9, m$betas[2] %||% 0.999, m$eps %||% 1e-8,
                                        isTRUE(m$lr_input),
                                        if (is.null(m$tf32)) "options" else if (m$tf32) "allowed" else "exact",
-                                       m$all_reduce %||% "none", m$autocast %||% "none"))
+                                       m$all_reduce %||% "none", m$autocast %||% "none", isTRUE(m$loss_scale)))
   entry <- list(program = program, trace = tr, wrt = wrt,
                 rdims = lapply(wrt, function(w) dim(args[[w]])), lens = lapply(wrt, function(w) length(args[[w]])))
   assign(k$key, entry, envir = state$cache)
@@ -376,8 +376,12 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   accumulation (its inputs cast, its result rounded to bfloat16 and cast back), while
 #'   everything else (activations' math, reductions, softmax, normalization statistics, the loss)
 #'   and the parameters and optimizer state stay float32 (master weights). Needs `dtype =
-#'   "float32"`. On the CPU the bfloat16 products are exact-rounded emulations (slow). `"16-mixed"`
-#'   (float16, which needs dynamic loss scaling) is refused for now.
+#'   "float32"`. On the CPU the bfloat16 products are exact-rounded emulations (slow).
+#'   `"16-mixed"`: the same in float16, with dynamic loss scaling as torch's `GradScaler` (the
+#'   loss scaled by 2^16 at first; a step whose gradients are not finite is skipped and halves
+#'   the scale, 2000 finite steps in a row double it; all on the device), with `optimizer =
+#'   "sgd"`; the result's `loss_scale` is the final scale, and a scale that underflows to 0 gives
+#'   an `rfuse_loss_scale_warning`.
 #' @param progress Show a progress bar (the cli package).
 #' @param device Where the loop runs (default [rf_default_device()]). Parameters, gradients,
 #'   optimizer state (momentum, Adam's moments and step count), the data and the loss history
@@ -402,7 +406,8 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   by [rf_launch()] (or another launcher).
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
 #'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`,
-#'   and with `strategy = "ddp"`, `distributed` (`rank`, `world_size`, `backend`).
+#'   with `precision = "16-mixed"` `loss_scale` (the final loss scale), and with `strategy =
+#'   "ddp"`, `distributed` (`rank`, `world_size`, `backend`).
 #'   `plot()` draws the loss curve.
 #' @examples
 #' x <- matrix(rnorm(200), 100); y <- x %*% c(2, -1) + 0.5
@@ -423,24 +428,25 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
              drop_last = drop_last, precision = precision)
 }
 
-# rf_train()'s `precision` as the step's autocast dtype ("none", "bf16"), or a classed refusal.
-training_autocast <- function(precision, dtype) {
-  if (!is.character(precision) || !length(precision) || is.na(precision[1]))
-    rf_abort("rfuse_type_error", "`precision` must be \"32\", \"bf16-mixed\" or \"16-mixed\"")
-  if (identical(precision, c("32", "bf16-mixed", "16-mixed"))) precision <- "32" # the default, as match.arg
-  if (length(precision) != 1)
-    rf_abort("rfuse_type_error", "`precision` must be one of \"32\", \"bf16-mixed\" and \"16-mixed\"")
-  if (!precision %in% c("32", "bf16-mixed", "16-mixed"))
-    rf_abort("rfuse_type_error", sprintf("`precision` is \"%s\"; it must be \"32\", \"bf16-mixed\" or \"16-mixed\"", precision))
-  if (precision == "32") return("none")
-  if (precision == "16-mixed")
-    rf_abort("rfuse_unsupported_error", paste0(
-      "precision = \"16-mixed\" (float16) needs dynamic loss scaling, which rfuse does not have yet; ",
-      "use precision = \"bf16-mixed\" (bfloat16 has float32's range and needs none)"))
+# rf_train()'s `precision` as the step's autocast dtype ("none", "bf16", "f16") and whether it
+# scales the loss (float16), or a classed refusal.
+training_precision <- function(precision, dtype, optimizer) {
+  choices <- c("32", "bf16-mixed", "16-mixed")
+  if (identical(precision, choices)) precision <- "32" # the default, as match.arg
+  if (!is.character(precision) || length(precision) != 1 || is.na(precision) || !precision %in% choices)
+    rf_abort("rfuse_type_error", sprintf("`precision` is %s; it must be one of \"32\", \"bf16-mixed\" and \"16-mixed\"",
+                                         paste(format(precision), collapse = " ")))
+  if (precision == "32") return(list(autocast = "none", loss_scale = FALSE))
   if (dtype != "float32")
     rf_abort("rfuse_type_error", sprintf(
       "precision = \"%s\" keeps float32 master weights: it needs dtype = \"float32\", not \"%s\"", precision, dtype))
-  "bf16"
+  if (precision == "bf16-mixed") return(list(autocast = "bf16", loss_scale = FALSE))
+  # Float16 needs its loss scaled (float16's range ends at 65504, and small gradients underflow).
+  if (optimizer != "sgd")
+    rf_abort("rfuse_unsupported_error", sprintf(paste0(
+      "precision = \"16-mixed\" scales the loss dynamically with optimizer = \"sgd\" only so far (with \"%s\", ",
+      "a skipped step would still count in its step number); use precision = \"bf16-mixed\""), optimizer))
+  list(autocast = "f16", loss_scale = TRUE)
 }
 
 # strategy = "ddp": this process's rank in the group the launcher's environment describes
@@ -508,7 +514,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
                        strategy = "none", devices = NULL, drop_last = FALSE, precision = "32") {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
-  autocast <- training_autocast(precision, dtype)
+  mixed <- training_precision(precision, dtype, optimizer)
   strategy <- match.arg(strategy, c("none", "ddp"))
   device <- check_device(device)
   if (!is.null(devices) && strategy != "ddp")
@@ -543,7 +549,8 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   world <- if (is.null(ddp)) 1L else ddp$world_size
   mode <- list(optimizer = optimizer, lr = 0, momentum = momentum, weight_decay = weight_decay,
                betas = betas, eps = eps, lr_input = TRUE, tf32 = tf32,
-               all_reduce = if (is.null(ddp)) "none" else "mean", autocast = autocast)
+               all_reduce = if (is.null(ddp)) "none" else "mean", autocast = mixed$autocast,
+               loss_scale = mixed$loss_scale)
   state <- grad_state(loss, names(params), dtype, "default", character(), mode)
   n_rank <- as.integer(ceiling(n / world)) # the samples of an epoch this rank trains on
   bs <- as.integer(batch_size %||% n_rank)
@@ -636,11 +643,16 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   }
   # Dropout masks are drawn by R's generator before each step, into tensors of the set.
   masks <- lapply(1:2, function(j) lapply(tr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
+  # Float16's dynamic loss scale (torch's GradScaler: 2^16 at first, halved after a step whose
+  # gradients are not finite, which the step skips, doubled after 2000 finite steps in a row) and
+  # its count of finite steps: state of the step, alternating like the parameters.
+  SC <- if (mixed$loss_scale) list(list(rf_tensor(65536, dtype = dtype, device = device), rf_tensor(0, dtype = dtype, device = device)),
+                                   lapply(1:2, function(i) empty(dtype, 1, NULL)))
   set_inputs <- lapply(1:2, function(j) c(c(P[[j]], X[[j]], B[[j]])[tr$input_index], masks[[j]], unname(unlist(S[[j]], recursive = FALSE)),
-                                          if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
+                                          if (adam) list(step_no$t[[j]]), list(lr_t[[j]]), SC[[j]]))
   # Set j's step writes the other set (and its own loss and batch statistics).
   set_outputs <- lapply(1:2, function(j) c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
-                                           aux_outputs(j)))
+                                           aux_outputs(j), SC[[3L - j]]))
   # The last batch's step: traced for its size; its sets share everything but the batch (and
   # its dropout masks) with the main ones.
   if (tail_n > 0L) {
@@ -653,7 +665,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     tmasks <- lapply(1:2, function(j) lapply(ttr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
     tail_inputs <- lapply(1:2, function(j) c(c(P[[j]], XT[[j]], B[[j]])[ttr$input_index], tmasks[[j]],
                                              unname(unlist(S[[j]], recursive = FALSE)),
-                                             if (adam) list(step_no$t[[j]]), list(lr_t[[j]])))
+                                             if (adam) list(step_no$t[[j]]), list(lr_t[[j]]), SC[[j]]))
   }
   bufs <- function(ts) lapply(ts, tensor_buffer)
   gathered <- !whole && !stream
@@ -727,8 +739,13 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   trained <- latest()
   if (!is.null(write_back)) write_back(trained)
   if (!is.null(write_buffers)) write_buffers(latest_buffers(), done, names(buffers)[replaced])
+  loss_scale <- if (mixed$loss_scale) as.vector(tensor_values(SC[[last]][[1]]))
+  if (isTRUE(loss_scale == 0))
+    warning(structure(class = c("rfuse_loss_scale_warning", "warning", "condition"), list(message = paste0(
+      "the float16 loss scale underflowed to 0: the gradients were not finite at any scale, so the last ",
+      "steps were skipped and the parameters are those of the last finite step"), call = NULL)))
   structure(list(params = trained, history = as.vector(tensor_values(history)),
-                 step_seconds = step_s, device = device,
+                 step_seconds = step_s, device = device, loss_scale = loss_scale,
                  distributed = if (!is.null(ddp)) ddp[c("rank", "world_size", "backend")]), class = "rf_training")
 }
 

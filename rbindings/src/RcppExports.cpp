@@ -600,8 +600,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_compile_grad
-SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32, std::string allReduce, std::string autocast);
-RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP, SEXP autocastSEXP) {
+SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute, std::string optimizer, double lr, double momentum, double weightDecay, double beta1, double beta2, double eps, bool lrInput, std::string tf32, std::string allReduce, std::string autocast, bool lossScale, double growthInterval);
+RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP, SEXP autocastSEXP, SEXP lossScaleSEXP, SEXP growthIntervalSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -620,7 +620,9 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< std::string >::type tf32(tf32SEXP);
     Rcpp::traits::input_parameter< std::string >::type allReduce(allReduceSEXP);
     Rcpp::traits::input_parameter< std::string >::type autocast(autocastSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast));
+    Rcpp::traits::input_parameter< bool >::type lossScale(lossScaleSEXP);
+    Rcpp::traits::input_parameter< double >::type growthInterval(growthIntervalSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_compile_grad(text, pipeline, wrt, recompute, optimizer, lr, momentum, weightDecay, beta1, beta2, eps, lrInput, tf32, allReduce, autocast, lossScale, growthInterval));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1078,7 +1080,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},
     {"_rfuse_rf_b_finish", (DL_FUNC) &_rfuse_rf_b_finish, 2},
     {"_rfuse_rf_compile", (DL_FUNC) &_rfuse_rf_compile, 3},
-    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 15},
+    {"_rfuse_rf_compile_grad", (DL_FUNC) &_rfuse_rf_compile_grad, 17},
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},

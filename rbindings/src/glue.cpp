@@ -310,7 +310,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
                      std::string optimizer, double lr, double momentum, double weightDecay,
                      double beta1, double beta2, double eps, bool lrInput = false,
                      std::string tf32 = "options", std::string allReduce = "none",
-                     std::string autocast = "none") {
+                     std::string autocast = "none", bool lossScale = false, double growthInterval = 2000) {
   return guarded([&] {
     rfuse::CompileOptions options;
     if (tf32 == "allowed")
@@ -332,6 +332,8 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
     r.epsilon = eps;
     r.gradientAllReduce = allReduce;
     r.autocast = autocast;
+    r.lossScale = lossScale;
+    r.lossScaleGrowthInterval = (int64_t)growthInterval;
     std::shared_ptr<rfuse::Program> program;
     try {
       program = rfuse::r::interruptible(

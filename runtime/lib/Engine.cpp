@@ -138,7 +138,8 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
     os << " recompute " << g->recomputePointwise << " optimizer " << g->optimizer << " lr " << g->learningRate
        << " lr-input " << g->learningRateInput << " momentum " << g->momentum << " decay " << g->weightDecay
        << " betas " << g->beta1 << " " << g->beta2 << " eps " << g->epsilon << " all-reduce "
-       << g->gradientAllReduce << " bucket " << g->bucketBytes << " autocast " << g->autocast;
+       << g->gradientAllReduce << " bucket " << g->bucketBytes << " autocast " << g->autocast << " loss-scale " << g->lossScale << " "
+       << g->lossScaleGrowthInterval;
   }
   return cacheKeyHex(llvm::xxh3_64bits(os.str()));
 }
@@ -186,6 +187,8 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     options.beta2 = gradient->beta2;
     options.epsilon = gradient->epsilon;
     options.gradientAllReduce = gradient->gradientAllReduce;
+    options.lossScale = gradient->lossScale;
+    options.lossScaleGrowthInterval = gradient->lossScaleGrowthInterval;
     pm.addPass(createAutodiff(options));
     if (gradient->gradientAllReduce != "none") {
       BucketAllReduceOptions buckets;

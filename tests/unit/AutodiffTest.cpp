@@ -459,3 +459,55 @@ TEST(Autodiff, AutocastStepEqualsTheStepWithExplicitCasts) {
   r.autocast = "f8";
   expectCompileError(build(false), r, "dtype must be bf16 or f16");
 }
+
+// Dynamic loss scaling (rf_train's precision = "16-mixed", torch's GradScaler): a power-of-two
+// scale changes no finite step (the scaled gradients divide back exactly), counts it towards
+// growth and doubles after the interval; a step whose scaled gradients overflow keeps the
+// parameters and the momentum as they were and halves the scale.
+TEST(Autodiff, LossScalingSkipsOverflowingStepsAndGrowsAfterTheInterval) {
+  GraphBuilder g;
+  TracedValue x = g.input({8, 4}, DType::F32), w = g.input({4, 2}, DType::F32), y = g.input({8, 2}, DType::F32);
+  TracedValue d = g.sub(g.matmul(x, w), y);
+  g.finish({g.reduceMean(g.mul(d, d), {0, 1})});
+  std::mt19937_64 rng(21);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F32, {8, 4}, rng), test::randomTensor(DType::F32, {4, 2}, rng),
+                                test::randomTensor(DType::F32, {8, 2}, rng), test::randomTensor(DType::F32, {4, 2}, rng)};
+  GradientRequest r;
+  r.wrt = {1};
+  r.optimizer = "sgd";
+  r.learningRate = 0.1;
+  r.momentum = 0.9;
+  auto plain = compileGradientProgram(g.moduleText(), "default", r)->run(in, Device::Cpu); // loss, w', v'
+  r.lossScale = true;
+  r.lossScaleGrowthInterval = 3;
+  auto scaled = compileGradientProgram(g.moduleText(), "default", r);
+  auto withScale = [&](double scale, double growth) {
+    std::vector<HostTensor> inputs = in;
+    HostTensor s(DType::F32, {1}), k(DType::F32, {1});
+    s.f[0] = scale;
+    k.f[0] = growth;
+    inputs.push_back(s);
+    inputs.push_back(k);
+    return scaled->run(inputs, Device::Cpu); // loss, w', v', scale', growth'
+  };
+  auto finite = withScale(1024, 0);
+  ASSERT_EQ(finite.size(), 5u);
+  EXPECT_EQ(finite[0].f, plain[0].f) << "the loss is reported unscaled";
+  EXPECT_EQ(finite[1].f, plain[1].f) << "a power-of-two scale divides back exactly";
+  EXPECT_EQ(finite[2].f, plain[2].f);
+  EXPECT_EQ(finite[3].f[0], 1024);
+  EXPECT_EQ(finite[4].f[0], 1);
+  auto grown = withScale(1024, 2); // the third finite step in a row
+  EXPECT_EQ(grown[1].f, plain[1].f);
+  EXPECT_EQ(grown[3].f[0], 2048);
+  EXPECT_EQ(grown[4].f[0], 0);
+  auto overflow = withScale(1e38, 2); // the scaled gradients overflow float32
+  EXPECT_EQ(overflow[0].f, plain[0].f);
+  EXPECT_EQ(overflow[1].f, in[1].f) << "the skipped step keeps the parameters";
+  EXPECT_EQ(overflow[2].f, in[3].f) << "... and the momentum";
+  EXPECT_FLOAT_EQ(overflow[3].f[0], 5e37f);
+  EXPECT_EQ(overflow[4].f[0], 0);
+  GradientRequest adam = r;
+  adam.optimizer = "adam";
+  expectCompileError(g.moduleText(), adam, "loss-scale needs optimizer=sgd");
+}

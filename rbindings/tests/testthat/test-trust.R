@@ -31,7 +31,9 @@ test_that("a cache directory writable by others, or another user's, is never rea
   expect_match(paste(first, collapse = "\n"), "compiled 1, from cache 0")
   expect_identical(file.info(own)$mode, as.octmode("700"))
   expect_match(paste(run_as_nobody(own, model, file.path(out, "b")), collapse = "\n"), "compiled 0, from cache 1")
-  entry <- list.files(own, full.names = TRUE)
+  # (the kernel's cubin, and the compiled program's entry)
+  expect_setequal(tools::file_ext(list.files(own)), c("cubin", "program"))
+  entry <- list.files(own, pattern = "[.]cubin$", full.names = TRUE)
   expect_length(entry, 1)
 
   # A shared directory another user (root) made writable by all, with that valid entry planted

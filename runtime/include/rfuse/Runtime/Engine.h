@@ -72,6 +72,10 @@ struct GradientRequest {
   /// step in that dtype, the rest and the weights in float32 (rfuse-autocast scope=all); "none":
   /// only the products with_autocast() marked.
   std::string autocast = "none";
+  /// Dynamic loss scaling (rfuse-autodiff's loss-scale, with optimizer "sgd"): the step takes the
+  /// scale and its growth count as two last inputs and returns their new values last.
+  bool lossScale = false;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// Whether a program's float32 matrix products and convolutions on the GPU may use TF32 tensor
