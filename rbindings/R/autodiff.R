@@ -180,7 +180,13 @@ anomaly_origin <- function(program, inputs, dtypes) {
 #' @param target For `nnf_mse_loss()` values shaped like `input`; for `nnf_cross_entropy()` a
 #'   one-hot (or probability) matrix like `input` (see [rf_one_hot()]), or, outside traced code,
 #'   class labels `1..ncol(input)`; for the binary loss 0/1 targets shaped like `input`.
-#' @param ... The `nn_*_loss()` modules' argument: `reduction`.
+#' @param ... The `nn_*_loss()` modules' arguments: `reduction`; for `nn_cross_entropy_loss()`
+#'   and `nn_nll_loss()` also `weight` and `ignore_index`.
+#' @param weight `nnf_cross_entropy()`, `nnf_nll_loss()`: `NULL`, or a weight per class (torch's:
+#'   each sample's loss is scaled by its class's weight, and `"mean"` divides by the weights' sum).
+#' @param ignore_index The class label whose samples torch leaves out (default -100). Labels are
+#'   classes `1..K`, so an `ignore_index` outside them changes nothing (a label equal to it is
+#'   refused by the labels' check); one naming a class is refused for now.
 #' @param reduction `"mean"`, `"sum"` or `"none"` (the per-element, or for the cross-entropies
 #'   per-sample, losses).
 #' @return A single number.
@@ -237,14 +243,34 @@ nnf_binary_cross_entropy <- function(input, target, reduction = "mean") {
 
 #' @rdname losses
 #' @export
-nnf_nll_loss <- function(input, target, reduction = "mean") {
+nnf_nll_loss <- function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
   target <- class_targets(input, target)
-  reduce_loss(-rf_rowSums(input * target), reduction, sys.call())
+  class_loss(-rf_rowSums(input * target), target, weight, ignore_index, reduction, ncol(input), sys.call())
+}
+
+# torch's reduction of a per-sample class loss `l` with class weights (`weight[y]` per sample;
+# "mean" divides by their sum, as torch's weighted mean) and ignore_index. Labels are classes
+# 1..K, so an ignore_index outside them (torch's default -100) leaves every sample in (a label
+# equal to it fails the labels' check); one naming a class is refused.
+class_loss <- function(l, target, weight, ignore_index, reduction, k, call) {
+  if (!is.numeric(ignore_index) || length(ignore_index) != 1 || is.na(ignore_index))
+    rf_abort("rfuse_type_error", "`ignore_index` must be one number", call)
+  if (ignore_index >= 1 && ignore_index <= k && ignore_index == round(ignore_index))
+    rf_abort("rfuse_unsupported", sprintf(paste0(
+      "ignore_index = %d names one of the %d classes: rfuse does not leave classes out of a loss yet ",
+      "(an ignore_index outside 1..%d, torch's default -100, is accepted)"), as.integer(ignore_index), k, k), call)
+  if (is.null(weight)) return(reduce_loss(l, reduction, call))
+  if (is_tensor(weight)) weight <- as.vector(tensor_values(weight))
+  ok <- if (is_sym(weight)) weight$len == k else is.numeric(weight) && length(weight) == k && !anyNA(weight)
+  if (!ok) rf_abort("rfuse_type_error", sprintf("`weight` must be %d numbers, a weight per class", k), call)
+  w <- rf_rowSums(rf_sweep(target, 2, if (is_sym(weight)) weight else as.vector(weight), "*"))
+  reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", call)
+  switch(reduction, mean = sum(w * l) / sum(w), sum = sum(w * l), none = w * l)
 }
 
 #' @rdname losses
 #' @export
-nnf_cross_entropy <- function(input, target, reduction = "mean") {
+nnf_cross_entropy <- function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
   target <- class_targets(input, target)
   if (length(dim(input)) == 2 && length(dim(target)) == 2 && !identical(as.integer(dim(input)), as.integer(dim(target))))
     rf_abort("rfuse_shape_error", sprintf(paste0(
@@ -254,7 +280,7 @@ nnf_cross_entropy <- function(input, target, reduction = "mean") {
   m <- if (is_sym(input)) margin_reduce(input, "max", TRUE, 1L, sys.call()) else apply(input, 1, max)
   z <- input - m
   nll <- log(rf_rowSums(exp(z))) - rf_rowSums(z * target)
-  reduce_loss(nll, reduction, sys.call())
+  class_loss(nll, target, weight, ignore_index, reduction, ncol(input), sys.call())
 }
 
 #' @rdname losses

@@ -311,12 +311,28 @@ nn_buffer <- function(x, persistent = TRUE) {
   structure(list(value = x, persistent = isTRUE(persistent)), class = "rf_buffer")
 }
 
+# Until initialize() returns and the module adopts it, an nn_buffer() field is this marker; code
+# in initialize that computes with it (`self$b2 <- nn_buffer(2 * pi * self$b1)`) gets its value,
+# as torch's buffer is a tensor there.
+buffer_value <- function(x) if (inherits(x, "rf_buffer")) unclass(x)$value else x
+#' @export
+Ops.rf_buffer <- function(e1, e2) {
+  if (missing(e2)) return(get(.Generic)(buffer_value(e1)))
+  get(.Generic)(buffer_value(e1), buffer_value(e2))
+}
+#' @export
+Math.rf_buffer <- function(x, ...) get(.Generic)(buffer_value(x), ...)
+#' @export
+as.array.rf_buffer <- function(x, ...) as.array(buffer_value(x), ...)
+#' @export
+dim.rf_buffer <- function(x) dim(buffer_value(x))
+
 # Fields assigned as nn_buffer(v) in initialize become buffers holding v.
 adopt_marked_fields <- function(self) {
   for (nm in ls(self)) {
     if (bindingIsActive(nm, self)) next
     v <- get(nm, envir = self)
-    if (inherits(v, "rf_buffer")) register_buffer(self, nm, v$value, v$persistent)
+    if (inherits(v, "rf_buffer")) register_buffer(self, nm, unclass(v)$value, unclass(v)$persistent)
   }
 }
 

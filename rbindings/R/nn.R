@@ -16,7 +16,7 @@
 #' @param weight,bias Parameters; `bias` may be `NULL`.
 #' @param stride,padding,dilation,groups As in torch: scalars or length-2 vectors.
 #' @param kernel_size Pooling window (scalar or length 2).
-#' @param eps Layer-norm epsilon.
+#' @param eps Layer-norm epsilon; for `nnf_normalize()` the smallest norm divided by.
 #' @return An array like base R's.
 #' @examples
 #' x <- matrix(rnorm(6), 2)
@@ -38,6 +38,49 @@ nnf_linear <- function(input, weight, bias = NULL) {
   if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
   if (length(d) > 2) return(t_set_dims(y, c(d[-length(d)], t_size(weight)[1])))
   if (length(d) == 1) t_set_dims(y, prod(t_size(y))) else y
+}
+
+#' @rdname nnf
+#' @param input1,input2 `nnf_bilinear()`: inputs of dims `c(..., in1)` and `c(..., in2)` (the
+#'   same leading dims); `weight` is `out x in1 x in2`, the result `c(..., out)`.
+#' @export
+nnf_bilinear <- function(input1, input2, weight, bias = NULL) {
+  d1 <- t_size(input1); d2 <- t_size(input2); w <- t_size(weight)
+  if (length(w) != 3 || d1[length(d1)] != w[2] || d2[length(d2)] != w[3] ||
+      !identical(as.integer(d1[-length(d1)]), as.integer(d2[-length(d2)])))
+    rf_shape_error(sprintf(paste0("nnf_bilinear(): inputs of dims c(%s) and c(%s) do not fit a weight of dims c(%s) ",
+                                  "(out x in1 x in2, with the inputs' leading dims equal)"),
+                           paste(d1, collapse = ", "), paste(d2, collapse = ", "), paste(w, collapse = ", ")), sys.call())
+  lead <- d1[-length(d1)]
+  m <- prod(lead)
+  # y[r, o] = sum_ij x1[r, i] W[o, i, j] x2[r, j]: one product with W as an in1 x (out in2)
+  # matrix, then each row's out x in2 block times x2, summed over in2.
+  x1 <- t_set_dims(input1, c(m, w[2]))
+  x2 <- t_set_dims(input2, c(m, w[3]))
+  wm <- t_set_dims(t_permute(weight, c(2, 1, 3)), c(w[2], w[1] * w[3]))
+  blocks <- t_set_dims(rf_matprod(x1, wm), c(m, w[1], w[3]))
+  y <- torch_sum(torch_mul(blocks, torch_unsqueeze(x2, 2)), dim = 3)
+  if (!is.null(bias)) y <- rf_sweep(y, 2, bias, "+")
+  t_set_dims(y, c(lead, w[1]))
+}
+
+#' @rdname nnf
+#' @param p,dim `nnf_normalize()`: the norm's order (a positive number or `Inf`) and the dim it
+#'   is taken along (1-based, negative from the end, as torch for R's).
+#' @param out `nnf_normalize()`: must be `NULL` (rfuse writes no tensor in place).
+#' @export
+nnf_normalize <- function(input, p = 2, dim = 2, eps = 1e-12, out = NULL) {
+  if (!is.null(out)) rf_abort("rfuse_unsupported", "nnf_normalize(out =): rfuse returns the result instead", sys.call())
+  if (!is.numeric(p) || length(p) != 1 || is.na(p) || p <= 0)
+    rf_abort("rfuse_type_error", "nnf_normalize(): `p` must be a positive number (or Inf)", sys.call())
+  if (!is.numeric(eps) || length(eps) != 1 || is.na(eps) || eps < 0)
+    rf_abort("rfuse_type_error", "nnf_normalize(): `eps` must be a non-negative number", sys.call())
+  a <- torch_abs(input)
+  norm <- if (is.infinite(p)) torch_amax(a, dim = dim, keepdim = TRUE)
+          else if (p == 2) torch_sqrt(torch_sum(torch_mul(a, a), dim = dim, keepdim = TRUE))
+          else if (p == 1) torch_sum(a, dim = dim, keepdim = TRUE)
+          else torch_pow(torch_sum(torch_pow(a, p), dim = dim, keepdim = TRUE), 1 / p)
+  torch_div(input, torch_clamp(norm, min = eps)) # torch's x / max(||x||_p, eps)
 }
 
 unary_sym_or <- function(x, op, fallback) {
@@ -409,6 +452,8 @@ init_uniform <- function(dims, fan_in) {
 #' torch-for-R style layers; each is a generator (see [nn_module()]) whose arguments are:
 #' \itemize{
 #'   \item `nn_linear(in_features, out_features, bias = TRUE)`: weight `out x in`, bias `out`.
+#'   \item `nn_bilinear(in1_features, in2_features, out_features, bias = TRUE)`: weight
+#'     `out x in1 x in2` ([nnf_bilinear()]).
 #'   \item `nn_conv2d(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
 #'     dilation = 1, groups = 1, bias = TRUE)`.
 #'   \item `nn_max_pool2d(kernel_size, stride = kernel_size, padding = 0)`, likewise
@@ -444,6 +489,16 @@ nn_linear <- nn_module("nn_linear",
     if (bias) self$bias <- nn_parameter(init_uniform(out_features, in_features))
   },
   forward = function(x) nnf_linear(x, self$weight, if (exists("bias", envir = self)) self$bias))
+
+#' @rdname nn_layers
+#' @export
+nn_bilinear <- nn_module("nn_bilinear",
+  initialize = function(in1_features, in2_features, out_features, bias = TRUE) {
+    self$weight <- nn_parameter(init_uniform(c(out_features, in1_features, in2_features), in1_features))
+    if (bias) self$bias <- nn_parameter(init_uniform(out_features, in1_features))
+  },
+  forward = function(input1, input2) nnf_bilinear(input1, input2, self$weight,
+                                                  if (exists("bias", envir = self)) self$bias))
 
 #' @rdname nn_layers
 #' @export
@@ -817,7 +872,18 @@ loss_module <- function(name, f) {
   force(f)
   nn_module(name, initialize = function(reduction = "mean") {
     self$reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", sys.call())
-  }, forward = function(input, target) get(f, envir = rfuse_namespace())(input, target, self$reduction))
+  }, forward = function(input, target) get(f, envir = rfuse_namespace())(input, target, reduction = self$reduction))
+}
+# The class losses take torch's class weights and ignore_index too.
+class_loss_module <- function(name, f) {
+  force(f)
+  nn_module(name, initialize = function(weight = NULL, ignore_index = -100, reduction = "mean") {
+    self$weight <- weight
+    self$ignore_index <- ignore_index
+    self$reduction <- match_choice(reduction, c("mean", "sum", "none"), "reduction", sys.call())
+  }, forward = function(input, target)
+    get(f, envir = rfuse_namespace())(input, target, weight = self$weight, ignore_index = self$ignore_index,
+                                      reduction = self$reduction))
 }
 #' @rdname losses
 #' @export
@@ -827,10 +893,10 @@ nn_mse_loss <- loss_module("nn_mse_loss", "nnf_mse_loss")
 nn_l1_loss <- loss_module("nn_l1_loss", "nnf_l1_loss")
 #' @rdname losses
 #' @export
-nn_cross_entropy_loss <- loss_module("nn_cross_entropy_loss", "nnf_cross_entropy")
+nn_cross_entropy_loss <- class_loss_module("nn_cross_entropy_loss", "nnf_cross_entropy")
 #' @rdname losses
 #' @export
-nn_nll_loss <- loss_module("nn_nll_loss", "nnf_nll_loss")
+nn_nll_loss <- class_loss_module("nn_nll_loss", "nnf_nll_loss")
 #' @rdname losses
 #' @export
 nn_bce_loss <- loss_module("nn_bce_loss", "nnf_binary_cross_entropy")

@@ -33,6 +33,7 @@ trace_float <- function() .rf_state$dtype %||% "f32"
 # Lifts an R constant (numeric, integer or logical vector/array) into the trace.
 lift_constant <- function(x, call = NULL, dtype = NULL) {
   if (inherits(x, "rf_parameter")) x <- state_value(x) # a frozen parameter: a constant
+  x <- buffer_value(x) # an nn_buffer() field before its module adopted it
   if (is_tensor(x)) x <- tensor_values(x) # a tensor from outside the traced code: a constant too
   if (!(is.numeric(x) || is.logical(x)) || is.object(x))
     rf_abort("rfuse_type_error", sprintf("rfuse can only trace numeric or logical values, not %s",

@@ -615,6 +615,22 @@ torch_relu <- unary_torch("torch_relu", function(x) nnf_relu(x))
 #' @rdname torch_functions
 #' @export
 torch_neg <- unary_torch("torch_neg", function(x) -x)
+#' @rdname torch_functions
+#' @export
+torch_acos <- unary_torch("torch_acos", acos)
+#' @rdname torch_functions
+#' @export
+torch_asin <- unary_torch("torch_asin", asin)
+#' @rdname torch_functions
+#' @export
+torch_atan <- unary_torch("torch_atan", atan)
+#' @rdname torch_functions
+#' @export
+torch_tan <- unary_torch("torch_tan", tan)
+#' @rdname torch_functions
+#' @param approximate `torch_gelu()`: `"none"` (the exact GELU) or `"tanh"`, as [nnf_gelu()].
+#' @export
+torch_gelu <- torch_fn("torch_gelu", function(self, approximate = "none") nnf_gelu(self, approximate), "approximate")
 
 reduce_torch <- function(name, kind) {
   force(kind)
@@ -1208,22 +1224,22 @@ torch_divide <- function(self, other) torch_div(self, other)
 # The nnf_* functions take rf_tensors too: a call with a tensor argument is recorded like any
 # tensor op (and runs as a compiled program, eagerly or lazily); other arguments (dims, shapes,
 # reductions) are settings of the op.
-nnf_data_args <- c("input", "x", "weight", "bias", "target", "running_mean", "running_var", "anchor", "positive", "negative")
+nnf_data_args <- c("input", "input1", "input2", "x", "weight", "bias", "target", "running_mean", "running_var", "anchor", "positive", "negative")
 for (nm in c("nnf_relu", "nnf_relu6", "nnf_gelu", "nnf_sigmoid", "nnf_tanh", "nnf_leaky_relu", "nnf_elu", "nnf_selu",
              "nnf_silu", "nnf_softplus", "nnf_hardtanh", "nnf_softmax", "nnf_log_softmax", "nnf_linear",
              "nnf_layer_norm", "nnf_batch_norm", "nnf_batch_norm2d", "nnf_conv1d", "nnf_embedding",
              "nnf_flatten", "nnf_mse_loss", "nnf_l1_loss", "nnf_cross_entropy", "nnf_nll_loss",
              "nnf_binary_cross_entropy", "nnf_binary_cross_entropy_with_logits", "nnf_group_norm",
-             "nnf_interpolate", "nnf_triplet_margin_loss")) local({
+             "nnf_interpolate", "nnf_triplet_margin_loss", "nnf_bilinear")) local({
   f <- get(nm)
   g <- torch_fn(nm, f, setdiff(names(formals(f)), nnf_data_args))
   # Labels become a one-hot matrix before the call is recorded (a recorded vector is data).
   if (nm %in% c("nnf_cross_entropy", "nnf_nll_loss"))
     g <- local({
       recorded <- g
-      function(input, target, reduction = "mean") {
+      function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
         if (is_tensor(input)) target <- class_targets(input, target)
-        recorded(input, target, reduction)
+        recorded(input, target, weight, ignore_index, reduction)
       }
     })
   assign(nm, g, envir = topenv())
@@ -1434,6 +1450,15 @@ torch_subscripts <- function(dots, n, x, env, elt) {
 # x[i, j] <- value in torch code: torch for R's positions (as `[`'s), then R's assignment of the
 # block (value recycled over it, which is torch's broadcast of a value of the block's trailing
 # shape).
+# Whether index `i` is a boolean mask of x's shape (of rank 2 or more: along one dim a logical
+# vector is an ordinary index).
+full_mask <- function(i, x) {
+  d <- as.integer(t_size(x))
+  if (length(d) < 2) return(FALSE)
+  if (is_tensor(i) || is_sym(i)) return(identical(i$dtype %||% "", "bool") && identical(as.integer(t_size(i)), d))
+  is.logical(i) && identical(as.integer(dim(i)), d)
+}
+
 torch_subassign <- function(x, ..., value) {
   call <- sys.call()
   n <- nargs() - 2L
@@ -1443,6 +1468,16 @@ torch_subassign <- function(x, ..., value) {
     return(do.call(rf_subassign, c(list(x), as_call_args(idx), list(value = value))))
   }
   idx <- torch_subscripts(dots, n, x, parent.frame(), function(k) ...elt(k))
+  # One boolean index of the tensor's own shape: torch's masked assignment (x[mask] <- v).
+  if (n == 1 && full_mask(idx[[1]], x)) {
+    if (prod(t_size(value)) != 1)
+      rf_abort("rfuse_unsupported", "x[mask] <- value with a mask of x's shape takes one value (torch's masked_fill)", call)
+    out <- torch_masked_fill(x, idx[[1]], value)
+    # The tensor keeps its dtype (a boolean mask filled with 1 stays boolean), as torch's.
+    if (is_sym(x) && is_sym(out) && out$dtype != x$dtype) out <- cast_sym(out, x$dtype)
+    if (is_tensor(x) && is_tensor(out) && out$dtype != x$dtype) out <- out$to(dtype = x$dtype)
+    return(out)
+  }
   if (any(vapply(idx, is.null, TRUE))) rf_shape_error("NULL (a new dim) in an assigned index", call)
   if (any(vapply(idx, is_sym, TRUE))) return(do.call(rf_subassign, c(list(x), as_call_args(idx), list(value = value))))
   d <- t_size(x)

@@ -415,3 +415,50 @@ test_that("bilinear interpolation is torch's (align_corners both ways), traced a
   expect_error(nnf_interpolate(x, scale_factor = 2, align_corners = TRUE), class = "rfuse_type_error", regexp = "interpolating")
   expect_error(nnf_interpolate(x, scale_factor = 2, mode = "bicubic"), class = "rfuse_unsupported")
 })
+
+test_that("nn_bilinear and nnf_bilinear equal a base-R double sum, jitted and with gradients", {
+  set.seed(41)
+  ref <- function(x1, x2, w, b) {
+    out <- matrix(0, nrow(x1), dim(w)[1])
+    for (r in seq_len(nrow(x1))) for (o in seq_len(dim(w)[1])) out[r, o] <- sum(x1[r, ] %o% x2[r, ] * w[o, , ]) + b[o]
+    out
+  }
+  x1 <- matrix(rnorm(5 * 3), 5); x2 <- matrix(rnorm(5 * 4), 5)
+  w <- array(rnorm(2 * 3 * 4), c(2, 3, 4)); b <- rnorm(2)
+  expect_lt(rel_err(nnf_bilinear(x1, x2, w, b), ref(x1, x2, w, b)), 1e-12)
+  j <- rf_jit(function(x1, x2, w, b) nnf_bilinear(x1, x2, w, b), dtype = "float64")
+  expect_lt(rel_err(j(x1, x2, w, b), ref(x1, x2, w, b)), 1e-12)
+  m <- nn_bilinear(3, 4, 2)
+  expect_identical(dim(as.array(m$weight)), c(2L, 3L, 4L))
+  expect_true(all(abs(as.array(m$weight)) <= 1 / sqrt(3)))
+  got <- m(x1, x2)
+  expect_lt(rel_err(as.array(got), ref(x1, x2, as.array(m$weight), as.array(m$bias))), 1e-6)
+  # Leading dims beyond one (a batch of sequences) keep their shape.
+  a1 <- array(rnorm(2 * 5 * 3), c(2, 5, 3)); a2 <- array(rnorm(2 * 5 * 4), c(2, 5, 4))
+  y3 <- nnf_bilinear(a1, a2, w, b)
+  expect_identical(dim(y3), c(2L, 5L, 2L))
+  expect_lt(rel_err(y3[2, , ], ref(a1[2, , ], a2[2, , ], w, b)), 1e-12)
+  # Gradients against central differences.
+  loss <- function(x1, w) sum(nnf_bilinear(x1, x2, w, b)^2)
+  g <- rf_grad(loss, dtype = "float64")(x1, w)
+  h <- 1e-6; k <- 7
+  e <- w; e[k] <- e[k] + h; f <- w; f[k] <- f[k] - h
+  expect_lt(abs(g$w[k] - (loss(x1, e) - loss(x1, f)) / (2 * h)), 1e-6)
+  expect_error(nnf_bilinear(x1, x2[, 1:3], w, b), class = "rfuse_shape_error")
+})
+
+test_that("the class losses take torch's class weights and refuse an ignore_index naming a class", {
+  set.seed(42)
+  z <- matrix(rnorm(24), 6); y <- c(1, 3, 2, 4, 2, 1); w <- c(0.5, 2, 1, 3)
+  lp <- z - log(rowSums(exp(z)))
+  picked <- lp[cbind(seq_along(y), y)]
+  expect_equal(nnf_cross_entropy(z, y, weight = w), -sum(w[y] * picked) / sum(w[y]), tolerance = 1e-12)
+  expect_equal(nnf_cross_entropy(z, y, weight = w, reduction = "none"), -w[y] * picked, tolerance = 1e-12)
+  expect_equal(nn_nll_loss(weight = w, reduction = "sum")(lp, y), -sum(w[y] * picked), tolerance = 1e-12)
+  j <- rf_jit(function(z, t) nnf_cross_entropy(z, t, weight = c(0.5, 2, 1, 3)), dtype = "float64")
+  expect_equal(j(z, rf_one_hot(y, 4)), -sum(w[y] * picked) / sum(w[y]), tolerance = 1e-12)
+  # An ignore_index outside the classes (torch's -100, GPT code's -1) leaves every sample in.
+  expect_equal(nn_cross_entropy_loss(NULL, -1, "mean")(z, y), nnf_cross_entropy(z, y))
+  expect_error(nnf_cross_entropy(z, y, ignore_index = 2), class = "rfuse_unsupported", regexp = "ignore_index = 2")
+  expect_error(nnf_cross_entropy(z, y, weight = 1:3), class = "rfuse_type_error", regexp = "4 numbers")
+})

@@ -489,3 +489,37 @@ test_that("torch_meshgrid builds torch's grids (ij and xy) on R vectors, rf_tens
   expect_error(torch_meshgrid(list(a, b), indexing = "yx"), class = "rfuse_type_error")
   expect_error(torch_meshgrid(a), class = "rfuse_type_error", regexp = "a list")
 })
+
+test_that("torch code's masked assignment, buffers used in initialize, nnf_normalize, torch_gelu and torch_acos", {
+  # x[mask] <- v with a boolean mask of x's shape is torch's masked fill; x keeps its dtype.
+  M <- nn_module(
+    initialize = function(n) {
+      self$freq <- nn_buffer(torch_exp(torch_linspace(0, 1, n)))
+      self$speed <- nn_buffer(2 * pi * self$freq) # a buffer computed from another in initialize
+    },
+    forward = function(x) {
+      causal <- torch_zeros(3, 3, dtype = torch_bool())
+      causal[upper.tri(causal)] <- 1
+      x[x > 0] <- 0
+      list(causal = causal, x = x, speed = self$speed)
+    })
+  m <- M(4)
+  out <- m(matrix(c(-1, 2, 3, -4), 2))
+  expect_identical(out$causal$dtype, "bool")
+  expect_identical(as.array(out$causal) != 0, upper.tri(matrix(0, 3, 3)))
+  expect_identical(out$x, matrix(c(-1, 0, 0, -4), 2))
+  expect_equal(as.vector(as.array(m$speed)), 2 * pi * exp(seq(0, 1, length.out = 4)), tolerance = 1e-6)
+  expect_true("speed" %in% names(m$state_dict()))
+  set.seed(4)
+  x <- matrix(rnorm(12), 3)
+  expect_equal(nnf_normalize(x), x / sqrt(rowSums(x^2)), tolerance = 1e-12)
+  expect_equal(nnf_normalize(x, p = Inf, dim = 1), sweep(x, 2, apply(abs(x), 2, max), "/"), tolerance = 1e-12)
+  expect_equal(as.array(nnf_normalize(rf_tensor(x), p = 1)), x / rowSums(abs(x)), tolerance = 1e-6)
+  expect_error(nnf_normalize(x, out = x), class = "rfuse_unsupported")
+  expect_equal(as.array(torch_gelu(rf_tensor(x))), x * pnorm(x), tolerance = 1e-6)
+  expect_equal(as.array(torch_gelu(rf_tensor(x), approximate = "tanh")),
+               0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), tolerance = 1e-6)
+  v <- c(-0.5, 0.25, 0.9)
+  expect_equal(as.vector(as.array(torch_acos(rf_tensor(v)))), acos(v), tolerance = 1e-6)
+  expect_equal(as.vector(as.array(torch_asin(rf_tensor(v)))), asin(v), tolerance = 1e-6)
+})
