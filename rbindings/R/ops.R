@@ -724,6 +724,20 @@ is.nan.rf_sym <- function(x) is.na.rf_sym(x)
 base_guard <- function(name, why, deep = FALSE) make_guard(name, get(name, envir = baseenv()), why, deep)
 
 # The functions bound (as these names) in a traced function's environment.
+# Functions of a matrix's shape alone (upper.tri, lower.tri, row, col): on a traced value, R's
+# answer for a matrix of its dims, a constant of the program.
+shape_only <- function(f, name) function(x, ...) {
+  if (!is_sym(x)) return(f(x, ...))
+  if (length(x$rdim) != 2)
+    rf_abort("rfuse_type_error", sprintf("%s() needs a matrix, not a value of dims c(%s)", name,
+                                         paste(x$rdim %||% x$len, collapse = ", ")), sys.call())
+  f(matrix(0, x$rdim[1], x$rdim[2]), ...)
+}
+rf_upper_tri <- shape_only(upper.tri, "upper.tri")
+rf_lower_tri <- shape_only(lower.tri, "lower.tri")
+rf_row <- shape_only(row, "row")
+rf_col <- shape_only(col, "col")
+
 traced_functions <- function() {
   list(`%*%` = rf_matprod, crossprod = rf_crossprod, tcrossprod = rf_tcrossprod,
        rowSums = rf_rowSums, colSums = rf_colSums, rowMeans = rf_rowMeans, colMeans = rf_colMeans,
@@ -746,6 +760,7 @@ traced_functions <- function() {
        max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
        scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
        choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det,
+       upper.tri = rf_upper_tri, lower.tri = rf_lower_tri, row = rf_row, col = rf_col,
        which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
                                          "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
        sort = base_guard("sort", "sorting is not traced yet (sort, order, median and quantile are refused)"),

@@ -725,11 +725,15 @@ torch_log_softmax <- torch_fn("torch_log_softmax", function(input, dim) t_log_so
 create <- function(name, values, shape, dtype, device, requires_grad, call) {
   v <- shaped(values, shape)
   if (in_trace()) {
-    # The trace's own dtype (torch code's `dtype = x$dtype`) is what the constant computes in.
-    if (!is.null(dtype) && !identical(check_dtype(dtype), r_dtype(trace_float())))
+    if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
+    # Integer and boolean constants keep their dtype (a causal mask, positions for an
+    # embedding: torch_arange(1, n, dtype = torch_int())); floats compute in the trace's own.
+    d <- if (!is.null(dtype)) check_dtype(dtype)
+    if (!is.null(d) && d %in% c("int32", "int64", "bool"))
+      return(if (d == "bool") as_sym(v != 0, call) else lift_constant(v, call, dtype = ir_dtype(d)))
+    if (!is.null(d) && !identical(d, r_dtype(trace_float())))
       rf_unsupported(name, call, sprintf("`dtype = \"%s\"` inside traced code (values compute in the trace's dtype, %s)",
                                          dtype, r_dtype(trace_float())))
-    if (!isFALSE(requires_grad)) rf_unsupported(name, call, "`requires_grad` inside traced code")
     # A constant of the program, on the device it runs on, as a traced value: torch code calls
     # methods on it (torch_arange(1, n)$unsqueeze(1)).
     return(as_sym(v, call))

@@ -523,3 +523,20 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
   expect_equal(as.vector(as.array(torch_acos(rf_tensor(v)))), acos(v), tolerance = 1e-6)
   expect_equal(as.vector(as.array(torch_asin(rf_tensor(v)))), asin(v), tolerance = 1e-6)
 })
+
+test_that("traced torch code creates integer and boolean constants, and upper.tri() reads a traced matrix's shape", {
+  M <- nn_module(initialize = function() { self$pe <- nn_embedding(6, 3) }, forward = function(x) {
+    pos <- torch_arange(1, 4, dtype = torch_long())$unsqueeze(1) # positions for an embedding
+    mask <- torch_zeros(4, 4, dtype = torch_bool())
+    mask[upper.tri(mask)] <- 1                                  # a causal mask, kept boolean
+    list(self$pe(pos), torch_masked_fill(x, mask, 0), x * upper.tri(x))
+  })
+  set.seed(5)
+  m <- M(); x <- matrix(rnorm(16), 4)
+  eager <- m(x); jitted <- rf_jit(m)(x)
+  for (k in 1:3) expect_lt(max(abs(as.array(jitted[[k]]) - as.array(eager[[k]]))), 1e-6)
+  expect_identical(dim(as.array(jitted[[1]])), c(1L, 4L, 3L))
+  expect_equal(as.array(jitted[[2]]), x * !upper.tri(x), tolerance = 1e-6)
+  f <- rf_jit(function(x) x * (row(x) >= col(x)), dtype = "float64")
+  expect_identical(f(x), x * lower.tri(x, diag = TRUE))
+})
