@@ -96,5 +96,8 @@ unset_autocast <- function(context) {
   invisible()
 }
 
+# Whether any autocast region is active (the jitted call's fast path then stands aside).
+autocast_active <- function() !is.null(.rf_autocast$cuda) || !is.null(.rf_autocast$cpu)
+
 # The low dtype ("bf16" / "f16") the products traced for `device` get now, or "".
 autocast_for <- function(device) if (nzchar(device)) .rf_autocast[[device]] %||% "" else ""

@@ -469,7 +469,7 @@ training_precision <- function(precision, dtype, optimizer) {
   if (precision == "bf16-mixed") return(list(autocast = "bf16", loss_scale = FALSE))
   # Float16 needs its loss scaled (float16's range ends at 65504, and small gradients underflow).
   if (optimizer != "sgd")
-    rf_abort("rfuse_unsupported_error", sprintf(paste0(
+    rf_abort("rfuse_unsupported", sprintf(paste0(
       "precision = \"16-mixed\" scales the loss dynamically with optimizer = \"sgd\" only so far (with \"%s\", ",
       "a skipped step would still count in its step number); use precision = \"bf16-mixed\""), optimizer))
   list(autocast = "f16", loss_scale = TRUE)

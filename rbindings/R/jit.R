@@ -111,7 +111,8 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins) {
       }
       return(do.call(jf, lists$flat))
     }
-    r <- .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype)
+    # (inside an autocast region the R path runs: the region is part of the program's key)
+    r <- if (!autocast_active()) .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype)
     if (is.null(r)) return(jit_call(state, with_parameters(state, list(...))))
     if (is.character(r)) rf_abort(r[[1]], r[[2]]) # a failure, as .rf_run_tensors reports them
     r
@@ -477,7 +478,7 @@ record_fast_call <- function(state, args, je, dtypes, device, rdtype) {
   tr <- je$entry$trace
   n_params <- if (is.null(state$model)) 0L else length(state$notes$slots)
   user <- args[seq_len(length(args) - n_params)]
-  if (length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) || length(tr$label_checks) ||
+  if (autocast_active() || length(tr$random) || length(tr$aux) || length(tr$warnings) || length(je$entry$captures) || length(tr$label_checks) ||
       length(state$static) || length(state$notes$auto_static) || !all(vapply(user, is_tensor, TRUE)))
     return(invisible())
   nms <- names(user)

@@ -65,8 +65,6 @@ nnf_bilinear <- function(input1, input2, weight, bias = NULL) {
 }
 
 #' @rdname nnf
-#' @param p,dim `nnf_normalize()`: the norm's order (a positive number or `Inf`) and the dim it
-#'   is taken along (1-based, negative from the end, as torch for R's).
 #' @param out `nnf_normalize()`: must be `NULL` (rfuse writes no tensor in place).
 #' @export
 nnf_normalize <- function(input, p = 2, dim = 2, eps = 1e-12, out = NULL) {
@@ -163,7 +161,7 @@ nnf_hardtanh <- function(input, min_val = -1, max_val = 1, inplace = FALSE) {
   rf_pmin(rf_pmax(input, min_val), max_val)
 }
 #' @rdname nnf
-#' @param dim Softmax: the dim (1-based, negative from the end) that sums to one.
+#' @param dim Softmax: the dim (1-based, negative from the end) that sums to one; `nnf_normalize()`: the dim the norm is taken along.
 #' @export
 nnf_softmax <- function(input, dim) t_softmax(input, dim, sys.call())
 #' @rdname nnf
@@ -387,7 +385,7 @@ adaptive_pool_matrix <- function(n, out) {
 }
 
 #' @rdname nnf
-#' @param p Dropout: the probability of zeroing an element.
+#' @param p Dropout: the probability of zeroing an element; `nnf_normalize()`: the norm's order (a positive number or `Inf`).
 #' @details `nnf_dropout()` in training mode zeroes each element with probability `p` and scales
 #'   the rest by 1 / (1 - p). Masks come from R's random number generator (`set.seed()` makes
 #'   them reproducible): a traced program takes each mask as an extra input, drawn afresh at

@@ -43,6 +43,15 @@ for (dev in devices()) {
     }
     # The same function outside the region is float32 again: a program of its own.
     expect_identical(f(x, w), exact)
+    # Calls on tensors that the fast path repeats (a signature it has recorded) still see the
+    # region, and a call inside it records nothing the fast path would repeat outside.
+    xt <- rf_tensor(x, device = dev); wt <- rf_tensor(w, device = dev)
+    for (k in 1:2) tensor_exact <- as.array(f(xt, wt))
+    tensor_low <- as.array(with_autocast(f(xt, wt), device_type = dev, dtype = "bfloat16"))
+    expect_gt(max(abs(tensor_low - tensor_exact)), 2^-12)
+    expect_lt(max(abs(tensor_low - low_reference(x, w, 8))), 2^-7)
+    for (k in 1:2) with_autocast(f(xt, wt), device_type = dev, dtype = "bfloat16")
+    expect_identical(as.array(f(xt, wt)), tensor_exact)
   })
 
   test_that(paste("autocast regions nest, opt out, and end with their frame on", dev), {
@@ -153,7 +162,7 @@ test_that("bad autocast settings are classed errors naming what is wrong", {
   loss <- function(w, x, y) nnf_mse_loss(x %*% w, y)
   p <- list(w = matrix(0, 2, 1))
   expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "16-mixed", optimizer = "adam",
-                        progress = FALSE), class = "rfuse_unsupported_error", regexp = "sgd")
+                        progress = FALSE), class = "rfuse_unsupported", regexp = "sgd")
   expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "bf16-mixed", dtype = "float64",
                         progress = FALSE), class = "rfuse_type_error", regexp = "float32")
   expect_error(rf_train(loss, p, list(x = x, y = y), steps = 2, precision = "fp8", progress = FALSE),
