@@ -94,8 +94,9 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     BlockArgument scalePlaceholder;
     Value scaleScalar;
     if (lossScale) {
-      if (optimizer != "sgd")
-        return fn.emitError() << "rfuse-autodiff: loss-scale needs optimizer=sgd, not '" << optimizer << "'";
+      if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
+        return fn.emitError() << "rfuse-autodiff: loss-scale needs an optimizer (sgd, adam, adamw), not '" << optimizer
+                              << "'";
       scalePlaceholder = entry->addArgument(RankedTensorType::get({1}, lossElem), fn.getLoc());
       scaleScalar = b.create<ReshapeOp>(fn.getLoc(), RankedTensorType::get({}, lossElem), scalePlaceholder);
       cot[gradLoss] = b.create<BroadcastInDimOp>(fn.getLoc(), lossType, scaleScalar, b.getDenseI64ArrayAttr({}));
@@ -176,22 +177,12 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       if (reduceParameters)
         for (size_t k = 1; k <= args.size(); ++k)
           results[k] = b.create<AllReduceOp>(results[k].getLoc(), ValueRange{results[k]}, reduction).getResult(0);
-      if (finite) { // a step with a gradient that is not finite keeps what it had
-        Location loc = fn.getLoc();
-        SmallVector<Value> before;
-        for (unsigned i : args)
-          before.push_back(entry->getArgument(i));
-        before.append(sgdBuffers.begin(), sgdBuffers.end());
-        for (size_t k = 0; k < before.size(); ++k) {
-          Value &r = results[k + 1];
-          auto t = llvm::cast<RankedTensorType>(r.getType());
-          Value cond = b.create<BroadcastInDimOp>(loc, RankedTensorType::get(t.getShape(), b.getI1Type()), finite,
-                                                  b.getDenseI64ArrayAttr({}));
-          r = b.create<SelectOp>(loc, t, cond, r, before[k]);
-        }
-      }
+      if (finite)
+        keepUnlessFinite(entry, b, fn.getLoc(), args, sgdBuffers, finite, results);
     } else if (optimizer == "adam" || optimizer == "adamw") {
-      appendAdam(grad, b, args, grads, results, optimizer == "adamw");
+      appendAdam(grad, b, args, grads, results, optimizer == "adamw", finite);
+      if (finite)
+        keepUnlessFinite(entry, b, fn.getLoc(), args, adamBuffers, finite, results);
     } else if (optimizer == "none") {
       results.append(grads.begin(), grads.end());
     } else {
@@ -210,6 +201,23 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     if (recomputePointwise)
       recompute(forward);
     return success();
+  }
+
+  // A step whose scaled gradients are not finite keeps the parameters and the optimizer's
+  // buffers as they were: results[1..] (updated parameters, then buffers) select the old values.
+  void keepUnlessFinite(Block *entry, OpBuilder &b, Location loc, ArrayRef<unsigned> args, ArrayRef<Value> buffers,
+                        Value finite, SmallVectorImpl<Value> &results) {
+    SmallVector<Value> before;
+    for (unsigned i : args)
+      before.push_back(entry->getArgument(i));
+    before.append(buffers.begin(), buffers.end());
+    for (size_t k = 0; k < before.size(); ++k) {
+      Value &r = results[k + 1];
+      auto t = llvm::cast<RankedTensorType>(r.getType());
+      Value cond = b.create<BroadcastInDimOp>(loc, RankedTensorType::get(t.getShape(), b.getI1Type()), finite,
+                                              b.getDenseI64ArrayAttr({}));
+      r = b.create<SelectOp>(loc, t, cond, r, before[k]);
+    }
   }
 
   // The loss scale's two arguments, moved last (the placeholder the backward pass used is
@@ -235,6 +243,14 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
                                          c(0));
     results.push_back(b.create<ReshapeOp>(loc, argType, newScale));
     results.push_back(b.create<ReshapeOp>(loc, argType, newGrowth));
+    // Adam's step count under loss scaling: the steps taken (the argument) plus this one if it
+    // was, returned last (a skipped step does not count, as torch's optimizer.step() is not run).
+    if (stepScalar) {
+      Type countType = llvm::cast<RankedTensorType>(stepScalar.getType());
+      Value taken = b.create<AddOp>(loc, countType, stepScalar, splat(b, loc, countType, 1.0));
+      Value count = b.create<SelectOp>(loc, countType, finite, taken, stepScalar);
+      results.push_back(b.create<ReshapeOp>(loc, stepArg.getType(), count));
+    }
   }
 
   // SGD as pointwise ops after the backward pass (fused with it by the pipeline): g' = g + wd p;
@@ -299,8 +315,11 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
   // Adam (PyTorch's): g' = g + wd p (adam) or p <- p - lr wd p first (adamw, decoupled);
   // m' = b1 m + (1 - b1) g'; v' = b2 v + (1 - b2) g'^2;
   // p' = p - lr (m' / (1 - b1^t)) / (sqrt(v' / (1 - b2^t)) + eps).
+  // With loss scaling (`finite` given), the step-number argument is instead the count of steps
+  // taken so far: this step's t is that plus one, and the new count is a last result (see
+  // appendLossScaleUpdate).
   void appendAdam(func::FuncOp grad, OpBuilder &b, ArrayRef<unsigned> args, ArrayRef<Value> grads,
-                  SmallVectorImpl<Value> &results, bool decoupled) {
+                  SmallVectorImpl<Value> &results, bool decoupled, Value finite) {
     Location loc = grad.getLoc();
     Block *entry = &grad.getBody().front();
     SmallVector<Value> ms, vs;
@@ -324,7 +343,11 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
         stepScalar = b.create<ReshapeOp>(loc, RankedTensorType::get({}, elem), stepArg);
         lrScalar = learningRateArgument(grad, b); // after the step number
       }
-      Value step = b.create<BroadcastInDimOp>(loc, t, stepScalar, b.getDenseI64ArrayAttr({}));
+      Value stepNumber = stepScalar;
+      if (finite)
+        stepNumber = b.create<AddOp>(loc, stepScalar.getType(), stepScalar,
+                                     splat(b, loc, stepScalar.getType(), 1.0));
+      Value step = b.create<BroadcastInDimOp>(loc, t, stepNumber, b.getDenseI64ArrayAttr({}));
       if (weightDecay != 0 && !decoupled)
         g = add(g, mul(p, c(weightDecay)));
       if (weightDecay != 0 && decoupled)
@@ -341,9 +364,12 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     }
     results.append(newM.begin(), newM.end());
     results.append(newV.begin(), newV.end());
+    adamBuffers.assign(ms.begin(), ms.end());
+    adamBuffers.append(vs.begin(), vs.end());
   }
   Value stepArg, stepScalar;
   SmallVector<Value> sgdBuffers; ///< appendSgd's momentum buffers (arguments), in `args` order
+  SmallVector<Value> adamBuffers; ///< appendAdam's first- then second-moment buffers
 
   // Backward uses of a pointwise forward value computed from arguments and constants alone get
   // a fresh copy of its op, so the forward value need not stay live (or be written) for them.

@@ -405,9 +405,9 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   "float32"`. On the CPU the bfloat16 products are exact-rounded emulations (slow).
 #'   `"16-mixed"`: the same in float16, with dynamic loss scaling as torch's `GradScaler` (the
 #'   loss scaled by 2^16 at first; a step whose gradients are not finite is skipped and halves
-#'   the scale, 2000 finite steps in a row double it; all on the device), with `optimizer =
-#'   "sgd"`; the result's `loss_scale` is the final scale, and a scale that underflows to 0 gives
-#'   an `rfuse_loss_scale_warning`.
+#'   the scale, 2000 finite steps in a row double it; all on the device; Adam's step number counts
+#'   the steps taken); the result's `loss_scale` is the final scale, and a scale that underflows
+#'   to 0 gives an `rfuse_loss_scale_warning`.
 #' @param progress Show a progress bar (the cli package).
 #' @param device Where the loop runs (default [rf_default_device()]). Parameters, gradients,
 #'   optimizer state (momentum, Adam's moments and step count), the data and the loss history
@@ -456,7 +456,7 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
 
 # rf_train()'s `precision` as the step's autocast dtype ("none", "bf16", "f16") and whether it
 # scales the loss (float16), or a classed refusal.
-training_precision <- function(precision, dtype, optimizer) {
+training_precision <- function(precision, dtype) {
   choices <- c("32", "bf16-mixed", "16-mixed")
   if (identical(precision, choices)) precision <- "32" # the default, as match.arg
   if (!is.character(precision) || length(precision) != 1 || is.na(precision) || !precision %in% choices)
@@ -468,10 +468,6 @@ training_precision <- function(precision, dtype, optimizer) {
       "precision = \"%s\" keeps float32 master weights: it needs dtype = \"float32\", not \"%s\"", precision, dtype))
   if (precision == "bf16-mixed") return(list(autocast = "bf16", loss_scale = FALSE))
   # Float16 needs its loss scaled (float16's range ends at 65504, and small gradients underflow).
-  if (optimizer != "sgd")
-    rf_abort("rfuse_unsupported", sprintf(paste0(
-      "precision = \"16-mixed\" scales the loss dynamically with optimizer = \"sgd\" only so far (with \"%s\", ",
-      "a skipped step would still count in its step number); use precision = \"bf16-mixed\""), optimizer))
   list(autocast = "f16", loss_scale = TRUE)
 }
 
@@ -540,7 +536,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
                        strategy = "none", devices = NULL, drop_last = FALSE, precision = "32") {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
-  mixed <- training_precision(precision, dtype, optimizer)
+  mixed <- training_precision(precision, dtype)
   strategy <- match.arg(strategy, c("none", "ddp"))
   device <- check_device(device)
   if (!is.null(devices) && strategy != "ddp")
@@ -674,11 +670,16 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # its count of finite steps: state of the step, alternating like the parameters.
   SC <- if (mixed$loss_scale) list(list(rf_tensor(65536, dtype = dtype, device = device), rf_tensor(0, dtype = dtype, device = device)),
                                    lapply(1:2, function(i) empty(dtype, 1, NULL)))
+  # With loss scaling, Adam's step number is state too: the count of steps taken, which a skipped
+  # step leaves as it was (rfuse-autodiff's loss-scale); otherwise a per-step table gives it.
+  counted <- adam && mixed$loss_scale
+  CN <- if (counted) list(rf_tensor(0, dtype = dtype, device = device), empty(dtype, 1, NULL))
+  step_input <- function(j) if (counted) list(CN[[j]]) else if (adam) list(step_no$t[[j]])
   set_inputs <- lapply(1:2, function(j) c(c(P[[j]], X[[j]], B[[j]])[tr$input_index], masks[[j]], unname(unlist(S[[j]], recursive = FALSE)),
-                                          if (adam) list(step_no$t[[j]]), list(lr_t[[j]]), SC[[j]]))
+                                          step_input(j), list(lr_t[[j]]), SC[[j]]))
   # Set j's step writes the other set (and its own loss and batch statistics).
   set_outputs <- lapply(1:2, function(j) c(list(L[[j]]), P[[3L - j]], unlist(S[[3L - j]], recursive = FALSE),
-                                           aux_outputs(j), SC[[3L - j]]))
+                                           aux_outputs(j), SC[[3L - j]], if (counted) list(CN[[3L - j]])))
   # The last batch's step: traced for its size; its sets share everything but the batch (and
   # its dropout masks) with the main ones.
   if (tail_n > 0L) {
@@ -691,11 +692,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     tmasks <- lapply(1:2, function(j) lapply(ttr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
     tail_inputs <- lapply(1:2, function(j) c(c(P[[j]], XT[[j]], B[[j]])[ttr$input_index], tmasks[[j]],
                                              unname(unlist(S[[j]], recursive = FALSE)),
-                                             if (adam) list(step_no$t[[j]]), list(lr_t[[j]]), SC[[j]]))
+                                             step_input(j), list(lr_t[[j]]), SC[[j]]))
   }
   bufs <- function(ts) lapply(ts, tensor_buffer)
   gathered <- !whole && !stream
-  tables <- c(if (adam) list(list(table = step_no$table, values = step_no$t)),
+  tables <- c(if (adam && !counted) list(list(table = step_no$table, values = step_no$t)),
               if (is.function(lr)) list(list(table = lr_table, values = lr_t)))
   loop <- rf_guard(.rf_training_loop(
     entry$program, bufs(set_inputs[[1]]), bufs(set_inputs[[2]]), bufs(set_outputs[[1]]), bufs(set_outputs[[2]]),

@@ -507,7 +507,44 @@ TEST(Autodiff, LossScalingSkipsOverflowingStepsAndGrowsAfterTheInterval) {
   EXPECT_EQ(overflow[2].f, in[3].f) << "... and the momentum";
   EXPECT_FLOAT_EQ(overflow[3].f[0], 5e37f);
   EXPECT_EQ(overflow[4].f[0], 0);
-  GradientRequest adam = r;
+  // Adam: the step-number input is the count of steps taken; a finite step equals the plain
+  // step numbered one more and counts; an overflowing one keeps everything and does not.
+  GradientRequest adam;
+  adam.wrt = {1};
   adam.optimizer = "adam";
-  expectCompileError(g.moduleText(), adam, "loss-scale needs optimizer=sgd");
+  adam.learningRate = 0.01;
+  HostTensor v = in[3]; // a second moment: not negative
+  for (double &e : v.f)
+    e = std::fabs(e);
+  std::vector<HostTensor> adamIn = {in[0], in[1], in[2], in[3], v}; // x, w, y, m, v
+  HostTensor t(DType::F32, {1});
+  t.f[0] = 4;
+  adamIn.push_back(t);
+  auto plainAdam = compileGradientProgram(g.moduleText(), "default", adam)->run(adamIn, Device::Cpu);
+  adam.lossScale = true;
+  auto scaledAdam = compileGradientProgram(g.moduleText(), "default", adam);
+  auto adamWith = [&](double scale, double count) {
+    std::vector<HostTensor> inputs(adamIn.begin(), adamIn.end() - 1);
+    HostTensor c(DType::F32, {1}), s(DType::F32, {1}), k(DType::F32, {1});
+    c.f[0] = count;
+    s.f[0] = scale;
+    k.f[0] = 0;
+    inputs.push_back(c);
+    inputs.push_back(s);
+    inputs.push_back(k);
+    return scaledAdam->run(inputs, Device::Cpu); // loss, w', m', v', scale', growth', count'
+  };
+  auto adamFinite = adamWith(256, 3);
+  ASSERT_EQ(adamFinite.size(), 7u);
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(adamFinite[i].f, plainAdam[i].f) << "adam output " << i;
+  EXPECT_EQ(adamFinite[6].f[0], 4);
+  auto adamOverflow = adamWith(1e38, 3);
+  EXPECT_EQ(adamOverflow[1].f, in[1].f);
+  EXPECT_EQ(adamOverflow[2].f, in[3].f);
+  EXPECT_EQ(adamOverflow[3].f, v.f);
+  EXPECT_EQ(adamOverflow[6].f[0], 3) << "a skipped step does not count";
+  GradientRequest none = r;
+  none.optimizer = "none";
+  expectCompileError(g.moduleText(), none, "loss-scale needs an optimizer");
 }

@@ -4,7 +4,8 @@
 // (sum(g * 0) == 0) selects between the update and the old parameter and buffer, and the new
 // scale (x2 after the growth interval, /2 after a step that is not finite) and count come last.
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(rfuse-autodiff{wrt=1 optimizer=sgd momentum=0.9 lr-input=true loss-scale=true loss-scale-growth-interval=4})' | FileCheck %s
-// RUN: not rfuse-opt %s --pass-pipeline='builtin.module(rfuse-autodiff{wrt=1 optimizer=adam loss-scale=true})' 2>&1 | FileCheck %s --check-prefix=ADAM
+// RUN: rfuse-opt %s --pass-pipeline='builtin.module(rfuse-autodiff{wrt=1 optimizer=adam loss-scale=true})' | FileCheck %s --check-prefix=ADAM
+// RUN: not rfuse-opt %s --pass-pipeline='builtin.module(rfuse-autodiff{wrt=1 loss-scale=true})' 2>&1 | FileCheck %s --check-prefix=NONE
 
 // CHECK-LABEL: func.func @main_grad
 // CHECK-SAME: (%arg0: tensor<4x3xf32>, %arg1: tensor<3x2xf32>, %arg2: tensor<3x2xf32>, %arg3: tensor<1xf32>, %arg4: tensor<1xf32>, %arg5: tensor<1xf32>)
@@ -26,7 +27,19 @@
 // CHECK:      %[[KEPT:.*]] = rfuse.select %[[FULL]], %{{.*}}, %[[S]] : tensor<i1>, tensor<f32>
 // CHECK:      rfuse.select %[[OK]], %[[KEPT]], %{{.*}} : tensor<i1>, tensor<f32>
 // CHECK:      return
-// ADAM: rfuse-autodiff: loss-scale needs optimizer=sgd, not 'adam'
+// Adam: its step-number argument (%arg4) is the count of steps taken; t is one more; the new
+// count (+1 only when finite) is the last result, after the scale and its growth count.
+// ADAM-LABEL: func.func @main_grad
+// ADAM-SAME: (%arg0: tensor<4x3xf32>, %arg1: tensor<3x2xf32>, %arg2: tensor<3x2xf32>, %arg3: tensor<3x2xf32>, %arg4: tensor<1xf32>, %arg5: tensor<1xf32>, %arg6: tensor<1xf32>)
+// ADAM-SAME: -> (tensor<f32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
+// ADAM:      %[[C:.*]] = rfuse.reshape %arg4 : (tensor<1xf32>) -> tensor<f32>
+// ADAM:      rfuse.add %[[C]], %{{.*}} : tensor<f32>
+// ADAM:      rfuse.select %{{.*}} : tensor<3x2xi1>, tensor<3x2xf32>
+// ADAM:      %[[TAKEN:.*]] = rfuse.add %[[C]], %{{.*}} : tensor<f32>
+// ADAM:      %[[COUNT:.*]] = rfuse.select %{{.*}}, %[[TAKEN]], %[[C]] : tensor<i1>, tensor<f32>
+// ADAM:      %[[LAST:.*]] = rfuse.reshape %[[COUNT]] : (tensor<f32>) -> tensor<1xf32>
+// ADAM:      return {{.*}}, %[[LAST]] :
+// NONE: rfuse-autodiff: loss-scale needs an optimizer (sgd, adam, adamw), not 'none'
 func.func @main(%x: tensor<4x3xf32>, %w: tensor<3x2xf32>) -> tensor<f32> {
   %m = rfuse.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
   %s = rfuse.reduce_sum %m, dims = [0, 1] : (tensor<4x2xf32>) -> tensor<f32>

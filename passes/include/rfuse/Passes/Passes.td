@@ -145,13 +145,14 @@ def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
            "the updated parameters are averaged instead (SGD is linear in the gradient: the same "
            "parameters, and the update stays fused with the gradient)">,
     Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
-           "Dynamic loss scaling (float16 mixed precision, as torch's GradScaler), with "
-           "optimizer=sgd: two last arguments, the scale and the count of finite steps since it "
-           "last changed (tensor<1x...> each), and two last results, their new values. The "
-           "backward pass starts from the scale instead of 1, the gradients are divided by it, and "
-           "when any of them is not finite the step keeps the parameters and buffers as they were "
-           "and halves the scale; after `loss-scale-growth-interval` finite steps in a row it "
-           "doubles">,
+           "Dynamic loss scaling (float16 mixed precision, as torch's GradScaler), with an "
+           "optimizer: two last arguments, the scale and the count of finite steps since it last "
+           "changed (tensor<1x...> each), and two last results, their new values. The backward "
+           "pass starts from the scale instead of 1, the gradients are divided by it, and when any "
+           "of them is not finite the step keeps the parameters and buffers as they were and "
+           "halves the scale; after `loss-scale-growth-interval` finite steps in a row it doubles. "
+           "Adam's step-number argument is then the count of steps taken (this step's t is one "
+           "more), and its new value is the very last result">,
     Option<"lossScaleGrowthInterval", "loss-scale-growth-interval", "int64_t", /*default=*/"2000",
            "Finite steps after which the loss scale doubles">,
   ];
