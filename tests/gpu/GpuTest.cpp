@@ -281,33 +281,46 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
   }
 }
 
+// A small ResNet's SGD-momentum training step (module text and request) with random inputs and
+// momentum buffers, for the GPU-against-CPU step tests.
+struct SmallResNetStep {
+  std::string text;
+  GradientRequest sgd;
+  std::vector<HostTensor> inputs;
+};
+SmallResNetStep smallResNetStep(ImageLayout layout, unsigned seed) {
+  ResNetConfig c;
+  c.batch = 8;
+  c.imageSize = 16;
+  c.classes = 4;
+  c.widths = {8, 16};
+  c.blocks = {1, 1};
+  c.layout = layout;
+  GraphBuilder g;
+  ModelGraph m = buildResNetLoss(g, c);
+  SmallResNetStep step;
+  step.text = g.moduleText();
+  std::mt19937_64 rng(seed);
+  for (const auto &s : m.inputShapes)
+    step.inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
+  for (size_t p = 0; p < m.parameterCount(); ++p) {
+    step.sgd.wrt.push_back(p);
+    step.inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
+  }
+  step.sgd.optimizer = "sgd";
+  step.sgd.learningRate = 0.1;
+  step.sgd.momentum = 0.9;
+  return step;
+}
+
 // A small ResNet's SGD-momentum training step (strided and 1x1 convolutions, batch norm, the
 // stem's overlapping max pool, residual adds) runs entirely on the GPU — cuDNN's backward-data,
 // backward-filter and pooling-backward calls included — and equals the CPU backend's.
 TEST_F(Gpu, ResNetTrainingStepOnTheGpuEqualsTheCpus) {
   for (ImageLayout layout : {ImageLayout::NCHW, ImageLayout::NHWC}) {
-    ResNetConfig c;
-    c.batch = 8;
-    c.imageSize = 16;
-    c.classes = 4;
-    c.widths = {8, 16};
-    c.blocks = {1, 1};
-    c.layout = layout;
-    GraphBuilder g;
-    ModelGraph m = buildResNetLoss(g, c);
-    std::mt19937_64 rng(8);
-    std::vector<HostTensor> inputs;
-    for (const auto &s : m.inputShapes)
-      inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
-    GradientRequest sgd;
-    for (size_t p = 0; p < m.parameterCount(); ++p) {
-      sgd.wrt.push_back(p);
-      inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
-    }
-    sgd.optimizer = "sgd";
-    sgd.learningRate = 0.1;
-    sgd.momentum = 0.9;
-    auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+    SmallResNetStep step = smallResNetStep(layout, 8);
+    auto program = compileGradientProgram(step.text, "default", step.sgd);
+    const std::vector<HostTensor> &inputs = step.inputs;
     std::string name = layout == ImageLayout::NCHW ? "NCHW" : "NHWC";
     EXPECT_TRUE(program->info().gpuFallbacks.empty()) << name << ": " << program->info().gpuFallbacks[0];
     auto cpu = program->run(inputs, Device::Cpu);
@@ -324,29 +337,10 @@ TEST_F(Gpu, ResNetTrainingStepOnTheGpuEqualsTheCpus) {
 // products, forward and backward, agree with the CPU's (the interpreter's exact-rounded
 // emulation) to bfloat16's precision; the weights stay float32.
 TEST_F(Gpu, Bf16MixedTrainingStepsAgreeWithTheCpus) {
-  ResNetConfig c;
-  c.batch = 8;
-  c.imageSize = 16;
-  c.classes = 4;
-  c.widths = {8, 16};
-  c.blocks = {1, 1};
-  c.layout = ImageLayout::NHWC;
-  GraphBuilder g;
-  ModelGraph m = buildResNetLoss(g, c);
-  std::mt19937_64 rng(18);
-  std::vector<HostTensor> inputs;
-  for (const auto &s : m.inputShapes)
-    inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
-  GradientRequest sgd;
-  for (size_t p = 0; p < m.parameterCount(); ++p) {
-    sgd.wrt.push_back(p);
-    inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
-  }
-  sgd.optimizer = "sgd";
-  sgd.learningRate = 0.1;
-  sgd.momentum = 0.9;
-  sgd.autocast = "bf16";
-  auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+  SmallResNetStep step = smallResNetStep(ImageLayout::NHWC, 18);
+  step.sgd.autocast = "bf16";
+  auto program = compileGradientProgram(step.text, "default", step.sgd);
+  const std::vector<HostTensor> &inputs = step.inputs;
   EXPECT_TRUE(program->info().gpuFallbacks.empty()) << program->info().gpuFallbacks[0];
   int bf16Calls = 0;
   for (const std::string &call : program->info().libraryCalls)
