@@ -140,30 +140,44 @@ TEST_F(Gpu, ArtifactsRunThroughRfuseRtLikeTheInterpreter) {
     expectArtifactMatchesInterpreter(g.name + " (PTX)", g.moduleText, g.inputs, {{"sm_80"}, true}, "PTX for sm_80");
 }
 
-// A ResNet training step (cuDNN convolutions, cuBLASLt, batch norm) through rfuse_rt equals the
-// JIT's step on the same inputs.
-TEST_F(Gpu, AnExportedResNetTrainingStepEqualsTheJitStep) {
+// A small ResNet's SGD-momentum training step (module text and request) with random inputs and
+// momentum buffers, for the GPU-against-CPU step tests.
+struct SmallResNetStep {
+  std::string text;
+  GradientRequest sgd;
+  std::vector<HostTensor> inputs;
+};
+SmallResNetStep smallResNetStep(ImageLayout layout, unsigned seed) {
   ResNetConfig c;
   c.batch = 8;
   c.imageSize = 16;
   c.classes = 4;
   c.widths = {8, 16};
   c.blocks = {1, 1};
+  c.layout = layout;
   GraphBuilder g;
   ModelGraph m = buildResNetLoss(g, c);
-  std::mt19937_64 rng(9);
-  std::vector<HostTensor> inputs;
+  SmallResNetStep step;
+  step.text = g.moduleText();
+  std::mt19937_64 rng(seed);
   for (const auto &s : m.inputShapes)
-    inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
-  GradientRequest sgd;
+    step.inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
   for (size_t p = 0; p < m.parameterCount(); ++p) {
-    sgd.wrt.push_back(p);
-    inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng));
+    step.sgd.wrt.push_back(p);
+    step.inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
   }
-  sgd.optimizer = "sgd";
-  sgd.learningRate = 0.1;
-  sgd.momentum = 0.9;
-  auto program = compileGradientProgram(g.moduleText(), "default", sgd);
+  step.sgd.optimizer = "sgd";
+  step.sgd.learningRate = 0.1;
+  step.sgd.momentum = 0.9;
+  return step;
+}
+
+// A ResNet training step (cuDNN convolutions, cuBLASLt, batch norm) through rfuse_rt equals the
+// JIT's step on the same inputs.
+TEST_F(Gpu, AnExportedResNetTrainingStepEqualsTheJitStep) {
+  SmallResNetStep step = smallResNetStep(ResNetConfig{}.layout, 9);
+  auto program = compileGradientProgram(step.text, "default", step.sgd);
+  const std::vector<HostTensor> &inputs = step.inputs;
   std::vector<HostTensor> jit = program->run(inputs, Device::Cuda);
   std::string path = std::string(::testing::TempDir()) + "/rfuse_gpu_resnet.rfuse";
   program->exportArtifact(path, {{cuda::deviceInfo().arch()}, false});
@@ -279,38 +293,6 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
     }
     }
   }
-}
-
-// A small ResNet's SGD-momentum training step (module text and request) with random inputs and
-// momentum buffers, for the GPU-against-CPU step tests.
-struct SmallResNetStep {
-  std::string text;
-  GradientRequest sgd;
-  std::vector<HostTensor> inputs;
-};
-SmallResNetStep smallResNetStep(ImageLayout layout, unsigned seed) {
-  ResNetConfig c;
-  c.batch = 8;
-  c.imageSize = 16;
-  c.classes = 4;
-  c.widths = {8, 16};
-  c.blocks = {1, 1};
-  c.layout = layout;
-  GraphBuilder g;
-  ModelGraph m = buildResNetLoss(g, c);
-  SmallResNetStep step;
-  step.text = g.moduleText();
-  std::mt19937_64 rng(seed);
-  for (const auto &s : m.inputShapes)
-    step.inputs.push_back(test::randomTensor(DType::F32, s, rng, -1.0, 1.0));
-  for (size_t p = 0; p < m.parameterCount(); ++p) {
-    step.sgd.wrt.push_back(p);
-    step.inputs.push_back(test::randomTensor(DType::F32, m.inputShapes[p], rng)); // momentum buffers
-  }
-  step.sgd.optimizer = "sgd";
-  step.sgd.learningRate = 0.1;
-  step.sgd.momentum = 0.9;
-  return step;
 }
 
 // A small ResNet's SGD-momentum training step (strided and 1x1 convolutions, batch norm, the
