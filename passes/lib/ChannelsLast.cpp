@@ -74,8 +74,8 @@ struct ToNhwc : RewritePattern {
 };
 
 // What an operand of a pointwise op is before transpose `perm`: the transpose's input, a
-// broadcast along the permuted dimensions, a splat constant of the unpermuted shape. `make`
-// false only checks that there is one.
+// broadcast along the permuted dimensions, a splat constant of the unpermuted shape, or a
+// pointwise op of broadcasts and splats rebuilt there. `make` false only checks that there is one.
 Value beforeTranspose(PatternRewriter &rw, Location loc, Value v, ArrayRef<int64_t> perm, bool make, int depth = 0) {
   RankedTensorType pre = unpermuted(tensorOf(v), perm, tensorOf(v).getElementType());
   // A pointwise op of broadcasts and splats (a batch norm's scale times a constant), rebuilt in

@@ -730,7 +730,7 @@ create <- function(name, values, shape, dtype, device, requires_grad, call) {
     # embedding: torch_arange(1, n, dtype = torch_int())); floats compute in the trace's own.
     d <- if (!is.null(dtype)) check_dtype(dtype)
     if (!is.null(d) && d %in% c("int32", "int64", "bool"))
-      return(if (d == "bool") as_sym(v != 0, call) else lift_constant(v, call, dtype = ir_dtype(d)))
+      return(lift_constant(if (d == "bool") v != 0 else v, call, dtype = ir_dtype(d)))
     if (!is.null(d) && !identical(d, r_dtype(trace_float())))
       rf_unsupported(name, call, sprintf("`dtype = \"%s\"` inside traced code (values compute in the trace's dtype, %s)",
                                          dtype, r_dtype(trace_float())))
@@ -1459,7 +1459,8 @@ torch_subscripts <- function(dots, n, x, env, elt) {
 full_mask <- function(i, x) {
   d <- as.integer(t_size(x))
   if (length(d) < 2) return(FALSE)
-  if (is_tensor(i) || is_sym(i)) return(identical(i$dtype %||% "", "bool") && identical(as.integer(t_size(i)), d))
+  if (is_sym(i)) return(i$dtype == "i1" && identical(as.integer(t_size(i)), d)) # (a traced mask's dtype)
+  if (is_tensor(i)) return(identical(i$dtype, "bool") && identical(as.integer(t_size(i)), d))
   is.logical(i) && identical(as.integer(dim(i)), d)
 }
 

@@ -167,8 +167,7 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
     if (failed(pm.run(module)))
       throw CompileError("mixed precision (rfuse-autocast) failed: " + diagnostics);
-  }
-  if (gradient) {
+  } else {
     // Inline, differentiate main into main_grad, then drop main: the pipeline compiles only
     // the gradient program.
     PassManager pm(ctx);

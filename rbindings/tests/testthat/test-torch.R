@@ -508,6 +508,10 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
   expect_identical(out$causal$dtype, "bool")
   expect_identical(as.array(out$causal) != 0, upper.tri(matrix(0, 3, 3)))
   expect_identical(out$x, matrix(c(-1, 0, 0, -4), 2))
+  # Traced, the mask x > 0 is a traced boolean of x's shape: the same masked assignment.
+  jout <- rf_jit(m)(matrix(c(-1, 2, 3, -4), 2))
+  expect_equal(as.array(jout$x), out$x, tolerance = 1e-6)
+  expect_identical(as.array(jout$causal) != 0, upper.tri(matrix(0, 3, 3)))
   expect_equal(as.vector(as.array(m$speed)), 2 * pi * exp(seq(0, 1, length.out = 4)), tolerance = 1e-6)
   expect_true("speed" %in% names(m$state_dict()))
   set.seed(4)
