@@ -265,9 +265,9 @@ public:
         consider(dtypeOf(in));
     for (Value o : r.outputs)
       consider(dtypeOf(o));
+    // (whatever the size, so that one source serves every batch size of a dynamic program:
+    // a tail loop takes what the vector loop leaves)
     int vw = uniform && size == 4 ? 4 : uniform && size == 8 ? 2 : 1;
-    if (n < vw * 32)
-      vw = 1;
 
     std::string body, tail;
     if (!emitBody(vw, body, why) || !emitBody(1, tail, why))

@@ -197,8 +197,8 @@
     .Call(`_rfuse_rf_device_description`)
 }
 
-.rf_call_key <- function(args, names, staticNames) {
-    .Call(`_rfuse_rf_call_key`, args, names, staticNames)
+.rf_call_key <- function(args, names, staticNames, batchArgs = NULL) {
+    .Call(`_rfuse_rf_call_key`, args, names, staticNames, batchArgs)
 }
 
 .rf_check_pipeline <- function(pipeline) {
@@ -231,6 +231,14 @@
 
 .rf_build_dir <- function() {
     .Call(`_rfuse_rf_build_dir`)
+}
+
+.rf_batch_template <- function(a, ba, b, bb) {
+    .Call(`_rfuse_rf_batch_template`, a, ba, b, bb)
+}
+
+.rf_specialize <- function(templ, text, batch) {
+    .Call(`_rfuse_rf_specialize`, templ, text, batch)
 }
 
 .rf_compile_counts <- function() {

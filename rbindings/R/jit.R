@@ -54,6 +54,18 @@ check_arg <- function(a, name, is_static) {
 #' @param plugins Paths of MLIR pass plugins (shared libraries exporting `mlirGetPassPluginInfo`)
 #'   to load first, so `pipeline` can name their passes. A plugin is code that runs in this R
 #'   process: load only what you trust. See `examples/pass-plugin` in rfuse's sources.
+#' @param dynamic Batch sizes. `NULL` (the default): calls that differ only in the size of their
+#'   arguments' first dimension (the batch: an array's first dim, a vector's length) share one
+#'   compiled program once two sizes have been compiled, as torch.compile's automatic dynamic
+#'   shapes: every later size is traced but runs no pass pipeline and no NVRTC (its GPU kernels
+#'   take the size as an argument; the CPU backend JIT-compiles each size's kernels).
+#'   `"batch"` (or `TRUE`): the same from the first call, which compiles a second size at once,
+#'   and a warning of class `rfuse_dynamic_warning` when the function cannot share one program
+#'   (its code depends on the batch size other than through the shapes: a branch on
+#'   `nrow(x)`, a constant computed from it as in `x / nrow(x)`, R's recycling of a vector
+#'   along the rows); such sizes compile a program each. Reductions over the batch
+#'   (`colSums`, `colMeans`) are fine. `FALSE`: a program per size. `rf_cache_info()$specializations` counts the
+#'   programs made for a size without compiling.
 #' @param static Names of arguments used as R values while tracing (part of the cache key by
 #'   value) instead of traced inputs: e.g. a loop count or a string option. Logical scalars are
 #'   always static; a plain number argument becomes static by itself when tracing fails without
@@ -73,19 +85,19 @@ check_arg <- function(a, name, is_static) {
 #' all.equal(jf(x, 2, 0.5), f(x, 2, 0.5))
 #' @export
 rf_jit <- function(f, dtype = NULL, pipeline = "default", static = character(),
-                   plugins = character()) {
+                   plugins = character(), dynamic = NULL) {
   if (inherits(f, "rf_jit_function")) f <- attr(f, "rfuse")$f
   model <- NULL
   if (inherits(f, "nn_module")) {
     model <- f
     f <- model_function(model)
   }
-  new_jit(f, model, dtype, pipeline, static, plugins)
+  new_jit(f, model, dtype, pipeline, static, plugins, check_dynamic(dynamic))
 }
 
 # rf_jit's function for `f`; `model`: the module `f` calls (model_function), whose parameters and
 # buffers every call passes as inputs (with_parameters), so that a program never keeps stale ones.
-new_jit <- function(f, model, dtype, pipeline, static, plugins) {
+new_jit <- function(f, model, dtype, pipeline, static, plugins, dynamic = NULL) {
   if (!is.function(f)) rf_abort("rfuse_type_error", "`f` must be a function")
   if (!is.null(dtype)) dtype <- match.arg(dtype, c("float32", "float64"))
   check_pipeline(pipeline, plugins)
@@ -95,7 +107,7 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins) {
   fast <- .rf_fast_table()
   state <- list(f = f, formals = names(formals(f)) %||% character(), dots = "..." %in% names(formals(f)),
                 dtype = if (is.null(dtype)) NULL else if (dtype == "float32") "f32" else "f64", pipeline = pipeline,
-                static = static, cache = cache, model = model, notes = new.env(parent = emptyenv()), fast = fast)
+                static = static, dynamic = dynamic, cache = cache, model = model, notes = new.env(parent = emptyenv()), fast = fast)
   # A call on rf_tensors with a signature that ran before is one .Call (fast_call); any other
   # takes the R path, which records the signatures the fast one can take.
   jitted <- function(...) {
@@ -105,7 +117,7 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins) {
       lists <- flatten_list_args(list(...))
       jf <- state$notes$list_jits[[lists$key]]
       if (is.null(jf)) {
-        jf <- new_jit(model_function(model, lists$rebuild), model, dtype, pipeline, character(), plugins)
+        jf <- new_jit(model_function(model, lists$rebuild), model, dtype, pipeline, character(), plugins, dynamic)
         if (is.null(state$notes$list_jits)) state$notes$list_jits <- new.env(parent = emptyenv())
         assign(lists$key, jf, envir = state$notes$list_jits)
       }
@@ -168,7 +180,7 @@ model_function <- function(model, rebuild = NULL) {
 # The cache key of a call: per argument its name (positional ones by f's formals), kind and dims;
 # static arguments (named in `static`, and logical scalars) by value. Kept cheap: it runs on
 # every call.
-call_key <- function(state, args) {
+call_key <- function(state, args, carry = NULL) {
   nms <- names(args)
   if (is.null(nms) && !state$dots) {
     nms <- state$formals[seq_along(args)]
@@ -176,7 +188,7 @@ call_key <- function(state, args) {
   } else if (is.null(nms) || any(!nzchar(nms))) {
     nms <- names(name_args(state$f, args))
   }
-  k <- .rf_call_key(args, nms, state$static)
+  k <- .rf_call_key(args, nms, state$static, carry)
   # A NULL argument (an optional mask or input left out, as torch models take them) is static:
   # the function sees it as NULL, and the key says so.
   nulls <- vapply(args, is.null, TRUE)
@@ -261,15 +273,47 @@ jit_entry <- function(state, args, dtype = trace_dtype(state, args, current_devi
   if (!is.null(tr[["entry"]])) return(tr) # traced again with number arguments static
   for (w in held) warning(w)
   apply_r_options()
-  program <- rf_guard(.rf_compile(tr$text, state$pipeline))
+  # A size of a family that shares one program (dynamic shapes) is made from its template.
+  batch <- call_batch(state, args, k$static)
+  fam <- if (!is.null(batch)) batch_family(state, paste0(dtype, "|", family_key(state, args, batch$carry, k$key, autocast)))
+  program <- if (!is.null(fam)) specialized_program(state, fam, tr, batch$size)
+  specialized <- !is.null(program)
+  if (!specialized) program <- rf_guard(.rf_compile(tr$text, state$pipeline))
   entry <- list(program = program, trace = tr, na_sensitive = na_sensitive(tr, dtype),
                 rdtypes = r_dtype(tr$out$dtypes),
-                captures = if (is.null(state$model)) tr$captures)
+                captures = if (is.null(state$model)) tr$captures, made = specialized)
   assign(k$key, entry, envir = state$cache)
   bound_cache(state, k$key)
-  .rf_counters$compiles <- .rf_counters$compiles + 1
-  count_recompiles(state, k$key)
+  if (!specialized) {
+    .rf_counters$compiles <- .rf_counters$compiles + 1
+    count_recompiles(state, k$key)
+    if (!is.null(fam)) {
+      add_family_member(state, fam, program, batch$size)
+      # dynamic = "batch": a second size now, so that no later size compiles.
+      if (identical(state$dynamic, "batch") && is.null(fam$template) && length(fam$members) == 1)
+        compile_second_size(state, fam, args, batch, dtype, k)
+    }
+  }
   list(entry = entry, args = args)
+}
+
+# A family's key: the call's, with the batch dimension of the arguments that carry it left out
+# (and the same model, autocast and static values as `key` has).
+family_key <- function(state, args, carry, key, autocast) {
+  g <- call_key(state, args, carry)$key
+  paste0(g, if (!is.null(state$model)) paste0("|", training_signature(state$model, state$notes)),
+         if (nzchar(autocast)) paste0("|autocast ", autocast))
+}
+
+# dynamic = "batch" at a family's first call: traces and compiles the function at a second batch
+# size (one more), so that the template exists before another size is called.
+compile_second_size <- function(state, fam, args, batch, dtype, k) {
+  size <- batch$size + 1L
+  tr <- trace_function(state$f, with_batch_size(args, batch$carry, size), dtype, k$static, call_device(args))
+  program <- rf_guard(.rf_compile(tr$text, state$pipeline))
+  .rf_counters$compiles <- .rf_counters$compiles + 1
+  count_recompiles(state, paste0(k$key, " (batch ", size, ", for dynamic = \"batch\")"))
+  add_family_member(state, fam, program, size)
 }
 
 # Each new argument signature compiles a program of its own (shapes are static). Past
@@ -326,10 +370,12 @@ bound_cache <- function(state, key) {
     rf_abort("rfuse_option_error", "options(rfuse.cache_limit) must be a positive number of programs")
   if (length(order) > limit) {
     drop <- order[seq_len(length(order) - limit)]
+    # (a size made from a batch template is made again, without compiling: no warning)
+    compiled <- !vapply(drop, function(k) isTRUE(state$cache[[k]]$made), TRUE)
     rm(list = drop, envir = state$cache)
     order <- order[-seq_along(drop)]
     # (rfuse's own programs — eager ops, recorded graphs — serve every shape: no warning)
-    if (is.null(state$notes$warned_recompiles) && !isTRUE(state$notes$internal)) {
+    if (any(compiled) && is.null(state$notes$warned_recompiles) && !isTRUE(state$notes$internal)) {
       assign("warned_recompiles", TRUE, envir = state$notes)
       warning(structure(class = c("rfuse_recompile_warning", "warning", "condition"), list(
         message = sprintf(paste0("rfuse: this function has been compiled for more than %d argument signatures ",
@@ -585,7 +631,8 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' compiled versus hit the cache; `rf_cache_clear()` empties every cache, the process's compiled-code
 #' caches with them, and runs `gc()`. Each jitted function keeps at most
 #' `getOption("rfuse.cache_limit", 64)` signatures, the least recently used dropped (with one
-#' warning of class `rfuse_recompile_warning`).
+#' warning of class `rfuse_recompile_warning` when a compiled one goes; a batch size made from
+#' a dynamic-shape template is made again without compiling).
 #'
 #' Compiled programs (the IR after the pass pipeline) are also kept on disk, under
 #' `rf_options()`'s `cache_dir` with the GPU kernels and the CPU backend's compiled functions
@@ -596,7 +643,8 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #' @return `rf_cache_info()`: a list with `programs` (cached in this session), `compiles`
 #'   (signatures traced and compiled), `hits`, and this process's `pass_runs` (programs whose pass
 #'   pipeline ran), `disk_hits` (programs read back from the disk cache instead),
-#'   `nvrtc_compiles`, `llvm_compiles` (LLVM codegen runs) and `llvm_disk_hits` (CPU functions
+#'   `specializations` (programs made for a batch size from a dynamic-shape template, see
+#'   [rf_jit()]'s `dynamic`), `nvrtc_compiles`, `llvm_compiles` (LLVM codegen runs) and `llvm_disk_hits` (CPU functions
 #'   loaded from the disk cache instead). `rf_cache_clear()`: the number of programs removed,
 #'   invisibly.
 #' @examples
@@ -612,6 +660,7 @@ rf_cache_info <- function() {
   counts <- .rf_compile_counts()
   list(programs = programs, compiles = .rf_counters$compiles, hits = .rf_counters$hits + .rf_fast_hits(),
        pass_runs = counts[["pass_runs"]], disk_hits = counts[["disk_hits"]],
+       specializations = counts[["specializations"]],
        nvrtc_compiles = counts[["nvrtc_compiles"]], llvm_compiles = counts[["llvm_compiles"]],
        llvm_disk_hits = counts[["llvm_disk_hits"]])
 }

@@ -658,15 +658,16 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_call_key
-List rf_call_key(List args, CharacterVector names, CharacterVector staticNames);
-RcppExport SEXP _rfuse_rf_call_key(SEXP argsSEXP, SEXP namesSEXP, SEXP staticNamesSEXP) {
+List rf_call_key(List args, CharacterVector names, CharacterVector staticNames, Rcpp::Nullable<LogicalVector> batchArgs);
+RcppExport SEXP _rfuse_rf_call_key(SEXP argsSEXP, SEXP namesSEXP, SEXP staticNamesSEXP, SEXP batchArgsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type names(namesSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type staticNames(staticNamesSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_call_key(args, names, staticNames));
+    Rcpp::traits::input_parameter< Rcpp::Nullable<LogicalVector> >::type batchArgs(batchArgsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_call_key(args, names, staticNames, batchArgs));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -756,6 +757,33 @@ BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_build_dir());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_batch_template
+SEXP rf_batch_template(SEXP a, double ba, SEXP b, double bb);
+RcppExport SEXP _rfuse_rf_batch_template(SEXP aSEXP, SEXP baSEXP, SEXP bSEXP, SEXP bbSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type a(aSEXP);
+    Rcpp::traits::input_parameter< double >::type ba(baSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< double >::type bb(bbSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_batch_template(a, ba, b, bb));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_specialize
+SEXP rf_specialize(SEXP templ, std::string text, double batch);
+RcppExport SEXP _rfuse_rf_specialize(SEXP templSEXP, SEXP textSEXP, SEXP batchSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type templ(templSEXP);
+    Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
+    Rcpp::traits::input_parameter< double >::type batch(batchSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_specialize(templ, text, batch));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1084,7 +1112,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_program_info", (DL_FUNC) &_rfuse_rf_program_info, 1},
     {"_rfuse_rf_device", (DL_FUNC) &_rfuse_rf_device, 0},
     {"_rfuse_rf_device_description", (DL_FUNC) &_rfuse_rf_device_description, 0},
-    {"_rfuse_rf_call_key", (DL_FUNC) &_rfuse_rf_call_key, 3},
+    {"_rfuse_rf_call_key", (DL_FUNC) &_rfuse_rf_call_key, 4},
     {"_rfuse_rf_check_pipeline", (DL_FUNC) &_rfuse_rf_check_pipeline, 1},
     {"_rfuse_rf_load_plugin", (DL_FUNC) &_rfuse_rf_load_plugin, 1},
     {"_rfuse_rf_available_pipelines", (DL_FUNC) &_rfuse_rf_available_pipelines, 0},
@@ -1093,6 +1121,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
+    {"_rfuse_rf_batch_template", (DL_FUNC) &_rfuse_rf_batch_template, 4},
+    {"_rfuse_rf_specialize", (DL_FUNC) &_rfuse_rf_specialize, 3},
     {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},

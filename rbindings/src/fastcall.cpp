@@ -52,7 +52,7 @@ struct Table {
   std::vector<Record> records;
 };
 
-constexpr size_t maxRecords = 8;
+constexpr size_t maxRecords = 64;
 
 SEXP sym(const char *s) { return Rf_install(s); }
 
@@ -187,8 +187,9 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
         old = std::move(r);
         return;
       }
-    if (t.records.size() < maxRecords)
-      t.records.push_back(std::move(r));
+    if (t.records.size() == maxRecords) // the oldest goes (a function called with many batch sizes)
+      t.records.erase(t.records.begin());
+    t.records.push_back(std::move(r));
   });
 }
 

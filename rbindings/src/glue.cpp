@@ -403,8 +403,12 @@ std::string rf_device_description() {
 // arguments are static (named in `staticNames`, or logical scalars) is returned for R to add
 // their values. In C++ because it runs on every call.
 // [[Rcpp::export(.rf_call_key)]]
-List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) {
+List rf_call_key(List args, CharacterVector names, CharacterVector staticNames,
+                 Rcpp::Nullable<LogicalVector> batchArgs = R_NilValue) {
   std::vector<rfuse::ArgSignature> sigs(args.size());
+  // The arguments whose first dimension is a dynamic batch size: written as -1 (a family's key).
+  LogicalVector batch = batchArgs.isNull() ? LogicalVector(args.size(), false) : LogicalVector(batchArgs.get());
+  auto batched = [&](R_xlen_t i) { return i < batch.size() && batch[i] == TRUE; };
   LogicalVector isStatic(args.size());
   auto dimsOf = [](SEXP dim, rfuse::ArgSignature &s) {
     s.hasDims = true;
@@ -425,7 +429,9 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) 
       if (TYPEOF(rdim) == INTSXP)
         dimsOf(rdim, s);
       else if (TYPEOF(len) == REALSXP || TYPEOF(len) == INTSXP)
-        s.length = (int64_t)Rf_asReal(len);
+        s.length = batched(i) ? -1 : (int64_t)Rf_asReal(len);
+      if (batched(i) && !s.dims.empty())
+        s.dims[0] = -1;
       continue;
     }
     SEXP dim = Rf_getAttrib(a, R_DimSymbol);
@@ -438,9 +444,11 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames) 
     }
     s.type = Rf_type2char(TYPEOF(a));
     if (Rf_isNull(dim))
-      s.length = (int64_t)Rf_xlength(a);
+      s.length = batched(i) ? -1 : (int64_t)Rf_xlength(a);
     else
       dimsOf(dim, s);
+    if (batched(i) && !s.dims.empty())
+      s.dims[0] = -1;
   }
   return List::create(_["key"] = rfuse::callKey(sigs), _["static"] = isStatic);
 }
@@ -608,6 +616,35 @@ std::string rf_build_dir() { return RFUSE_BUILD_DIR; }
 
 // This process's compile work: pass-pipeline runs, programs read from the disk cache, NVRTC and
 // LLVM compiles (rf_cache_info()).
+// A program for every batch size from programs `a` and `b` of one traced function at batch sizes
+// `ba` and `bb` (rfuse::BatchTemplate): an external pointer, or a string saying why not.
+// [[Rcpp::export(.rf_batch_template)]]
+SEXP rf_batch_template(SEXP a, double ba, SEXP b, double bb) {
+  return guarded([&]() -> SEXP {
+    std::string why;
+    auto t = rfuse::BatchTemplate::make(rfuse::r::program(a), (int64_t)ba, rfuse::r::program(b), (int64_t)bb, why);
+    if (!t)
+      return Rcpp::wrap(why);
+    return XPtr<std::shared_ptr<rfuse::BatchTemplate>>(new std::shared_ptr<rfuse::BatchTemplate>(t), true);
+  });
+}
+
+// The template's program at `batch` for the module `text` traced at that size (a program handle
+// as .rf_compile's), or a string saying why it needs a compile of its own.
+// [[Rcpp::export(.rf_specialize)]]
+SEXP rf_specialize(SEXP templ, std::string text, double batch) {
+  return guarded([&]() -> SEXP {
+    XPtr<std::shared_ptr<rfuse::BatchTemplate>> t(templ);
+    if (!t.get() || !*t)
+      fail("rfuse_error", "the batch template is gone (an rf_jit function restored from a saved session)");
+    std::string why;
+    auto program = (*t)->specialize(text, (int64_t)batch, why);
+    if (!program)
+      return Rcpp::wrap(why);
+    return XPtr<std::shared_ptr<rfuse::Program>>(new std::shared_ptr<rfuse::Program>(program), true);
+  });
+}
+
 // [[Rcpp::export(.rf_compile_counts)]]
 Rcpp::NumericVector rf_compile_counts() {
   return guarded([&] {
@@ -615,6 +652,7 @@ Rcpp::NumericVector rf_compile_counts() {
     rfuse::cuda::KernelCacheStats k = rfuse::cuda::kernelCacheStats();
     return Rcpp::NumericVector::create(
         Rcpp::Named("pass_runs") = (double)p.passRuns, Rcpp::Named("disk_hits") = (double)p.diskHits,
+        Rcpp::Named("specializations") = (double)p.specializations,
         Rcpp::Named("nvrtc_compiles") = (double)k.compiles,
         Rcpp::Named("llvm_compiles") = (double)rfuse::cpuJitStats().compiled,
         Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits);

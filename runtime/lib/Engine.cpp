@@ -9,6 +9,7 @@
 #include "cuda/CudaExecutor.h"
 #include "interpreter/HostSteps.h"
 #include "artifact/Export.h"
+#include "ProgramState.h"
 
 #include "rfuse/Codegen/CodegenPasses.h"
 #include "rfuse/Codegen/ExecutionPlan.h"
@@ -34,17 +35,6 @@
 using namespace mlir;
 
 namespace rfuse {
-
-struct Program::State {
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module;
-  std::optional<codegen::ExecutionPlan> cudaPlan; // made at compile time (rf_explain shows it)
-  std::unique_ptr<cuda::GpuProgram> gpu; // its kernels compiled on the first GPU run
-  std::unique_ptr<cpu::CpuProgram> cpu;  // planned and JIT-compiled on the first CPU run
-  std::mutex gpuMutex, cpuMutex;
-  Tf32 tf32 = Tf32::FromOptions;
-  explicit State(DialectRegistry &registry) : ctx(registry) {}
-};
 
 Device defaultDevice() {
   std::string forced = runtimeOptions().device;
@@ -148,6 +138,11 @@ void countProgramCache(uint64_t ProgramCacheStats::*field) {
   std::lock_guard<std::mutex> lock(programCacheMutex);
   ++(programCache.*field);
 }
+} // namespace
+
+void countSpecialization() { countProgramCache(&ProgramCacheStats::specializations); }
+
+namespace {
 
 // Runs rfuse-autodiff (for a gradient) and the pass pipeline on `module`, filling `info`'s pass
 // record and cost figures. Throws CompileError with the diagnostics.
@@ -294,13 +289,20 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
         countProgramCache(&ProgramCacheStats::diskWrites);
     }
   }
-  ModuleOp module = program->state_->module.get();
+  program->planAndDescribe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return program;
+}
+
+void Program::planAndDescribe(double secondsSoFar) {
+  auto start = std::chrono::steady_clock::now();
+  CompileInfo &info = info_;
+  ModuleOp module = state_->module.get();
   info.fusedText = printModule(module);
-  for (Type t : module.lookupSymbol<func::FuncOp>(entry).getResultTypes()) {
+  for (Type t : module.lookupSymbol<func::FuncOp>(entry_).getResultTypes()) {
     auto rt = llvm::cast<RankedTensorType>(t);
     DType dt = DType::F32;
     fromMlirType(rt.getElementType(), dt);
-    program->results_.push_back({dt, {rt.getShape().begin(), rt.getShape().end()}});
+    results_.push_back({dt, {rt.getShape().begin(), rt.getShape().end()}});
   }
   // The GPU plan, for the device at hand (or an H200-sized sm_90 without one): its kernels'
   // sources and host steps are part of what a compile reports.
@@ -311,7 +313,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     target.cuda.multiprocessors = d.multiprocessors;
   }
   try {
-    program->state_->cudaPlan = codegen::buildExecutionPlan(module, entry, target, runtimeOptions().codegen);
+    state_->cudaPlan = codegen::buildExecutionPlan(module, entry_, target, runtimeOptions().codegen);
   } catch (const std::exception &e) {
     throw CompileError(std::string("planning the program failed: ") + e.what());
   }
@@ -321,7 +323,7 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     if (isa<MatmulOp>(op) || isConvolutionOp(op) || isPoolingOp(op))
       info.libraryCalls.push_back(describeLibraryCall(op));
   };
-  for (const codegen::Step &s : program->state_->cudaPlan->steps) {
+  for (const codegen::Step &s : state_->cudaPlan->steps) {
     if (auto call = dyn_cast<func::CallOp>(s.op)) {
       auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
       if (auto kind = callee ? callee->getAttrOfType<FusionKindAttr>("rfuse.kernel") : nullptr) {
@@ -336,11 +338,9 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
     if (s.cudaKernel)
       info.cudaSources.push_back({s.label, s.cudaKernel->source});
   }
-  info.gpuFallbacks = program->state_->cudaPlan->hostSteps();
-  info.gpuPlan = program->state_->cudaPlan->describe();
-  info.compileSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return program;
+  info.gpuFallbacks = state_->cudaPlan->hostSteps();
+  info.gpuPlan = state_->cudaPlan->describe();
+  info.compileSeconds = secondsSoFar + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 namespace {

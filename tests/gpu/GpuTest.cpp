@@ -662,3 +662,48 @@ TEST_F(Gpu, ProfilingAStagedProgramKeepsItsFixedBuffers) {
     EXPECT_LE(test::maxRelError(toHostTensor(out[0]).f, ref[0].f, 1e-3), 1e-4) << "run " << rep;
   }
 }
+
+namespace {
+// A two-layer head over a batch of rows (the batch is the last dim, as R's rows are), with row
+// reductions and broadcasts: its kernels index through the batch size.
+std::string batchHead(int64_t batch) {
+  GraphBuilder g("main");
+  std::mt19937_64 rng(21);
+  auto weights = [&](std::vector<int64_t> shape) {
+    HostTensor t = test::randomTensor(DType::F32, shape, rng, -0.5, 0.5);
+    return g.constant(t.f, shape, DType::F32);
+  };
+  TracedValue x = g.input({64, batch}, DType::F32, "x");
+  TracedValue h = g.relu(g.add(g.matmul(weights({128, 64}), x), weights({128, 1})));
+  TracedValue z = g.tanh(g.matmul(weights({16, 128}), h));
+  TracedValue e = g.exp(g.sub(z, g.reduceMax(z, {0}, true)));
+  g.finish({g.div(e, g.reduceSum(e, {0}, true))});
+  return g.moduleText(true);
+}
+} // namespace
+
+TEST_F(Gpu, ProgramsMadeForABatchSizeEqualTheCompiledOnesAndCompileNoKernels) {
+  auto a = compileProgram(batchHead(40), "default"), b = compileProgram(batchHead(41), "default");
+  std::string why;
+  auto t = BatchTemplate::make(*a, 40, *b, 41, why);
+  ASSERT_TRUE(t) << why;
+  bool first = true;
+  for (int64_t n : {64, 257, 7, 2}) {
+    auto made = t->specialize(batchHead(n), n, why);
+    ASSERT_TRUE(made) << why;
+    std::mt19937_64 rng(n);
+    HostTensor x = test::randomTensor(DType::F32, {64, n}, rng);
+    cuda::KernelCacheStats before = cuda::kernelCacheStats();
+    std::vector<HostTensor> got = made->run({x}, Device::Cuda);
+    cuda::KernelCacheStats after = cuda::kernelCacheStats();
+    if (!first) // the first made size compiled (or read from disk) the shared kernels
+      EXPECT_EQ(after.compiles + after.diskHits, before.compiles + before.diskHits)
+          << "batch " << n << " compiled kernels of its own";
+    first = false;
+    std::vector<HostTensor> ref = compileProgram(batchHead(n), "default")->run({x}, Device::Cuda);
+    ASSERT_EQ(got[0].shape, ref[0].shape);
+    EXPECT_LE(test::maxRelError(got[0].f, ref[0].f, 1e-6), 1e-5) << "batch " << n;
+    std::vector<HostTensor> interp = interpretText(batchHead(n), "main", {x});
+    EXPECT_LE(test::maxRelError(got[0].f, interp[0].f, 1e-6), 1e-4) << "batch " << n;
+  }
+}

@@ -127,6 +127,9 @@ struct GpuProgram::Impl : runtime::StepBackend {
     std::vector<void *> params;
     for (CUdeviceptr &p : args)
       params.push_back(&p);
+    long long batch = k.batch;
+    if (k.takesBatch)
+      params.push_back(&batch);
     check(driver().cuLaunchKernel(fn, k.grid, 1, 1, k.blockSize, 1, 1, (unsigned)k.dynamicSharedBytes, dev.stream,
                                   params.data(), nullptr),
           "cuLaunchKernel", "launching kernel " + k.name + " (grid " + std::to_string(k.grid) + ", block " +

@@ -140,7 +140,7 @@ func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256
 // slice's start + i * stride; a concatenation's part chosen by position, clamped reads).
 // CHECK-LABEL: func.func @indexing
 // CHECK: call @indexing_k0_pointwise{{.*}}rfuse.plan = "cuda pointwise
-// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel indexing_k0_pointwise: 6 elements, vector width 1
+// CHECK: rfuse.cuda_source = "// rfuse pointwise kernel indexing_k0_pointwise: 6 elements, vector width 4
 // CHECK-SAME: ops: slice slice concat tanh
 // CHECK-SAME: rf_clampi
 // CHECK-SAME: ((idx < 4LL) ? in0[(1LL + (rf_clampi((idx - 0LL), 0LL, 3LL) * 2LL))] : in0[(0LL + rf_clampi((idx - 4LL), 0LL, 1LL))])

@@ -28,8 +28,12 @@ struct KernelSpec {
   int blockSize = 256;
   int dynamicSharedBytes = 0; ///< `extern __shared__` bytes the launch gives each block
   unsigned grid = 1;     ///< blocks to launch (chosen for the target)
-  /// Parameters in order: the region's inputs, then its outputs (device pointers).
+  /// Parameters in order: the region's inputs, then its outputs (device pointers), then, when
+  /// takesBatch, `long long rf_batch` = `batch` (a kernel shared by every batch size of a
+  /// dynamic-shape program, see BatchTemplate in Engine.h).
   unsigned numInputs = 0, numOutputs = 0;
+  bool takesBatch = false;
+  int64_t batch = 0;
 };
 
 /// The target a plan is made for: its architecture and size (launch shapes depend on it).

@@ -170,9 +170,13 @@ public:
   /// GPU only: uploads inputs once and times `iterations` runs with CUDA events.
   Timing benchmarkCuda(const std::vector<HostTensor> &inputs, int iterations) const;
 
-  struct State; // the MLIR context, module and GPU plan (Engine.cpp)
+  struct State; // the MLIR context, module and GPU plan (ProgramState.h)
 
 private:
+  friend class BatchTemplate;
+  // After the module is compiled (or read back): the result types, the GPU plan and what the
+  // compile reports (info_), from state_->module.
+  void planAndDescribe(double secondsSoFar);
   friend std::shared_ptr<Program> compileProgram(const std::string &, const std::string &,
                                                  const std::string &, const CompileOptions &);
   friend std::shared_ptr<Program> compileGradientProgram(const std::string &, const std::string &,
@@ -199,6 +203,8 @@ struct ProgramCacheStats {
   uint64_t diskHits = 0;   ///< programs read back from the disk cache (no passes run)
   uint64_t diskWrites = 0; ///< programs written to it
   uint64_t rejected = 0;   ///< entries ignored (corrupt, foreign, not this user's)
+  /// programs made for a batch size from a BatchTemplate (no pass pipeline run)
+  uint64_t specializations = 0;
 };
 ProgramCacheStats programCacheStats();
 
@@ -213,6 +219,40 @@ CpuJitStats cpuJitStats();
 /// in memory; the disk cache stays): their memory goes once no program uses it.
 void clearCompiledCaches();
 
+
+/// One compiled program for every size of a batch dimension (rf_jit's dynamic shapes).
+///
+/// Made from the same traced function compiled at two batch sizes: the two compiled modules must
+/// be the same op for op, with the same attributes and constants, and their types may differ
+/// only in dimensions that are the batch size times a constant (the same in both). Then the
+/// program for any other size is the first module with those dimensions set for it: built
+/// without running the pass pipeline. Its generated CUDA kernels are the same source for every
+/// size — the integer constants that depend on the batch size (element counts, strides, bounds;
+/// an affine function of it, checked at three sizes) become expressions of a kernel parameter
+/// `rf_batch` — so NVRTC compiles each of them once; cuBLASLt/cuDNN plans and CUDA graphs are
+/// made per size. (The CPU backend JIT-compiles each size's kernels.)
+class BatchTemplate {
+public:
+  /// The template, or null with `why` saying what differs other than the batch size.
+  static std::shared_ptr<BatchTemplate> make(const Program &a, int64_t batchA, const Program &b, int64_t batchB,
+                                             std::string &why);
+  /// The program at `batch` for `tracedText` (the function traced at that size): null with `why`
+  /// when that trace is not the template's traced module at that size (the function's code
+  /// depends on the size in another way — a branch on it, a constant computed from it), which
+  /// then needs a compile of its own. Throws CompileError when the specialized module does not
+  /// verify.
+  std::shared_ptr<Program> specialize(const std::string &tracedText, int64_t batch, std::string &why) const;
+  int64_t batchA() const { return batchA_; }
+  int64_t batchB() const { return batchB_; }
+
+  struct Impl;
+  ~BatchTemplate();
+
+private:
+  BatchTemplate() = default;
+  std::unique_ptr<Impl> impl_;
+  int64_t batchA_ = 0, batchB_ = 0;
+};
 
 /// Like compileProgram, for the gradient of `main` (rfuse-autodiff after inlining): the program
 /// returns main's result 0, then one gradient per requested argument. Throws CompileError with
