@@ -16,7 +16,7 @@ model <- nn_sequential(nn_linear(d[1], d[2]), nn_relu(), nn_linear(d[2], d[3]), 
 xs <- lapply(sizes, function(n) rf_tensor(matrix(rnorm(n * d[1]), n, d[1]), device = dev))
 
 # Best of three rounds of `n` calls, synchronized at the end of each round (ms per call).
-batch_ms <- function(f, n = 50) {
+batch_ms <- function(f, n = 200) {
   for (w in 1:3) rf_sync(f())
   best <- Inf
   for (round in 1:3) {
