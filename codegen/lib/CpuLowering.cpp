@@ -6,6 +6,7 @@
 #include "rfuse/IR/Geometry.h"
 
 #include "KernelRegion.h"
+#include "NarrowFloats.h"
 #include "ScalarIR.h"
 
 #include "rfuse/IR/RfuseDialect.h"
@@ -148,14 +149,13 @@ func::FuncOp createFunction(ModuleOp target, Location loc, const std::string &na
 
 MemRefType memrefOf(ArrayRef<int64_t> shape, Type elem) { return MemRefType::get(shape, elem); }
 
+// f16/bf16 only as memory (widenNarrowFloats made the region so): inputs, the index maps and
+// casts that move them, outputs; every other value in a type the CPU computes in.
 bool checkTypes(const Region &r, std::string &why) {
-  for (Value v : r.inputs)
-    if (!supportedType(elemOf(v)))
-      return fail(why, "f16/bf16 on the CPU backend");
   for (Operation *op : r.ops)
     for (Value v : op->getResults())
-      if (!supportedType(elemOf(v)))
-        return fail(why, "f16/bf16 on the CPU backend");
+      if (!supportedType(elemOf(v)) && !(isNarrowFloat(v.getType()) && (isa<CastOp>(op) || isIndexReadOp(op))))
+        return fail(why, "arithmetic in f16/bf16 on the CPU backend");
   return true;
 }
 
@@ -890,6 +890,11 @@ bool lowerEpilogue(const Region &r, Operation *library, ModuleOp target, const s
   Region e = codegen::epilogueRegion(r, library, call.epilogueInputs);
   if (e.outputs.empty())
     return true;
+  OwningOpRef<ModuleOp> scratch; // an f16/bf16 epilogue computes in f32 (NarrowFloats.h)
+  if (hasNarrowFloats(e)) {
+    scratch = ModuleOp::create(e.loc);
+    e = widenNarrowFloats(e, *scratch);
+  }
   k.function = PointwiseLowering(e, target).run(name, why);
   return k.function.has_value();
 }
@@ -908,9 +913,10 @@ std::optional<CpuKernel> lowerMatmul(const Region &r, ModuleOp target, const std
   g.rhsInput = r.indexOf(mm.getRhs());
   if (g.lhsInput < 0 || g.rhsInput < 0)
     return fail(why, "a matmul of values computed in the kernel"), std::nullopt;
+  // (f16 and bf16 products run as f64 BLAS on widened operands, rounded once, as f32 ones)
   Type et = elemOf(mm.getResult());
-  if (!et.isF32() && !et.isF64())
-    return fail(why, std::string("a matmul in ") + dtypeName(dtypeOf(mm.getResult())) + " (BLAS has f32 and f64)"), std::nullopt;
+  if (!et.isF32() && !et.isF64() && !isNarrowFloat(et))
+    return fail(why, std::string("a matmul in ") + dtypeName(dtypeOf(mm.getResult())) + " (BLAS has floats)"), std::nullopt;
   if (elemOf(mm.getLhs()) != et || elemOf(mm.getRhs()) != et)
     return fail(why, "a matmul of mixed dtypes"), std::nullopt;
   g.dtype = dtypeOf(mm.getResult());
@@ -943,8 +949,8 @@ std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::
   k.library->kind = LibraryCall::Kind::Conv;
   ConvCall &c = k.library->conv;
   Type et = elemOf(conv->getResult(0));
-  if (!et.isF32() && !et.isF64())
-    return fail(why, "a convolution in f16/bf16"), std::nullopt;
+  if (!et.isF32() && !et.isF64() && !isNarrowFloat(et))
+    return fail(why, "a convolution of integers"), std::nullopt;
   c.dtype = dtypeOf(conv->getResult(0));
   c.geometry = convGeometry(conv);
   c.inputIndex = operands.input;
@@ -956,8 +962,16 @@ std::optional<CpuKernel> lowerConv(const Region &r, ModuleOp target, const std::
   return k;
 }
 
-std::optional<CpuKernel> lowerRegion(const Region &r, FusionKind kind, ModuleOp target,
+std::optional<CpuKernel> lowerRegion(const Region &region, FusionKind kind, ModuleOp target,
                                      const std::string &name, std::string &why) {
+  // f16/bf16 pointwise and reduction kernels compute in f32 (see NarrowFloats.h).
+  OwningOpRef<ModuleOp> scratch;
+  std::optional<Region> widened;
+  if ((kind == FusionKind::pointwise || kind == FusionKind::reduction) && hasNarrowFloats(region)) {
+    scratch = ModuleOp::create(region.loc);
+    widened = widenNarrowFloats(region, *scratch);
+  }
+  const Region &r = widened ? *widened : region;
   CpuKernel k;
   switch (kind) {
   case FusionKind::pointwise:
@@ -1059,8 +1073,8 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     return lowerRegion(r, FusionKind::conv_epilogue, target, name, why);
   if (isPoolingOp(op)) {
     Type et = elemOf(op->getResult(0));
-    if (!et.isF32() && !et.isF64())
-      return fail(why, "pooling in f16/bf16"), std::nullopt;
+    if (!et.isF32() && !et.isF64() && !isNarrowFloat(et))
+      return fail(why, "pooling of integers"), std::nullopt;
     CpuKernel k;
     k.kind = CpuKernel::Kind::Library;
     k.library = LibraryCall{};

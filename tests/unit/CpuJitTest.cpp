@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 using namespace rfuse;
 
@@ -99,13 +100,90 @@ using namespace rfuse;
 // Every step of the canonical graphs runs on the CPU backend (none falls back to the
 // interpreter), except those it documents as interpreted (f16/bf16).
 TEST(CpuJit, CanonicalKernelsAreCompiled) {
-  for (const test::CorpusGraph &g : test::canonicalCorpus()) {
-    if (g.name.find("f16") != std::string::npos)
-      continue;
+  for (const test::CorpusGraph &g : test::canonicalCorpus()) { // f16 and bf16 ones included
     auto program = compileProgram(g.moduleText, "default");
     for (const std::string &s : program->cpuSteps())
       EXPECT_EQ(s.find("interpreted"), std::string::npos) << g.name << ": " << s;
   }
+}
+
+// f16 / bf16 kernels compute in f32 and round each op's result to its dtype, as the interpreter
+// does: pointwise chains with casts between the two, splat constants, broadcasts and transposes
+// of narrow inputs, reductions over trailing and leading dims (row and column mode).
+TEST(CpuJit, NarrowFloatKernelsAreCompiledAndRoundAsTheInterpreter) {
+  const std::string text = R"(
+func.func @main(%x: tensor<64x37xbf16>, %y: tensor<37xf16>, %z: tensor<37x64xbf16>) -> (tensor<64x37xbf16>, tensor<64xbf16>, tensor<37xf16>, tensor<64x37xf32>, tensor<64x37xi1>) {
+  %c = rfuse.constant dense<1.5> : tensor<64x37xbf16>
+  %yb = rfuse.broadcast_in_dim %y, dims = [1] : (tensor<37xf16>) -> tensor<64x37xf16>
+  %yc = rfuse.cast %yb : tensor<64x37xf16> to tensor<64x37xbf16>
+  %zt = rfuse.transpose %z, perm = [1, 0] : (tensor<37x64xbf16>) -> tensor<64x37xbf16>
+  %a = rfuse.mul %x, %c : tensor<64x37xbf16>
+  %b = rfuse.add %a, %yc : tensor<64x37xbf16>
+  %d = rfuse.sub %b, %zt : tensor<64x37xbf16>
+  %e = rfuse.exp %d : tensor<64x37xbf16>
+  %s = rfuse.reduce_sum %e, dims = [1] : (tensor<64x37xbf16>) -> tensor<64xbf16>
+  %h = rfuse.cast %e : tensor<64x37xbf16> to tensor<64x37xf16>
+  %t = rfuse.reduce_max %h, dims = [0] : (tensor<64x37xf16>) -> tensor<37xf16>
+  %f = rfuse.cast %e : tensor<64x37xbf16> to tensor<64x37xf32>
+  %m = rfuse.compare gt, %d, %x : tensor<64x37xbf16>
+  return %e, %s, %t, %f, %m : tensor<64x37xbf16>, tensor<64xbf16>, tensor<37xf16>, tensor<64x37xf32>, tensor<64x37xi1>
+}
+)";
+  std::mt19937_64 rng(5);
+  std::vector<HostTensor> in = {test::randomTensor(DType::BF16, {64, 37}, rng, -1, 1),
+                                test::randomTensor(DType::F16, {37}, rng, -1, 1),
+                                test::randomTensor(DType::BF16, {37, 64}, rng, -1, 1)};
+  for (const char *pipeline : {"default", "no-fusion"}) {
+    auto program = compileProgram(text, pipeline);
+    for (const std::string &s : program->cpuSteps())
+      EXPECT_EQ(s.find("interpreted"), std::string::npos) << pipeline << ": " << s;
+    auto ref = interpretText(text, "main", in);
+    auto got = program->run(in, Device::Cpu);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(got[i].dtype, ref[i].dtype);
+      if (!ref[i].isFloat()) {
+        EXPECT_EQ(got[i].i, ref[i].i) << pipeline << " output " << i;
+        continue;
+      }
+      // Each op rounds as the interpreter's: the same values, but for an exp that libm and the
+      // compiled code round differently in f32 before the rounding to bf16 (one bf16 ulp).
+      size_t same = 0;
+      for (size_t k = 0; k < ref[i].f.size(); ++k)
+        same += got[i].f[k] == ref[i].f[k];
+      EXPECT_GE(same, ref[i].f.size() * 99 / 100) << pipeline << " output " << i;
+      EXPECT_LE(test::maxRelError(got[i].f, ref[i].f, 1e-2), 1.0 / 128) << pipeline << " output " << i;
+    }
+  }
+}
+
+// f16 / bf16 products and convolutions: f64 BLAS on the widened operands, rounded once (as the
+// interpreter's long-double accumulation), the epilogue compiled in f32.
+TEST(CpuJit, NarrowFloatProductsRunOnBlasAndRoundOnce) {
+  const std::string text = R"(
+func.func @main(%x: tensor<32x48xbf16>, %w: tensor<48x16xbf16>, %b: tensor<16xbf16>, %i: tensor<2x3x8x8xf16>, %f: tensor<4x3x3x3xf16>) -> (tensor<32x16xbf16>, tensor<2x4x6x6xf16>) {
+  %m = rfuse.matmul %x, %w : (tensor<32x48xbf16>, tensor<48x16xbf16>) -> tensor<32x16xbf16>
+  %bb = rfuse.broadcast_in_dim %b, dims = [1] : (tensor<16xbf16>) -> tensor<32x16xbf16>
+  %s = rfuse.add %m, %bb : tensor<32x16xbf16>
+  %r = rfuse.tanh %s : tensor<32x16xbf16>
+  %c = rfuse.conv2d %i, %f {dilation = array<i64: 1, 1>, groups = 1 : i64, layout = #rfuse.layout<NCHW>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>) -> tensor<2x4x6x6xf16>
+  return %r, %c : tensor<32x16xbf16>, tensor<2x4x6x6xf16>
+}
+)";
+  std::mt19937_64 rng(9);
+  std::vector<HostTensor> in = {test::randomTensor(DType::BF16, {32, 48}, rng, -1, 1),
+                                test::randomTensor(DType::BF16, {48, 16}, rng, -1, 1),
+                                test::randomTensor(DType::BF16, {16}, rng, -1, 1),
+                                test::randomTensor(DType::F16, {2, 3, 8, 8}, rng, -1, 1),
+                                test::randomTensor(DType::F16, {4, 3, 3, 3}, rng, -1, 1)};
+  auto program = compileProgram(text, "default");
+  for (const std::string &s : program->cpuSteps())
+    EXPECT_EQ(s.find("interpreted"), std::string::npos) << s;
+  auto ref = interpretText(text, "main", in);
+  auto got = program->run(in, Device::Cpu);
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_LE(test::maxRelError(got[i].f, ref[i].f, 1e-2), 1.0 / 128) << "output " << i;
+  EXPECT_EQ(got[1].f, ref[1].f) << "a convolution rounds once, as the interpreter's";
 }
 
 // Without fusion each op is its own step, compiled alone (a host function run entirely on the

@@ -1,4 +1,5 @@
 #include "CpuExecutor.h"
+#include "../HalfFloat.h"
 
 #include "rfuse/Runtime/Profile.h"
 
@@ -23,13 +24,26 @@ using runtime::StepLoop;
 
 namespace {
 
-// f32 values as doubles: BLAS steps compute f32 in f64 (as the interpreter accumulates in long
-// double), then round once.
-std::vector<double> widen(const void *p, size_t count) {
+// f32, f16 and bf16 values as doubles: BLAS steps compute them in f64 (as the interpreter
+// accumulates in long double), then round once to the dtype.
+std::vector<double> widen(DType dt, const void *p, size_t count) {
+  if (dt == DType::F16 || dt == DType::BF16) {
+    const uint16_t *h = (const uint16_t *)p;
+    std::vector<double> out(count);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = runtime::halfBitsToDouble(h[i], dt == DType::BF16);
+    return out;
+  }
   const float *f = (const float *)p;
   return std::vector<double>(f, f + count);
 }
-void narrow(const std::vector<double> &from, void *to) {
+void narrow(DType dt, const std::vector<double> &from, void *to) {
+  if (dt == DType::F16 || dt == DType::BF16) {
+    uint16_t *h = (uint16_t *)to;
+    for (size_t i = 0; i < from.size(); ++i)
+      h[i] = runtime::doubleToHalfBits(from[i], dt == DType::BF16);
+    return;
+  }
   float *t = (float *)to;
   for (size_t i = 0; i < from.size(); ++i)
     t[i] = (float)from[i];
@@ -130,13 +144,14 @@ struct CpuProgram::Impl : runtime::StepBackend {
       if (g.dtype == DType::F64) {
         gemm(g, (const double *)ins[g.lhsInput], (const double *)ins[g.rhsInput], (double *)y);
       } else {
-        // f32 products accumulate in f64 (dgemm of the widened operands), as the interpreter's
-        // do: the result is then the f32 rounding of a nearly exact product, whatever k is.
-        std::vector<double> a = widen(ins[g.lhsInput], (size_t)((g.batchedA ? g.batch : 1) * g.m * g.k)),
-                            b = widen(ins[g.rhsInput], (size_t)((g.batchedB ? g.batch : 1) * g.k * g.n)),
+        // f32 (f16, bf16) products accumulate in f64 (dgemm of the widened operands), as the
+        // interpreter's do: the result is then the rounding of a nearly exact product, whatever
+        // k is.
+        std::vector<double> a = widen(g.dtype, ins[g.lhsInput], (size_t)((g.batchedA ? g.batch : 1) * g.m * g.k)),
+                            b = widen(g.dtype, ins[g.rhsInput], (size_t)((g.batchedB ? g.batch : 1) * g.k * g.n)),
                             c((size_t)(g.batch * g.m * g.n));
         gemm(g, a.data(), b.data(), c.data());
-        narrow(c, y);
+        narrow(g.dtype, c, y);
       }
       break;
     }
@@ -146,14 +161,16 @@ struct CpuProgram::Impl : runtime::StepBackend {
     case LibraryCall::Kind::Pool: { // the interpreter's loops, accumulated in f64
       const codegen::PoolCall &p = call.pool;
       std::vector<double> acc(call.productBytes() / dtypeSize(p.dtype));
-      bool f64 = p.dtype == DType::F64;
+      bool f64 = p.dtype == DType::F64, half = p.dtype == DType::F16 || p.dtype == DType::BF16;
       p.geometry.run([&](int k, int64_t e) -> double {
-        return f64 ? ((const double *)ins[k])[e] : (double)((const float *)ins[k])[e];
+        return f64    ? ((const double *)ins[k])[e]
+               : half ? runtime::halfBitsToDouble(((const uint16_t *)ins[k])[e], p.dtype == DType::BF16)
+                      : (double)((const float *)ins[k])[e];
       }, acc);
       if (f64)
         std::copy(acc.begin(), acc.end(), (double *)y);
       else
-        narrow(acc, y);
+        narrow(p.dtype, acc, y);
       break;
     }
     }
@@ -174,7 +191,7 @@ struct CpuProgram::Impl : runtime::StepBackend {
         return nullptr;
       if (f64)
         return (const double *)ins[index];
-      wide.push_back(widen(ins[index], count));
+      wide.push_back(widen(call.dtype, ins[index], count));
       return wide.back().data();
     };
     std::vector<double> p(f64 ? 0 : n);
@@ -192,7 +209,7 @@ struct CpuProgram::Impl : runtime::StepBackend {
       break;
     }
     if (!f64)
-      narrow(p, y);
+      narrow(call.dtype, p, y);
   }
 
   HostTensor read(Buffer b, const codegen::BufferSlot &slot) override {

@@ -1,7 +1,7 @@
 // rfuse-lower-kernels-to-cpu: the CPU execution plan's choices and each step's lowered functions
 // of (begin, end, memrefs...), for every kernel kind: pointwise with a broadcast (linalg), row and
 // column reductions (scf loop nests), a matmul epilogue and a convolution epilogue (BLAS, then a
-// compiled epilogue), pooling (the interpreter's loops), and f16 (interpreted, with the reason).
+// compiled epilogue), pooling (the interpreter's loops), and f16 / bf16 (memory only: computed in f32).
 // RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default --rfuse-lower-kernels-to-cpu | FileCheck %s
 // RUN: rfuse-opt %s -split-input-file --rfuse-pipeline=default '--rfuse-lower-kernels-to-cpu=stage=llvm' | FileCheck %s --check-prefix=LLVM
 // RUN: not rfuse-opt %s -split-input-file '--rfuse-lower-kernels-to-cpu=stage=ptx' 2>&1 | FileCheck %s --check-prefix=BAD
@@ -133,10 +133,21 @@ func.func @conv_relu_pool(%x: tensor<2x1x10x10xf32>, %w: tensor<4x1x3x3xf32>, %b
 
 // -----
 
-// f16 / bf16 are not lowered for the CPU: the interpreter runs them, and the plan says why.
+// f16 / bf16 are memory on the CPU: loaded and extended to f32, computed there, each op's
+// narrow result rounded (truncf, extf), stored narrow.
 // CHECK-LABEL: func.func @half_storage
-// CHECK: rfuse.plan = "interpreted ({{.*}}f16{{.*}})"
-// CHECK-NOT: module @half_storage
+// CHECK: rfuse.plan = "compiled pointwise"
+// CHECK: module @half_storage_k0_pointwise_cpu
+// CHECK: func.func @rfuse_cpu_kernel(%{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<256xf16>, %{{.*}}: memref<256xbf16>, %{{.*}}: memref<256xbf16>)
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[H:.*]]: f16, %[[B:.*]]: bf16, %{{.*}}: bf16):
+// CHECK-DAG: arith.extf %[[H]] : f16 to f32
+// CHECK-DAG: arith.extf %[[B]] : bf16 to f32
+// CHECK: arith.mulf {{.*}} : f32
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: linalg.yield {{.*}} : bf16
+// LLVM: module @half_storage_k0_pointwise_cpu
+// LLVM: llvm.fptrunc {{.*}} : f32 to bf16
 func.func @half_storage(%x: tensor<256xf16>, %y: tensor<256xbf16>) -> tensor<256xbf16> {
   %a = rfuse.cast %x : tensor<256xf16> to tensor<256xf32>
   %b = rfuse.cast %y : tensor<256xbf16> to tensor<256xf32>
