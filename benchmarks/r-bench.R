@@ -155,6 +155,37 @@ if (want("W5") || want("W5bf16")) {
   }
 }
 
+# ---- W6 LSTM-128 (torch_best.py's LSTMNet): forward, and an SGD-momentum training step ---------
+if (want("W6") || want("W6bf16")) {
+  B <- if (small) 8 else 128; steps <- if (small) 6 else 64
+  lstm_net <- nn_module("LSTMNet",
+    initialize = function() {
+      self$lstm <- nn_lstm(128, 128, batch_first = TRUE)
+      self$fc <- nn_linear(128, 10)
+    },
+    forward = function(x) {
+      out <- self$lstm(x)[[1]]
+      self$fc(out[, dim(out)[2], ]) # the last step (torch's out[:, -1])
+    })
+  net <- lstm_net()
+  xr <- array(rnorm(B * steps * 128), c(B, steps, 128)); y <- sample.int(10, B, replace = TRUE)
+  jm <- rf_jit(net)
+  xt <- rf_tensor(xr, device = dev)
+  if (want("W6")) {
+    check("W6", as.array(jm(xt)), as.array(net(rf_tensor(xr))), 1e-3)
+    record("W6", "forward, jitted model on a device tensor", batch_ms(function() jm(xt)))
+    fit <- rf_fit(net, xr, y, loss = nnf_cross_entropy, steps = iters + 1, lr = 0.01, momentum = 0.9, progress = FALSE)
+    record("W6step", "rf_fit step, SGD momentum", 1000 * fit$step_seconds, "(default: TF32 products)")
+  }
+  if (want("W6bf16")) {
+    record("W6bf16", "forward, with_autocast(bfloat16)",
+           batch_ms(function() with_autocast(device_type = dev, dtype = "bfloat16", jm(xt))))
+    fit <- rf_fit(net, xr, y, loss = nnf_cross_entropy, steps = iters + 1, lr = 0.01, momentum = 0.9, progress = FALSE,
+                  precision = "bf16-mixed")
+    record("W6stepbf16", "rf_fit step, precision = \"bf16-mixed\"", 1000 * fit$step_seconds, "")
+  }
+}
+
 # ---- The R cost of a call of a cached program (issue 13: <= 20 us) ---------------------------
 if (want("W0")) {
   jf <- rf_jit(function(x, a) x * a + 1)
@@ -174,9 +205,13 @@ torch <- read_json("RFUSE_TORCH_JSON")
 cpp <- read_json("RFUSE_BENCH_JSON")
 if (!is.null(torch) || !is.null(cpp)) {
   best <- function(e) { v <- unlist(e[!grepl("_first_s$", names(e))]); if (length(v)) min(v) else NA }
-  tkey <- c(W1 = "W1", W4 = "W4", W3 = "W3", W2 = "W2_f32", W5 = "W5_f32", W2bf16 = "W2_bf16", W5bf16 = "W5_bf16")
+  tkey <- c(W1 = "W1", W4 = "W4", W3 = "W3", W2 = "W2_f32", W5 = "W5_f32", W2bf16 = "W2_bf16", W5bf16 = "W5_bf16",
+            W6 = "W6_lstm128_fwd_f32", W6step = "W6_lstm128_step_f32", W6bf16 = "W6_lstm128_fwd_bf16",
+            W6stepbf16 = "W6_lstm128_step_bf16")
   ckey <- c(W1 = "^W1", W4 = "^W4", W3 = "^W3", W2 = "^W2_mlp_train_step_f32", W5 = "^W5_resnet18_train_step_f32",
-            W2bf16 = "^W2_mlp_train_step_bf16", W5bf16 = "^W5_resnet18_train_step_bf16")
+            W2bf16 = "^W2_mlp_train_step_bf16", W5bf16 = "^W5_resnet18_train_step_bf16",
+            W6 = "^W6_lstm_fwd_f32", W6step = "^W6_lstm_step_f32", W6bf16 = "^W6_lstm_fwd_bf16",
+            W6stepbf16 = "^W6_lstm_step_bf16")
   # The memory floor: the bytes rfuse-bench's cost model says a workload must move, at the
   # H200's 4.19 TB/s (what W1's 0.256 ms floor in the issue assumes).
   cat(sprintf("\n%-8s %24s %18s %14s %14s\n", "workload", "rfuse from R (best row)", "rfuse-bench (C++)",

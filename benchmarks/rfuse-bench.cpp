@@ -240,9 +240,10 @@ int main() {
   const char *out = std::getenv("OUT");
   std::string path = std::string(out ? out : ".") + "/rfuse_bench.json";
   if (FILE *f = std::fopen(path.c_str(), "w")) {
-    std::fprintf(f, "{\n\"device\": \"%s\",\n%s\"kernel_cache_compiles\": %llu,\n\"kernel_cache_disk_hits\": %llu,\n",
+    // (no comma after the last member: none when RFUSE_BENCH_ONLY selected no workload)
+    std::fprintf(f, "{\n\"device\": \"%s\",\n%s\"kernel_cache_compiles\": %llu,\n\"kernel_cache_disk_hits\": %llu%s\n",
                  dev.name.c_str(), jsonExtra.c_str(), (unsigned long long)st.compiles,
-                 (unsigned long long)st.diskHits);
+                 (unsigned long long)st.diskHits, results.empty() ? "" : ",");
     for (size_t i = 0; i < results.size(); ++i)
       std::fprintf(f, "\"%s\": {\"ms\": %.6f, \"kernels\": %llu, \"bytes\": %.0f, \"flops\": %.0f, \"trace_fuse_s\": %.4f}%s\n",
                    results[i].name.c_str(), results[i].ms, (unsigned long long)results[i].kernels,

@@ -881,8 +881,11 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   }
   takes_labels <- identical(loss, nnf_cross_entropy) || identical(loss, nnf_nll_loss) ||
     inherits(loss, c("nn_cross_entropy_loss", "nn_nll_loss"))
+  # Labels stay labels: the traced loss one-hot encodes them against the model's output width
+  # (a batch, or a whole data set, may lack the highest class), and their values are checked
+  # against it once (class_targets).
   if (takes_labels && is.null(dim(y)))
-    y <- labels_one_hot(y)
+    y <- label_values(y)
   if (NROW(x) != NROW(y))
     rf_abort("rfuse_shape_error", sprintf("`x` has %d samples but `y` has %d", NROW(x), NROW(y)))
   # Frozen parameters ($requires_grad_(FALSE), nn_parameter(requires_grad = FALSE)) are constants.
@@ -984,11 +987,11 @@ module_at <- function(self, path) {
 
 # Class labels as a one-hot matrix with one column per class: a factor's levels, or 1..max(y)
 # over all of `y` (so every batch has the same width, whatever classes it happens to hold).
-labels_one_hot <- function(y) {
-  if (is.factor(y)) return(rf_one_hot(as.integer(y), nlevels(y)))
+label_values <- function(y) {
+  if (is.factor(y)) return(as.double(as.integer(y)))
   if (!is.numeric(y) || anyNA(y) || any(y < 1 | y != round(y)))
     rf_abort("rfuse_type_error", "class labels must be whole numbers 1..K or a factor (torch for R's are 1-based)")
-  rf_one_hot(y, max(y))
+  as.double(y)
 }
 
 restore_shape <- function(v, like) {

@@ -37,11 +37,25 @@ test_that("rf_cache_clear() forgets every program; a dropped function's programs
   expect_equal(rf_cache_info()$programs, n)
 })
 
-test_that("labels implying more classes than the model's outputs are a shape error naming both", {
+test_that("labels outside the model's classes are refused, naming the label and the classes", {
   model <- nn_linear(3, 2)
   x <- matrix(rnorm(12), 4)
-  expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), class = "rfuse_shape_error")
-  expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), "3 classes.*2 classes")
+  expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), class = "rfuse_type_error")
+  expect_error(rf_fit(model, x, c(1, 2, 3, 1), steps = 1, progress = FALSE), "1\\.\\.2.*not 3 \\(element 3\\)")
+})
+
+test_that("labels that lack the highest class train against the model's outputs", {
+  set.seed(4)
+  model <- nn_linear(3, 5)
+  x <- matrix(rnorm(24), 8)
+  y <- c(1, 2, 3, 1, 2, 3, 1, 2) # classes 4 and 5 never appear
+  w0 <- as.array(model$weight); b0 <- as.array(model$bias)
+  fit <- rf_fit(model, x, y, steps = 3, lr = 0.1, progress = FALSE)
+  expect_length(fit$history, 3)
+  # the first step's loss is the cross entropy over all 5 outputs
+  z <- sweep(x %*% t(w0), 2, b0, "+")
+  ce <- mean(log(rowSums(exp(z))) - z[cbind(seq_along(y), y)])
+  expect_equal(fit$history[1], ce, tolerance = 1e-5)
 })
 
 # Resident memory of this process in MB (Linux).
