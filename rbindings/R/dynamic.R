@@ -16,35 +16,36 @@ check_dynamic <- function(dynamic) {
     paste(deparse(dynamic, width.cutoff = 60L), collapse = " ")))
 }
 
-# The size of an argument's batch dimension: an array's (or tensor's) first dimension, a plain
-# vector's length when it is longer than one; NA when it has none.
+# An argument's first dimension (an array's or tensor's first dim, a plain vector's length when
+# it is longer than one; NA when it has none), and whether it has dims.
 batch_dim_of <- function(a) {
   if (is_tensor(a)) {
     e <- attr(a, "env")
-    return(if (!is.null(e$rdim)) as.integer(e$rdim[1]) else if (isTRUE(e$len > 1)) as.integer(e$len) else NA_integer_)
+    if (!is.null(e$rdim)) return(c(as.integer(e$rdim[1]), 1L))
+    return(c(if (isTRUE(e$len > 1)) as.integer(e$len) else NA_integer_, 0L))
   }
-  if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a)) return(NA_integer_)
+  if (!(is.numeric(a) || is.logical(a)) || is.object(a) && !is.array(a)) return(c(NA_integer_, 0L))
   d <- dim(a)
-  if (!is.null(d)) as.integer(d[1]) else if (length(a) > 1) length(a) else NA_integer_
+  if (!is.null(d)) c(as.integer(d[1]), 1L) else c(if (length(a) > 1) length(a) else NA_integer_, 0L)
 }
 
-# The call's batch: its size and which arguments carry it, or NULL when dynamic = FALSE or the
-# traced arguments do not share one first dimension. (A model's parameters never carry it.)
+# The call's batch: its size and which arguments carry it, or NULL when dynamic = FALSE or there
+# is none. With arrays among the traced arguments the batch is their first dimension (they must
+# agree), and a plain vector carries it only when its length is that size (`w` in f(x, w) is a
+# weight vector); without arrays, vectors of one length. (A model's parameters never carry it.)
+# A wrong guess costs a compile, never an answer: every made size's trace is checked.
 call_batch <- function(state, args, static) {
   if (identical(state$dynamic, FALSE)) return(NULL)
   n_user <- length(args) - if (is.null(state$model)) 0L else length(state$notes$slots)
+  dims <- lapply(seq_len(n_user), function(i)
+    if (static[i] || is.null(args[[i]])) c(NA_integer_, 0L) else batch_dim_of(args[[i]]))
+  first <- vapply(dims, `[`, 0L, 1L)
+  arrays <- vapply(dims, `[`, 0L, 2L) == 1L & !is.na(first)
+  cand <- if (any(arrays)) first[arrays] else first[!is.na(first)]
+  if (!length(cand) || any(cand != cand[1]) || cand[1] < 1) return(NULL)
   carry <- logical(length(args))
-  size <- NA_integer_
-  for (i in seq_len(n_user)) {
-    if (static[i] || is.null(args[[i]])) next
-    first <- batch_dim_of(args[[i]])
-    if (is.na(first)) next
-    if (!is.na(size) && first != size) return(NULL)
-    size <- first
-    carry[i] <- TRUE
-  }
-  if (is.na(size) || size < 1) return(NULL)
-  list(size = size, carry = carry)
+  carry[seq_len(n_user)] <- !is.na(first) & first == cand[1]
+  list(size = cand[1], carry = carry)
 }
 
 # The family of calls that differ from this one only in the batch size (an environment kept in

@@ -36,7 +36,7 @@ test_that("the cache report survives a jitted function collected while it runs",
 })
 
 test_that("past the recompile limit, one warning lists the signatures that compiled", {
-  f <- rf_jit(function(x) x * 2)
+  f <- rf_jit(function(x) x * 2, dynamic = FALSE) # (a program per length: see test-dynamic.R)
   old <- options(rfuse.recompile_limit = 3)
   on.exit(options(old))
   for (n in 1:3) expect_no_warning(f(seq_len(n) + 0.5))

@@ -52,6 +52,19 @@ test_that("dynamic = 'batch' compiles a second size at the first call and none a
   for (n in c(10, 3, 1000)) { v <- rnorm(n); expect_equal(jg(v), g(v), tolerance = tol) }
 })
 
+test_that("a weight vector beside the batch stays fixed: f(x, w) shares one program", {
+  f <- function(x, w) tanh(sweep(x, 2, w, "*")) + 1
+  jf <- rf_jit(f)
+  w <- c(0.5, -1, 2)
+  compiled <- 0
+  for (n in c(2, 5, 9, 33)) {
+    x <- matrix(rnorm(n * 3), n, 3)
+    compiled <- compiled + compiles_of(r <- jf(x, w))
+    expect_equal(r, f(x, w), tolerance = tol)
+  }
+  expect_equal(compiled, 2)
+})
+
 test_that("dynamic = FALSE compiles each size, and a bad value is a classed error", {
   f <- function(x) x * 3 - 1
   jf <- rf_jit(f, dynamic = FALSE)
