@@ -55,7 +55,8 @@ test_that("labels that lack the highest class train against the model's outputs"
   # the first step's loss is the cross entropy over all 5 outputs
   z <- sweep(x %*% t(w0), 2, b0, "+")
   ce <- mean(log(rowSums(exp(z))) - z[cbind(seq_along(y), y)])
-  expect_equal(fit$history[1], ce, tolerance = 1e-5)
+  # (on the GPU rf_fit's products are TF32 by default: 10-bit mantissas)
+  expect_equal(fit$history[1], ce, tolerance = if (as.vector(rf_default_device()) == "cuda") 1e-3 else 1e-5)
 })
 
 # Resident memory of this process in MB (Linux).
