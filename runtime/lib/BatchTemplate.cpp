@@ -71,12 +71,7 @@ Walked walk(ModuleOp m) {
   return w;
 }
 
-std::string typeText(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return os.str();
-}
+std::string typeText(Type t) { return printed(t); }
 
 std::string opText(Operation *op) {
   std::string s;
@@ -416,23 +411,21 @@ std::shared_ptr<BatchTemplate> BatchTemplate::make(const Program &a, int64_t bat
     why = "the programs were compiled differently";
     return nullptr;
   }
-  auto tracedPair = parsePair(a.info_.tracedText, b.info_.tracedText, why);
-  if (!tracedPair)
+  // The traced modules and the compiled ones, each pair parsed into one context.
+  auto patterns = [&](const std::string &x, const std::string &y, const char *what) -> std::optional<std::vector<DimPattern>> {
+    auto pair = parsePair(x, y, why);
+    auto p = pair ? compareModules(*pair->a, batchA, *pair->b, batchB, why) : std::nullopt;
+    if (pair && !p)
+      why = std::string("the ") + what + " programs differ: " + why;
+    return p;
+  };
+  auto traced = patterns(a.info_.tracedText, b.info_.tracedText, "traced");
+  if (!traced)
     return nullptr;
-  auto traced = compareModules(*tracedPair->a, batchA, *tracedPair->b, batchB, why);
-  if (!traced) {
-    why = "the traced programs differ: " + why;
-    return nullptr;
-  }
   std::string compiledText = printWithLocations(a.state_->module.get());
-  auto compiledPair = parsePair(compiledText, printWithLocations(b.state_->module.get()), why);
-  if (!compiledPair)
+  auto compiled = patterns(compiledText, printWithLocations(b.state_->module.get()), "compiled");
+  if (!compiled)
     return nullptr;
-  auto compiled = compareModules(*compiledPair->a, batchA, *compiledPair->b, batchB, why);
-  if (!compiled) {
-    why = "the compiled programs differ: " + why;
-    return nullptr;
-  }
   std::shared_ptr<BatchTemplate> t(new BatchTemplate());
   t->batchA_ = batchA;
   t->batchB_ = batchB;

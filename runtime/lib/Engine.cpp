@@ -57,12 +57,7 @@ Program::~Program() = default;
 std::vector<std::string> availablePipelines() { return pipelineNames(); }
 
 namespace {
-std::string printModule(ModuleOp m) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  m.print(os);
-  return os.str();
-}
+std::string printModule(ModuleOp m) { return printed(m); }
 
 std::string describeLibraryCall(Operation *op) {
   std::string s;

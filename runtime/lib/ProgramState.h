@@ -11,10 +11,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 
 namespace rfuse {
 
@@ -28,6 +30,14 @@ struct Program::State {
   Tf32 tf32 = Tf32::FromOptions;
   explicit State(mlir::DialectRegistry &registry) : ctx(registry) {}
 };
+
+/// `x` (a module, a type, an attribute) printed as MLIR text.
+template <class T> std::string printed(T x) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  x.print(os);
+  return os.str();
+}
 
 /// Counts a program made by BatchTemplate::specialize (programCacheStats().specializations).
 void countSpecialization();
