@@ -26,8 +26,9 @@
 # ddp-bench: data-parallel training on every GPU of the machine (1, 2, 4, 8 ranks as there are
 #          GPUs): PyTorch DDP (benchmarks/torch_ddp.py through torchrun) and rfuse from R
 #          (benchmarks/r-ddp-bench.R, rf_launch()), in one call.
-# column-cache: for each column_cache / column_tiles_from_l2 setting, the GPU corpus against the
-#          interpreter and W4 from R (r-bench.R): the column tiles' variants side by side.
+# column-cache: for each column_cache / column_tiles_from_l2 / column_clusters setting, the GPU
+#          corpus against the interpreter and W4 from R (r-bench.R): the column tiles' variants
+#          side by side; then PyTorch's W4 (benchmarks/torch_w4.py).
 # step-profile: rfuse-step-profile (benchmarks/step-profile.cpp) on rfuse-bench's W5 step and on
 #          each fused module in .bundle/diag/ (carried with .bundle; benchmarks/r-step-dump.R writes
 #          rf_fit's W5 step there): per-step device time by kind, CSVs under $OUT. A diagnostic:
@@ -117,13 +118,17 @@ if [ "$what" = r-corpus ]; then # scripts/torch-corpus.R over RFUSE_CORPUS (port
   timeout 500 Rscript scripts/torch-corpus.R "${RFUSE_CORPUS:-.bundle/corpus}" ${RFUSE_CORPUS_PATTERN:+"$RFUSE_CORPUS_PATTERN"} 2>&1 | tee "$out/corpus.log" | tail -n 60
 fi
 if [ "$what" = column-cache ]; then
-  for c in 8:FALSE 8:TRUE 4:TRUE 4:FALSE 0:FALSE; do
-    export RFUSE_COLUMN_CACHE=${c%%:*} RFUSE_COLUMN_TILES_FROM_L2=${c##*:}
-    echo "== column_cache = $RFUSE_COLUMN_CACHE, column_tiles_from_l2 = $RFUSE_COLUMN_TILES_FROM_L2"
+  # Settings column_cache:column_tiles_from_l2:column_clusters (RFUSE_COLUMN_SETTINGS picks).
+  for c in ${RFUSE_COLUMN_SETTINGS:-8:FALSE:TRUE 8:FALSE:FALSE 8:TRUE:FALSE 4:FALSE:FALSE 0:FALSE:FALSE}; do
+    IFS=: read -r RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2 RFUSE_COLUMN_CLUSTERS <<< "$c"
+    export RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2 RFUSE_COLUMN_CLUSTERS
+    echo "== column_cache = $RFUSE_COLUMN_CACHE, column_tiles_from_l2 = $RFUSE_COLUMN_TILES_FROM_L2, column_clusters = $RFUSE_COLUMN_CLUSTERS"
     "$R/bin/rfuse-gpu-tests" --gtest_filter='Gpu.CorpusMatchesInterpreter' 2>&1 | grep -E "PASSED|FAILED|Failure|error" | head -n 8
     RFUSE_BENCH_ONLY=W4 OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^W4 "
   done
-  unset RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2
+  unset RFUSE_COLUMN_CACHE RFUSE_COLUMN_TILES_FROM_L2 RFUSE_COLUMN_CLUSTERS
+  echo "== PyTorch's W4 (benchmarks/torch_w4.py)"
+  (cd "$R" && timeout 200 python3 torch_w4.py 2>&1 | grep -E "^W4|Error")
 fi
 if [ "$what" = ddp-bench ]; then
   ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)

@@ -507,6 +507,7 @@ public:
       k.blockSize = blockSize = columnCache ? cacheBlock : 32 * tileGroups;
       k.columnsPerBlock = columnCache ? cacheColumns : 32;
       k.dynamicSharedBytes = (int)cacheBytes;
+      k.clusterSize = clusterSize;
     }
     std::string body;
     if (!emitBody(body, why))
@@ -515,7 +516,8 @@ public:
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
-           : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : " outputs cached in shared memory, ")
+           : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : " outputs cached in shared memory, ") +
+                               (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : "")
            : "tiles of 32 outputs, ")
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
@@ -553,7 +555,30 @@ template <int OP, int W, class T> __device__ T rf_tile_columns_reduce(T v, T *sm
   for (int w = 1; w < nw; ++w) v = rf_reduce_combine<OP, T>(v, smem[w * W + c]);
   return v;
 }
-)" << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
+)" << (clusterSize > 1 ? R"(// Thread block clusters (sm_90): the blocks of a cluster share one tile, each a part of the reduced
+// elements; they combine their results through distributed shared memory.
+__device__ __forceinline__ void rf_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The address of *p in the shared memory of the cluster's block `rank`.
+template <class T> __device__ __forceinline__ const T *rf_cluster_map(const T *p, unsigned rank) {
+  unsigned long long a;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(a) : "l"(reinterpret_cast<unsigned long long>(p)), "r"(rank));
+  return reinterpret_cast<const T *>(a);
+}
+// Combines the blocks' results for the tile's 32 columns (v: this block's, for column
+// threadIdx.x % 32) in block order; every thread gets its column's result. `slot` (32 values of
+// this block's shared memory) is not written again until every block has passed a later
+// cluster barrier.
+template <int OP, int CS, class T> __device__ T rf_cluster_columns_reduce(T v, T *slot) {
+  if (threadIdx.x < 32) slot[threadIdx.x] = v;
+  rf_cluster_sync();
+  const int c = threadIdx.x & 31;
+  T r = rf_cluster_map(slot, 0)[c];
+  for (unsigned q = 1; q < CS; ++q) r = rf_reduce_combine<OP, T>(r, rf_cluster_map(slot, q)[c]);
+  return r;
+}
+)" : "") << "\nextern \"C\" __global__ void " << launchBounds() << name << "(";
     for (auto [i, in] : llvm::enumerate(r.inputs))
       os << (i ? ", " : "") << "const " << storageType(dtypeOf(in)) << "* __restrict__ in" << i;
     for (auto [i, o] : llvm::enumerate(r.outputs))
@@ -569,8 +594,24 @@ template <int OP, int W, class T> __device__ T rf_tile_columns_reduce(T v, T *sm
       }
       os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
     }
+    else if (columnCache && clusterSize > 1)
+      // The cluster's blocks take one tile (blockIdx.x / CS), block `rank` the reduced elements
+      // rank * part .. (rank + 1) * part - 1; the slots of each reduction alternate between
+      // tiles (see rf_cluster_columns_reduce).
+      os << "  __shared__ double smem_raw[" << (cacheBlock / 32) * cacheColumns << "];\n"
+         << "  __shared__ double rf_cluster_slots[" << 2 * reductionCount() * 32 << "];\n"
+         << "  extern __shared__ double rf_cache_smem[];\n"
+         << "  const int ty = threadIdx.x / " << cacheColumns << ";\n"
+         << "  const unsigned rank = blockIdx.x % " << clusterSize << "u;\n"
+         << "  const long long j0 = (long long)rank * " << redLen / clusterSize << "LL;\n"
+         << "  int parity = 0;\n"
+         << "  for (long long base = (long long)(blockIdx.x / " << clusterSize << "u) * " << cacheColumns
+         << "LL; base < " << outerLen << "LL; base += (long long)(gridDim.x / " << clusterSize << "u) * "
+         << cacheColumns << "LL, parity ^= 1) {\n"
+         << "    const bool live = true;\n"
+         << "    const long long row = base + (threadIdx.x & " << cacheColumns - 1 << ");\n";
     else if (columnCache)
-      os << "  __shared__ double smem_raw[" << 32 * cacheColumns << "];\n"
+      os << "  __shared__ double smem_raw[" << (cacheBlock / 32) * cacheColumns << "];\n"
          << "  extern __shared__ double rf_cache_smem[];\n"
          << "  const int ty = threadIdx.x / " << cacheColumns << ";\n"
          << "  for (long long base = (long long)blockIdx.x * " << cacheColumns << "LL; base < " << outerLen
@@ -584,7 +625,10 @@ template <int OP, int W, class T> __device__ T rf_tile_columns_reduce(T v, T *sm
          << "LL; base += (long long)gridDim.x * 32LL) {\n"
          << "    const bool live = base + (threadIdx.x & 31) < " << outerLen << "LL;\n"
          << "    const long long row = live ? base + (threadIdx.x & 31) : " << outerLen - 1 << "LL;\n";
-    os << body << "  }\n}\n";
+    os << body << "  }\n";
+    if (clusterSize > 1) // no block leaves while another may still read its shared memory
+      os << "  rf_cluster_sync();\n";
+    os << "}\n";
     k.source = os.str();
     return k;
   }
@@ -612,30 +656,91 @@ private:
   // The tile's width: CodegenOptions::columnCache (8: 1024 threads, one block of 128 KiB per SM
   // for 4096 rows; 4: 512 threads, 64 KiB, three blocks per SM whose loads and arithmetic
   // overlap, reading half sectors that the neighbouring tile's block reads too).
+  //
+  // On sm_90 and newer (CodegenOptions::columnClusters), tiles are 32 columns wide instead: a
+  // warp's load is one whole 128-byte line of consecutive outputs, and the tile's reduced
+  // elements are split over a cluster of CS blocks (1, 2, 4 or 8: the fewest whose parts fit 64
+  // KiB), 512 threads each, three blocks per SM, so one block's loads overlap another's
+  // arithmetic. Each block reduces its part; the cluster combines the parts in block order
+  // through distributed shared memory (rf_cluster_columns_reduce).
   int cacheColumns = 8, cacheBlock = 1024, cacheRowsPerStep = 128;
+  int clusterSize = 1; // blocks per tile (32-column tiles only)
   bool columnCache = false;
   int64_t cacheBytes = 0; // dynamic shared memory of the block
+
+  int reductionCount() const {
+    int n = 0;
+    for (Operation *op : r.ops)
+      n += isReductionOp(op);
+    return n;
+  }
+
+  // The SM version of the target ("sm_90" -> 90; 0 when unknown).
+  int smVersion() const {
+    llvm::StringRef a(target.arch);
+    int v = 0;
+    return a.consume_front("sm_") && !a.getAsInteger(10, v) ? v : 0;
+  }
+
+  // The inputs a column-cache tile holds (F-shaped and read), or nothing when the reduction is
+  // not one a tile helps (one pass, or inputs other than 4 bytes).
+  SmallVector<Value> columnCacheInputs() const {
+    SmallVector<Value> inputs;
+    for (Value in : r.inputs)
+      if (space.lookup(in) == Space::Full && !in.use_empty())
+        inputs.push_back(in);
+    int passes = reductionCount() +
+                 llvm::any_of(r.outputs, [&](Value o) { return space.lookup(o) == Space::Full; });
+    if (inputs.empty() || passes < 2 || !llvm::all_of(inputs, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; }))
+      return {};
+    return inputs;
+  }
+
+  // 32-column tiles split over a cluster (see above), when the target has clusters and a split
+  // of the reduced elements fits.
+  bool chooseClusterTiles() {
+    if (!options.columnClusters || options.columnTilesFromL2 || smVersion() < 90)
+      return false;
+    if (outerLen % 32 != 0 || outerLen < 1024)
+      return false;
+    SmallVector<Value> inputs = columnCacheInputs();
+    if (inputs.empty())
+      return false;
+    for (int cs : {1, 2, 4, 8}) {
+      int64_t part = redLen / cs;
+      if (redLen % cs != 0 || part % 16 != 0)
+        continue;
+      if ((int64_t)inputs.size() * part * 32 * 4 > 64 * 1024)
+        continue;
+      cacheColumns = 32;
+      cacheBlock = 512;
+      cacheRowsPerStep = 16;
+      clusterSize = cs;
+      columnCache = true;
+      chunks = part / cacheRowsPerStep;
+      vec = 1;
+      cacheBytes = (int64_t)inputs.size() * part * 32 * 4;
+      cached = inputs;
+      return true;
+    }
+    return false;
+  }
+
   void chooseColumnCache() {
     if (options.columnCache != 4 && options.columnCache != 8)
+      return;
+    if (chooseClusterTiles())
       return;
     cacheColumns = options.columnCache;
     cacheBlock = cacheColumns == 8 && !options.columnTilesFromL2 ? 1024 : 512;
     cacheRowsPerStep = cacheBlock / cacheColumns;
     if (outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
       return;
-    SmallVector<Value> inputs;
-    for (Value in : r.inputs)
-      if (space.lookup(in) == Space::Full && !in.use_empty())
-        inputs.push_back(in);
-    int passes = 0;
-    for (Operation *op : r.ops)
-      passes += isReductionOp(op);
-    passes += llvm::any_of(r.outputs, [&](Value o) { return space.lookup(o) == Space::Full; });
+    SmallVector<Value> inputs = columnCacheInputs();
     // Shared memory a block may have: 227 KiB on sm_90, 99 KiB on sm_86 / sm_89.
     int64_t limit = (target.arch == "sm_86" || target.arch == "sm_89" ? 99 : 227) * 1024;
     int64_t bytes = (int64_t)inputs.size() * redLen * cacheColumns * 4;
-    if (inputs.empty() || passes < 2 || bytes > limit ||
-        !llvm::all_of(inputs, [](Value v) { return dtypeSize(dtypeOf(v)) == 4; }))
+    if (inputs.empty() || bytes > limit)
       return;
     columnCache = true;
     chunks = redLen / cacheRowsPerStep;
@@ -716,6 +821,9 @@ private:
 
 
   bool useCache() const { return chunks > 0; }
+  // A column-cache tile's element at reduced index jl (of this block's part) and column
+  // threadIdx.x % cacheColumns (the tile pointer's offset).
+  std::string cacheIndex() const { return "jl * " + std::to_string(cacheColumns); }
   // The register chunks cover the row exactly: no element needs a bounds check.
   bool exactChunks() const { return chunks * blockSize * vec == redLen; }
 
@@ -723,6 +831,9 @@ private:
   // for that many resident blocks per SM.
   int minBlocks = 0;
   std::string launchBounds() const {
+    if (columnCache && cacheColumns == 32)
+      return (clusterSize > 1 ? "__cluster_dims__(" + std::to_string(clusterSize) + ", 1, 1) " : std::string()) +
+             "__launch_bounds__(" + std::to_string(cacheBlock) + ", 3) ";
     if (columnCache)
       return "__launch_bounds__(" + std::to_string(cacheBlock) + (options.columnTilesFromL2 ? ", 3) " : ", 1) ");
     if (!rowMode || minBlocks <= 0)
@@ -735,8 +846,8 @@ private:
   std::string openRowLoop() const {
     if (columnCache)
       return "    #pragma unroll 4\n    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n    {\n" +
-             "      const long long j = (long long)ty + (long long)k * " + std::to_string(cacheRowsPerStep) +
-             "LL;\n      {\n";
+             "      const long long jl = (long long)ty + (long long)k * " + std::to_string(cacheRowsPerStep) +
+             "LL;\n      const long long j = " + (clusterSize > 1 ? "j0 + jl" : "jl") + ";\n      {\n";
     if (useCache())
       return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
              "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
@@ -761,11 +872,13 @@ private:
         int i = llvm::find(r.inputs, in) - r.inputs.begin();
         std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
         out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + " +
-               std::to_string((int64_t)n * redLen * cacheColumns) + "LL + (threadIdx.x % " + std::to_string(cacheColumns) + ");\n";
+               std::to_string((int64_t)n * (redLen / clusterSize) * cacheColumns) + "LL + (threadIdx.x % " +
+               std::to_string(cacheColumns) + ");\n"; // (a block holds its part of each input)
         out += "    #pragma unroll 16\n    for (int k = 0; k < " + std::to_string(chunks) +
-               "; ++k) {\n      const long long j = (long long)ty + (long long)k * " +
-               std::to_string(cacheRowsPerStep) + "LL;\n      " + nm + "[j * " + std::to_string(cacheColumns) + "] = in" + std::to_string(i) + "[" +
-               fullIndex() + "];\n    }\n";
+               "; ++k) {\n      const long long jl = (long long)ty + (long long)k * " +
+               std::to_string(cacheRowsPerStep) + "LL;\n      const long long j = " +
+               (clusterSize > 1 ? "j0 + jl" : "jl") + ";\n      " + nm + "[" + cacheIndex() + "] = in" +
+               std::to_string(i) + "[" + fullIndex() + "];\n    }\n";
       }
       out += "    __syncthreads();\n";
       return out;
@@ -857,7 +970,7 @@ private:
       if (llvm::is_contained(cached, target))
         e = vec > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(target))) + "*>(&xin" +
                           std::to_string(i) + "[k])[lane]"
-                    : loadExpr("xin" + std::to_string(i), columnCache ? "j * " + std::to_string(cacheColumns) : "k", dtypeOf(target));
+                    : loadExpr("xin" + std::to_string(i), columnCache ? cacheIndex() : "k", dtypeOf(target));
       else
         e = loadExpr("in" + std::to_string(i), fullIndex(), dtypeOf(target));
       os << ind << "const " << computeType(dtypeOf(target)) << " " << nm << " = " << e << ";\n";
@@ -891,6 +1004,7 @@ private:
     llvm::raw_string_ostream os(out);
     os << rowPrologue();
     int rowCounter = 0;
+    int reductionIndex = 0; // which of the cluster's slots a reduction uses
     auto flushRowCode = [&]() {
       os << rowCode;
       rowCode.clear();
@@ -919,6 +1033,10 @@ private:
         os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile_columns_reduce<" : "rf_tile_reduce<")
            << kind << ", " << (columnCache ? std::to_string(cacheColumns) + ", " : "") << acc
            << ">(" << an << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
+        if (clusterSize > 1)
+          os << "    " << an << " = rf_cluster_columns_reduce<" << kind << ", " << clusterSize << ", " << acc
+             << ">(" << an << ", reinterpret_cast<" << acc << "*>(rf_cluster_slots) + (parity * "
+             << reductionCount() << " + " << reductionIndex++ << ") * 32);\n";
         std::string nm = "r" + std::to_string(rowCounter);
         os << "    const " << computeType(dt) << " " << nm << " = (" << computeType(dt) << ")("
            << an << (isa<ReduceMeanOp>(op) ? " / (" + acc + ")" + std::to_string(redLen) : "") << ");\n";
@@ -988,7 +1106,7 @@ private:
       if (v.empty())
         return false;
       flushRowCode();
-      os << (blockMode ? "    if (threadIdx.x == 0) " : "    if (ty == 0 && live) ")
+      os << (blockMode ? "    if (threadIdx.x == 0) " : clusterSize > 1 ? "    if (ty == 0 && rank == 0) " : "    if (ty == 0 && live) ")
          << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
     }
     if (anyFull && wideStores) {
@@ -1201,9 +1319,11 @@ void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &o
   case LaunchKind::BlockPerRow:
     k.grid = cap(options.rowGridWave ? std::min<int64_t>(k.rows, sms * std::max<int64_t>(1, 2048 / block)) : k.rows);
     break;
-  case LaunchKind::ThreadPerColumn: // tiles of 32 (or 8) outputs, at most a few resident waves
-    k.grid = cap(std::min<int64_t>((k.columns + k.columnsPerBlock - 1) / k.columnsPerBlock, sms * 16));
+  case LaunchKind::ThreadPerColumn: { // tiles of 32 (or 8) outputs, at most a few resident waves
+    int64_t cs = std::max(1, k.clusterSize); // a cluster's blocks share a tile
+    k.grid = cap(std::min<int64_t>((k.columns + k.columnsPerBlock - 1) / k.columnsPerBlock, sms * 16 / cs) * cs);
     break;
+  }
   }
 }
 

@@ -25,9 +25,10 @@ const char *launchName(cuda::LaunchKind l) {
   return "";
 }
 std::string launchName(const cuda::KernelSpec &k) {
-  if (k.launch == cuda::LaunchKind::ThreadPerColumn && k.columnsPerBlock != 32)
+  if (k.launch == cuda::LaunchKind::ThreadPerColumn && (k.columnsPerBlock != 32 || k.dynamicSharedBytes))
     return "reduction, tiles of " + std::to_string(k.columnsPerBlock) + " columns " +
-           (k.dynamicSharedBytes ? "cached in shared memory" : "read again from L2");
+           (k.dynamicSharedBytes ? "cached in shared memory" : "read again from L2") +
+           (k.clusterSize > 1 ? ", clusters of " + std::to_string(k.clusterSize) + " blocks" : "");
   return launchName(k.launch);
 }
 

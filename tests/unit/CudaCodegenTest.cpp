@@ -34,7 +34,8 @@ struct Kernels {
   std::vector<cuda::KernelPlan> plans;
 };
 
-Kernels kernelsOf(const std::string &text) {
+// The kernels of a module's default pipeline as planned for `target` (default: sm_90, 132 SMs).
+Kernels kernelsOf(const std::string &text, const cuda::CudaTarget &target = {}) {
   mlir::DialectRegistry registry;
   registerRfuseDialects(registry);
   mlir::MLIRContext ctx(registry);
@@ -45,7 +46,7 @@ Kernels kernelsOf(const std::string &text) {
   module->walk([&](mlir::func::FuncOp fn) {
     if (!fn->hasAttr("rfuse.kernel"))
       return;
-    cuda::KernelPlan p = cuda::planKernel(fn);
+    cuda::KernelPlan p = cuda::planKernel(fn, target);
     if (p.kernel) {
       k.names.push_back(p.kernel->name);
       k.sources.push_back(p.kernel->source);
@@ -64,8 +65,10 @@ TEST_P(NvrtcCorpus, EveryKernelCompiles) {
   setOption("disk_cache", "0"); // really compile, every run
   Kernels all;
   int graphs = 0;
+  cuda::CudaTarget target;
+  target.arch = arch; // plans differ by architecture (sm_90's thread block clusters)
   for (const test::CorpusGraph &g : test::canonicalCorpus()) {
-    Kernels k = kernelsOf(g.moduleText);
+    Kernels k = kernelsOf(g.moduleText, target);
     for (auto &p : k.plans)
       EXPECT_TRUE(p.unsupported.empty()) << g.name << ": " << p.function << ": " << p.unsupported;
     all.names.insert(all.names.end(), k.names.begin(), k.names.end());
@@ -73,7 +76,7 @@ TEST_P(NvrtcCorpus, EveryKernelCompiles) {
     ++graphs;
   }
   for (uint64_t seed = 1; seed <= 40; ++seed) {
-    Kernels k = kernelsOf(test::generateRandomGraph(seed).moduleText);
+    Kernels k = kernelsOf(test::generateRandomGraph(seed).moduleText, target);
     for (size_t i = 0; i < k.names.size(); ++i) {
       all.names.push_back(k.names[i] + "_s" + std::to_string(seed));
       all.sources.push_back(k.sources[i]);
@@ -113,18 +116,41 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(k.plans[0].kernel->columnsPerBlock, 32) << "17 columns: too few for cached tiles";
     }
     // Read in several passes, with 4096+ columns: one kernel, tiles of 8 columns in shared memory
-    // (not split into partial sums, not recomputed from memory each pass); f64 is not cached.
-    for (const char *name : {"layernorm_cols_cached", "softmax_cols_cached"}) {
+    // on sm_86 (not split into partial sums, not recomputed from memory each pass); on sm_90
+    // tiles of 32 columns, split over a thread block cluster where a block's part would not fit
+    // 64 KiB; f64 is not cached.
+    for (const char *name : {"layernorm_cols_cached", "softmax_cols_cached", "layernorm_cols_cluster"}) {
       if (g.name != std::string(name) + "_f32" && g.name != std::string(name) + "_f64")
         continue;
       bool f32 = g.name.find("_f32") != std::string::npos;
+      int64_t reduced = g.name[0] == 's' ? 128 : g.name.find("cluster") != std::string::npos ? 2048 : 256;
+      int inputs = g.name.find("cluster") != std::string::npos ? 2 : 1;
       ASSERT_EQ(k.plans.size(), 1u) << g.name;
-      EXPECT_EQ(k.plans[0].kernel->launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
-      EXPECT_EQ(k.plans[0].kernel->columnsPerBlock, f32 ? 8 : 32) << g.name;
-      EXPECT_EQ(k.plans[0].kernel->blockSize, f32 ? 1024 : 256) << g.name;
-      EXPECT_EQ(k.plans[0].kernel->dynamicSharedBytes, f32 ? (g.name[0] == 'l' ? 256 : 128) * 8 * 4 : 0) << g.name;
-      EXPECT_EQ(k.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
-                    k.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32) << g.name;
+      const cuda::KernelSpec &s = *k.plans[0].kernel;
+      EXPECT_EQ(s.launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
+      EXPECT_EQ(s.columnsPerBlock, 32) << g.name;
+      EXPECT_EQ(s.blockSize, f32 ? 512 : 256) << g.name;
+      int cluster = f32 && inputs == 2 ? 8 : 1; // 2 x 2048 x 32 floats: 8 parts of 64 KiB
+      EXPECT_EQ(s.clusterSize, cluster) << g.name;
+      EXPECT_EQ(s.dynamicSharedBytes, f32 ? inputs * reduced / cluster * 32 * 4 : 0) << g.name;
+      EXPECT_EQ(s.grid % cluster, 0u) << g.name;
+      EXPECT_EQ(k.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32) << g.name;
+      EXPECT_EQ(k.sources[0].find("__cluster_dims__(8, 1, 1)") != std::string::npos, cluster == 8) << g.name;
+      EXPECT_EQ(k.sources[0].find("rf_cluster_columns_reduce<") != std::string::npos, cluster == 8) << g.name;
+      if (f32 && inputs == 2) // the second input's part follows the first's, inside the block's bytes
+        EXPECT_NE(k.sources[0].find("rf_cache_smem) + " + std::to_string(reduced / cluster * 32) + "LL"),
+                  std::string::npos) << g.name;
+      cuda::CudaTarget ampere;
+      ampere.arch = "sm_86";
+      ampere.multiprocessors = 84;
+      Kernels a = kernelsOf(g.moduleText, ampere);
+      const cuda::KernelSpec &sa = *a.plans[0].kernel;
+      bool fits = inputs * reduced * 8 * 4 <= 99 * 1024; // sm_86's shared memory per block
+      EXPECT_EQ(sa.columnsPerBlock, f32 && fits ? 8 : 32) << g.name << " on sm_86";
+      EXPECT_EQ(sa.clusterSize, 1) << g.name << " on sm_86";
+      EXPECT_EQ(sa.dynamicSharedBytes, f32 && fits ? inputs * reduced * 8 * 4 : 0) << g.name << " on sm_86";
+      EXPECT_EQ(a.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
+                    a.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32 && fits) << g.name;
     }
     if (g.name == "mm_bias_relu_f32") {
       ASSERT_TRUE(k.plans[0].library);

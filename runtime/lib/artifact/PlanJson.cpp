@@ -43,7 +43,7 @@ void to_json(nlohmann::json &j, const KernelSpec &k) {
   j = {{"name", k.name}, {"launch", k.launch}, {"elements", k.elements}, {"vectorWidth", k.vectorWidth},
        {"rows", k.rows}, {"rowLength", k.rowLength}, {"columns", k.columns},
        {"columnsPerBlock", k.columnsPerBlock}, {"blockSize", k.blockSize},
-       {"dynamicSharedBytes", k.dynamicSharedBytes}, {"grid", k.grid}, {"numInputs", k.numInputs},
+       {"dynamicSharedBytes", k.dynamicSharedBytes}, {"clusterSize", k.clusterSize}, {"grid", k.grid}, {"numInputs", k.numInputs},
        {"numOutputs", k.numOutputs}};
 }
 void from_json(const nlohmann::json &j, KernelSpec &k) {
@@ -57,6 +57,7 @@ void from_json(const nlohmann::json &j, KernelSpec &k) {
   j.at("columnsPerBlock").get_to(k.columnsPerBlock);
   j.at("blockSize").get_to(k.blockSize);
   j.at("dynamicSharedBytes").get_to(k.dynamicSharedBytes);
+  k.clusterSize = j.value("clusterSize", 1); // (absent before clusters: none)
   j.at("grid").get_to(k.grid);
   j.at("numInputs").get_to(k.numInputs);
   j.at("numOutputs").get_to(k.numOutputs);

@@ -51,18 +51,23 @@ func.func @column_sums(%x: tensor<16x64xf32>) -> tensor<64xf32> {
 
 // -----
 
-// A softmax over an R matrix's rows read in three passes (max, sum, outputs): a tile of 8
-// columns a block of 1024 threads, the input loaded once into shared memory (256 x 8 floats),
-// reduced per column of the tile.
+// A softmax over an R matrix's rows read in three passes (max, sum, outputs), the input loaded
+// once into shared memory and reduced per column of the tile. On sm_90: tiles of 32 columns
+// (whole 128-byte lines), 512 threads, three blocks per SM (256 x 32 floats: one block holds the
+// tile, no cluster). On sm_86: a tile of 8 columns a block of 1024 threads (256 x 8 floats).
 // CHECK-LABEL: func.func @column_softmax_cached
-// CHECK: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
-// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_softmax_cached_k0_reduction: tiles of 8 outputs cached in shared memory, 4096 x 256
-// CHECK-SAME: __launch_bounds__(1024, 1)
+// CHECK: rfuse.plan = "cuda reduction, tiles of 32 columns cached in shared memory grid 128 block 512"
+// CHECK: rfuse.cuda_source = "// rfuse reduction kernel column_softmax_cached_k0_reduction: tiles of 32 outputs cached in shared memory, 4096 x 256
+// CHECK-SAME: __launch_bounds__(512, 3)
 // CHECK-SAME: extern __shared__ double rf_cache_smem[];
-// CHECK-SAME: xin0[j * 8] = in0[(j * 4096LL + row)];
-// CHECK-SAME: rf_tile_columns_reduce<1, 8, float>
-// CHECK-SAME: rf_tile_columns_reduce<0, 8, float>
+// CHECK-SAME: xin0[jl * 32] = in0[(j * 4096LL + row)];
+// CHECK-SAME: rf_tile_columns_reduce<1, 32, float>
+// CHECK-SAME: rf_tile_columns_reduce<0, 32, float>
+// CHECK-NOT: rf_cluster_columns_reduce
 // SM86: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
+// SM86: __launch_bounds__(1024, 1)
+// SM86-SAME: xin0[jl * 8] = in0[(j * 4096LL + row)];
+// SM86-SAME: rf_tile_columns_reduce<1, 8, float>
 func.func @column_softmax_cached(%x: tensor<256x4096xf32>) -> tensor<256x4096xf32> {
   %m = rfuse.reduce_max %x, dims = [0] : (tensor<256x4096xf32>) -> tensor<4096xf32>
   %mb = rfuse.broadcast_in_dim %m, dims = [1] : (tensor<4096xf32>) -> tensor<256x4096xf32>
@@ -73,6 +78,34 @@ func.func @column_softmax_cached(%x: tensor<256x4096xf32>) -> tensor<256x4096xf3
   %sb = rfuse.broadcast_in_dim %s, dims = [1] : (tensor<4096xf32>) -> tensor<256x4096xf32>
   %y = rfuse.div %ed, %sb : tensor<256x4096xf32>
   return %y : tensor<256x4096xf32>
+}
+
+// -----
+
+// The same softmax over 2048 rows: 2048 x 32 floats do not fit one block's 64 KiB, so on sm_90
+// a cluster of 4 blocks shares each tile, block `rank` holding rows 512 * rank .. + 511, and
+// their partial maxima and sums combine through distributed shared memory.
+// CHECK-LABEL: func.func @column_softmax_cluster
+// CHECK: rfuse.plan = "cuda reduction, tiles of 32 columns cached in shared memory, clusters of 4 blocks grid 512 block 512"
+// CHECK: split over a cluster of 4 blocks
+// CHECK-SAME: mapa.u64
+// CHECK-SAME: __cluster_dims__(4, 1, 1) __launch_bounds__(512, 3)
+// CHECK-SAME: const long long j0 = (long long)rank * 512LL;
+// CHECK-SAME: rf_cluster_columns_reduce<1, 4, float>(acc0, reinterpret_cast<float*>(rf_cluster_slots) + (parity * 2 + 0) * 32)
+// CHECK-SAME: rf_cluster_columns_reduce<0, 4, float>(acc1, reinterpret_cast<float*>(rf_cluster_slots) + (parity * 2 + 1) * 32)
+// CHECK-SAME: rf_cluster_sync();\0A}
+// SM86-LABEL: func.func @column_softmax_cluster
+// SM86: rfuse.plan = "cuda reduction, tiles of 8 columns cached in shared memory grid 512 block 1024"
+// SM86-NOT: __cluster_dims__
+func.func @column_softmax_cluster(%x: tensor<2048x4096xf32>) -> tensor<2048x4096xf32> {
+  %m = rfuse.reduce_max %x, dims = [0] : (tensor<2048x4096xf32>) -> tensor<4096xf32>
+  %mb = rfuse.broadcast_in_dim %m, dims = [1] : (tensor<4096xf32>) -> tensor<2048x4096xf32>
+  %d = rfuse.sub %x, %mb : tensor<2048x4096xf32>
+  %ed = rfuse.exp %d : tensor<2048x4096xf32>
+  %s = rfuse.reduce_sum %ed, dims = [0] : (tensor<2048x4096xf32>) -> tensor<4096xf32>
+  %sb = rfuse.broadcast_in_dim %s, dims = [1] : (tensor<4096xf32>) -> tensor<2048x4096xf32>
+  %y = rfuse.div %ed, %sb : tensor<2048x4096xf32>
+  return %y : tensor<2048x4096xf32>
 }
 
 // -----

@@ -27,6 +27,9 @@ struct KernelSpec {
   int columnsPerBlock = 32; ///< ThreadPerColumn: columns a block takes at a time (32, or 8 cached)
   int blockSize = 256;
   int dynamicSharedBytes = 0; ///< `extern __shared__` bytes the launch gives each block
+  /// Blocks per thread block cluster (sm_90+; the kernel declares it with __cluster_dims__, so a
+  /// plain launch forms the clusters); `grid` is a multiple of it.
+  int clusterSize = 1;
   unsigned grid = 1;     ///< blocks to launch (chosen for the target)
   /// Parameters in order: the region's inputs, then its outputs (device pointers), then, when
   /// takesBatch, `long long rf_batch` = `batch` (a kernel shared by every batch size of a

@@ -19,6 +19,9 @@ struct CodegenOptions {
   /// Those tiles read from global memory in every pass (L2 hits while the SMs' tiles fit) in
   /// blocks of 512 threads, three per SM, instead of from shared memory (an experiment).
   bool columnTilesFromL2 = false;
+  /// On sm_90 and newer, those tiles are 32 columns wide, split along the reduction over a
+  /// thread block cluster whose blocks combine their parts through distributed shared memory.
+  bool columnClusters = true;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -26,7 +29,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
