@@ -10,6 +10,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <functional>
 #include <optional>
 
 using namespace mlir;
@@ -74,6 +75,14 @@ public:
         tryMerge(def, op);
       }
     }
+    // A matmul whose result is read through slices (an LSTM step's gates) joins its readers
+    // once they have formed their group: only then do the slices cover the result.
+    if (options.mode == Mode::MatmulEpilogue)
+      for (Operation *op : ops)
+        if (isa<MatmulOp>(op))
+          for (Operation *user : op->getUsers())
+            if (isCandidate(user) && !classes.isEquivalent(op, user))
+              tryMerge(op, user);
     Result result;
     SmallVector<SmallVector<Operation *>> groups;
     for (auto it = classes.begin(); it != classes.end(); ++it) {
@@ -291,13 +300,51 @@ private:
       for (Value v : anchor->getOperands())
         if (inside(v))
           return false; // no prologue: the library reads the contraction's operands
-      ArrayRef<int64_t> out = shapeOf(anchor->getResult(0));
+      Value product = anchor->getResult(0);
+      // The epilogue is a pointwise kernel that takes the library's result as an input: its
+      // ops run over one iteration space, the result's shape or (a matmul's result read only
+      // through slices, as an LSTM step's four gates are) another; slices read inputs or the
+      // result, broadcasts and transposes inputs (or index reads of them), never values computed
+      // in the epilogue.
+      // Whether an index read reads inputs: directly or through other index reads, and slices
+      // the product too (broadcasts and transposes of the product stay outside).
+      std::function<bool(Operation *)> readsInputs = [&](Operation *op) {
+        Value v = op->getOperand(0);
+        if (!inside(v))
+          return true;
+        if (v == product)
+          return isa<SliceOp>(op);
+        Operation *d = v.getDefiningOp();
+        return isIndexReadOp(d) && readsInputs(d);
+      };
+      // (Slices alone, while the region grows, give it their shape.)
+      std::optional<ArrayRef<int64_t>> space;
+      for (bool readsToo : {false, true}) {
+        for (Operation *op : elementwise)
+          if (readsToo ? isa<SliceOp>(op) : !isIndexReadOp(op)) {
+            if (!space)
+              space = shapeOf(op->getResult(0));
+            else if (shapeOf(op->getResult(0)) != *space)
+              return false;
+          }
+        if (space)
+          break;
+      }
+      ArrayRef<int64_t> out = space ? *space : shapeOf(product);
+      if (isConvolutionOp(anchor) && out != shapeOf(product))
+        return false; // (a convolution's epilogue runs over its result)
+      if (!coveredBySlices(product, set))
+        return false;
+      for (Operation *op : product.getUsers())
+        if (set.contains(op) && !isIndexReadOp(op) && shapeOf(product) != out)
+          return false; // read at the iteration index, so of the iteration's shape
       // Epilogue ops continue the contraction's result: each depends on the anchor. Index maps
       // (bias broadcasts) only read inputs. A convolution's epilogue may also compute values
       // that only feed it (an optimizer's momentum * buffer, added to a filter gradient): it is
       // a generated kernel anyway. A matmul's may not: left outside, such a value is an input
       // that cuBLASLt adds for free (beta = 1), inside it would force a generated epilogue.
-      bool sideValues = isConvolutionOp(anchor);
+      // (A matmul whose result is read through slices has a generated epilogue too.)
+      bool sideValues = isConvolutionOp(anchor) || out != shapeOf(product);
       llvm::SmallPtrSet<Operation *, 16> dependent = {anchor};
       SmallVector<Operation *> inOrder(set.begin(), set.end());
       llvm::sort(inOrder, [&](Operation *x, Operation *y) { return position[x] < position[y]; });
@@ -307,17 +354,20 @@ private:
               return v.getDefiningOp() && dependent.contains(v.getDefiningOp());
             }))
           dependent.insert(op);
+      // (An index read read only by other index reads — a bias slice, then broadcast — may have
+      // any shape: the kernel composes the maps.)
+      auto readThrough = [&](Operation *op) {
+        return isIndexReadOp(op) && !op->use_empty() &&
+               llvm::all_of(op->getUsers(), [&](Operation *u) { return set.contains(u) && isIndexReadOp(u); });
+      };
       for (Operation *op : elementwise) {
-        if (shapeOf(op->getResult(0)) != out || isIndexingOp(op))
+        if ((shapeOf(op->getResult(0)) != out && !readThrough(op)) || (isIndexingOp(op) && !isa<SliceOp>(op)))
           return false;
-        bool isIndexMap = isa<BroadcastInDimOp, TransposeOp>(op);
-        if (isIndexMap) {
-          if (inside(op->getOperand(0)))
-            return false;
-        } else if (!dependent.contains(op) &&
-                   !(sideValues && llvm::all_of(op->getUsers(), [&](Operation *u) { return set.contains(u); }))) {
+        if (isIndexReadOp(op) && !readsInputs(op))
           return false;
-        }
+        if (!isIndexReadOp(op) && !dependent.contains(op) &&
+            !(sideValues && llvm::all_of(op->getUsers(), [&](Operation *u) { return set.contains(u); })))
+          return false;
       }
       return true;
     }
@@ -355,6 +405,51 @@ private:
         return false;
     }
     return true;
+  }
+
+  // Whether the slices of `product` in `set` (if any) read all of it: then the epilogue reads
+  // the whole result (an LSTM step's four gates), not a part of one that other kernels read
+  // too (the input projection of every time step), which would become its outputs.
+  static bool coveredBySlices(Value product, const llvm::SmallPtrSetImpl<Operation *> &set) {
+    SmallVector<SliceOp> slices;
+    for (Operation *u : product.getUsers())
+      if (auto s = dyn_cast<SliceOp>(u); s && set.contains(u))
+        slices.push_back(s);
+    if (slices.empty())
+      return true;
+    ArrayRef<int64_t> shape = shapeOf(product);
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    if (n > (int64_t(1) << 24))
+      return false;
+    std::vector<bool> hit(n, false);
+    int64_t count = 0;
+    SmallVector<int64_t> strides(shape.size(), 1);
+    for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * shape[d + 1];
+    for (SliceOp s : slices) {
+      ArrayRef<int64_t> start = s.getStart(), step = s.getStrides(), size = shapeOf(s.getResult());
+      SmallVector<int64_t> idx(size.size(), 0);
+      int64_t total = 1;
+      for (int64_t d : size)
+        total *= d;
+      for (int64_t k = 0; k < total; ++k) {
+        int64_t flat = 0;
+        for (size_t d = 0; d < size.size(); ++d)
+          flat += (start[d] + idx[d] * step[d]) * strides[d];
+        if (!hit[flat]) {
+          hit[flat] = true;
+          ++count;
+        }
+        for (int64_t d = (int64_t)size.size() - 1; d >= 0; --d) { // next index, last dim fastest
+          if (++idx[d] < size[d])
+            break;
+          idx[d] = 0;
+        }
+      }
+    }
+    return count == n;
   }
 
   bool shouldMaterialize(ArrayRef<Operation *> members) {

@@ -70,6 +70,7 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
   if (name == "default") {
     fn.addPass(createChannelsLast());
     fn.addPass(createCSEPass()); // the broadcasts and constants it made per use
+    fn.addPass(createSinkSlices());
     fn.addPass(createSplitReductions());
     fn.addPass(createFuseMatmulEpilogue());
     fn.addPass(createFuseReductions());

@@ -105,6 +105,17 @@ std::vector<CorpusGraph> canonicalCorpus() {
       return V{g.div(g.reduceSum(g.mul(v[0], v[0]), {1}), g.scalar(50.0, g.dtype(v[0]))),
                g.reduceMin(v[0], {0})};
     }, seed++));
+    // An LSTM step as torch for R's nn_lstm traces it: the gates h U + x_t W + b, sliced four ways
+    // (one matmul region whose epilogue reads the product, the step's input projection and the
+    // bias through slices, over the [batch, hidden] state).
+    out.push_back(make("lstm_step" + sfx, {{24, 16}, {16, 64}, {24, 3, 64}, {64}, {24, 16}}, dt, [](GraphBuilder &g, V &v) {
+      TracedValue xt = g.reshape(g.slice(v[2], {0, 1, 0}, {24, 2, 64}, {1, 1, 1}), {24, 64});
+      TracedValue b = g.broadcastInDim(v[3], {24, 64}, {1});
+      TracedValue gates = g.add(g.add(g.matmul(v[0], v[1]), xt), b);
+      auto part = [&](int64_t k) { return g.slice(gates, {0, 16 * k}, {24, 16 * k + 16}, {1, 1}); };
+      TracedValue c = g.add(g.mul(g.sigmoid(part(1)), v[4]), g.mul(g.sigmoid(part(0)), g.tanh(part(2))));
+      return V{c, g.mul(g.sigmoid(part(3)), g.tanh(c))};
+    }, seed++));
     out.push_back(make("mm_bias_relu" + sfx, {{24, 40}, {40, 16}, {16}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.relu(g.add(g.matmul(v[0], v[1]), v[2]))};
     }, seed++));

@@ -152,6 +152,12 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(a.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
                     a.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32 && fits) << g.name;
     }
+    if (g.name == "lstm_step_f32") { // the product, then one epilogue kernel over the [24, 16] state
+      ASSERT_EQ(k.plans.size(), 1u) << "the step's slices are read in place, not copied";
+      ASSERT_TRUE(k.plans[0].library);
+      ASSERT_TRUE(k.plans[0].kernel);
+      EXPECT_EQ(k.plans[0].kernel->elements, 24 * 16);
+    }
     if (g.name == "mm_bias_relu_f32") {
       ASSERT_TRUE(k.plans[0].library);
       EXPECT_EQ(k.plans[0].library->matmul.biasInput, 2);

@@ -18,6 +18,9 @@
 // RUN: rfuse-run %s --entry splat_operand --random --seed 4 > %t.d.ref
 // RUN: rfuse-run %t.mlir --entry splat_operand --random --seed 4 > %t.d
 // RUN: diff %t.d.ref %t.d
+// RUN: rfuse-run %s --entry lstm_cell --random --seed 4 > %t.e.ref
+// RUN: rfuse-run %t.mlir --entry lstm_cell --random --seed 4 > %t.e
+// RUN: diff %t.e.ref %t.e
 
 // matmul + bias (broadcast inside the region) + add + relu: one region.
 // CHECK-LABEL: func.func @bias_relu
@@ -213,6 +216,36 @@ func.func @transpose_of_result(%a: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tens
   %t = rfuse.transpose %mm, perm = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %r = rfuse.relu %t : tensor<4x4xf32>
   return %r : tensor<4x4xf32>
+}
+
+// An LSTM step: the product's four gate slices (read in place), a slice of the step's input
+// projection and the cell state: one region whose epilogue runs over the [4, 8] state, not the
+// [4, 32] product (which the library still writes whole).
+// CHECK-LABEL: func.func @lstm_cell
+// CHECK-NEXT: %[[R:.+]]:2 = rfuse.fusion matmul_epilogue(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<8x32xf32>, tensor<4x64xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+// CHECK: rfuse.matmul
+// CHECK-COUNT-4: rfuse.slice %{{.+}} : (tensor<4x32xf32>) -> tensor<4x8xf32>
+// CHECK: rfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1
+func.func @lstm_cell(%h: tensor<4x8xf32>, %u: tensor<8x32xf32>, %xp: tensor<4x64xf32>, %c: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %g = rfuse.matmul %h, %u : (tensor<4x8xf32>, tensor<8x32xf32>) -> tensor<4x32xf32>
+  %gi = rfuse.slice %g {start = array<i64: 0, 0>, limit = array<i64: 4, 8>, strides = array<i64: 1, 1>} : (tensor<4x32xf32>) -> tensor<4x8xf32>
+  %gf = rfuse.slice %g {start = array<i64: 0, 8>, limit = array<i64: 4, 16>, strides = array<i64: 1, 1>} : (tensor<4x32xf32>) -> tensor<4x8xf32>
+  %gg = rfuse.slice %g {start = array<i64: 0, 16>, limit = array<i64: 4, 24>, strides = array<i64: 1, 1>} : (tensor<4x32xf32>) -> tensor<4x8xf32>
+  %go = rfuse.slice %g {start = array<i64: 0, 24>, limit = array<i64: 4, 32>, strides = array<i64: 1, 1>} : (tensor<4x32xf32>) -> tensor<4x8xf32>
+  %xi = rfuse.slice %xp {start = array<i64: 0, 32>, limit = array<i64: 4, 40>, strides = array<i64: 1, 1>} : (tensor<4x64xf32>) -> tensor<4x8xf32>
+  %ai = rfuse.add %gi, %xi : tensor<4x8xf32>
+  %i = rfuse.sigmoid %ai : tensor<4x8xf32>
+  %f = rfuse.sigmoid %gf : tensor<4x8xf32>
+  %gt = rfuse.tanh %gg : tensor<4x8xf32>
+  %o = rfuse.sigmoid %go : tensor<4x8xf32>
+  %fc = rfuse.mul %f, %c : tensor<4x8xf32>
+  %ig = rfuse.mul %i, %gt : tensor<4x8xf32>
+  %cn = rfuse.add %fc, %ig : tensor<4x8xf32>
+  %tc = rfuse.tanh %cn : tensor<4x8xf32>
+  %hn = rfuse.mul %o, %tc : tensor<4x8xf32>
+  return %cn, %hn : tensor<4x8xf32>, tensor<4x8xf32>
 }
 
 // A lone matmul still becomes a region (one kernel per contraction).

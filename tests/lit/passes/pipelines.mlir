@@ -49,10 +49,11 @@
 // kernel, its distinct tensor operands and results. Softmax on 4x8 f32: 7 ops and 1600 bytes
 // before fusion, one kernel reading and writing 128 bytes each after.
 // COST: rfuse-cost: cse @softmax: kernels=7 bytes=1600
-// rfuse-channels-last (and the CSE after it) leave programs without convolutions alone, and
-// rfuse-split-reductions these small reductions.
+// rfuse-channels-last (and the CSE after it) leave programs without convolutions alone,
+// rfuse-sink-slices programs without slices, and rfuse-split-reductions these small reductions.
 // COST: rfuse-cost: rfuse-channels-last @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: cse @softmax: kernels=7 bytes=1600
+// COST-NEXT: rfuse-cost: rfuse-sink-slices @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: rfuse-split-reductions @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: rfuse-fuse-matmul-epilogue @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: rfuse-fuse-reductions @softmax: kernels=1 bytes=256
@@ -60,6 +61,7 @@
 // The MLP: 5 ops (11520 bytes), then two matmul_epilogue regions (5376 bytes).
 // COST-NEXT: rfuse-cost: rfuse-channels-last @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: cse @mlp: kernels=5 bytes=11520
+// COST-NEXT: rfuse-cost: rfuse-sink-slices @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: rfuse-split-reductions @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: rfuse-fuse-matmul-epilogue @mlp: kernels=2 bytes=5376
 // COST-NEXT: rfuse-cost: rfuse-fuse-reductions @mlp: kernels=2 bytes=5376
@@ -67,6 +69,7 @@
 // The pointwise chain: 3 ops (the constant is free), then one region.
 // COST-NEXT: rfuse-cost: rfuse-channels-last @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: cse @chain: kernels=3 bytes=112
+// COST-NEXT: rfuse-cost: rfuse-sink-slices @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: rfuse-split-reductions @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: rfuse-fuse-matmul-epilogue @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: rfuse-fuse-reductions @chain: kernels=3 bytes=112

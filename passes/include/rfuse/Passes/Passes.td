@@ -210,6 +210,30 @@ def ChannelsLast : Pass<"rfuse-channels-last", "mlir::func::FuncOp"> {
   ];
 }
 
+def SinkSlices : Pass<"rfuse-sink-slices", "mlir::func::FuncOp"> {
+  let summary = "Move static slices above the pointwise ops, broadcasts and transposes they read, so kernels read inputs through index maps";
+  let description = [{
+    A slice of a computed value is a copy kernel unless the slice reads a region input: fusion
+    can read inputs through slices (index maps), not values computed in the same kernel. This
+    pass moves slices towards the inputs, before fusion; values are unchanged (every rewrite
+    changes which elements are computed, not how):
+    * slice(pointwise(a, b, ...)) -> pointwise(slice(a), slice(b), ...) when every user of the
+      pointwise op is a slice (it then disappears; a splat constant becomes one of the slice's
+      shape) — an LSTM step's four gate slices of `x W + h U + b`;
+    * slice(broadcast_in_dim(v)) -> broadcast_in_dim(slice(v)) and
+      slice(transpose(x)) -> transpose(slice(x)) (index maps stay index maps);
+    * slice(slice(x)) -> one slice;
+    * reshape(slice(x)) that drops the one size-1 dim `d` the slice picked (not the last) ->
+      slice(reshape(x)) with `d` merged into the next dim: x[, t, ] of an [A, T, B] array as the
+      contiguous columns t * B .. t * B + B - 1 of its [A, T * B] view, which a matrix
+      product's epilogue reads in place.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = [
+    Statistic<"numSunk", "slices-sunk", "Slices moved above a pointwise op, broadcast, transpose or reshape">,
+  ];
+}
+
 def SplitReductions : Pass<"rfuse-split-reductions", "mlir::func::FuncOp"> {
   let summary = "Split reductions that would leave the GPU idle into two parallel stages";
   let description = [{
