@@ -14,6 +14,8 @@
 # r-diag: benchmarks/r-diag.R (where R-level time goes: Rprof of the training loops and calls;
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
+# warm-start: benchmarks/r-warm-start.R (W1, W5; RFUSE_WARM_ONLY picks) in fresh R processes,
+#          first with an empty program cache, then twice with the cache it left (issue 18).
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
@@ -94,7 +96,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
+if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
@@ -183,6 +185,16 @@ if [ "$what" = r-bench ]; then
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
     timeout 500 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R processes: cold, then warm cache
+  export RFUSE_CACHE_DIR=/tmp/rfuse-warm-start-cache
+  rm -rf "$RFUSE_CACHE_DIR"
+  for w in ${RFUSE_WARM_ONLY:-W1 W5}; do
+    for run in cold warm warm; do
+      echo "== $w, $run program cache"
+      timeout 300 Rscript benchmarks/r-warm-start.R "$w" 2>&1 | tee -a "$out/warm-start.log" | grep -E "^W"
+    done
+  done
 fi
 if [ "$what" = r-diag ]; then
   OUT="$out" timeout 500 Rscript benchmarks/r-diag.R 2>&1 | tee "$out/r-diag.log"

@@ -1,0 +1,46 @@
+# What a new R session waits for (issue 18's warm-start targets): run in a fresh process, once
+# with an empty program cache and again with the cache the first run left (RFUSE_CACHE_DIR):
+#   Rscript benchmarks/r-warm-start.R W1|W5
+# W1: library(rfuse), then rf_jit(chain) called once on device tensors (2^20 elements): the
+#     trace, the program (compiled, or read from the disk cache) and the run — "warm start of a
+#     cached program in a new session: <= 20 ms for W1 (trace included)".
+# W5: nn_resnet18 rf_fit on a batch of 256 (32x32): the time until the first step has run,
+#     and the counters — "0 NVRTC compiles, 0 pass-pipeline runs" on the second run.
+# Prints one line a measurement and rf_cache_info()'s counters.
+what <- commandArgs(TRUE)[1]
+if (is.na(what)) what <- "W1"
+t0 <- proc.time()[["elapsed"]]
+suppressPackageStartupMessages(library(rfuse))
+ms <- function(t) 1000 * (proc.time()[["elapsed"]] - t)
+cat(sprintf("%s library(rfuse): %.0f ms\n", what, ms(t0)))
+dev <- as.vector(rf_default_device())
+set.seed(1)
+if (what == "W1") {
+  chain <- function(x, a, b) pmax(x * a + b, 0) * (1 / (1 + exp(-x))) + tanh(b) * 0.5
+  n <- 2^20
+  xt <- rf_tensor(rnorm(n), device = dev); at <- rf_tensor(rnorm(n), device = dev); bt <- rf_tensor(rnorm(n), device = dev)
+  rf_sync(xt + 1) # the device and the tensor path started (not part of the warm start)
+  t1 <- proc.time()[["elapsed"]]
+  jf <- rf_jit(chain)
+  rf_sync(jf(xt, at, bt))
+  first <- ms(t1)
+  t2 <- proc.time()[["elapsed"]]
+  rf_sync(jf(xt, at, bt))
+  cat(sprintf("W1 first call (trace + program + run): %.1f ms; second call %.2f ms\n", first, ms(t2)))
+  # A second function in the same session: the warm start without the process's one-time work.
+  g <- rf_jit(function(x, a, b) pmax(x * a - b, 0) * (1 / (1 + exp(-x))) + tanh(a) * 0.5)
+  t3 <- proc.time()[["elapsed"]]
+  rf_sync(g(xt, at, bt))
+  cat(sprintf("W1 a second function's first call: %.1f ms\n", ms(t3)))
+}
+if (what == "W5") {
+  net <- nn_resnet18(num_classes = 10)
+  x <- array(rnorm(256 * 3 * 32 * 32), c(256, 3, 32, 32)); y <- rf_one_hot(sample.int(10, 256, replace = TRUE), 10)
+  t1 <- proc.time()[["elapsed"]]
+  fit <- rf_fit(net, x, y, steps = 1, lr = 0.1, momentum = 0.9, progress = FALSE)
+  cat(sprintf("W5 rf_fit, one step (trace + program + data upload + step): %.0f ms\n", ms(t1)))
+}
+ci <- rf_cache_info()
+cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d\n", what,
+            as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),
+            as.integer(ci$llvm_compiles)))
