@@ -421,7 +421,10 @@ private:
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    if (n > (int64_t(1) << 24))
+    int64_t read = 0; // (fewer elements than the result: cannot cover it, no need to look)
+    for (SliceOp s : slices)
+      read += llvm::cast<RankedTensorType>(s.getType()).getNumElements();
+    if (read < n || n > (int64_t(1) << 24))
       return false;
     std::vector<bool> hit(n, false);
     int64_t count = 0;

@@ -29,6 +29,12 @@ struct Window {
   }
 };
 
+// A rewrite that counts what it did (the pass's statistic).
+template <class OpTy> struct Counted : OpRewritePattern<OpTy> {
+  Counted(MLIRContext *ctx, int64_t &count) : OpRewritePattern<OpTy>(ctx), count(count) {}
+  int64_t &count;
+};
+
 Value slice(PatternRewriter &b, Location loc, Value x, const Window &w) {
   if (w.isFull(tensorOf(x).getShape()))
     return x;
@@ -36,9 +42,8 @@ Value slice(PatternRewriter &b, Location loc, Value x, const Window &w) {
 }
 
 // slice(slice(x)) -> slice(x).
-struct ComposeSlices : OpRewritePattern<SliceOp> {
-  ComposeSlices(MLIRContext *ctx, int64_t &count) : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct ComposeSlices : Counted<SliceOp> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(SliceOp outer, PatternRewriter &b) const override {
     auto inner = outer.getInput().getDefiningOp<SliceOp>();
     if (!inner)
@@ -59,9 +64,8 @@ struct ComposeSlices : OpRewritePattern<SliceOp> {
 
 // slice(broadcast_in_dim(v)) -> broadcast_in_dim(slice(v)): a dim of v that is broadcast (size 1
 // against more) keeps its one element.
-struct SliceOfBroadcast : OpRewritePattern<SliceOp> {
-  SliceOfBroadcast(MLIRContext *ctx, int64_t &count) : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct SliceOfBroadcast : Counted<SliceOp> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
     auto bc = s.getInput().getDefiningOp<BroadcastInDimOp>();
     if (!bc)
@@ -84,9 +88,8 @@ struct SliceOfBroadcast : OpRewritePattern<SliceOp> {
 };
 
 // slice(transpose(x, perm)) -> transpose(slice(x), perm).
-struct SliceOfTranspose : OpRewritePattern<SliceOp> {
-  SliceOfTranspose(MLIRContext *ctx, int64_t &count) : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct SliceOfTranspose : Counted<SliceOp> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
     auto t = s.getInput().getDefiningOp<TransposeOp>();
     if (!t)
@@ -110,9 +113,8 @@ struct SliceOfTranspose : OpRewritePattern<SliceOp> {
 
 // slice(p(a, b, ...)) for a pointwise op p all of whose users are slices: each slice computes p
 // on the slices of p's operands (same shape as p's result, or splat constants).
-struct SliceOfPointwise : OpRewritePattern<SliceOp> {
-  SliceOfPointwise(MLIRContext *ctx, int64_t &count) : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct SliceOfPointwise : Counted<SliceOp> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
     Operation *p = s.getInput().getDefiningOp();
     if (!p || !isa<PointwiseOpInterface, CastOp>(p) || p->getNumResults() != 1 || p->getNumRegions() != 0)
@@ -144,9 +146,8 @@ struct SliceOfPointwise : OpRewritePattern<SliceOp> {
 
 // reshape(slice(x)) where the slice picks one index t of dim d (not the last; every other dim
 // whole, steps of 1) and the reshape drops that dim: slice(reshape(x)), d merged into d + 1.
-struct ReshapeOfUnitSlice : OpRewritePattern<ReshapeOp> {
-  ReshapeOfUnitSlice(MLIRContext *ctx, int64_t &count) : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct ReshapeOfUnitSlice : Counted<ReshapeOp> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(ReshapeOp r, PatternRewriter &b) const override {
     auto s = r.getInput().getDefiningOp<SliceOp>();
     if (!s)
