@@ -544,3 +544,15 @@ test_that("traced torch code creates integer and boolean constants, and upper.tr
   f <- rf_jit(function(x) x * (row(x) >= col(x)), dtype = "float64")
   expect_identical(f(x), x * lower.tri(x, diag = TRUE))
 })
+
+test_that("rf_fit trains conv filters in the convolution's layout and gives them back in R's", {
+  set.seed(7)
+  net <- nn_sequential(nn_conv2d(2, 3, 3), nn_flatten(), nn_linear(12, 2))
+  w0 <- as.array(net[[1]]$weight)
+  x <- array(rnorm(8 * 2 * 4 * 4), c(8, 2, 4, 4)); y <- rep(1:2, 4)
+  fit <- rf_fit(net, x, y, steps = 2, lr = 0.1, progress = FALSE, device = "cpu")
+  expect_identical(dim(as.array(net[[1]]$weight)), dim(w0))
+  expect_identical(dim(fit$params[["0.weight"]]), dim(w0))
+  expect_equal(fit$params[["0.weight"]], unclass(as.array(net[[1]]$weight)), ignore_attr = "class")
+  expect_false(isTRUE(all.equal(fit$params[["0.weight"]], unclass(w0), check.attributes = FALSE)))
+})
