@@ -106,7 +106,7 @@ const std::vector<Spec> &specs() {
        [](RuntimeOptions &o, const std::string &v) { o.codegen.rowGridWave = v == "wave"; },
        [](const RuntimeOptions &o) { return std::string(o.codegen.rowGridWave ? "wave" : "row"); }},
       {{"column_cache", "RFUSE_COLUMN_CACHE", "0, 4, 8", "8",
-        "CUDA leading-dim reductions read more than once (a layer norm over an R matrix's rows) keep tiles of this many columns in shared memory; 0: off"},
+        "CUDA leading-dim reductions read more than once (a layer norm over an R matrix's rows) keep tiles of this many columns in shared memory; 0: off; on sm_90 and newer column_clusters decides the tile instead (32 columns), unless this is 0"},
        Kind::Choice, {"0", "4", "8"}, 0,
        [](RuntimeOptions &o, const std::string &v) { o.codegen.columnCache = std::stoi(v); },
        [](const RuntimeOptions &o) { return std::to_string(o.codegen.columnCache); }},
