@@ -824,6 +824,12 @@ private:
   // A column-cache tile's element at reduced index jl (of this block's part) and column
   // threadIdx.x % cacheColumns (the tile pointer's offset).
   std::string cacheIndex() const { return "jl * " + std::to_string(cacheColumns); }
+  // A column-cache loop's indices at its step k: jl in this block's part of the tile, j among
+  // the reduced elements (a cluster's block `rank` starts at j0).
+  std::string tileIndices(const std::string &indent) const {
+    return indent + "const long long jl = (long long)ty + (long long)k * " + std::to_string(cacheRowsPerStep) +
+           "LL;\n" + indent + "const long long j = " + (clusterSize > 1 ? "j0 + jl" : "jl") + ";\n";
+  }
   // The register chunks cover the row exactly: no element needs a bounds check.
   bool exactChunks() const { return chunks * blockSize * vec == redLen; }
 
@@ -846,8 +852,7 @@ private:
   std::string openRowLoop() const {
     if (columnCache)
       return "    #pragma unroll 4\n    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n    {\n" +
-             "      const long long jl = (long long)ty + (long long)k * " + std::to_string(cacheRowsPerStep) +
-             "LL;\n      const long long j = " + (clusterSize > 1 ? "j0 + jl" : "jl") + ";\n      {\n";
+             tileIndices("      ") + "      {\n";
     if (useCache())
       return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
              "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
@@ -875,9 +880,7 @@ private:
                std::to_string((int64_t)n * (redLen / clusterSize) * cacheColumns) + "LL + (threadIdx.x % " +
                std::to_string(cacheColumns) + ");\n"; // (a block holds its part of each input)
         out += "    #pragma unroll 16\n    for (int k = 0; k < " + std::to_string(chunks) +
-               "; ++k) {\n      const long long jl = (long long)ty + (long long)k * " +
-               std::to_string(cacheRowsPerStep) + "LL;\n      const long long j = " +
-               (clusterSize > 1 ? "j0 + jl" : "jl") + ";\n      " + nm + "[" + cacheIndex() + "] = in" +
+               "; ++k) {\n" + tileIndices("      ") + "      " + nm + "[" + cacheIndex() + "] = in" +
                std::to_string(i) + "[" + fullIndex() + "];\n    }\n";
       }
       out += "    __syncthreads();\n";
