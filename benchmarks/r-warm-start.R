@@ -12,6 +12,13 @@ if (is.na(what)) what <- "W1"
 t0 <- proc.time()[["elapsed"]]
 suppressPackageStartupMessages(library(rfuse))
 ms <- function(t) 1000 * (proc.time()[["elapsed"]] - t)
+# Where a measured stretch's time went: rfuse's phases (rf_cache_info()$seconds) and R's garbage
+# collections (gc.time()'s elapsed), as differences from a mark taken before it.
+mark <- function() c(rf_cache_info()$seconds, gc = gc.time()[3])
+phases <- function(before) {
+  d <- 1000 * (mark() - before)
+  paste(sprintf("%s %.1f", c("trace", "program", "plan", "load", "library first calls", "R gc"), d), collapse = ", ")
+}
 cat(sprintf("%s library(rfuse): %.0f ms\n", what, ms(t0)))
 dev <- as.vector(rf_default_device())
 set.seed(1)
@@ -20,26 +27,35 @@ if (what == "W1") {
   n <- 2^20
   xt <- rf_tensor(rnorm(n), device = dev); at <- rf_tensor(rnorm(n), device = dev); bt <- rf_tensor(rnorm(n), device = dev)
   rf_sync(xt + 1) # the device and the tensor path started (not part of the warm start)
+  m1 <- mark()
   t1 <- proc.time()[["elapsed"]]
   jf <- rf_jit(chain)
   rf_sync(jf(xt, at, bt))
   first <- ms(t1)
+  where <- phases(m1)
   t2 <- proc.time()[["elapsed"]]
   rf_sync(jf(xt, at, bt))
-  cat(sprintf("W1 first call (trace + program + run): %.1f ms; second call %.2f ms\n", first, ms(t2)))
+  cat(sprintf("W1 first call (trace + program + run): %.1f ms (%s); second call %.2f ms\n", first, where, ms(t2)))
   # A second function in the same session: the warm start without the process's one-time work.
   g <- rf_jit(function(x, a, b) pmax(x * a - b, 0) * (1 / (1 + exp(-x))) + tanh(a) * 0.5)
+  m3 <- mark()
   t3 <- proc.time()[["elapsed"]]
   rf_sync(g(xt, at, bt))
-  cat(sprintf("W1 a second function's first call: %.1f ms\n", ms(t3)))
+  cat(sprintf("W1 a second function's first call: %.1f ms (%s)\n", ms(t3), phases(m3)))
 }
 if (what == "W5") {
   net <- nn_resnet18(num_classes = 10)
-  x <- array(rnorm(256 * 3 * 32 * 32), c(256, 3, 32, 32)); y <- rf_one_hot(sample.int(10, 256, replace = TRUE), 10)
+  nb <- as.integer(Sys.getenv("RFUSE_W5_BATCH", "256"))
+  x <- array(rnorm(nb * 3 * 32 * 32), c(nb, 3, 32, 32)); y <- rf_one_hot(sample.int(10, nb, replace = TRUE), 10)
+  m1 <- mark()
   t1 <- proc.time()[["elapsed"]]
+  prof <- Sys.getenv("RFUSE_WARM_RPROF") # a file: R's profile of the step (a diagnostic)
+  if (nzchar(prof)) Rprof(prof, interval = 0.005)
   fit <- rf_fit(net, x, y, steps = 1, lr = 0.1, momentum = 0.9, progress = FALSE)
-  cat(sprintf("W5 rf_fit, one step (trace + program + data upload + step): %.0f ms\n", ms(t1)))
+  if (nzchar(prof)) Rprof(NULL)
+  cat(sprintf("W5 rf_fit, one step (trace + program + data upload + step): %.0f ms (%s)\n", ms(t1), phases(m1)))
 }
+if (what == "W5" && nzchar(prof)) print(head(summaryRprof(prof)$by.total, 45))
 ci <- rf_cache_info()
 cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d\n", what,
             as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),

@@ -253,6 +253,10 @@
     invisible(.Call(`_rfuse_rf_release_cached_memory`))
 }
 
+.rf_aperm <- function(x, perm) {
+    .Call(`_rfuse_rf_aperm`, x, perm)
+}
+
 .rf_tensor_from_r <- function(x, dtype, device) {
     .Call(`_rfuse_rf_tensor_from_r`, x, dtype, device)
 }
@@ -263,6 +267,10 @@
 
 .rf_tensor_empty <- function(shape, dtype, device) {
     .Call(`_rfuse_rf_tensor_empty`, shape, dtype, device)
+}
+
+.rf_tensor_zeros <- function(shape, dtype, device) {
+    .Call(`_rfuse_rf_tensor_zeros`, shape, dtype, device)
 }
 
 .rf_tensor_valid <- function(handle) {

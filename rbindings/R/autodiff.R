@@ -594,7 +594,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   B <- list(lapply(buffers, to_dev), NULL)
   # Every rank starts from rank 0's parameters and buffers (as DistributedDataParallel does).
   if (world > 1) rf_guard(.rf_broadcast(lapply(c(P[[1]], B[[1]]), tensor_buffer), 0L))
-  S <- list(lapply(seq_len(nb), function(j) lapply(P[[1]], function(p) p * 0)), NULL) # distinct tensors per kind
+  S <- list(lapply(seq_len(nb), function(j) lapply(P[[1]], zeros_like)), NULL) # distinct tensors per kind
   # Data that fit the budget go to the device once; larger data stream a batch per step from R
   # memory (through pinned staging, overlapping the step before).
   data_bytes <- sum(vapply(data, function(d) if (is_tensor(d)) d@env$len else length(d), 0)) * (if (dtype == "float64") 8 else 4)
@@ -901,6 +901,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # Convolution filters train in the layout the step's convolutions read (see filter_layouts).
   layouts <- list()
   from_layout <- function(p, v) if (is.null(layouts[[p]])) v else t_permute(v, order(layouts[[p]]))
+  written <- list() # what write_back gave the model, in R's layout (fit$params takes the same)
   f <- function(...) {
     a <- list(...)
     # (the running statistics' updates replace these inputs: see track_batch_stats)
@@ -912,8 +913,10 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     for (p in bpaths) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }
-  write_back <- function(trained)
-    for (p in paths) store_parameter(self, p, from_layout(p, trained[[p]]))
+  write_back <- function(trained) {
+    written <<- list()
+    for (p in paths) store_parameter(self, p, written[[p]] <- from_layout(p, trained[[p]]))
+  }
   # The running statistics the steps computed, and as many batches counted as steps were run by
   # the batch norms that tracked them (those in training mode).
   write_buffers <- function(values, done, replaced) {
@@ -935,13 +938,14 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
                 write_back = write_back, ...)
   if (identical(match.arg(a$dtype, c("float32", "float64")), "float32")) {
     layouts <- filter_layouts(model, paths)
-    for (p in names(layouts)) a$params[[p]] <- aperm(a$params[[p]], layouts[[p]])
+    for (p in names(layouts)) a$params[[p]] <- r_aperm(a$params[[p]], layouts[[p]])
   }
   fit <- train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
                     a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
                     buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
                     drop_last = a$drop_last, precision = a$precision)
-  for (p in intersect(names(layouts), names(fit$params))) fit$params[[p]] <- from_layout(p, fit$params[[p]])
+  for (p in intersect(names(layouts), names(fit$params)))
+    fit$params[[p]] <- if (!is.null(written[[p]])) written[[p]] else from_layout(p, fit$params[[p]])
   fit
 }
 
@@ -995,7 +999,9 @@ label_values <- function(y) {
 }
 
 restore_shape <- function(v, like) {
-  if (is.null(dim(like))) as.vector(v) else array(v, dim(like))
+  if (is.null(dim(like))) as.vector(v)
+  else if (identical(attributes(v), list(dim = dim(like)))) v # already so (array() would copy)
+  else array(v, dim(like))
 }
 
 #' @export
@@ -1098,10 +1104,10 @@ new_optimizer <- function(params, mode, class) {
                            "the graph (keep it an rf_tensor)"), paste(idle, collapse = ", "))
       warning(structure(class = c("rfuse_no_gradient_warning", "warning", "condition"), list(message = msg, call = NULL)))
     }
-    grads <- lapply(seq_len(n), function(i) params[[i]]@env$grad %||% (values[[i]] * 0))
+    grads <- lapply(seq_len(n), function(i) params[[i]]@env$grad %||% zeros_like(values[[i]]))
     nb <- state_buffers(mode)
     # Momentum / Adam moments live beside the parameters, on their device.
-    if (is.null(self$buffers)) self$buffers <- lapply(seq_len(nb), function(j) lapply(values, function(v) v * 0))
+    if (is.null(self$buffers)) self$buffers <- lapply(seq_len(nb), function(j) lapply(values, zeros_like))
     self$steps <- self$steps + 1L
     extra <- unname(unlist(self$buffers, recursive = FALSE))
     if (mode$optimizer != "sgd") extra <- c(extra, list(self$steps))

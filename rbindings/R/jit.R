@@ -5,6 +5,7 @@
 .rf_counters$compiles <- 0
 .rf_counters$hits <- 0
 .rf_counters$next_id <- 0
+.rf_counters$trace_seconds <- 0
 
 # Names every argument (positional ones by f's formals, as R would match them).
 name_args <- function(f, args) {
@@ -645,8 +646,14 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #'   pipeline ran), `disk_hits` (programs read back from the disk cache instead),
 #'   `specializations` (programs made for a batch size from a dynamic-shape template, see
 #'   [rf_jit()]'s `dynamic`), `nvrtc_compiles`, `llvm_compiles` (LLVM codegen runs) and `llvm_disk_hits` (CPU functions
-#'   loaded from the disk cache instead). `rf_cache_clear()`: the number of programs removed,
-#'   invisibly.
+#'   loaded from the disk cache instead), and `seconds`: where first calls' time went in this
+#'   process (wall seconds, summed) — `trace` (running R code to record programs), `program`
+#'   (reading compiled programs from the disk cache, or running the pass pipeline), `plan`
+#'   (planning their steps) and `load` (preparing a program for its device on its first run:
+#'   kernels loaded, the CPU backend's functions compiled or read back) and `library` (the first
+#'   run of each cuBLASLt product and cuDNN convolution: its algorithm chosen, the library's
+#'   kernels loaded).
+#'   `rf_cache_clear()`: the number of programs removed, invisibly.
 #' @examples
 #' rf_cache_info()
 #' @export
@@ -662,7 +669,10 @@ rf_cache_info <- function() {
        pass_runs = counts[["pass_runs"]], disk_hits = counts[["disk_hits"]],
        specializations = counts[["specializations"]],
        nvrtc_compiles = counts[["nvrtc_compiles"]], llvm_compiles = counts[["llvm_compiles"]],
-       llvm_disk_hits = counts[["llvm_disk_hits"]])
+       llvm_disk_hits = counts[["llvm_disk_hits"]],
+       seconds = c(trace = .rf_counters$trace_seconds, program = counts[["program_seconds"]],
+                   plan = counts[["plan_seconds"]], load = counts[["load_seconds"]],
+                   library = counts[["library_seconds"]]))
 }
 
 #' @rdname rf_cache_info

@@ -140,6 +140,19 @@ tensor_buffer <- function(t) {
 # The tensor's values as an R vector/array (the one place values cross into R).
 tensor_values <- function(t) rf_guard(.rf_tensor_to_r(tensor_buffer(t), t@env$rdim))
 
+# Zeros shaped as `v` (optimizer state): on v's device in its dtype for an rf_tensor, set there
+# (no program, no host values); R's zeros with v's attributes for an R array.
+zeros_like <- function(v) {
+  if (!is_tensor(v)) {
+    v[] <- 0
+    return(v)
+  }
+  materialize(v)
+  e <- v@env
+  make_tensor(buf = rf_guard(.rf_tensor_zeros(tshape(e$rdim, e$len), ir_dtype(e$dtype), e$device)),
+              dtype = e$dtype, device = e$device, rdim = e$rdim, len = e$len)
+}
+
 # A copy on `device` in `dtype` (the tensor itself when nothing changes).
 tensor_to <- function(t, device = t@env$device, dtype = t@env$dtype) {
   materialize(t) # (a pending tensor's dtype is known once it is computed)

@@ -91,13 +91,21 @@ t_set_dims <- function(x, shape) {
   shaped(unclass(x), shape)
 }
 
+# aperm() of an R array or vector: through .rf_aperm (fast, see permute.cpp) for plain numbers.
+r_aperm <- function(x, perm) {
+  x <- unclass(x)
+  if ((is.double(x) || is.integer(x) || is.logical(x)) && is.null(dimnames(x)) && length(dim(x)) == length(perm))
+    .rf_aperm(x, as.integer(perm))
+  else aperm(x, perm)
+}
+
 t_permute <- function(x, perm, call = sys.call()) {
   d <- t_size(x); n <- length(d)
   perm <- t_dims(unlist(perm), n, call)
   if (length(perm) != n || anyDuplicated(perm))
     rf_shape_error(sprintf("permute needs each of the %d dims once, got c(%s)", n, paste(perm, collapse = ", ")), call)
   if (identical(perm, seq_len(n))) return(x)
-  if (!is_sym(x)) return(aperm(unclass(x), perm))
+  if (!is_sym(x)) return(r_aperm(x, perm))
   # R dim r is tensor dim n - r: the result's tensor dim k reads R dim perm[n - k].
   id <- emit(.rf_b_transpose, x$id, as.integer(n - rev(perm)), call = call)
   new_sym(id, d[perm], x$len, x$dtype, x$ib)

@@ -408,9 +408,12 @@ trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
 # arguments stay R values. Returns the module text and how to map results back.
 trace_function <- function(f, args, dtype, static_args, device = current_device()) {
   saved <- as.list(.rf_state)
+  started <- if (is.null(saved$builder)) Sys.time() # the outermost trace's time (rf_cache_info)
   on.exit({
     rm(list = ls(.rf_state, all.names = TRUE), envir = .rf_state)
     for (nm in names(saved)) assign(nm, saved[[nm]], envir = .rf_state)
+    if (!is.null(started))
+      .rf_counters$trace_seconds <- .rf_counters$trace_seconds + as.numeric(Sys.time() - started, units = "secs")
   })
   b <- .rf_builder_new("main")
   .rf_state$builder <- b

@@ -815,6 +815,18 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_aperm
+SEXP rf_aperm(SEXP x, Rcpp::IntegerVector perm);
+RcppExport SEXP _rfuse_rf_aperm(SEXP xSEXP, SEXP permSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    Rcpp::traits::input_parameter< Rcpp::IntegerVector >::type perm(permSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_aperm(x, perm));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_tensor_from_r
 SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device);
 RcppExport SEXP _rfuse_rf_tensor_from_r(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
@@ -850,6 +862,19 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_empty(shape, dtype, device));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_tensor_zeros
+SEXP rf_tensor_zeros(IntegerVector shape, std::string dtype, std::string device);
+RcppExport SEXP _rfuse_rf_tensor_zeros(SEXP shapeSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_tensor_zeros(shape, dtype, device));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1126,9 +1151,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},
+    {"_rfuse_rf_aperm", (DL_FUNC) &_rfuse_rf_aperm, 2},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_to_r", (DL_FUNC) &_rfuse_rf_tensor_to_r, 2},
     {"_rfuse_rf_tensor_empty", (DL_FUNC) &_rfuse_rf_tensor_empty, 3},
+    {"_rfuse_rf_tensor_zeros", (DL_FUNC) &_rfuse_rf_tensor_zeros, 3},
     {"_rfuse_rf_tensor_valid", (DL_FUNC) &_rfuse_rf_tensor_valid, 1},
     {"_rfuse_rf_tensor_to_device", (DL_FUNC) &_rfuse_rf_tensor_to_device, 2},
     {"_rfuse_rf_tensor_cast", (DL_FUNC) &_rfuse_rf_tensor_cast, 2},

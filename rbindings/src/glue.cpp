@@ -655,7 +655,10 @@ Rcpp::NumericVector rf_compile_counts() {
         Rcpp::Named("specializations") = (double)p.specializations,
         Rcpp::Named("nvrtc_compiles") = (double)k.compiles,
         Rcpp::Named("llvm_compiles") = (double)rfuse::cpuJitStats().compiled,
-        Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits);
+        Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits,
+        Rcpp::Named("program_seconds") = p.programSeconds, Rcpp::Named("plan_seconds") = p.planSeconds,
+        Rcpp::Named("load_seconds") = p.loadSeconds,
+        Rcpp::Named("library_seconds") = rfuse::cuda::libraryCallStats().firstCallSeconds);
   });
 }
 

@@ -122,6 +122,14 @@ SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device)
   });
 }
 
+// [[Rcpp::export(.rf_tensor_zeros)]]
+SEXP rf_tensor_zeros(IntegerVector shape, std::string dtype, std::string device) {
+  return guarded([&] {
+    return rfuse::r::wrapTensor(rfuse::r::retryAfterCollection(
+        [&] { return rfuse::zeroTensor(deviceOf(device), dtypeOf(dtype), rfuse::r::toShape(shape)); }));
+  });
+}
+
 // [[Rcpp::export(.rf_tensor_valid)]]
 bool rf_tensor_valid(SEXP handle) { return TYPEOF(handle) == EXTPTRSXP && R_ExternalPtrAddr(handle); }
 

@@ -133,6 +133,15 @@ void countProgramCache(uint64_t ProgramCacheStats::*field) {
   std::lock_guard<std::mutex> lock(programCacheMutex);
   ++(programCache.*field);
 }
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void addProgramCacheSeconds(double ProgramCacheStats::*field, double seconds) {
+  std::lock_guard<std::mutex> lock(programCacheMutex);
+  programCache.*field += seconds;
+}
 } // namespace
 
 void countSpecialization() { countProgramCache(&ProgramCacheStats::specializations); }
@@ -284,7 +293,9 @@ std::shared_ptr<Program> Program::build(const std::string &moduleText, const std
         countProgramCache(&ProgramCacheStats::diskWrites);
     }
   }
-  program->planAndDescribe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  double made = secondsSince(start);
+  addProgramCacheSeconds(&ProgramCacheStats::programSeconds, made);
+  program->planAndDescribe(made);
   return program;
 }
 
@@ -335,23 +346,29 @@ void Program::planAndDescribe(double secondsSoFar) {
   }
   info.gpuFallbacks = state_->cudaPlan->hostSteps();
   info.gpuPlan = state_->cudaPlan->describe();
-  info.compileSeconds = secondsSoFar + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double planned = secondsSince(start);
+  addProgramCacheSeconds(&ProgramCacheStats::planSeconds, planned);
+  info.compileSeconds = secondsSoFar + planned;
 }
 
 namespace {
 // The device-specific program, built (planned and compiled) by the first run that needs it.
 cuda::GpuProgram &gpuProgram(Program::State &st) {
   std::lock_guard<std::mutex> lock(st.gpuMutex);
-  if (!st.gpu)
+  if (!st.gpu) {
+    auto start = std::chrono::steady_clock::now();
     st.gpu = std::make_unique<cuda::GpuProgram>(
         *st.cudaPlan, cuda::compileKernels, runtime::interpretedHostSteps(),
         st.tf32 == Tf32::FromOptions ? std::nullopt : std::optional<bool>(st.tf32 == Tf32::Allowed));
+    addProgramCacheSeconds(&ProgramCacheStats::loadSeconds, secondsSince(start));
+  }
   return *st.gpu;
 }
 
 cpu::CpuProgram &cpuProgram(Program::State &st, const std::string &entry) {
   std::lock_guard<std::mutex> lock(st.cpuMutex);
   if (!st.cpu) {
+    auto start = std::chrono::steady_clock::now();
     codegen::Target target; // Backend::Cpu
     try {
       st.cpu = std::make_unique<cpu::CpuProgram>(
@@ -362,6 +379,7 @@ cpu::CpuProgram &cpuProgram(Program::State &st, const std::string &entry) {
     } catch (const std::exception &e) {
       throw InterpreterError(e.what());
     }
+    addProgramCacheSeconds(&ProgramCacheStats::loadSeconds, secondsSince(start));
   }
   return *st.cpu;
 }

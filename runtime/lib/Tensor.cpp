@@ -399,6 +399,20 @@ void copyElements(const Tensor &dst, int64_t dstOffset, const Tensor &src, int64
                 "cuMemcpyDtoDAsync", "copying tensor elements");
 }
 
+Tensor zeroTensor(Device device, DType dtype, std::vector<int64_t> shape) {
+  Tensor t = emptyTensor(device, dtype, std::move(shape));
+  if (t.bytes() == 0)
+    return t;
+  if (device == Device::Cpu) {
+    std::memset(t.data(), 0, t.bytes());
+    return t;
+  }
+  cuda::Device &dev = cuda::Device::get();
+  cuda::check(cuda::driver().cuMemsetD8Async((CUdeviceptr)t.data(), 0, t.bytes(), dev.stream), "cuMemsetD8Async",
+              "zeroing a tensor");
+  return t;
+}
+
 HostTensor toHostTensor(const Tensor &t) {
   Tensor h = toDevice(t, Device::Cpu);
   return HostTensor::fromBytes(h.dtype, h.shape, (const char *)h.data());

@@ -8,6 +8,7 @@
 // --random fills the inputs as rfuse-run --random does (same seed, same values). --time N also
 // prints the load time, the first run's and the median of N more runs (each waited for).
 #include "rfuse/Runtime/Artifact.h"
+#include "rfuse/Runtime/Cuda.h"
 #include "rfuse/Runtime/HostTensor.h"
 #include "rfuse/Runtime/Npy.h"
 #include "rfuse/rfuse_rt.h"
@@ -168,8 +169,11 @@ int main(int argc, char **argv) {
         ms.push_back(msSince(t));
       }
       std::sort(ms.begin(), ms.end());
-      std::printf("time: load %.3f ms, first run %.3f ms, median of %lu runs %.4f ms (%s)\n", loadMs, firstMs,
-                  timeRuns, ms[ms.size() / 2], rfuse_rt_describe(p));
+      rfuse::cuda::LibraryCallStats lib = rfuse::cuda::libraryCallStats();
+      std::printf("time: load %.3f ms, first run %.3f ms (library calls' first runs: %llu, %.3f ms), median of %lu "
+                  "runs %.4f ms (%s)\n",
+                  loadMs, firstMs, (unsigned long long)lib.firstCalls, 1000 * lib.firstCallSeconds, timeRuns,
+                  ms[ms.size() / 2], rfuse_rt_describe(p));
     }
   } catch (const std::exception &e) {
     rc = fail(e.what());

@@ -74,3 +74,16 @@ test_that("a new R session compiles a traced function from the disk cache, runni
   }
   unlink(dir, recursive = TRUE)
 })
+
+test_that("rf_cache_info() says where first calls' time went, and a new program adds to it", {
+  before <- rf_cache_info()$seconds
+  expect_named(before, c("trace", "program", "plan", "load", "library"))
+  expect_true(all(before >= 0))
+  f <- rf_jit(function(x) tanh(x) * 3 + 0.25 - x^2)
+  f(runif(37))
+  after <- rf_cache_info()$seconds
+  expect_gt(after[["trace"]], before[["trace"]])
+  expect_gt(after[["program"]], before[["program"]])
+  expect_gt(after[["plan"]], before[["plan"]])
+  expect_true(all(after >= before))
+})

@@ -107,8 +107,16 @@ test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU
   net <- nn_resnet(blocks = c(1, 1), widths = c(4, 8), num_classes = 4, in_channels = 1)
   expect_true(any(grepl("downsample", names(net$parameters))))
   before <- net$parameters
+  made <- function() { i <- rf_cache_info(); i$pass_runs + i$disk_hits + i$specializations }
+  made0 <- made()
   fit <- rf_fit(net, imgs, y, steps = 30, optimizer = "adam", lr = 0.01, progress = FALSE)
+  # One program, the step: the optimizer's moments start as zeros set on the device, not as a
+  # program per parameter shape.
+  expect_equal(made() - made0, 1)
   expect_lt(fit$history[30], fit$history[1] / 4)
+  # Filters trained in the convolution's layout come back in R's, in the model and in fit$params.
+  expect_identical(dim(fit$params$conv1.weight), dim(before$conv1.weight))
+  expect_identical(fit$params$conv1.weight, rfuse:::state_value(net$parameters$conv1.weight))
   expect_false(isTRUE(all.equal(before$conv1.weight, net$parameters$conv1.weight)))
   expect_s3_class(net$parameters$conv1.weight, "rf_parameter")
   # Every compiled step updated the running statistics (torch's momentum 0.1).

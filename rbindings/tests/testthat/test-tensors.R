@@ -173,3 +173,37 @@ test_that("R's NA is refused where values become tensors (tensors hold NaN, not 
   expect_error(jf(rf_tensor(c(1, 2)), c(1, NA)), "element 2 is NA", class = "rfuse_type_error")
   expect_equal(as.numeric(jf(rf_tensor(c(1, 2)), c(1, 2))), c(2, 4))
 })
+
+test_that("the fast permute equals aperm() on numbers, integers and logicals, any dims", {
+  set.seed(11)
+  for (d in list(c(512L, 64L, 3L, 3L), c(64L, 3L, 7L, 7L), c(7L, 5L, 3L), 10L, c(4L, 1L, 6L, 2L, 3L),
+                 c(33L, 65L), c(0L, 3L), c(1L, 1L))) {
+    x <- array(rnorm(prod(d)), d)
+    xi <- array(sample(c(NA, 1:100), prod(d), TRUE), d)
+    xl <- xi > 50L
+    perms <- c(list(rev(seq_along(d)), seq_along(d)), replicate(3, sample(length(d)), simplify = FALSE))
+    for (p in perms) {
+      expect_identical(rfuse:::.rf_aperm(x, p), aperm(x, p))
+      expect_identical(rfuse:::.rf_aperm(xi, p), aperm(xi, p))
+      expect_identical(rfuse:::.rf_aperm(xl, p), aperm(xl, p))
+    }
+  }
+  # Anything else (dimnames, characters) goes to aperm() itself.
+  m <- matrix(1:6, 2, dimnames = list(c("a", "b"), NULL))
+  expect_identical(rfuse:::r_aperm(m, 2:1), aperm(m, 2:1))
+  expect_identical(rfuse:::r_aperm(matrix(letters[1:6], 2), 2:1), t(matrix(letters[1:6], 2)))
+  expect_error(rfuse:::.rf_aperm(array(1, c(2, 2)), c(1L, 1L)), "not a permutation")
+})
+
+test_that("zeros_like gives zeros on the tensor's device in its dtype, whatever its values", {
+  dev <- as.vector(rf_default_device())
+  for (dt in c("float32", "float64", "int32")) {
+    v <- if (dt == "int32") c(5, 1, -2, 7, 3, 4) else c(NaN, 1, -2, Inf, 3, 4)
+    t <- rf_tensor(array(v, c(2, 3)), dtype = dt, device = dev)
+    z <- rfuse:::zeros_like(t)
+    expect_identical(z$dtype, t$dtype)
+    expect_identical(z@env$device, dev)
+    expect_identical(as.array(z), array(if (dt == "int32") 0L else 0, c(2, 3)))
+  }
+  expect_identical(rfuse:::zeros_like(array(c(NaN, 2), c(1, 2))), array(0, c(1, 2)))
+})

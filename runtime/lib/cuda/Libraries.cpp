@@ -1,8 +1,42 @@
 #include "Libraries.h"
 
+#include "rfuse/Runtime/Cuda.h"
+
+#include <chrono>
+#include <mutex>
 #include <string>
 
 namespace rfuse::cuda {
+
+namespace {
+std::mutex libraryStatsMutex;
+LibraryCallStats libraryStats;
+
+// Times a library object's first call (its plan made: descriptors, the heuristics' or timed
+// choice of algorithm; and the library's own first work on the host, such as loading its
+// kernels) into libraryStats, when `first`.
+class FirstCallTimer {
+public:
+  explicit FirstCallTimer(bool first) : first(first), start(std::chrono::steady_clock::now()) {}
+  ~FirstCallTimer() {
+    if (!first)
+      return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(libraryStatsMutex);
+    ++libraryStats.firstCalls;
+    libraryStats.firstCallSeconds += s;
+  }
+
+private:
+  bool first;
+  std::chrono::steady_clock::time_point start;
+};
+} // namespace
+
+LibraryCallStats libraryCallStats() {
+  std::lock_guard<std::mutex> lock(libraryStatsMutex);
+  return libraryStats;
+}
 
 using codegen::Activation;
 using codegen::ConvCall;
@@ -168,6 +202,7 @@ void CublasLtMatmul::run(Device &dev, const MatmulCall &m, CUdeviceptr lhs, CUde
   const void *beta = m.dtype == DType::F64 ? (const void *)(withResidual ? &one64 : &zero64)
                                            : (const void *)(withResidual ? &one32 : &zero32);
   CUdeviceptr c = withResidual ? residual : product;
+  FirstCallTimer timer(!ready || preparedTf32 != tf32);
   if (!ready || preparedTf32 != tf32)
     prepare(dev, m, lhs, rhs, c, product, alpha, beta, tf32);
   if (m.biasInput >= 0)
@@ -279,6 +314,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
 void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdeviceptr> &ins, CUdeviceptr product,
                     bool tf32) {
   const CudnnApi &api = cudnn();
+  FirstCallTimer timer(!ready || preparedTf32 != tf32);
   if (!ready || preparedTf32 != tf32)
     prepare(dev, spec, tf32);
   auto in = [&](int i) { return (void *)ins[i]; };

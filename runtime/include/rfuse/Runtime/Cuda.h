@@ -88,6 +88,13 @@ struct KernelCacheStats {
   uint64_t memoryHits = 0, diskHits = 0, compiles = 0, diskWrites = 0, rejected = 0;
 };
 KernelCacheStats kernelCacheStats();
+/// Library calls' first runs in this process (a cuBLASLt product's or cuDNN convolution's plan
+/// and algorithm chosen, and the library's own first work for it), and their wall time.
+struct LibraryCallStats {
+  uint64_t firstCalls = 0;
+  double firstCallSeconds = 0;
+};
+LibraryCallStats libraryCallStats();
 /// Forgets the in-memory cache (the disk cache stays).
 void clearMemoryKernelCache();
 /// Kernel modules loaded on the device now (programs hold theirs while they live; 0 without a

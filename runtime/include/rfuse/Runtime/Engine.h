@@ -205,6 +205,10 @@ struct ProgramCacheStats {
   uint64_t rejected = 0;   ///< entries ignored (corrupt, foreign, not this user's)
   /// programs made for a batch size from a BatchTemplate (no pass pipeline run)
   uint64_t specializations = 0;
+  /// Where a first call's time goes (wall seconds, summed over the process): making programs
+  /// (disk read and parse, or the pass pipeline), planning them, and preparing a program for a
+  /// device on its first run (kernels loaded, library plans made).
+  double programSeconds = 0, planSeconds = 0, loadSeconds = 0;
 };
 ProgramCacheStats programCacheStats();
 

@@ -66,6 +66,9 @@ struct Tensor {
 
 /// A tensor with uninitialized values. Throws OutOfMemoryError (the GPU) or std::bad_alloc.
 Tensor emptyTensor(Device device, DType dtype, std::vector<int64_t> shape);
+/// A tensor of zeros (all bits zero: 0 in every dtype), set on its device (on the GPU queued on
+/// the stream): no program, no values from the host.
+Tensor zeroTensor(Device device, DType dtype, std::vector<int64_t> shape);
 
 /// R's values into a tensor of dst's dtype: doubles (NaN and R's NA become NaN; integer dtypes
 /// truncate toward zero and refuse NaN), or 32-bit integers with `naValue` marking NA (R's
