@@ -261,6 +261,14 @@
     .Call(`_rfuse_rf_tensor_from_r`, x, dtype, device)
 }
 
+.rf_tensor_from_r_permuted <- function(x, perm, dtype, device) {
+    .Call(`_rfuse_rf_tensor_from_r_permuted`, x, perm, dtype, device)
+}
+
+.rf_tensor_to_r_permuted <- function(handle, rdim, perm) {
+    .Call(`_rfuse_rf_tensor_to_r_permuted`, handle, rdim, perm)
+}
+
 .rf_tensor_to_r <- function(handle, rdim) {
     .Call(`_rfuse_rf_tensor_to_r`, handle, rdim)
 }

@@ -533,7 +533,8 @@ seeded_permutation <- function(n, seed) {
 # those the steps replaced) at the end or on an interrupt.
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
-                       strategy = "none", devices = NULL, drop_last = FALSE, precision = "32") {
+                       strategy = "none", devices = NULL, drop_last = FALSE, precision = "32",
+                       download = function(t, like, name) restore_shape(tensor_values(t), like)) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
   mixed <- training_precision(precision, dtype)
@@ -714,10 +715,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   done <- 0L
   last <- 1L
   # The values the last completed step wrote into a set's tensors, shaped like the R arrays given.
-  latest_of <- function(sets, like) stats::setNames(lapply(seq_along(like), function(i)
-    restore_shape(tensor_values(sets[[last]][[i]]), like[[i]])), names(like))
+  # (the parameters through `download`: rf_fit's filters come back in R's layout)
+  latest_of <- function(sets, like, get = download) stats::setNames(lapply(seq_along(like), function(i)
+    get(sets[[last]][[i]], like[[i]], names(like)[i])), names(like))
   latest <- function() latest_of(P, params)
-  latest_buffers <- function() latest_of(B, buffers)
+  latest_buffers <- function() latest_of(B, buffers, function(t, like, name) restore_shape(tensor_values(t), like))
   # An interrupt (or an error) leaves write_back() the last completed step's parameters (and
   # write_buffers() its buffers).
   on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)
@@ -901,7 +903,6 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # Convolution filters train in the layout the step's convolutions read (see filter_layouts).
   layouts <- list()
   from_layout <- function(p, v) if (is.null(layouts[[p]])) v else t_permute(v, order(layouts[[p]]))
-  written <- list() # what write_back gave the model, in R's layout (fit$params takes the same)
   f <- function(...) {
     a <- list(...)
     # (the running statistics' updates replace these inputs: see track_batch_stats)
@@ -913,10 +914,8 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     for (p in bpaths) set_parameter(self, p, a[[p]])
     loss(do.call(model, list(a$.input)), a$.target)
   }
-  write_back <- function(trained) {
-    written <<- list()
-    for (p in paths) store_parameter(self, p, written[[p]] <- from_layout(p, trained[[p]]))
-  }
+  write_back <- function(trained) # (filters in R's layout already: see download below)
+    for (p in paths) store_parameter(self, p, trained[[p]])
   # The running statistics the steps computed, and as many batches counted as steps were run by
   # the batch norms that tracked them (those in training mode).
   write_buffers <- function(values, done, replaced) {
@@ -934,19 +933,28 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # rf_train()'s arguments, matched and with its defaults, as R would for a call of it.
   settings <- rf_train
   body(settings) <- quote(as.list(environment()))
-  a <- settings(f, lapply(params, function(p) if (is_tensor(p)) state_value(p) else unclass(p)), data = data,
+  a <- settings(f, lapply(params, function(p) if (is_tensor(p)) state_value(p) else p), data = data,
                 write_back = write_back, ...)
-  if (identical(match.arg(a$dtype, c("float32", "float64")), "float32")) {
-    layouts <- filter_layouts(model, paths)
-    for (p in names(layouts)) a$params[[p]] <- r_aperm(a$params[[p]], layouts[[p]])
+  dtype <- match.arg(a$dtype, c("float32", "float64"))
+  if (dtype == "float32") layouts <- filter_layouts(model, paths)
+  # A filter goes to the device in its training layout straight from the parameter (no permuted
+  # copy in R), and comes back in R's layout in one step; the other parameters as R arrays.
+  device <- check_device(a$device)
+  for (p in names(a$params)) {
+    v <- a$params[[p]]
+    a$params[[p]] <- if (is.null(layouts[[p]]) || !is.double(v)) unclass(v) else
+      make_tensor(buf = rf_guard(.rf_tensor_from_r_permuted(v, layouts[[p]], ir_dtype(dtype), device)),
+                  dtype = dtype, device = device, rdim = dim(v)[layouts[[p]]], len = length(v))
   }
-  fit <- train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
-                    a$betas, a$eps, a$dtype, a$tf32, a$progress, a$device, a$shuffle, a$write_back,
-                    buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
-                    drop_last = a$drop_last, precision = a$precision)
-  for (p in intersect(names(layouts), names(fit$params)))
-    fit$params[[p]] <- if (!is.null(written[[p]])) written[[p]] else from_layout(p, fit$params[[p]])
-  fit
+  download <- function(t, like, p) {
+    if (is.null(layouts[[p]])) return(restore_shape(tensor_values(t), like))
+    materialize(t)
+    rf_guard(.rf_tensor_to_r_permuted(tensor_buffer(t), as.integer(t@env$rdim), order(layouts[[p]])))
+  }
+  train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
+             a$betas, a$eps, a$dtype, a$tf32, a$progress, device, a$shuffle, a$write_back,
+             buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
+             drop_last = a$drop_last, precision = a$precision, download = download)
 }
 
 # The layout each trainable nn_conv2d filter trains in: R keeps a filter as dim c(O, I, kH, kW),

@@ -193,6 +193,19 @@ test_that("the fast permute equals aperm() on numbers, integers and logicals, an
   expect_identical(rfuse:::r_aperm(m, 2:1), aperm(m, 2:1))
   expect_identical(rfuse:::r_aperm(matrix(letters[1:6], 2), 2:1), t(matrix(letters[1:6], 2)))
   expect_error(rfuse:::.rf_aperm(array(1, c(2, 2)), c(1L, 1L)), "not a permutation")
+  # To a tensor in the permuted layout and back (rf_fit's filters), on the default device.
+  dev <- as.vector(rf_default_device())
+  w <- array(rnorm(8 * 3 * 5 * 2), c(8, 3, 5, 2))
+  for (dt in c("float64", "float32")) {
+    perm <- c(2L, 4L, 3L, 1L)
+    buf <- rfuse:::rf_guard(rfuse:::.rf_tensor_from_r_permuted(w, perm, rfuse:::ir_dtype(dt), dev))
+    t <- rfuse:::make_tensor(buf = buf, dtype = dt, device = dev, rdim = dim(w)[perm], len = length(w))
+    expect_equal(as.array(t), aperm(w, perm), tolerance = if (dt == "float32") 1e-6 else 0)
+    back <- rfuse:::.rf_tensor_to_r_permuted(buf, dim(w)[perm], order(perm))
+    expect_equal(back, w, tolerance = if (dt == "float32") 1e-6 else 0)
+  }
+  expect_error(rfuse:::rf_guard(rfuse:::.rf_tensor_from_r_permuted(array(c(1, NA), c(1, 2)), 2:1, "f32", dev)),
+               class = "rfuse_type_error")
 })
 
 test_that("zeros_like gives zeros on the tensor's device in its dtype, whatever its values", {

@@ -25,11 +25,19 @@ public:
     std::lock_guard<std::mutex> lock(libraryStatsMutex);
     ++libraryStats.firstCalls;
     libraryStats.firstCallSeconds += s;
+    libraryStats.planSeconds += planSeconds;
+  }
+  /// Times the plan's making (descriptors, the algorithm's choice) within the first call.
+  template <typename F> void plan(F &&make) {
+    auto t = std::chrono::steady_clock::now();
+    make();
+    planSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
 private:
   bool first;
   std::chrono::steady_clock::time_point start;
+  double planSeconds = 0;
 };
 } // namespace
 
@@ -204,7 +212,7 @@ void CublasLtMatmul::run(Device &dev, const MatmulCall &m, CUdeviceptr lhs, CUde
   CUdeviceptr c = withResidual ? residual : product;
   FirstCallTimer timer(!ready || preparedTf32 != tf32);
   if (!ready || preparedTf32 != tf32)
-    prepare(dev, m, lhs, rhs, c, product, alpha, beta, tf32);
+    timer.plan([&] { prepare(dev, m, lhs, rhs, c, product, alpha, beta, tf32); });
   if (m.biasInput >= 0)
     lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
   cublasStatus_t st = lt.cublasLtMatmul(dev.lt(), desc, alpha, (void *)rhs, la, (void *)lhs, lb, beta, (void *)c, lc,
@@ -316,7 +324,7 @@ void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdevic
   const CudnnApi &api = cudnn();
   FirstCallTimer timer(!ready || preparedTf32 != tf32);
   if (!ready || preparedTf32 != tf32)
-    prepare(dev, spec, tf32);
+    timer.plan([&] { prepare(dev, spec, tf32); });
   auto in = [&](int i) { return (void *)ins[i]; };
   Scale k(spec.dtype);
   void *ws = (void *)dev.workspace();

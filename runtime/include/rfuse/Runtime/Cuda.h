@@ -93,6 +93,7 @@ KernelCacheStats kernelCacheStats();
 struct LibraryCallStats {
   uint64_t firstCalls = 0;
   double firstCallSeconds = 0;
+  double planSeconds = 0; ///< of which making the calls' plans (descriptors, algorithms chosen)
 };
 LibraryCallStats libraryCallStats();
 /// Forgets the in-memory cache (the disk cache stays).
