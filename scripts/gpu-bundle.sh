@@ -22,7 +22,7 @@ fi
 # The R package, installed here (Debian's R 4.2, as on the box through scripts/r-on-gpu-box.sh),
 # with its tests and the R benchmark.
 mkdir -p "$stage/rfuse/R-library"
-R CMD INSTALL --no-test-load --library="$stage/rfuse/R-library" rbindings > "$stage/rfuse/R-install.log" 2>&1 ||
+R CMD INSTALL --preclean --no-test-load --library="$stage/rfuse/R-library" rbindings > "$stage/rfuse/R-install.log" 2>&1 ||
   { cat "$stage/rfuse/R-install.log"; exit 1; }
 cp -r rbindings/tests "$stage/rfuse/R-tests"
 cp benchmarks/r-bench.R scripts/r-on-gpu-box.sh "$stage/rfuse/"

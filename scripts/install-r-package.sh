@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RFUSE_SRC="$PWD" RFUSE_BUILD="$PWD/build"
 if [ -w "$(Rscript -e 'cat(.libPaths()[1])')" ]; then
-  R CMD INSTALL --no-multiarch rbindings
+  R CMD INSTALL --preclean --no-multiarch rbindings
 else
   mkdir -p "$HOME/R/library"
-  R_LIBS_USER="$HOME/R/library" R CMD INSTALL --no-multiarch -l "$HOME/R/library" rbindings
+  R_LIBS_USER="$HOME/R/library" R CMD INSTALL --preclean --no-multiarch -l "$HOME/R/library" rbindings
 fi
-rbindings/cleanup
+(cd rbindings && ./cleanup) # (its paths are the package's own)

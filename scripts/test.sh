@@ -27,5 +27,5 @@ export RFUSE_SRC="$PWD" RFUSE_BUILD="$PWD/build"
  if grep -qE "^Status: .*(ERROR|WARNING)" check.log || ! grep -q "^Status:" check.log; then
    echo "R CMD check reported an ERROR or WARNING (see build/rcheck/check.log)"; exit 1
  fi)
-rbindings/cleanup
+(cd rbindings && ./cleanup)
 echo "== all tests passed"
