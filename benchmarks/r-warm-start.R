@@ -42,6 +42,13 @@ if (what == "W1") {
   t3 <- proc.time()[["elapsed"]]
   rf_sync(g(xt, at, bt))
   cat(sprintf("W1 a second function's first call: %.1f ms (%s)\n", ms(t3), phases(m3)))
+  # A third, right after a full collection: the first call without one of R's on the way.
+  h <- rf_jit(function(x, a, b) pmin(x * b + a, 1) * (1 / (1 + exp(-a))) + tanh(x) * 0.5)
+  invisible(gc())
+  m4 <- mark()
+  t4 <- proc.time()[["elapsed"]]
+  rf_sync(h(xt, at, bt))
+  cat(sprintf("W1 a third function's first call, after gc(): %.1f ms (%s)\n", ms(t4), phases(m4)))
 }
 if (what == "W5") {
   net <- nn_resnet18(num_classes = 10)

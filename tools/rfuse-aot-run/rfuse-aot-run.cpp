@@ -171,9 +171,10 @@ int main(int argc, char **argv) {
       std::sort(ms.begin(), ms.end());
       rfuse::cuda::LibraryCallStats lib = rfuse::cuda::libraryCallStats();
       std::printf("time: load %.3f ms, first run %.3f ms (library calls' first runs: %llu, %.3f ms, of which plans "
-                  "%.3f ms), median of %lu runs %.4f ms (%s)\n",
+                  "%.3f ms, the longest %.3f ms), median of %lu runs %.4f ms (%s)\n",
                   loadMs, firstMs, (unsigned long long)lib.firstCalls, 1000 * lib.firstCallSeconds,
-                  1000 * lib.planSeconds, timeRuns, ms[ms.size() / 2], rfuse_rt_describe(p));
+                  1000 * lib.planSeconds, 1000 * lib.longestPlanSeconds, timeRuns, ms[ms.size() / 2],
+                  rfuse_rt_describe(p));
     }
   } catch (const std::exception &e) {
     rc = fail(e.what());

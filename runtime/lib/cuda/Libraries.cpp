@@ -2,6 +2,7 @@
 
 #include "rfuse/Runtime/Cuda.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@ public:
     ++libraryStats.firstCalls;
     libraryStats.firstCallSeconds += s;
     libraryStats.planSeconds += planSeconds;
+    libraryStats.longestPlanSeconds = std::max(libraryStats.longestPlanSeconds, planSeconds);
   }
   /// Times the plan's making (descriptors, the algorithm's choice) within the first call.
   template <typename F> void plan(F &&make) {

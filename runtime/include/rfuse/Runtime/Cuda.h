@@ -94,6 +94,7 @@ struct LibraryCallStats {
   uint64_t firstCalls = 0;
   double firstCallSeconds = 0;
   double planSeconds = 0; ///< of which making the calls' plans (descriptors, algorithms chosen)
+  double longestPlanSeconds = 0; ///< the longest plan (a library's one-time start shows here)
 };
 LibraryCallStats libraryCallStats();
 /// Forgets the in-memory cache (the disk cache stays).
