@@ -241,6 +241,10 @@
     .Call(`_rfuse_rf_specialize`, templ, text, batch)
 }
 
+.rf_warm_libraries <- function() {
+    invisible(.Call(`_rfuse_rf_warm_libraries`))
+}
+
 .rf_compile_counts <- function() {
     .Call(`_rfuse_rf_compile_counts`)
 }

@@ -540,6 +540,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   mixed <- training_precision(precision, dtype)
   strategy <- match.arg(strategy, c("none", "ddp"))
   device <- check_device(device)
+  if (device == "cuda") .rf_warm_libraries() # (cuDNN's and cuBLASLt's start overlaps the trace below)
   if (!is.null(devices) && strategy != "ddp")
     rf_abort("rfuse_type_error", "`devices` is for strategy = \"ddp\" (data-parallel training)")
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))

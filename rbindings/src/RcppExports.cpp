@@ -787,6 +787,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_warm_libraries
+void rf_warm_libraries();
+RcppExport SEXP _rfuse_rf_warm_libraries() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_warm_libraries();
+    return R_NilValue;
+END_RCPP
+}
 // rf_compile_counts
 Rcpp::NumericVector rf_compile_counts();
 RcppExport SEXP _rfuse_rf_compile_counts() {
@@ -1175,6 +1184,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {"_rfuse_rf_batch_template", (DL_FUNC) &_rfuse_rf_batch_template, 4},
     {"_rfuse_rf_specialize", (DL_FUNC) &_rfuse_rf_specialize, 3},
+    {"_rfuse_rf_warm_libraries", (DL_FUNC) &_rfuse_rf_warm_libraries, 0},
     {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},

@@ -645,6 +645,16 @@ SEXP rf_specialize(SEXP templ, std::string text, double batch) {
   });
 }
 
+// Starts cuBLASLt's and cuDNN's initialization on threads of their own (a training loop calls it
+// before tracing its step, so that the libraries' start overlaps R's work).
+// [[Rcpp::export(.rf_warm_libraries)]]
+void rf_warm_libraries() {
+  guarded([&] {
+    if (rfuse::cuda::gpuPresence().present)
+      rfuse::cuda::warmLibraries(true, true);
+  });
+}
+
 // [[Rcpp::export(.rf_compile_counts)]]
 Rcpp::NumericVector rf_compile_counts() {
   return guarded([&] {

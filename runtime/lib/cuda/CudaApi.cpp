@@ -153,6 +153,7 @@ const CudnnApi &cudnn() {
     bool ok = true;
 #define RF_BIND(field, sym) ok &= bind(lib, a.field, sym, a.error)
     RF_BIND(cudnnCreate, "cudnnCreate");
+    RF_BIND(cudnnDestroy, "cudnnDestroy");
     RF_BIND(cudnnGetVersion, "cudnnGetVersion");
     RF_BIND(cudnnSetStream, "cudnnSetStream");
     RF_BIND(cudnnGetErrorString, "cudnnGetErrorString");

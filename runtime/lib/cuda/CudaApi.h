@@ -121,6 +121,7 @@ struct CudnnApi {
   bool loaded = false;
   std::string error;
   cudnnStatus_t (*cudnnCreate)(cudnnHandle_t *);
+  cudnnStatus_t (*cudnnDestroy)(cudnnHandle_t);
   size_t (*cudnnGetVersion)();
   cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, cudaStream_t);
   const char *(*cudnnGetErrorString)(cudnnStatus_t);

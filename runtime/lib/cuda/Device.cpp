@@ -1,4 +1,5 @@
 #include "Device.h"
+#include "Libraries.h"
 
 #include "rfuse/Runtime/Tensor.h"
 
@@ -245,8 +246,10 @@ void warmLibraries(bool wantLt, bool wantDnn) {
     });
   if (wantDnn)
     start(warmers.dnn, [] {
-      if (cudnn().loaded && gpuPresence().present)
+      if (cudnn().loaded && gpuPresence().present) {
         Device::get().dnn();
+        warmConvolutionEngines();
+      }
     });
 }
 

@@ -351,6 +351,34 @@ void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdevic
   }
 }
 
+void warmConvolutionEngines() {
+  const CudnnApi &api = cudnn();
+  cudnnHandle_t h = nullptr;
+  if (!api.loaded || api.cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+    return;
+  cudnnTensorDescriptor_t x = tensorDesc(DType::F32, true, 8, 16, 8, 8), y = tensorDesc(DType::F32, true, 8, 16, 8, 8);
+  cudnnFilterDescriptor_t f = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  if (api.cudnnCreateFilterDescriptor(&f) == CUDNN_STATUS_SUCCESS &&
+      api.cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 16, 16, 3, 3) == CUDNN_STATUS_SUCCESS &&
+      api.cudnnCreateConvolutionDescriptor(&conv) == CUDNN_STATUS_SUCCESS &&
+      api.cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+          CUDNN_STATUS_SUCCESS) {
+    int found = 0;
+    cudnnConvolutionFwdAlgoPerf_t fwd[8];
+    cudnnConvolutionBwdDataAlgoPerf_t data[8];
+    cudnnConvolutionBwdFilterAlgoPerf_t filter[8];
+    api.cudnnGetConvolutionForwardAlgorithm_v7(h, x, f, conv, y, 8, &found, fwd);
+    api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, f, y, conv, x, 8, &found, data);
+    api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, f, 8, &found, filter);
+  }
+  if (conv) api.cudnnDestroyConvolutionDescriptor(conv);
+  if (f) api.cudnnDestroyFilterDescriptor(f);
+  api.cudnnDestroyTensorDescriptor(x);
+  api.cudnnDestroyTensorDescriptor(y);
+  api.cudnnDestroy(h);
+}
+
 // ---- cuDNN pooling ----------------------------------------------------------------------------
 
 CudnnPool::~CudnnPool() {

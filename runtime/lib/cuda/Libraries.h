@@ -53,6 +53,11 @@ private:
   void destroy();
 };
 
+/// Asks cuDNN's heuristics about a small convolution in each direction, on a handle of its own:
+/// cuDNN's one-time start (its convolution engines and heuristics loaded, ~0.1 s) then happens on
+/// a warming thread (warmLibraries) instead of in a program's first convolution.
+void warmConvolutionEngines();
+
 class CudnnPool {
 public:
   ~CudnnPool();

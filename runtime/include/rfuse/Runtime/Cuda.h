@@ -97,6 +97,10 @@ struct LibraryCallStats {
   double longestPlanSeconds = 0; ///< the longest plan (a library's one-time start shows here)
 };
 LibraryCallStats libraryCallStats();
+/// Starts cuBLASLt's and cuDNN's one-time initialization on threads of their own (once each per
+/// process; a no-op without a GPU or the library): a front end that knows a GPU program with
+/// library calls is coming (a training loop, before it traces) calls it early.
+void warmLibraries(bool cublasLt, bool cudnn);
 /// Forgets the in-memory cache (the disk cache stays).
 void clearMemoryKernelCache();
 /// Kernel modules loaded on the device now (programs hold theirs while they live; 0 without a
