@@ -647,7 +647,7 @@ rf_explain <- function(f, ..., pipeline = "default", after_each_pass = FALSE) {
 #'   `specializations` (programs made for a batch size from a dynamic-shape template, see
 #'   [rf_jit()]'s `dynamic`), `nvrtc_compiles`, `llvm_compiles` (LLVM codegen runs) and `llvm_disk_hits` (CPU functions
 #'   loaded from the disk cache instead), and `seconds`: where first calls' time went in this
-#'   process (wall seconds, summed) — `trace` (running R code to record programs), `program`
+#'   process (wall seconds, summed) --- `trace` (running R code to record programs), `program`
 #'   (reading compiled programs from the disk cache, or running the pass pipeline), `plan`
 #'   (planning their steps) and `load` (preparing a program for its device on its first run:
 #'   kernels loaded, the CPU backend's functions compiled or read back) and `library` (the first
