@@ -6,6 +6,8 @@
 #ifndef RFUSE_RBINDINGS_PERMUTE_H
 #define RFUSE_RBINDINGS_PERMUTE_H
 
+#include "glue.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -96,6 +98,28 @@ void permuteInto(const T *in, T *out, const Permutation &perm) {
   }
 }
 
+
+/// permutationOf for an R array's dim attribute (or an integer dims vector) and R's 1-based
+/// `perm`; a classed error naming `who` when they do not fit.
+inline Permutation permutationOfR(SEXP dims, SEXP perm, const char *who) {
+  if (TYPEOF(dims) != INTSXP || TYPEOF(perm) != INTSXP)
+    fail("rfuse_type_error", std::string("internal: ") + who + " takes integer dims and a permutation");
+  std::string problem;
+  Permutation p = permutationOf(std::vector<int64_t>(INTEGER(dims), INTEGER(dims) + Rf_xlength(dims)),
+                                std::vector<int>(INTEGER(perm), INTEGER(perm) + Rf_xlength(perm)), problem);
+  if (!problem.empty())
+    fail("rfuse_type_error", std::string("internal: ") + who + ": " + problem);
+  return p;
+}
+
+/// Sets `v`'s dim attribute to the permuted dims.
+inline void setPermutedDims(SEXP v, const Permutation &p) {
+  SEXP dim = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)p.outDims.size()));
+  for (size_t k = 0; k < p.outDims.size(); ++k)
+    INTEGER(dim)[k] = (int)p.outDims[k];
+  Rf_setAttrib(v, R_DimSymbol, dim);
+  UNPROTECT(1);
+}
 
 } // namespace rfuse::r
 

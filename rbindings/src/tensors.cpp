@@ -116,15 +116,11 @@ SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
 // [[Rcpp::export(.rf_tensor_from_r_permuted)]]
 SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, std::string device) {
   return guarded([&] {
-    SEXP dim = Rf_getAttrib(x, R_DimSymbol);
-    if (TYPEOF(x) != REALSXP || TYPEOF(dim) != INTSXP)
+    if (TYPEOF(x) != REALSXP)
       fail("rfuse_type_error", "internal: .rf_tensor_from_r_permuted takes an array of doubles");
     refuseNA(x);
-    std::string problem;
-    rfuse::r::Permutation p = rfuse::r::permutationOf(std::vector<int64_t>(INTEGER(dim), INTEGER(dim) + Rf_xlength(dim)),
-                                                      std::vector<int>(perm.begin(), perm.end()), problem);
-    if (!problem.empty())
-      fail("rfuse_type_error", "internal: .rf_tensor_from_r_permuted: " + problem);
+    rfuse::r::Permutation p =
+        rfuse::r::permutationOfR(Rf_getAttrib(x, R_DimSymbol), perm, ".rf_tensor_from_r_permuted");
     std::vector<int64_t> shape(p.outDims.rbegin(), p.outDims.rend()); // R's dims reversed
     Tensor staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, shape); });
     rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);
@@ -140,24 +136,18 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
 SEXP rf_tensor_to_r_permuted(SEXP handle, IntegerVector rdim, IntegerVector perm) {
   return guarded([&]() -> SEXP {
     const Tensor &t = tensorOf(handle);
-    std::string problem;
-    rfuse::r::Permutation p = rfuse::r::permutationOf(std::vector<int64_t>(rdim.begin(), rdim.end()),
-                                                      std::vector<int>(perm.begin(), perm.end()), problem);
+    rfuse::r::Permutation p = rfuse::r::permutationOfR(rdim, perm, ".rf_tensor_to_r_permuted");
     int64_t n = 1;
     for (int d : rdim)
       n *= d;
-    if (!problem.empty() || n != t.numel() || t.dtype == DType::I1 || t.dtype == DType::I32 || t.dtype == DType::I64)
-      fail("rfuse_type_error", "internal: .rf_tensor_to_r_permuted takes a float tensor of dims `rdim` and their "
-                               "permutation" + (problem.empty() ? std::string() : ": " + problem));
+    if (n != t.numel() || t.dtype == DType::I1 || t.dtype == DType::I32 || t.dtype == DType::I64)
+      fail("rfuse_type_error", "internal: .rf_tensor_to_r_permuted takes a float tensor of dims `rdim`");
     Tensor staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, t.shape); });
     rfuse::copyToDoubles(t, (double *)staged.data());
     SEXP v = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n));
     rfuse::r::permuteInto((const double *)staged.data(), REAL(v), p);
-    SEXP outDim = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)p.outDims.size()));
-    for (size_t k = 0; k < p.outDims.size(); ++k)
-      INTEGER(outDim)[k] = (int)p.outDims[k];
-    Rf_setAttrib(v, R_DimSymbol, outDim);
-    UNPROTECT(2);
+    rfuse::r::setPermutedDims(v, p);
+    UNPROTECT(1);
     return v;
   });
 }
