@@ -45,8 +45,10 @@ inline Permutation permutationOf(const std::vector<int64_t> &dims, const std::ve
   return p;
 }
 
-template <typename T>
-void permuteInto(const T *in, T *out, const Permutation &perm) {
+/// out = aperm(in) as `perm` says, each element converted to Out (float <-> double on the way to
+/// and from a tensor).
+template <typename In, typename Out>
+void permuteInto(const In *in, Out *out, const Permutation &perm) {
   const std::vector<int64_t> &outDims = perm.outDims, &inStride = perm.inStride;
   const size_t n = outDims.size();
   std::vector<int64_t> outStride(n, 1);
@@ -74,16 +76,16 @@ void permuteInto(const T *in, T *out, const Permutation &perm) {
     }
     if (b == 0) { // the fastest dims agree: a strided copy of whole runs
       for (int64_t j = 0; j < n0; ++j)
-        out[outBase + j] = in[inBase + j];
+        out[outBase + j] = static_cast<Out>(in[inBase + j]);
     } else {
       for (int64_t jb0 = 0; jb0 < nb; jb0 += tile)
         for (int64_t j00 = 0; j00 < n0; j00 += tile) {
           const int64_t jbEnd = std::min(nb, jb0 + tile), j0End = std::min(n0, j00 + tile);
           for (int64_t jb = jb0; jb < jbEnd; ++jb) {
-            const T *src = in + inBase + jb * sb;
-            T *dst = out + outBase + jb * ob;
+            const In *src = in + inBase + jb * sb;
+            Out *dst = out + outBase + jb * ob;
             for (int64_t j0 = j00; j0 < j0End; ++j0)
-              dst[j0] = src[j0 * s0];
+              dst[j0] = static_cast<Out>(src[j0 * s0]);
           }
         }
     }

@@ -122,9 +122,21 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
     rfuse::r::Permutation p =
         rfuse::r::permutationOfR(Rf_getAttrib(x, R_DimSymbol), perm, ".rf_tensor_from_r_permuted");
     std::vector<int64_t> shape(p.outDims.rbegin(), p.outDims.rend()); // R's dims reversed
-    Tensor staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, shape); });
-    rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);
-    Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(deviceOf(device), dtypeOf(dtype), shape); });
+    DType dt = dtypeOf(dtype);
+    Device dev = deviceOf(device);
+    // Permuted and converted in one pass into host memory (the tensor itself on the CPU), then
+    // copied to the GPU; other dtypes (f16, bf16, integers) through doubles and copyFromDoubles.
+    auto host = [&](DType d) {
+      return rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, d, shape); });
+    };
+    Tensor staged = host(dt == DType::F32 || dt == DType::F64 ? dt : DType::F64);
+    if (staged.dtype == DType::F32)
+      rfuse::r::permuteInto(REAL(x), (float *)staged.data(), p);
+    else
+      rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);
+    if (staged.dtype == dt)
+      return rfuse::r::wrapTensor(dev == Device::Cpu ? std::move(staged) : rfuse::toDevice(staged, dev));
+    Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(dev, dt, shape); });
     rfuse::copyFromDoubles((const double *)staged.data(), t);
     return rfuse::r::wrapTensor(std::move(t));
   });
@@ -142,10 +154,20 @@ SEXP rf_tensor_to_r_permuted(SEXP handle, IntegerVector rdim, IntegerVector perm
       n *= d;
     if (n != t.numel() || t.dtype == DType::I1 || t.dtype == DType::I32 || t.dtype == DType::I64)
       fail("rfuse_type_error", "internal: .rf_tensor_to_r_permuted takes a float tensor of dims `rdim`");
-    Tensor staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, t.shape); });
-    rfuse::copyToDoubles(t, (double *)staged.data());
+    // f32 and f64 come to the host as they are and convert while they permute; other dtypes
+    // through doubles.
+    Tensor staged;
+    if (t.dtype == DType::F32 || t.dtype == DType::F64) {
+      staged = rfuse::toDevice(t, Device::Cpu);
+    } else {
+      staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, t.shape); });
+      rfuse::copyToDoubles(t, (double *)staged.data());
+    }
     SEXP v = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n));
-    rfuse::r::permuteInto((const double *)staged.data(), REAL(v), p);
+    if (staged.dtype == DType::F32)
+      rfuse::r::permuteInto((const float *)staged.data(), REAL(v), p);
+    else
+      rfuse::r::permuteInto((const double *)staged.data(), REAL(v), p);
     rfuse::r::setPermutedDims(v, p);
     UNPROTECT(1);
     return v;
