@@ -534,7 +534,7 @@ seeded_permutation <- function(n, seed) {
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
                        strategy = "none", devices = NULL, drop_last = FALSE, precision = "32",
-                       download = function(t, like, name) restore_shape(tensor_values(t), like)) {
+                       download = tensor_like) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
   mixed <- training_precision(precision, dtype)
@@ -720,7 +720,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   latest_of <- function(sets, like, get = download) stats::setNames(lapply(seq_along(like), function(i)
     get(sets[[last]][[i]], like[[i]], names(like)[i])), names(like))
   latest <- function() latest_of(P, params)
-  latest_buffers <- function() latest_of(B, buffers, function(t, like, name) restore_shape(tensor_values(t), like))
+  latest_buffers <- function() latest_of(B, buffers, tensor_like)
   # An interrupt (or an error) leaves write_back() the last completed step's parameters (and
   # write_buffers() its buffers).
   on.exit(if (!is.null(write_back) && done > 0) write_back(latest()), add = TRUE)
@@ -948,12 +948,12 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
                   dtype = dtype, device = device, rdim = dim(v)[layouts[[p]]], len = length(v))
   }
   download <- function(t, like, p) {
-    if (is.null(layouts[[p]])) return(restore_shape(tensor_values(t), like))
+    if (is.null(layouts[[p]])) return(tensor_like(t, like))
     materialize(t)
     rf_guard(.rf_tensor_to_r_permuted(tensor_buffer(t), as.integer(t@env$rdim), order(layouts[[p]])))
   }
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
-             a$betas, a$eps, a$dtype, a$tf32, a$progress, device, a$shuffle, a$write_back,
+             a$betas, a$eps, dtype, a$tf32, a$progress, device, a$shuffle, a$write_back,
              buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
              drop_last = a$drop_last, precision = a$precision, download = download)
 }
@@ -1006,6 +1006,10 @@ label_values <- function(y) {
     rf_abort("rfuse_type_error", "class labels must be whole numbers 1..K or a factor (torch for R's are 1-based)")
   as.double(y)
 }
+
+# A tensor's values as an R array shaped like `like` (a training loop's download; `name`, the
+# parameter's, is for downloads that treat some differently: rf_fit's filters).
+tensor_like <- function(t, like, name = NULL) restore_shape(tensor_values(t), like)
 
 restore_shape <- function(v, like) {
   if (is.null(dim(like))) as.vector(v)
