@@ -353,10 +353,16 @@ void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdevic
 
 void warmConvolutionEngines() {
   const CudnnApi &api = cudnn();
-  cudnnHandle_t h = nullptr;
-  if (!api.loaded || api.cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+  if (!api.loaded)
     return;
+  // (descriptors first: tensorDesc throws on failure, before the handle exists)
   cudnnTensorDescriptor_t x = tensorDesc(DType::F32, true, 8, 16, 8, 8), y = tensorDesc(DType::F32, true, 8, 16, 8, 8);
+  cudnnHandle_t h = nullptr;
+  if (api.cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) {
+    api.cudnnDestroyTensorDescriptor(x);
+    api.cudnnDestroyTensorDescriptor(y);
+    return;
+  }
   cudnnFilterDescriptor_t f = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   if (api.cudnnCreateFilterDescriptor(&f) == CUDNN_STATUS_SUCCESS &&
