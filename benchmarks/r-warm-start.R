@@ -1,11 +1,14 @@
 # What a new R session waits for (issue 18's warm-start targets): run in a fresh process, once
 # with an empty program cache and again with the cache the first run left (RFUSE_CACHE_DIR):
-#   Rscript benchmarks/r-warm-start.R W1|W5
+#   Rscript benchmarks/r-warm-start.R W1|W5|W5-file
 # W1: library(rfuse), then rf_jit(chain) called once on device tensors (2^20 elements): the
 #     trace, the program (compiled, or read from the disk cache) and the run — "warm start of a
 #     cached program in a new session: <= 20 ms for W1 (trace included)".
 # W5: nn_resnet18 rf_fit on a batch of 256 (32x32): the time until the first step has run,
 #     and the counters — "0 NVRTC compiles, 0 pass-pipeline runs" on the second run.
+# W5-file: the same with rf_fit(compiled = RFUSE_STEP_FILE): the first run traces, compiles and
+#     writes the step there; later runs load it (no trace, no program, no code generation) —
+#     "a fresh R session that loads an exported ResNet-18 training step and runs it".
 # Prints one line a measurement and rf_cache_info()'s counters.
 what <- commandArgs(TRUE)[1]
 if (is.na(what)) what <- "W1"
@@ -50,7 +53,9 @@ if (what == "W1") {
   rf_sync(h(xt, at, bt))
   cat(sprintf("W1 a third function's first call, after gc(): %.1f ms (%s)\n", ms(t4), phases(m4)))
 }
-if (what == "W5") {
+if (what %in% c("W5", "W5-file")) {
+  step_file <- if (what == "W5-file") Sys.getenv("RFUSE_STEP_FILE", file.path(tempdir(), "w5-step.rfuse"))
+  existed <- !is.null(step_file) && file.exists(step_file)
   net <- nn_resnet18(num_classes = 10)
   nb <- as.integer(Sys.getenv("RFUSE_W5_BATCH", "256"))
   x <- array(rnorm(nb * 3 * 32 * 32), c(nb, 3, 32, 32)); y <- rf_one_hot(sample.int(10, nb, replace = TRUE), 10)
@@ -58,11 +63,13 @@ if (what == "W5") {
   t1 <- proc.time()[["elapsed"]]
   prof <- Sys.getenv("RFUSE_WARM_RPROF") # a file: R's profile of the step (a diagnostic)
   if (nzchar(prof)) Rprof(prof, interval = 0.005)
-  fit <- rf_fit(net, x, y, steps = 1, lr = 0.1, momentum = 0.9, progress = FALSE)
+  fit <- rf_fit(net, x, y, steps = 1, lr = 0.1, momentum = 0.9, progress = FALSE, compiled = step_file)
   if (nzchar(prof)) Rprof(NULL)
-  cat(sprintf("W5 rf_fit, one step (trace + program + data upload + step): %.0f ms (%s)\n", ms(t1), phases(m1)))
+  how <- if (is.null(step_file)) "trace + program" else if (existed) "step loaded from its file" else
+    "trace + program + writing the step file"
+  cat(sprintf("%s rf_fit, one step (%s + data upload + step): %.0f ms (%s)\n", what, how, ms(t1), phases(m1)))
 }
-if (what == "W5" && nzchar(prof)) print(head(summaryRprof(prof)$by.total, 45))
+if (what %in% c("W5", "W5-file") && nzchar(prof)) print(head(summaryRprof(prof)$by.total, 45))
 ci <- rf_cache_info()
 cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d\n", what,
             as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),

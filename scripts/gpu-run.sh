@@ -14,8 +14,8 @@
 # r-diag: benchmarks/r-diag.R (where R-level time goes: Rprof of the training loops and calls;
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
-# warm-start: benchmarks/r-warm-start.R (W1, W5; RFUSE_WARM_ONLY picks) in fresh R processes,
-#          first with an empty program cache, then twice with the cache it left (issue 18).
+# warm-start: benchmarks/r-warm-start.R (W1, W5, W5-file; RFUSE_WARM_ONLY picks) in fresh R processes,
+#          first with an empty program cache (and no W5 step file), then twice with what it left (issue 18).
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
@@ -188,8 +188,9 @@ if [ "$what" = r-bench ]; then
 fi
 if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R processes: cold, then warm cache
   export RFUSE_CACHE_DIR=/tmp/rfuse-warm-start-cache
-  rm -rf "$RFUSE_CACHE_DIR"
-  for w in ${RFUSE_WARM_ONLY:-W1 W5}; do
+  export RFUSE_STEP_FILE=/tmp/rfuse-w5-step.rfuse # W5-file: written by its cold run, loaded by the others
+  rm -rf "$RFUSE_CACHE_DIR" "$RFUSE_STEP_FILE"
+  for w in ${RFUSE_WARM_ONLY:-W1 W5 W5-file}; do
     for run in cold warm warm; do
       echo "== $w, $run program cache"
       timeout 300 Rscript benchmarks/r-warm-start.R "$w" 2>&1 | tee -a "$out/warm-start.log" | grep -E "^W"

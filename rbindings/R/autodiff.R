@@ -430,6 +430,19 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #' @param devices With `strategy = "ddp"`: the number of processes (GPUs) expected, checked
 #'   against `WORLD_SIZE` (default: `WORLD_SIZE`, or 1). More than one needs the processes started
 #'   by [rf_launch()] (or another launcher).
+#' @param compiled A file that keeps the compiled step (`NULL`, the default: none), for training
+#'   again in a new R session without tracing or compiling. When the file does not exist, the step
+#'   is traced and compiled as usual and also written there as an ahead-of-time artifact (see
+#'   [rf_export()]; for this machine's GPU, or for its CPU when training there). When it exists, the
+#'   step is loaded from it through rfuse's runtime library (no trace, no pass pipeline, no NVRTC or
+#'   LLVM), once rfuse has checked that it was written for a call like this one: the parameters',
+#'   data batches' and buffers' names, dtypes and dims, `dtype`, `optimizer` and its settings,
+#'   `tf32` and `precision` (else an `rfuse_artifact_error` names the difference). The file holds
+#'   the step as it was traced: rfuse does not compare the code of `loss` (or of `rf_fit()`'s model)
+#'   with it, so remove the file after changing that code. One step program per file: batches must
+#'   all have `batch_size` samples (`drop_last = TRUE`, or a size that divides the samples), and
+#'   `strategy = "ddp"` is not supported. The learning rate (and its schedule) and `steps` may
+#'   differ from the exporting call's.
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
 #'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`,
 #'   with `precision = "16-mixed"` `loss_scale` (the final loss scale), and with `strategy =
@@ -448,10 +461,10 @@ rf_train <- function(loss, params, data = list(), steps = 100, batch_size = NULL
                      dtype = c("float32", "float64"), tf32 = TRUE, progress = interactive(),
                      device = rf_default_device(), shuffle = FALSE, write_back = NULL,
                      strategy = c("none", "ddp"), devices = NULL, drop_last = FALSE,
-                     precision = c("32", "bf16-mixed", "16-mixed")) {
+                     precision = c("32", "bf16-mixed", "16-mixed"), compiled = NULL) {
   train_loop(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps, dtype,
              tf32, progress, device, shuffle, write_back, strategy = strategy, devices = devices,
-             drop_last = drop_last, precision = precision)
+             drop_last = drop_last, precision = precision, compiled = compiled)
 }
 
 # rf_train()'s `precision` as the step's autocast dtype ("none", "bf16", "f16") and whether it
@@ -534,7 +547,7 @@ seeded_permutation <- function(n, seed) {
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
                        strategy = "none", devices = NULL, drop_last = FALSE, precision = "32",
-                       download = tensor_like) {
+                       download = tensor_like, compiled = NULL) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
   mixed <- training_precision(precision, dtype)
@@ -543,6 +556,12 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   if (device == "cuda") .rf_warm_libraries() # (cuDNN's and cuBLASLt's start overlaps the trace below)
   if (!is.null(devices) && strategy != "ddp")
     rf_abort("rfuse_type_error", "`devices` is for strategy = \"ddp\" (data-parallel training)")
+  if (!is.null(compiled)) {
+    if (!is.character(compiled) || length(compiled) != 1 || is.na(compiled) || !nzchar(compiled))
+      rf_abort("rfuse_type_error", "`compiled` must be one file name")
+    if (strategy != "none")
+      rf_abort("rfuse_unsupported", "a compiled step file (`compiled`) trains in one process: not with strategy = \"ddp\"")
+  }
   if (!is.list(params) || is.null(names(params)) || any(!nzchar(names(params))))
     rf_abort("rfuse_type_error", "`params` must be a named list of numeric arrays")
   if (inherits(data, "rf_dataloader")) {
@@ -585,6 +604,10 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # The epoch's smaller last batch, unless dropped: a second step program, traced for its size.
   tail_n <- if (drop_last) 0L else n_rank - batches * bs
   spe <- batches + (tail_n > 0L) # steps per epoch
+  if (!is.null(compiled) && tail_n > 0L)
+    rf_abort("rfuse_unsupported", sprintf(paste0(
+      "a compiled step file (`compiled`) holds one step, for batches of %d samples: the epoch's last batch of %d ",
+      "would need a second one (use drop_last = TRUE, or a batch size that divides the %d samples)"), bs, tail_n, n_rank))
   nb <- state_buffers(mode)
   steps <- as.integer(steps)
   # Everything the loop touches lives on the device: parameters and optimizer state in two
@@ -629,7 +652,9 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     cli::cli_progress_bar("Training", total = steps) else NULL
   # Traced and compiled once (every step has the same signature); then the second set and what
   # each step passes.
-  entry <- grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
+  make_entry <- function() grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
+  entry <- if (is.null(compiled)) make_entry() else
+    compiled_step(compiled, step_key(mode, dtype, P[[1]], X[[1]], B[[1]]), make_entry, device)
   tr <- entry$trace
   # Labels the step one-hot encodes are checked once, in R's data (see class_targets).
   for (c in tr$label_checks) {
@@ -861,7 +886,7 @@ take_rows <- function(d, rows) {
 #' @param loss A function of the model's output and the targets returning one number.
 #' @param ... Passed to [rf_train()]: `steps`, `batch_size`, `drop_last`, `optimizer`, `lr`, `momentum`,
 #'   `weight_decay`, `betas`, `eps`, `dtype`, `tf32`, `precision`, `progress`, `device`, `shuffle`,
-#'   `strategy` and `devices` (`strategy = "ddp"`: data-parallel training over the processes
+#'   `compiled` (the compiled step kept in a file, for new sessions), `strategy` and `devices` (`strategy = "ddp"`: data-parallel training over the processes
 #'   [rf_launch()] starts, one per GPU; every rank's model ends with the trained weights).
 #' @return The [rf_train()] result (`history`, and `params` by name); the model is updated in
 #'   place.
@@ -955,7 +980,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, dtype, a$tf32, a$progress, device, a$shuffle, a$write_back,
              buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
-             drop_last = a$drop_last, precision = a$precision, download = download)
+             drop_last = a$drop_last, precision = a$precision, download = download, compiled = a$compiled)
 }
 
 # The layout each trainable nn_conv2d filter trains in: R keeps a filter as dim c(O, I, kH, kW),

@@ -83,12 +83,10 @@ rf_load_compiled <- function(path) {
   if (!is.character(path) || length(path) != 1 || is.na(path))
     rf_abort("rfuse_type_error", "`path` must be one file name")
   loaded <- rf_guard(.rf_load_artifact(path.expand(path)))
-  if (!length(loaded$signature))
-    rf_abort("rfuse_artifact_error", sprintf("%s was not exported from R (no R signature): run it with rfuse-aot-run", path))
-  sig <- tryCatch(unserialize(loaded$signature), error = function(e)
-    rf_abort("rfuse_artifact_error", sprintf("%s has an unreadable R signature: %s", path, conditionMessage(e))))
-  if (!identical(sig$format, 1L))
-    rf_abort("rfuse_artifact_error", sprintf("%s has an R signature of another rfuse version", path))
+  sig <- artifact_signature(loaded, path)
+  if (identical(sig$kind, "training step"))
+    rf_abort("rfuse_artifact_error", sprintf(
+      "%s holds a training step: train with it through rf_fit(..., compiled = ) or rf_train(..., compiled = )", path))
   handle <- loaded$handle
   f <- function(...) {
     user <- list(...)
@@ -118,6 +116,80 @@ rf_load_compiled <- function(path) {
     fill_outputs(sig$out, outs)
   }
   structure(f, class = c("rf_compiled_function", "function"), description = loaded$description, path = path)
+}
+
+# The R signature an artifact loaded by .rf_load_artifact() holds (a classed error when it has none
+# or one this rfuse cannot read).
+artifact_signature <- function(loaded, path) {
+  if (!length(loaded$signature))
+    rf_abort("rfuse_artifact_error", sprintf("%s was not exported from R (no R signature): run it with rfuse-aot-run", path))
+  sig <- tryCatch(unserialize(loaded$signature), error = function(e)
+    rf_abort("rfuse_artifact_error", sprintf("%s has an unreadable R signature: %s", path, conditionMessage(e))))
+  if (!identical(sig$format, 1L))
+    rf_abort("rfuse_artifact_error", sprintf("%s has an R signature of another rfuse version", path))
+  sig
+}
+
+# A training loop's step kept in an artifact (rf_train(compiled = path)): loaded from `path` when
+# the file exists, after checking that it was exported for a call like this one (`key`: the
+# parameters', data batches' and buffers' names, dtypes and dims, the optimizer's settings, the
+# precision); else made (`make()`: traced and compiled) and exported there. Returns what
+# grad_entry() does: the program (here the loaded artifact's handle, which the training loop runs
+# as it runs a compiled program) and the parts of the trace the loop reads.
+compiled_step <- function(path, key, make, device) {
+  file <- path.expand(path)
+  if (file.exists(file)) {
+    loaded <- rf_guard(.rf_load_artifact(file))
+    sig <- artifact_signature(loaded, path)
+    if (!identical(sig$kind, "training step"))
+      rf_abort("rfuse_artifact_error", sprintf("%s holds a compiled function, not a training step (rf_load_compiled() runs it)", path))
+    on_gpu <- startsWith(loaded$description, "cuda")
+    if (on_gpu != (device == "cuda"))
+      rf_abort("rfuse_artifact_error", sprintf("the training step in %s runs on the %s here (%s), but this loop trains on the %s",
+                                               path, if (on_gpu) "GPU" else "CPU", loaded$description,
+                                               if (device == "cuda") "GPU" else "CPU"))
+    why <- key_difference(sig$key, key)
+    if (!is.null(why))
+      rf_abort("rfuse_artifact_error", sprintf(
+        "the training step in %s was exported for another call: %s (remove the file to compile this call's step there)", path, why))
+    return(list(program = loaded$handle, trace = sig$trace))
+  }
+  entry <- make()
+  tr <- entry$trace
+  if (any(vapply(tr$aux, function(a) is.null(a$replaces), TRUE)))
+    rf_abort("rfuse_unsupported", paste0("this training step cannot be exported: R updates its batch norms' running ",
+                                         "statistics after each step (momentum = NULL)"))
+  sig <- list(format = 1L, kind = "training step", key = key,
+              trace = tr[c("input_index", "input_ids", "random", "label_checks", "aux")])
+  archs <- if (device == "cuda") .rf_sitrep_info()$arch else character()
+  rf_guard(.rf_export_program(entry$program, file, archs, TRUE, device != "cuda", serialize(sig, NULL, xdr = TRUE)))
+  entry
+}
+
+# What a training step's key (see train_loop) says of its call: parameter, data and buffer names,
+# dtypes and dims, and the step's settings.
+step_key <- function(mode, dtype, params, batch, buffers) {
+  shapes <- function(ts) lapply(ts, function(t) list(dtype = t@env$dtype, dim = t@env$rdim, length = t@env$len))
+  list(dtype = dtype, settings = mode[c("optimizer", "momentum", "weight_decay", "betas", "eps", "tf32", "autocast",
+                                       "loss_scale", "all_reduce")],
+       params = shapes(params), data = shapes(batch), buffers = shapes(buffers))
+}
+
+# The first way `now` differs from `saved` (two step keys), in words; NULL when they agree.
+key_difference <- function(saved, now, where = character()) {
+  name <- function() if (length(where)) paste(where, collapse = " ") else "the call"
+  text <- function(v) if (is.null(v)) "nothing" else if (is.numeric(v) && length(v) > 1)
+    paste0("c(", paste(v, collapse = ", "), ")") else paste(deparse(v, width.cutoff = 500L), collapse = "")
+  if (is.list(saved) && is.list(now)) {
+    if (!identical(names(saved), names(now)))
+      return(sprintf("%s: %s there, %s here", name(), text(names(saved)), text(names(now))))
+    for (k in names(saved)) {
+      why <- key_difference(saved[[k]], now[[k]], c(where, k))
+      if (!is.null(why)) return(why)
+    }
+    return(NULL)
+  }
+  if (identical(saved, now)) NULL else sprintf("%s: %s there, %s here", name(), text(saved), text(now))
 }
 
 dims_text <- function(d, len) if (is.null(d)) sprintf("length %d", as.integer(len)) else paste0("c(", paste(d, collapse = ", "), ")")

@@ -56,6 +56,12 @@ List typesOf(rfuse_rt_program *p, bool outputs) {
 
 } // namespace
 
+std::shared_ptr<const StepProgram> rfuse::r::stepProgramPtr(SEXP p) {
+  if (TYPEOF(p) == EXTPTRSXP && R_ExternalPtrTag(p) == Rf_install(kArtifactTag))
+    return rfuse::artifact::stepProgramOf(loadedArtifact(p));
+  return programPtr(p);
+}
+
 // Writes `program` as an artifact at `path`, with the R side's call signature as metadata.
 // [[Rcpp::export(.rf_export_program)]]
 List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, RawVector rmeta) {
@@ -85,7 +91,7 @@ List rf_load_artifact(std::string path) {
     rfuse_rt_program *p = nullptr;
     if (rfuse_rt_status s = rfuse_rt_load(path.c_str(), &p); s != RFUSE_RT_OK)
       failRt(s, "cannot load " + path);
-    SEXP handle = PROTECT(R_MakeExternalPtr(p, R_NilValue, R_NilValue));
+    SEXP handle = PROTECT(R_MakeExternalPtr(p, Rf_install(rfuse::r::kArtifactTag), R_NilValue));
     R_RegisterCFinalizerEx(handle, finalizeArtifact, TRUE);
     const void *data = nullptr;
     size_t size = 0;

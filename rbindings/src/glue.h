@@ -99,6 +99,10 @@ inline std::shared_ptr<Program> programPtr(SEXP p) {
   return *Rcpp::XPtr<std::shared_ptr<Program>>(p);
 }
 inline const Program &program(SEXP p) { return *programPtr(p); }
+/// The tag of a handle to an artifact rf_load_compiled() loaded (an rfuse_rt_program).
+constexpr const char *kArtifactTag = "rfuse_rt_program";
+/// What a training loop runs: a compiled program's handle, or a loaded artifact's (artifact.cpp).
+std::shared_ptr<const StepProgram> stepProgramPtr(SEXP p);
 
 
 /// The tensor an rf_tensor's handle holds; a classed error when its memory is gone (a handle

@@ -58,7 +58,7 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
                       double tailSize) {
   return guarded([&]() -> SEXP {
     auto loop = std::make_unique<TrainingLoop>();
-    loop->program = rfuse::r::programPtr(program);
+    loop->program = rfuse::r::stepProgramPtr(program);
     loop->device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     loop->inputs = {tensors(inputs1), tensors(inputs2)};
     loop->outputs = {tensors(outputs1), tensors(outputs2)};
@@ -74,7 +74,7 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
                                             [](Tensor h, Pair p) { return TrainingLoop::Kept{p, h}; });
     if (!Rf_isNull(tailProgram)) { // the epoch's last, smaller batch
       TrainingLoop::Tail t;
-      t.program = rfuse::r::programPtr(tailProgram);
+      t.program = rfuse::r::stepProgramPtr(tailProgram);
       t.inputs = {tensors(tailInputs1), tensors(tailInputs2)};
       t.outputs = {tensors(tailOutputs1), tensors(tailOutputs2)};
       if (tailBatches1.size() != tailBatches2.size())

@@ -464,8 +464,8 @@ void Program::run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &
   run(ins, outs, Device::Cpu);
 }
 
-std::vector<std::pair<DType, std::vector<int64_t>>> Program::argumentTypes() const {
-  std::vector<std::pair<DType, std::vector<int64_t>>> out;
+std::vector<TypedShape> Program::argumentTypes() const {
+  std::vector<TypedShape> out;
   for (int slot : state_->cudaPlan->argSlots)
     out.push_back({state_->cudaPlan->slots[slot].dtype, state_->cudaPlan->slots[slot].shape});
   return out;

@@ -20,7 +20,7 @@ void expectOn(const Tensor &t, Device d, const std::string &what) {
 
 // One program's two sets of inputs and outputs against its types (`what`: "set", "the last
 // batch's set").
-void validateSets(const Program &program, const std::array<std::vector<Tensor>, 2> &inputs,
+void validateSets(const StepProgram &program, const std::array<std::vector<Tensor>, 2> &inputs,
                   const std::array<std::vector<Tensor>, 2> &outputs, Device device, const std::string &what) {
   const auto &results = program.resultTypes();
   const auto arguments = program.argumentTypes();

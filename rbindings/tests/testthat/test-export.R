@@ -125,3 +125,132 @@ test_that("two loaded artifacts at once each run their own program", {
   expect_equal(g4(x), sqrt(abs(x)) - 3, tolerance = tol)
   expect_equal(g2(x), sqrt(abs(x)) - 3, tolerance = tol)
 })
+
+# ---- Training steps kept in a file (rf_train(compiled = ), rf_fit(compiled = )) ------------------
+
+regression_data <- function() {
+  set.seed(71)
+  x <- matrix(rnorm(48 * 3), 48)
+  list(x = x, y = x %*% c(1, -2, 0.5) + 0.25)
+}
+regression_loss <- function(w, b, x, y) nnf_mse_loss(x %*% w + b, y)
+regression_fit <- function(compiled = NULL, batch_size = 16, momentum = 0.9, ...)
+  rf_train(regression_loss, list(w = matrix(0, 3, 1), b = 0), regression_data(), steps = 12, batch_size = batch_size,
+           lr = 0.05, momentum = momentum, progress = FALSE, compiled = compiled, ...)
+
+test_that("a training step kept in a file trains as the traced one, without tracing or compiling", {
+  path <- artifact_file("step-regression")
+  unlink(path)
+  plain <- regression_fit()
+  first <- regression_fit(compiled = path) # traced, compiled, and written
+  expect_true(file.exists(path))
+  expect_equal(first$history, plain$history)
+  before <- rf_cache_info()
+  again <- regression_fit(compiled = path) # loaded
+  after <- rf_cache_info()
+  expect_identical(again$history, first$history)
+  expect_identical(again$params, first$params)
+  expect_identical(after$pass_runs, before$pass_runs)
+  expect_identical(after$nvrtc_compiles, before$nvrtc_compiles)
+  expect_identical(after$llvm_compiles, before$llvm_compiles)
+  expect_identical(after$seconds[["trace"]], before$seconds[["trace"]]) # nothing was traced
+  # Another learning rate (an input of the step) and more steps use the same file.
+  longer <- rf_train(regression_loss, list(w = matrix(0, 3, 1), b = 0), regression_data(), steps = 30,
+                     batch_size = 16, lr = function(s) 0.05 / sqrt(s), momentum = 0.9, progress = FALSE, compiled = path)
+  expect_identical(rf_cache_info()$pass_runs, before$pass_runs)
+  expect_length(longer$history, 30)
+  expect_lt(longer$history[30], longer$history[1])
+})
+
+test_that("a new R session trains from the file with no trace, no pass pipeline and no code generation", {
+  path <- artifact_file("step-session")
+  unlink(path)
+  first <- regression_fit(compiled = path)
+  out <- tempfile(fileext = ".rds")
+  script <- tempfile(fileext = ".R")
+  writeLines(c(
+    "suppressMessages(library(rfuse))",
+    sprintf("regression_data <- %s", paste(deparse(regression_data), collapse = "\n")),
+    sprintf("regression_loss <- %s", paste(deparse(regression_loss), collapse = "\n")),
+    sprintf("fit <- rf_train(regression_loss, list(w = matrix(0, 3, 1), b = 0), regression_data(), steps = 12,
+             batch_size = 16, lr = 0.05, momentum = 0.9, progress = FALSE, compiled = '%s')", path),
+    sprintf("saveRDS(list(fit = unclass(fit)[c('history', 'params')], info = rf_cache_info()), '%s')", out)), script)
+  log <- system2(file.path(R.home("bin"), "Rscript"), script, stdout = TRUE, stderr = TRUE,
+                 env = paste0("R_LIBS=", paste(.libPaths(), collapse = ":")))
+  expect_true(file.exists(out), info = paste(log, collapse = "\n"))
+  got <- readRDS(out)
+  expect_identical(got$fit$history, first$history)
+  expect_identical(got$fit$params, first$params)
+  expect_identical(got$info$pass_runs, 0)
+  expect_identical(got$info$disk_hits, 0)
+  expect_identical(got$info$nvrtc_compiles, 0)
+  expect_identical(got$info$llvm_compiles + got$info$llvm_disk_hits, 0)
+  expect_identical(got$info$seconds[["trace"]], 0)
+})
+
+test_that("rf_fit keeps its step in a file: filters in their training layout, running statistics, dropout", {
+  make <- function() {
+    torch_manual_seed(5)
+    nn_sequential(nn_conv2d(2, 3, 3), nn_batch_norm2d(3), nn_relu(), nn_dropout(0.25), nn_flatten(),
+                  nn_linear(27, 2))
+  }
+  set.seed(8)
+  x <- array(rnorm(12 * 2 * 5 * 5), c(12, 2, 5, 5)); y <- rep(1:2, 6)
+  path <- artifact_file("step-fit")
+  unlink(path)
+  train <- function(compiled) {
+    net <- make()
+    set.seed(9) # (the dropout masks)
+    fit <- rf_fit(net, x, y, steps = 6, lr = 0.1, momentum = 0.9, progress = FALSE, compiled = compiled)
+    list(history = fit$history, params = lapply(net$parameters, as.array),
+         running = as.array(net[[2]]$running_var), batches = as.numeric(as.array(net[[2]]$num_batches_tracked)))
+  }
+  plain <- train(NULL)
+  first <- train(path)
+  before <- rf_cache_info()
+  again <- train(path)
+  expect_identical(rf_cache_info()$pass_runs, before$pass_runs)
+  tol <- if (gpu()) 1e-5 else 1e-12
+  expect_equal(first, plain, tolerance = tol)
+  expect_equal(again, first, tolerance = tol)
+  expect_equal(again$batches, 6)
+  expect_false(isTRUE(all.equal(again$running, rep(1, 3)))) # the running statistics moved
+})
+
+test_that("a step file is checked against the call, and what one file cannot hold is refused", {
+  path <- artifact_file("step-checked")
+  unlink(path)
+  regression_fit(compiled = path)
+  size <- file.size(path)
+  expect_error(regression_fit(compiled = path, batch_size = 12), class = "rfuse_artifact_error",
+               regexp = "data x dim: c\\(16, 3\\) there, c\\(12, 3\\) here")
+  expect_error(regression_fit(compiled = path, momentum = 0.5), class = "rfuse_artifact_error",
+               regexp = "settings momentum: 0.9 there, 0.5 here")
+  expect_error(regression_fit(compiled = path, optimizer = "adam"), class = "rfuse_artifact_error", regexp = "optimizer")
+  expect_error(rf_train(regression_loss, list(w = matrix(0, 3, 2), b = 0), regression_data(), steps = 2, batch_size = 16,
+                        lr = 0.05, momentum = 0.9, progress = FALSE, compiled = path),
+               class = "rfuse_artifact_error", regexp = "params w")
+  expect_identical(file.size(path), size) # a refusal leaves the file as it was
+  expect_error(rf_load_compiled(path), class = "rfuse_artifact_error", regexp = "training step")
+  # Batches of two sizes need two programs; ranks of a group, a collective.
+  expect_error(regression_fit(compiled = artifact_file("step-tail"), batch_size = 20), class = "rfuse_unsupported",
+               regexp = "last batch of 8")
+  expect_false(file.exists(artifact_file("step-tail")))
+  expect_silent(regression_fit(compiled = artifact_file("step-tail"), batch_size = 20, drop_last = TRUE))
+  expect_error(regression_fit(compiled = path, strategy = "ddp"), class = "rfuse_unsupported", regexp = "ddp")
+  expect_error(regression_fit(compiled = c("a", "b")), class = "rfuse_type_error", regexp = "one file name")
+  # A compiled function's artifact is not a training step, and a damaged file is named.
+  fpath <- artifact_file("step-not-a-step")
+  rf_export(rf_jit(function(x) x + 1), fpath, runif(4), archs = if (gpu()) "sm_90" else character())
+  expect_error(regression_fit(compiled = fpath), class = "rfuse_artifact_error", regexp = "not a training step")
+  bytes <- readBin(path, "raw", size)
+  cut <- artifact_file("step-cut")
+  writeBin(bytes[seq_len(size %/% 2)], cut)
+  expect_error(regression_fit(compiled = cut), class = "rfuse_artifact_error", regexp = "truncated")
+  # R-side updates of running statistics (a batch norm's cumulative average) cannot be exported.
+  net <- nn_sequential(nn_linear(3, 4), nn_batch_norm1d(4, momentum = NULL), nn_linear(4, 1))
+  d <- regression_data()
+  expect_error(rf_fit(net, d$x, d$y, loss = nnf_mse_loss, steps = 2, progress = FALSE,
+                      compiled = artifact_file("step-cumulative")), class = "rfuse_unsupported", regexp = "momentum = NULL")
+  expect_false(file.exists(artifact_file("step-cumulative")))
+})

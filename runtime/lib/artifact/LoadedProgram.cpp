@@ -137,6 +137,10 @@ LoadedProgram::LoadedProgram(const std::string &path) {
       metadata_[name.substr(9)] = std::move(bytes);
   inputs_.resize(manifest_.inputs.size());
   inputSet_.assign(manifest_.inputs.size(), false);
+  for (const TensorType &t : manifest_.inputs)
+    arguments_.push_back({t.dtype, t.shape});
+  for (const TensorType &t : manifest_.outputs)
+    results_.push_back({t.dtype, t.shape});
 }
 
 void LoadedProgram::loadCpu(const Container &c) {
@@ -319,22 +323,50 @@ void LoadedProgram::getOutput(size_t i, void *data, size_t bytes) {
 void LoadedProgram::runDevice(const uint64_t *inputs, const uint64_t *outputs) {
   if ((!inputs && !manifest_.inputs.empty()) || (!outputs && !manifest_.outputs.empty()))
     throw ArtifactError(Status::InvalidArgument, "rfuse_rt_run_device: a null array of device pointers");
+  launch(std::vector<uintptr_t>(inputs, inputs + manifest_.inputs.size()),
+         std::vector<uintptr_t>(outputs, outputs + manifest_.outputs.size()));
+}
+
+void LoadedProgram::run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const {
+  if (device != this->device())
+    throw ArtifactError(Status::InvalidArgument, std::string("the artifact was loaded for the ") +
+                                                     (cpu_ ? "CPU" : "GPU") + ", not the " +
+                                                     (device == Device::Cpu ? "CPU" : "GPU"));
+  auto check = [&](const std::vector<Tensor> &given, const std::vector<TensorType> &want, const char *what) {
+    if (given.size() != want.size())
+      throw ArtifactError(Status::InvalidArgument, std::string("the artifact takes ") + std::to_string(want.size()) +
+                                                       " " + what + "s, got " + std::to_string(given.size()));
+    std::vector<uintptr_t> out;
+    for (size_t k = 0; k < given.size(); ++k) {
+      const Tensor &t = given[k];
+      if (!t.storage || t.device() != device)
+        throw ArtifactError(Status::InvalidArgument, std::string(what) + " " + std::to_string(k + 1) +
+                                                         " is not on the artifact's device");
+      if (t.dtype != want[k].dtype)
+        throw ArtifactError(Status::DType, std::string(what) + " " + std::to_string(k + 1) + " is " +
+                                               want[k].str() + "; a " + dtypeName(t.dtype) + " tensor was given");
+      if (t.shape != want[k].shape)
+        throw ArtifactError(Status::Shape, std::string(what) + " " + std::to_string(k + 1) + " is " + want[k].str() +
+                                               "; a tensor of another shape was given");
+      out.push_back((uintptr_t)t.data());
+    }
+    return out;
+  };
+  launch(check(inputs, manifest_.inputs, "input"), check(outputs, manifest_.outputs, "output"));
+}
+
+void LoadedProgram::launch(const std::vector<uintptr_t> &inputs, const std::vector<uintptr_t> &outputs) const {
   try {
     if (cpu_) { // "device memory" is host memory
       std::vector<TensorRef> in, out;
       for (size_t k = 0; k < manifest_.inputs.size(); ++k)
-        in.push_back({manifest_.inputs[k].dtype, manifest_.inputs[k].shape, (void *)(uintptr_t)inputs[k]});
+        in.push_back({manifest_.inputs[k].dtype, manifest_.inputs[k].shape, (void *)inputs[k]});
       for (size_t k = 0; k < manifest_.outputs.size(); ++k)
-        out.push_back({manifest_.outputs[k].dtype, manifest_.outputs[k].shape, (void *)(uintptr_t)outputs[k]});
+        out.push_back({manifest_.outputs[k].dtype, manifest_.outputs[k].shape, (void *)outputs[k]});
       cpu_->run(in, out);
       return;
     }
-    std::vector<uintptr_t> in, out;
-    for (size_t k = 0; k < manifest_.inputs.size(); ++k)
-      in.push_back((uintptr_t)inputs[k]);
-    for (size_t k = 0; k < manifest_.outputs.size(); ++k)
-      out.push_back((uintptr_t)outputs[k]);
-    gpu_->run(in, out);
+    gpu_->run(inputs, outputs);
   } catch (const ArtifactError &) {
     throw;
   } catch (const std::exception &e) {

@@ -5,6 +5,7 @@
 
 #include "Manifest.h"
 
+#include "rfuse/Runtime/StepProgram.h"
 #include "rfuse/Runtime/Tensor.h"
 
 #include <memory>
@@ -20,7 +21,7 @@ class CpuProgram;
 
 namespace rfuse::artifact {
 
-class LoadedProgram {
+class LoadedProgram : public StepProgram {
 public:
   /// Reads, verifies and loads the artifact at `path`. Throws ArtifactError (every failure, with
   /// its Status).
@@ -42,16 +43,26 @@ public:
   void getOutput(size_t i, void *data, size_t bytes);
   void runDevice(const uint64_t *inputs, const uint64_t *outputs);
 
+  /// As a training loop's step program (StepProgram): on tensors of the device it was loaded
+  /// for (Device::Cpu for its CPU program), into the caller's result tensors.
+  std::vector<TypedShape> argumentTypes() const override { return arguments_; }
+  const std::vector<TypedShape> &resultTypes() const override { return results_; }
+  void run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const override;
+  Device device() const { return cpu_ ? Device::Cpu : Device::Cuda; }
+
 private:
   Manifest manifest_;
   std::map<std::string, std::string> metadata_;
   std::string description_;
   void loadCpu(const Container &c);
+  /// Runs on device pointers (host pointers for the CPU program), of the signature's types.
+  void launch(const std::vector<uintptr_t> &inputs, const std::vector<uintptr_t> &outputs) const;
   void loadCuda(const Container &c);
   std::unique_ptr<cuda::GpuProgram> gpu_; // one of the two
   std::unique_ptr<cpu::CpuProgram> cpu_;
   std::vector<Tensor> inputs_, outputs_;
   std::vector<bool> inputSet_;
+  std::vector<TypedShape> arguments_, results_;
   bool ran_ = false;
 };
 

@@ -14,7 +14,7 @@ using rfuse::artifact::ArtifactError;
 using rfuse::artifact::Status;
 
 struct rfuse_rt_program {
-  std::unique_ptr<rfuse::artifact::LoadedProgram> program;
+  std::shared_ptr<rfuse::artifact::LoadedProgram> program; // (shared: a training loop may keep it)
   std::vector<std::vector<int64_t>> inputShapes, outputShapes;
 };
 
@@ -68,7 +68,7 @@ rfuse_rt_status rfuse_rt_load(const char *path, rfuse_rt_program **out) {
   *out = nullptr;
   return guarded([&] {
     auto p = std::make_unique<rfuse_rt_program>();
-    p->program = std::make_unique<rfuse::artifact::LoadedProgram>(path);
+    p->program = std::make_shared<rfuse::artifact::LoadedProgram>(path);
     *out = p.release();
   });
 }
@@ -171,3 +171,9 @@ rfuse_rt_status rfuse_rt_synchronize(void) {
 }
 
 } // extern "C"
+
+std::shared_ptr<const rfuse::StepProgram> rfuse::artifact::stepProgramOf(rfuse_rt_program *p) {
+  if (!p || !p->program)
+    throw ArtifactError(Status::InvalidArgument, "no loaded artifact");
+  return p->program;
+}

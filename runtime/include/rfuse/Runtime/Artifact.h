@@ -10,10 +10,12 @@
 #define RFUSE_RUNTIME_ARTIFACT_H
 
 #include "rfuse/IR/DType.h"
+#include "rfuse/Runtime/StepProgram.h"
 #include "rfuse/rfuse_rt.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -93,6 +95,10 @@ struct TensorType {
   /// "f32[8, 16]"
   std::string str() const;
 };
+
+/// A program rfuse_rt_load loaded, as a training loop's step program (TrainingLoop): it stays
+/// loaded while the loop holds it, after rfuse_rt_free. Throws ArtifactError for a null program.
+std::shared_ptr<const StepProgram> stepProgramOf(rfuse_rt_program *p);
 
 } // namespace rfuse::artifact
 

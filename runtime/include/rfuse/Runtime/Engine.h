@@ -4,6 +4,7 @@
 #define RFUSE_RUNTIME_ENGINE_H
 
 #include "rfuse/Runtime/HostTensor.h"
+#include "rfuse/Runtime/StepProgram.h"
 #include "rfuse/Runtime/Tensor.h"
 
 #include <map>
@@ -129,7 +130,7 @@ struct Timing {
 };
 
 /// A compiled program: owns its MLIR context and the fused module.
-class Program {
+class Program : public StepProgram {
 public:
   ~Program();
   const CompileInfo &info() const { return info_; }
@@ -150,7 +151,7 @@ public:
   /// The same into the caller's result tensors (on `device`, of the result types, not
   /// overlapping the inputs): a loop that alternates between two sets of tensors reuses them, and
   /// on the GPU replays one CUDA graph per set.
-  void run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const;
+  void run(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs, Device device) const override;
   /// How each step runs on the CPU backend ("kernel: compiled reduction", "op: interpreted:
   /// why"); builds (JIT-compiles) the CPU program if no CPU run has yet.
   std::vector<std::string> cpuSteps() const;
@@ -159,9 +160,9 @@ public:
   /// expression, when traced from R); "" when every value is finite.
   std::string firstNonFinite(const std::vector<HostTensor> &inputs) const;
   /// The entry function's results: dtype and shape of each.
-  const std::vector<std::pair<DType, std::vector<int64_t>>> &resultTypes() const { return results_; }
+  const std::vector<TypedShape> &resultTypes() const override { return results_; }
   /// The entry function's arguments: dtype and shape of each.
-  std::vector<std::pair<DType, std::vector<int64_t>>> argumentTypes() const;
+  std::vector<TypedShape> argumentTypes() const override;
   /// Writes the program as an ahead-of-time artifact (see rfuse/Runtime/Artifact.h) that rfuse_rt
   /// (rfuse/rfuse_rt.h) runs without MLIR, LLVM or NVRTC: a plan per architecture, its kernels,
   /// constants and the signature. Throws artifact::ArtifactError (a step that would run on the
@@ -188,7 +189,7 @@ private:
   std::unique_ptr<State> state_;
   CompileInfo info_;
   std::string entry_;
-  std::vector<std::pair<DType, std::vector<int64_t>>> results_;
+  std::vector<TypedShape> results_;
 };
 
 /// Parses `moduleText`, runs pipeline `pipeline` ("default", "elementwise-only", "no-fusion"),

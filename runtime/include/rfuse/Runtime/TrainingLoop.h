@@ -8,7 +8,7 @@
 #ifndef RFUSE_RUNTIME_TRAININGLOOP_H
 #define RFUSE_RUNTIME_TRAININGLOOP_H
 
-#include "rfuse/Runtime/Engine.h"
+#include "rfuse/Runtime/StepProgram.h"
 #include "rfuse/Runtime/Tensor.h"
 
 #include <array>
@@ -20,7 +20,7 @@
 namespace rfuse {
 
 struct TrainingLoop {
-  std::shared_ptr<const Program> program;
+  std::shared_ptr<const StepProgram> program; ///< a compiled Program, or a loaded artifact
   Device device = Device::Cpu;
   /// The program's inputs and outputs for a step of set 0 and of set 1 (steps 1, 3, 5, ... use
   /// set 0). The front end arranges them so that set k's outputs are set 1-k's inputs.
@@ -59,7 +59,7 @@ struct TrainingLoop {
   /// (one pair per Batch of `batches`) and otherwise the main sets' tensors (parameters,
   /// optimizer state, loss, kept outputs). An epoch is then batchesPerEpoch + 1 steps.
   struct Tail {
-    std::shared_ptr<const Program> program;
+    std::shared_ptr<const StepProgram> program;
     std::array<std::vector<Tensor>, 2> inputs, outputs;
     std::vector<std::array<Tensor, 2>> batch;
     int64_t size = 0;
