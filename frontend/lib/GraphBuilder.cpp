@@ -571,6 +571,42 @@ TracedFunction GraphBuilder::endFunction(const std::vector<TracedValue> &results
   return TracedFunction{(int)impl->functions.size() - 1};
 }
 
+std::vector<TracedValue> GraphBuilder::customVjp(TracedFunction forward, TracedFunction backward,
+                                                 const std::vector<TracedValue> &args, int64_t numOutputs) {
+  impl->checkOpen();
+  for (TracedFunction f : {forward, backward})
+    if (f.id < 0 || f.id >= (int)impl->functions.size())
+      throw TraceError("customVjp: invalid traced function");
+  func::FuncOp fwd = impl->functions[forward.id], bwd = impl->functions[backward.id];
+  SmallVector<Value> operands;
+  for (TracedValue a : args)
+    operands.push_back(impl->get(a, "custom_vjp"));
+  if (operands.size() != fwd.getNumArguments())
+    throw ShapeError("custom_vjp @" + fwd.getName().str() + ": takes " + std::to_string(fwd.getNumArguments()) +
+                     " arguments, got " + std::to_string(operands.size()));
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].getType() != fwd.getArgumentTypes()[i])
+      throw ShapeError("custom_vjp @" + fwd.getName().str() + ": argument #" + std::to_string(i) +
+                       " is not of the type the function was traced for");
+  auto op = impl->b.create<CustomVjpOp>(impl->loc, fwd.getResultTypes(), fwd.getSymName(), bwd.getSymName(),
+                                        numOutputs, operands);
+  // The op's own checks (output dtypes, the backward's type), now rather than at finish().
+  std::string diag;
+  ScopedDiagnosticHandler handler(&impl->ctx, [&](Diagnostic &d) {
+    diag += d.str() + "\n";
+    return success();
+  });
+  SymbolTableCollection symbols;
+  if (failed(op.verify()) || failed(op.verifySymbolUses(symbols))) {
+    op.erase();
+    throw ShapeError("custom_vjp: " + diag);
+  }
+  std::vector<TracedValue> out;
+  for (Value r : op.getResults())
+    out.push_back(impl->wrap(r));
+  return out;
+}
+
 std::vector<TracedValue> GraphBuilder::call(TracedFunction fn, const std::vector<TracedValue> &args) {
   impl->checkOpen();
   if (fn.id < 0 || fn.id >= (int)impl->functions.size())

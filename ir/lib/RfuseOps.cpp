@@ -4,6 +4,7 @@
 #include "rfuse/IR/Geometry.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
@@ -644,6 +645,50 @@ LogicalResult FusionOp::verifyRegions() {
       return emitOpError("yielded value #") << i << " has type " << yielded << " but result #"
                                             << i << " has type " << result;
   }
+  return success();
+}
+
+// ---- custom_vjp -------------------------------------------------------------------------------
+
+LogicalResult CustomVjpOp::verify() {
+  int64_t n = getNumOutputs();
+  if (n < 1 || n > (int64_t)getNumResults())
+    return emitOpError("num_outputs is ") << n << "; it must be in 1.." << getNumResults();
+  for (Value r : getResults().take_front(n))
+    if (!llvm::isa<FloatType>(llvm::cast<RankedTensorType>(r.getType()).getElementType()))
+      return emitOpError("output ") << r.getType() << " is not a float tensor (outputs have cotangents)";
+  return success();
+}
+
+LogicalResult CustomVjpOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto lookup = [&](FlatSymbolRefAttr name, const char *role) -> FunctionOpInterface {
+    auto fn = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(*this, name);
+    if (!fn)
+      emitOpError("names no function @") << name.getValue() << " as its " << role;
+    return fn;
+  };
+  FunctionOpInterface fwd = lookup(getForwardAttr(), "forward");
+  if (!fwd)
+    return failure();
+  FunctionOpInterface bwd = lookup(getBackwardAttr(), "backward");
+  if (!bwd)
+    return failure();
+  auto fwdType = llvm::cast<FunctionType>(fwd.getFunctionType());
+  SmallVector<Type> inputTypes(getInputs().getTypes()), resultTypes(getResultTypes());
+  if (fwdType.getInputs() != ArrayRef<Type>(inputTypes) || fwdType.getResults() != ArrayRef<Type>(resultTypes))
+    return emitOpError("forward @") << getForward() << " has type " << fwdType << ", not the op's";
+  int64_t n = getNumOutputs();
+  SmallVector<Type> bwdInputs(ArrayRef<Type>(resultTypes).drop_front(n));
+  llvm::append_range(bwdInputs, ArrayRef<Type>(resultTypes).take_front(n));
+  SmallVector<Type> bwdResults;
+  for (Type t : inputTypes)
+    if (llvm::isa<FloatType>(llvm::cast<RankedTensorType>(t).getElementType()))
+      bwdResults.push_back(t);
+  auto bwdType = llvm::cast<FunctionType>(bwd.getFunctionType());
+  if (bwdType.getInputs() != ArrayRef<Type>(bwdInputs) || bwdType.getResults() != ArrayRef<Type>(bwdResults))
+    return emitOpError("backward @") << getBackward() << " has type " << bwdType
+                                     << "; it must take the residuals and the outputs' cotangents and return "
+                                        "the float inputs' cotangents";
   return success();
 }
 

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -394,6 +395,36 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
     if (grad && !isFloatTensor(v))
       grad = Value();
   return result;
+}
+
+
+// custom_vjp: the user's backward function, called on the residuals and the outputs' cotangents
+// (zeros for an output the loss does not reach); it returns the float inputs' cotangents.
+LogicalResult CustomVjpOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(getNumOperands(), Value());
+  int64_t n = getNumOutputs();
+  if (llvm::none_of(resultGrads.take_front(n), [](Value g) { return (bool)g; }))
+    return success();
+  Location loc = getLoc();
+  SmallVector<Value> args(getResults().drop_front(n));
+  for (int64_t k = 0; k < n; ++k) {
+    Value g = resultGrads[k];
+    if (!g) {
+      auto t = llvm::cast<RankedTensorType>(getResult(k).getType());
+      g = builder.create<ConstantOp>(loc, DenseElementsAttr::get(t, builder.getFloatAttr(t.getElementType(), 0.0)));
+    }
+    args.push_back(g);
+  }
+  auto bwd = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(*this, getBackwardAttr());
+  if (!bwd)
+    return emitOpError("names no function @") << getBackward() << " as its backward";
+  auto call = builder.create<func::CallOp>(loc, bwd, args);
+  unsigned j = 0;
+  for (auto [i, in] : llvm::enumerate(getInputs()))
+    if (isFloatTensor(in))
+      operandGrads[i] = call.getResult(j++);
+  return success();
 }
 
 } // namespace rfuse

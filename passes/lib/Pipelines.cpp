@@ -60,7 +60,9 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
     }
     return success();
   }
-  // Every pipeline first inlines traced helper functions and cleans up.
+  // Every pipeline first expands custom VJPs into calls of their forward functions (the gradient,
+  // if any, was built before), inlines traced helper functions and cleans up.
+  pm.addPass(createExpandCustomVjp());
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -161,6 +161,10 @@
     .Call(`_rfuse_rf_b_call`, b, fn, args)
 }
 
+.rf_b_custom_vjp <- function(b, forward, backward, args, numOutputs) {
+    .Call(`_rfuse_rf_b_custom_vjp`, b, forward, backward, args, numOutputs)
+}
+
 .rf_b_set_location <- function(b, description) {
     invisible(.Call(`_rfuse_rf_b_set_location`, b, description))
 }

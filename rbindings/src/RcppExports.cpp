@@ -540,6 +540,21 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_custom_vjp
+IntegerVector rf_b_custom_vjp(SEXP b, int forward, int backward, IntegerVector args, int numOutputs);
+RcppExport SEXP _rfuse_rf_b_custom_vjp(SEXP bSEXP, SEXP forwardSEXP, SEXP backwardSEXP, SEXP argsSEXP, SEXP numOutputsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type forward(forwardSEXP);
+    Rcpp::traits::input_parameter< int >::type backward(backwardSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type args(argsSEXP);
+    Rcpp::traits::input_parameter< int >::type numOutputs(numOutputsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_custom_vjp(b, forward, backward, args, numOutputs));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_set_location
 void rf_b_set_location(SEXP b, std::string description);
 RcppExport SEXP _rfuse_rf_b_set_location(SEXP bSEXP, SEXP descriptionSEXP) {
@@ -1164,6 +1179,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_begin_function", (DL_FUNC) &_rfuse_rf_b_begin_function, 2},
     {"_rfuse_rf_b_end_function", (DL_FUNC) &_rfuse_rf_b_end_function, 2},
     {"_rfuse_rf_b_call", (DL_FUNC) &_rfuse_rf_b_call, 3},
+    {"_rfuse_rf_b_custom_vjp", (DL_FUNC) &_rfuse_rf_b_custom_vjp, 5},
     {"_rfuse_rf_b_set_location", (DL_FUNC) &_rfuse_rf_b_set_location, 2},
     {"_rfuse_rf_b_set_autocast", (DL_FUNC) &_rfuse_rf_b_set_autocast, 2},
     {"_rfuse_rf_b_shape", (DL_FUNC) &_rfuse_rf_b_shape, 2},

@@ -257,6 +257,19 @@ IntegerVector rf_b_call(SEXP b, int fn, IntegerVector args) {
   });
 }
 
+// [[Rcpp::export(.rf_b_custom_vjp)]]
+IntegerVector rf_b_custom_vjp(SEXP b, int forward, int backward, IntegerVector args, int numOutputs) {
+  return guarded([&] {
+    std::vector<TracedValue> a;
+    for (int id : args)
+      a.push_back(tv(id));
+    IntegerVector out;
+    for (TracedValue v : builder(b).customVjp(rfuse::TracedFunction{forward}, rfuse::TracedFunction{backward}, a, numOutputs))
+      out.push_back(v.id);
+    return out;
+  });
+}
+
 // [[Rcpp::export(.rf_b_set_location)]]
 void rf_b_set_location(SEXP b, std::string description) {
   guarded([&] { builder(b).setSourceLocation(description); });

@@ -263,6 +263,55 @@ TEST(Autodiff, RecomputingPointwiseValuesGivesTheSameGradients) {
     EXPECT_LE(test::maxRelError(recomputed[i].f, saved[i].f, 1e-9), 1e-12) << "output " << i;
 }
 
+// A custom VJP (GraphBuilder::customVjp, R's autograd_function): the gradient program uses the
+// given backward function — here 3 * g * tanh(x), not tanh's own derivative — and the program
+// itself computes the forward function's value; the functions are gone after compiling.
+TEST(Autodiff, ACustomVjpUsesItsBackwardFunction) {
+  GraphBuilder g;
+  TracedValue x = g.input({4, 3}, DType::F64), w = g.input({4, 3}, DType::F64);
+  g.beginFunction("tanh_fwd");
+  TracedValue a = g.input({4, 3}, DType::F64);
+  TracedValue t = g.tanh(a);
+  TracedFunction fwd = g.endFunction({t, t}); // the output, and the residual the backward reads
+  g.beginFunction("tanh_bwd");
+  TracedValue saved = g.input({4, 3}, DType::F64), cot = g.input({4, 3}, DType::F64);
+  TracedFunction bwd = g.endFunction({g.mul(g.mul(cot, saved), g.scalar(3.0, DType::F64))});
+  std::vector<TracedValue> r = g.customVjp(fwd, bwd, {x}, 1);
+  ASSERT_EQ(r.size(), 2u);
+  g.finish({g.reduceSum(g.mul(r[0], w), {0, 1})});
+  std::mt19937_64 rng(11);
+  std::vector<HostTensor> in = {test::randomTensor(DType::F64, {4, 3}, rng), test::randomTensor(DType::F64, {4, 3}, rng)};
+  GradientRequest req;
+  req.wrt = {0, 1};
+  std::shared_ptr<Program> p = compileGradientProgram(g.moduleText(), "default", req);
+  std::vector<HostTensor> out = p->run(in, Device::Cpu);
+  ASSERT_EQ(out.size(), 3u);
+  double loss = 0;
+  for (int i = 0; i < 12; ++i) {
+    double th = std::tanh(in[0].f[i]);
+    loss += th * in[1].f[i];
+    EXPECT_NEAR(out[1].f[i], 3 * in[1].f[i] * th, 1e-12) << i; // d/dx: the backward's
+    EXPECT_NEAR(out[2].f[i], th, 1e-12) << i;                  // d/dw: differentiated as usual
+  }
+  EXPECT_NEAR(out[0].f[0], loss, 1e-12);
+  EXPECT_EQ(p->info().kernelCount > 0, true);
+  // A backward of the wrong type is refused when the op is built, naming it.
+  GraphBuilder h;
+  TracedValue y = h.input({2}, DType::F64);
+  h.beginFunction("f");
+  TracedValue b = h.input({2}, DType::F64);
+  TracedFunction f = h.endFunction({h.exp(b)});
+  h.beginFunction("wrong");
+  TracedValue c = h.input({3}, DType::F64);
+  TracedFunction wrong = h.endFunction({c});
+  try {
+    h.customVjp(f, wrong, {y}, 1);
+    ADD_FAILURE() << "a backward of the wrong type was accepted";
+  } catch (const ShapeError &e) {
+    EXPECT_NE(std::string(e.what()).find("backward @wrong"), std::string::npos) << e.what();
+  }
+}
+
 void expectCompileError(const std::string &text, const GradientRequest &r, const std::string &needle) {
   try {
     compileGradientProgram(text, "default", r);

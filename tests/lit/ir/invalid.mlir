@@ -1607,3 +1607,33 @@ func.func @f() {
   "rfuse.all_reduce"() {reduction = #rfuse<collective_reduction sum>} : () -> ()
   return
 }
+
+// -----
+
+func.func private @vjp_f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+func.func private @vjp_b(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  return %g, %g : tensor<4xf32>, tensor<4xf32>
+}
+func.func @custom_vjp_backward_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{backward @vjp_b has type '(tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)'; it must take the residuals and the outputs' cotangents and return the float inputs' cotangents}}
+  %r = rfuse.custom_vjp @vjp_f, @vjp_b (%x) {num_outputs = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @custom_vjp_missing(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{names no function @nowhere as its forward}}
+  %r = rfuse.custom_vjp @nowhere, @nowhere_b (%x) {num_outputs = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @custom_vjp_outputs(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{num_outputs is 2; it must be in 1..1}}
+  %r = rfuse.custom_vjp @a, @b (%x) {num_outputs = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

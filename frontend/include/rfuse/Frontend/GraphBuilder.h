@@ -177,6 +177,12 @@ public:
   void beginFunction(const std::string &name);
   TracedFunction endFunction(const std::vector<TracedValue> &results);
   std::vector<TracedValue> call(TracedFunction fn, const std::vector<TracedValue> &args);
+  /// `forward` applied to `args` with `backward` as its vector-Jacobian product (rfuse.custom_vjp,
+  /// torch's autograd_function): forward's first `numOutputs` results are the outputs, the rest
+  /// residuals; backward takes the residuals and the outputs' cotangents and returns the float
+  /// arguments' cotangents. Returns all of forward's results.
+  std::vector<TracedValue> customVjp(TracedFunction forward, TracedFunction backward,
+                                     const std::vector<TracedValue> &args, int64_t numOutputs);
 
   // --- Finishing ----------------------------------------------------------------------------
   /// Sets the entry function's results and verifies the module. Recording stops.

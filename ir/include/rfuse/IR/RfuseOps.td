@@ -6,6 +6,7 @@ include "rfuse/IR/RfuseBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 class Rfuse_Op<string mnemonic, list<Trait> traits = []>
     : Op<Rfuse_Dialect, mnemonic, traits>;
@@ -639,6 +640,36 @@ def Rfuse_MaxPool2dBackwardOp : Rfuse_PoolBackwardOp<"max_pool2d_backward", "max
 def Rfuse_AvgPool2dBackwardOp : Rfuse_PoolBackwardOp<"avg_pool2d_backward", "avg",
     (ins Rfuse_FloatTensor:$grad_output),
     (ins DefaultValuedAttr<BoolAttr, "true">:$count_include_pad)>;
+
+//===----------------------------------------------------------------------===//
+// Custom gradients
+//===----------------------------------------------------------------------===//
+
+def Rfuse_CustomVjpOp : Rfuse_Op<"custom_vjp", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Rfuse_VjpOpInterface, ["buildVjp"]>]> {
+  let summary = "A function applied with its own vector-Jacobian product (torch's autograd_function).";
+  let description = [{
+    Calls the function `forward` on `inputs`; its results are this op's. The first `num_outputs`
+    are the values the program uses (float tensors); the rest are residuals: what the backward
+    function reads (torch's `ctx$save_for_backward`). `rfuse-autodiff` differentiates through the
+    op by calling `backward` on the residuals followed by the cotangent of each output (zeros
+    where an output has none); `backward` returns the cotangent of each float input, in the
+    inputs' order. What `forward` computes is not differentiated: the user's backward replaces
+    it. `rfuse-expand-custom-vjp`, first in every pipeline, replaces the op by a call of
+    `forward` (which the inliner then inlines), after the gradient was built.
+
+    Example (a clamp whose gradient passes straight through):
+    ```mlir
+    %r:2 = rfuse.custom_vjp @clamp_fwd, @clamp_bwd (%x) {num_outputs = 1 : i64}
+        : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$forward, FlatSymbolRefAttr:$backward, I64Attr:$num_outputs,
+                       Variadic<Rfuse_Tensor>:$inputs);
+  let results = (outs Variadic<Rfuse_Tensor>:$results);
+  let assemblyFormat = "$forward `,` $backward `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)";
+  let hasVerifier = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Fusion regions

@@ -102,6 +102,19 @@ def OutlineKernels : Pass<"rfuse-outline-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def ExpandCustomVjp : Pass<"rfuse-expand-custom-vjp", "mlir::ModuleOp"> {
+  let summary = "Replace each rfuse.custom_vjp by a call of its forward function";
+  let description = [{
+    An `rfuse.custom_vjp` (torch's `autograd_function`) carries its backward function for
+    `rfuse-autodiff`, which runs before the pipeline. Once the gradient is built, what runs is the
+    forward function: this pass replaces each op by a `func.call` of it (its results, residuals
+    included, are the call's), so that the inliner that follows inlines it, and the functions no
+    longer named anywhere go with the inliner's dead-function removal. First in every pipeline.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+  let statistics = [Statistic<"expanded", "expanded", "custom_vjp ops replaced by calls">];
+}
+
 def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation: @f becomes @f_grad returning the value and gradients";
   let description = [{
