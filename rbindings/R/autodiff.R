@@ -439,9 +439,8 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   data batches' and buffers' names, dtypes and dims, `dtype`, `optimizer` and its settings,
 #'   `tf32` and `precision` (else an `rfuse_artifact_error` names the difference). The file holds
 #'   the step as it was traced: rfuse does not compare the code of `loss` (or of `rf_fit()`'s model)
-#'   with it, so remove the file after changing that code. One step program per file: batches must
-#'   all have `batch_size` samples (`drop_last = TRUE`, or a size that divides the samples), and
-#'   `strategy = "ddp"` is not supported. The learning rate (and its schedule) and `steps` may
+#'   with it, so remove the file after changing that code. An epoch's smaller last batch has its
+#'   own step in the file too; `strategy = "ddp"` is not supported. The learning rate (and its schedule) and `steps` may
 #'   differ from the exporting call's.
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
 #'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`,
@@ -604,10 +603,6 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # The epoch's smaller last batch, unless dropped: a second step program, traced for its size.
   tail_n <- if (drop_last) 0L else n_rank - batches * bs
   spe <- batches + (tail_n > 0L) # steps per epoch
-  if (!is.null(compiled) && tail_n > 0L)
-    rf_abort("rfuse_unsupported", sprintf(paste0(
-      "a compiled step file (`compiled`) holds one step, for batches of %d samples: the epoch's last batch of %d ",
-      "would need a second one (use drop_last = TRUE, or a batch size that divides the %d samples)"), bs, tail_n, n_rank))
   nb <- state_buffers(mode)
   steps <- as.integer(steps)
   # Everything the loop touches lives on the device: parameters and optimizer state in two
@@ -653,8 +648,11 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # Traced and compiled once (every step has the same signature); then the second set and what
   # each step passes.
   make_entry <- function() grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
-  entry <- if (is.null(compiled)) make_entry() else
-    compiled_step(compiled, step_key(mode, dtype, P[[1]], X[[1]], B[[1]]), make_entry, device)
+  make_tail <- if (tail_n > 0L) function() grad_entry(state, c(P[[1]], XT[[1]], B[[1]]))$entry
+  kept <- if (!is.null(compiled))
+    compiled_step(compiled, step_key(mode, dtype, P[[1]], X[[1]], B[[1]], if (tail_n > 0L) XT[[1]]), make_entry,
+                  device, make_tail)
+  entry <- if (is.null(compiled)) make_entry() else kept$main
   tr <- entry$trace
   # Labels the step one-hot encodes are checked once, in R's data (see class_targets).
   for (c in tr$label_checks) {
@@ -710,7 +708,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   # The last batch's step: traced for its size; its sets share everything but the batch (and
   # its dropout masks) with the main ones.
   if (tail_n > 0L) {
-    tail_entry <- grad_entry(state, c(P[[1]], XT[[1]], B[[1]]))$entry
+    tail_entry <- if (is.null(compiled)) make_tail() else kept$tail
     ttr <- tail_entry$trace
     if (!identical(ttr$input_index, tr$input_index) || length(ttr$aux) != length(tr$aux) ||
         length(ttr$random) != length(tr$random))

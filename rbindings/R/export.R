@@ -74,7 +74,7 @@ rf_export <- function(f, path, ..., archs = c("sm_86", "sm_89", "sm_90"), ptx = 
     int_guard = tr$int_guard, label_checks = tr$label_checks, warnings = tr$warnings,
     na_sensitive = je$entry$na_sensitive %||% "", out = tr$out)
   meta <- serialize(signature, NULL, xdr = TRUE)
-  invisible(rf_guard(.rf_export_program(je$entry$program, path.expand(path), archs, ptx, cpu, meta)))
+  invisible(rf_guard(.rf_export_program(je$entry$program, path.expand(path), archs, ptx, cpu, list("r/signature.rds" = meta))))
 }
 
 #' @rdname rf_export
@@ -133,10 +133,12 @@ artifact_signature <- function(loaded, path) {
 # A training loop's step kept in an artifact (rf_train(compiled = path)): loaded from `path` when
 # the file exists, after checking that it was exported for a call like this one (`key`: the
 # parameters', data batches' and buffers' names, dtypes and dims, the optimizer's settings, the
-# precision); else made (`make()`: traced and compiled) and exported there. Returns what
-# grad_entry() does: the program (here the loaded artifact's handle, which the training loop runs
-# as it runs a compiled program) and the parts of the trace the loop reads.
-compiled_step <- function(path, key, make, device) {
+# precision); else made (`make()`: traced and compiled) and exported there. With `make_tail` (the
+# epoch's smaller last batch) the file holds that step too, as an artifact inside its metadata
+# ("r/tail.rfuse"). Returns what grad_entry() does for each (`main`, `tail`): the program (here a
+# loaded artifact's handle, which the training loop runs as it runs a compiled program) and the
+# parts of the trace the loop reads.
+compiled_step <- function(path, key, make, device, make_tail = NULL) {
   file <- path.expand(path)
   if (file.exists(file)) {
     loaded <- rf_guard(.rf_load_artifact(file))
@@ -152,33 +154,51 @@ compiled_step <- function(path, key, make, device) {
     if (!is.null(why))
       rf_abort("rfuse_artifact_error", sprintf(
         "the training step in %s was exported for another call: %s (remove the file to compile this call's step there)", path, why))
-    return(list(program = loaded$handle, trace = sig$trace))
+    tail <- NULL
+    if (!is.null(make_tail)) {
+      name <- sprintf("%s (the last batch's step)", path)
+      bytes <- rf_guard(.rf_artifact_metadata(loaded$handle, "r/tail.rfuse"))
+      if (is.null(bytes)) rf_abort("rfuse_artifact_error", sprintf("%s has no step for the epoch's last batch", path))
+      inner <- rf_guard(.rf_load_artifact_memory(bytes, name))
+      tail <- list(program = inner$handle, trace = artifact_signature(inner, name)$trace)
+    }
+    return(list(main = list(program = loaded$handle, trace = sig$trace), tail = tail))
   }
-  entry <- make()
-  tr <- entry$trace
-  if (any(vapply(tr$aux, function(a) is.null(a$replaces), TRUE)))
-    rf_abort("rfuse_unsupported", paste0("this training step cannot be exported: R updates its batch norms' running ",
-                                         "statistics after each step (momentum = NULL)"))
-  sig <- list(format = 1L, kind = "training step", key = key,
-              trace = tr[c("input_index", "input_ids", "random", "label_checks", "aux")])
+  steps <- list(main = make(), tail = if (!is.null(make_tail)) make_tail())
+  for (entry in Filter(Negate(is.null), steps))
+    if (any(vapply(entry$trace$aux, function(a) is.null(a$replaces), TRUE)))
+      rf_abort("rfuse_unsupported", paste0("this training step cannot be exported: R updates its batch norms' running ",
+                                           "statistics after each step (momentum = NULL)"))
   archs <- if (device == "cuda") .rf_sitrep_info()$arch else character()
-  rf_guard(.rf_export_program(entry$program, file, archs, TRUE, device != "cuda", serialize(sig, NULL, xdr = TRUE)))
-  entry
+  signature <- function(entry) serialize(list(format = 1L, kind = "training step", key = key,
+                                              trace = entry$trace[c("input_index", "input_ids", "random", "label_checks", "aux")]),
+                                         NULL, xdr = TRUE)
+  meta <- list("r/signature.rds" = signature(steps$main))
+  if (!is.null(steps$tail)) { # written alone first, then kept inside the main artifact
+    inner <- tempfile(fileext = ".rfuse")
+    on.exit(unlink(inner), add = TRUE)
+    rf_guard(.rf_export_program(steps$tail$program, inner, archs, TRUE, device != "cuda",
+                                list("r/signature.rds" = signature(steps$tail))))
+    meta[["r/tail.rfuse"]] <- readBin(inner, "raw", file.size(inner))
+  }
+  rf_guard(.rf_export_program(steps$main$program, file, archs, TRUE, device != "cuda", meta))
+  steps
 }
 
 # What a training step's key (see train_loop) says of its call: parameter, data and buffer names,
 # dtypes and dims, and the step's settings.
-step_key <- function(mode, dtype, params, batch, buffers) {
+step_key <- function(mode, dtype, params, batch, buffers, last_batch = NULL) {
   shapes <- function(ts) lapply(ts, function(t) list(dtype = t@env$dtype, dim = t@env$rdim, length = t@env$len))
   list(dtype = dtype, settings = mode[c("optimizer", "momentum", "weight_decay", "betas", "eps", "tf32", "autocast",
                                        "loss_scale", "all_reduce")],
-       params = shapes(params), data = shapes(batch), buffers = shapes(buffers))
+       params = shapes(params), data = shapes(batch), buffers = shapes(buffers),
+       last_batch = if (!is.null(last_batch)) shapes(last_batch))
 }
 
 # The first way `now` differs from `saved` (two step keys), in words; NULL when they agree.
 key_difference <- function(saved, now, where = character()) {
   name <- function() if (length(where)) paste(where, collapse = " ") else "the call"
-  text <- function(v) if (is.null(v)) "nothing" else if (is.numeric(v) && length(v) > 1)
+  text <- function(v) if (is.null(v)) "none" else if (is.list(v)) "one" else if (is.numeric(v) && length(v) > 1)
     paste0("c(", paste(v, collapse = ", "), ")") else paste(deparse(v, width.cutoff = 500L), collapse = "")
   if (is.list(saved) && is.list(now)) {
     if (!identical(names(saved), names(now)))

@@ -11,8 +11,8 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // rf_export_program
-List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, RawVector rmeta);
-RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP cpuSEXP, SEXP rmetaSEXP) {
+List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, List metadata);
+RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP cpuSEXP, SEXP metadataSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -21,8 +21,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< CharacterVector >::type archs(archsSEXP);
     Rcpp::traits::input_parameter< bool >::type ptx(ptxSEXP);
     Rcpp::traits::input_parameter< bool >::type cpu(cpuSEXP);
-    Rcpp::traits::input_parameter< RawVector >::type rmeta(rmetaSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_export_program(program, path, archs, ptx, cpu, rmeta));
+    Rcpp::traits::input_parameter< List >::type metadata(metadataSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_export_program(program, path, archs, ptx, cpu, metadata));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -34,6 +34,30 @@ BEGIN_RCPP
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_load_artifact(path));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_load_artifact_memory
+List rf_load_artifact_memory(RawVector bytes, std::string name);
+RcppExport SEXP _rfuse_rf_load_artifact_memory(SEXP bytesSEXP, SEXP nameSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< RawVector >::type bytes(bytesSEXP);
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_load_artifact_memory(bytes, name));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_artifact_metadata
+SEXP rf_artifact_metadata(SEXP handle, std::string name);
+RcppExport SEXP _rfuse_rf_artifact_metadata(SEXP handleSEXP, SEXP nameSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_artifact_metadata(handle, name));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1141,6 +1165,8 @@ END_RCPP
 static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_export_program", (DL_FUNC) &_rfuse_rf_export_program, 6},
     {"_rfuse_rf_load_artifact", (DL_FUNC) &_rfuse_rf_load_artifact, 1},
+    {"_rfuse_rf_load_artifact_memory", (DL_FUNC) &_rfuse_rf_load_artifact_memory, 2},
+    {"_rfuse_rf_artifact_metadata", (DL_FUNC) &_rfuse_rf_artifact_metadata, 2},
     {"_rfuse_rf_run_artifact", (DL_FUNC) &_rfuse_rf_run_artifact, 2},
     {"_rfuse_rf_process_group_init", (DL_FUNC) &_rfuse_rf_process_group_init, 6},
     {"_rfuse_rf_process_group_destroy", (DL_FUNC) &_rfuse_rf_process_group_destroy, 0},

@@ -62,9 +62,10 @@ std::shared_ptr<const StepProgram> rfuse::r::stepProgramPtr(SEXP p) {
   return programPtr(p);
 }
 
-// Writes `program` as an artifact at `path`, with the R side's call signature as metadata.
+// Writes `program` as an artifact at `path`, with the R side's entries (`metadata`: raw vectors by
+// entry name, "r/signature.rds" the call's signature).
 // [[Rcpp::export(.rf_export_program)]]
-List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, RawVector rmeta) {
+List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, List metadata) {
   return guarded([&] {
     ExportOptions o;
     for (const String &a : archs)
@@ -72,7 +73,13 @@ List rf_export_program(SEXP program, std::string path, CharacterVector archs, bo
     o.ptx = ptx;
     o.cuda = archs.size() > 0;
     o.cpu = cpu;
-    o.metadata["r/signature.rds"] = std::string((const char *)RAW(rmeta), (size_t)Rf_xlength(rmeta));
+    CharacterVector names = metadata.names();
+    for (R_xlen_t k = 0; k < metadata.size(); ++k) {
+      SEXP v = metadata[k];
+      if (TYPEOF(v) != RAWSXP)
+        fail("rfuse_error", "internal: artifact metadata must be raw vectors");
+      o.metadata[std::string(names[k])] = std::string((const char *)RAW(v), (size_t)Rf_xlength(v));
+    }
     ExportSummary s;
     try {
       s = rfuse::r::program(program).exportArtifact(path, o);
@@ -84,25 +91,57 @@ List rf_export_program(SEXP program, std::string path, CharacterVector archs, bo
   });
 }
 
-// Loads an artifact for this GPU: the handle, its R signature, its types and how it runs.
+namespace {
+// A loaded artifact for R: the handle, its R signature, its types and how it runs.
+List loadedForR(rfuse_rt_program *p) {
+  SEXP handle = PROTECT(R_MakeExternalPtr(p, Rf_install(rfuse::r::kArtifactTag), R_NilValue));
+  R_RegisterCFinalizerEx(handle, finalizeArtifact, TRUE);
+  const void *data = nullptr;
+  size_t size = 0;
+  RawVector meta(0);
+  if (rfuse_rt_metadata(p, "r/signature.rds", &data, &size) == RFUSE_RT_OK) {
+    meta = RawVector(size);
+    std::memcpy(RAW(meta), data, size);
+  }
+  List out = List::create(_["handle"] = handle, _["signature"] = meta, _["inputs"] = typesOf(p, false),
+                          _["outputs"] = typesOf(p, true), _["description"] = std::string(rfuse_rt_describe(p)));
+  UNPROTECT(1);
+  return out;
+}
+} // namespace
+
+// Loads an artifact for this GPU (see loadedForR).
 // [[Rcpp::export(.rf_load_artifact)]]
 List rf_load_artifact(std::string path) {
   return guarded([&] {
     rfuse_rt_program *p = nullptr;
     if (rfuse_rt_status s = rfuse_rt_load(path.c_str(), &p); s != RFUSE_RT_OK)
       failRt(s, "cannot load " + path);
-    SEXP handle = PROTECT(R_MakeExternalPtr(p, Rf_install(rfuse::r::kArtifactTag), R_NilValue));
-    R_RegisterCFinalizerEx(handle, finalizeArtifact, TRUE);
+    return loadedForR(p);
+  });
+}
+
+// The same from an artifact's bytes (one kept inside another artifact's metadata).
+// [[Rcpp::export(.rf_load_artifact_memory)]]
+List rf_load_artifact_memory(RawVector bytes, std::string name) {
+  return guarded([&] {
+    rfuse_rt_program *p = nullptr;
+    if (rfuse_rt_status s = rfuse_rt_load_memory(RAW(bytes), (size_t)bytes.size(), name.c_str(), &p); s != RFUSE_RT_OK)
+      failRt(s, "cannot load " + name);
+    return loadedForR(p);
+  });
+}
+
+// A metadata entry of a loaded artifact ("r/..."), or NULL.
+// [[Rcpp::export(.rf_artifact_metadata)]]
+SEXP rf_artifact_metadata(SEXP handle, std::string name) {
+  return guarded([&]() -> SEXP {
     const void *data = nullptr;
     size_t size = 0;
-    RawVector meta(0);
-    if (rfuse_rt_metadata(p, "r/signature.rds", &data, &size) == RFUSE_RT_OK) {
-      meta = RawVector(size);
-      std::memcpy(RAW(meta), data, size);
-    }
-    List out = List::create(_["handle"] = handle, _["signature"] = meta, _["inputs"] = typesOf(p, false),
-                            _["outputs"] = typesOf(p, true), _["description"] = std::string(rfuse_rt_describe(p)));
-    UNPROTECT(1);
+    if (rfuse_rt_metadata(loadedArtifact(handle), name.c_str(), &data, &size) != RFUSE_RT_OK)
+      return R_NilValue;
+    RawVector out(size);
+    std::memcpy(RAW(out), data, size);
     return out;
   });
 }

@@ -282,6 +282,47 @@ TEST_F(Artifact, CpuArtifactsOfTheCorpusAndRandomGraphsEqualTheInterpreter) {
   EXPECT_GE(exported, total * 3 / 4) << exported << " of " << total << " exported";
 }
 
+// rfuse_rt_load_memory: the same artifact from its bytes (one embedded in a binary, or kept inside
+// another artifact, as a training step file keeps its last batch's step) loads and runs as from
+// its file; damaged bytes are named by the name given.
+TEST_F(Artifact, TheCApiLoadsAnArtifactFromMemory) {
+  ExportOptions o;
+  o.cuda = false;
+  o.cpu = true;
+  std::string path = exportW4("rfuse_artifact_memory", o);
+  std::string bytes = readFile(path);
+  rfuse_rt_program *fromFile = nullptr, *fromMemory = nullptr;
+  ASSERT_EQ(rfuse_rt_load(path.c_str(), &fromFile), RFUSE_RT_OK) << rfuse_rt_last_error();
+  ASSERT_EQ(rfuse_rt_load_memory(bytes.data(), bytes.size(), "w4 in memory", &fromMemory), RFUSE_RT_OK)
+      << rfuse_rt_last_error();
+  EXPECT_EQ(std::string(rfuse_rt_describe(fromMemory)), std::string(rfuse_rt_describe(fromFile)));
+  std::vector<std::vector<char>> outs;
+  for (rfuse_rt_program *p : {fromFile, fromMemory}) {
+    for (size_t i = 0; i < rfuse_rt_num_inputs(p); ++i) {
+      rfuse_rt_dtype dt;
+      size_t rank;
+      const int64_t *shape;
+      ASSERT_EQ(rfuse_rt_input_type(p, i, &dt, &rank, &shape), RFUSE_RT_OK);
+      std::vector<float> v(rfuse_rt_input_bytes(p, i) / sizeof(float));
+      for (size_t k = 0; k < v.size(); ++k)
+        v[k] = std::sin(0.1f * (float)(k + 7 * i));
+      ASSERT_EQ(rfuse_rt_set_input(p, i, dt, shape, rank, v.data(), v.size() * sizeof(float)), RFUSE_RT_OK)
+          << rfuse_rt_last_error();
+    }
+    ASSERT_EQ(rfuse_rt_run(p), RFUSE_RT_OK) << rfuse_rt_last_error();
+    outs.emplace_back(rfuse_rt_output_bytes(p, 0));
+    ASSERT_EQ(rfuse_rt_get_output(p, 0, outs.back().data(), outs.back().size()), RFUSE_RT_OK);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  rfuse_rt_free(fromFile);
+  rfuse_rt_free(fromMemory);
+  rfuse_rt_program *p = nullptr;
+  EXPECT_EQ(rfuse_rt_load_memory(bytes.data(), bytes.size() / 2, "half of w4", &p), RFUSE_RT_ERROR_CORRUPT);
+  EXPECT_NE(std::string(rfuse_rt_last_error()).find("half of w4"), std::string::npos) << rfuse_rt_last_error();
+  EXPECT_EQ(rfuse_rt_load_memory(nullptr, 10, "nothing", &p), RFUSE_RT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(p, nullptr);
+}
+
 TEST(ArtifactCpu, TheExportingMachineHasTheFeaturesItsKernelsNeed) {
   auto [cpu, features] = cpu::jitTarget();
   ASSERT_FALSE(features.empty());

@@ -162,6 +162,28 @@ test_that("a training step kept in a file trains as the traced one, without trac
   expect_lt(longer$history[30], longer$history[1])
 })
 
+test_that("an epoch's smaller last batch has its own step in the file", {
+  path <- artifact_file("step-last-batch")
+  unlink(path)
+  fit <- function(compiled, shuffle = FALSE) { # 48 samples in batches of 20: 20, 20, then 8
+    set.seed(12)
+    regression_fit(compiled = compiled, batch_size = 20, shuffle = shuffle)
+  }
+  plain <- fit(NULL)
+  first <- fit(path)
+  before <- rf_cache_info()
+  again <- fit(path)
+  expect_identical(rf_cache_info()$pass_runs, before$pass_runs)
+  expect_identical(rf_cache_info()$seconds[["trace"]], before$seconds[["trace"]])
+  expect_equal(first$history, plain$history)
+  expect_identical(again$history, first$history)
+  expect_identical(again$params, first$params)
+  expect_equal(fit(path, shuffle = TRUE)$history, fit(NULL, shuffle = TRUE)$history) # (the order drawn on the device)
+  # The file serves only calls with the same last batch.
+  expect_error(regression_fit(compiled = path, batch_size = 20, drop_last = TRUE), class = "rfuse_artifact_error",
+               regexp = "last_batch: one there, none here")
+})
+
 test_that("a new R session trains from the file with no trace, no pass pipeline and no code generation", {
   path <- artifact_file("step-session")
   unlink(path)
@@ -232,11 +254,12 @@ test_that("a step file is checked against the call, and what one file cannot hol
                class = "rfuse_artifact_error", regexp = "params w")
   expect_identical(file.size(path), size) # a refusal leaves the file as it was
   expect_error(rf_load_compiled(path), class = "rfuse_artifact_error", regexp = "training step")
-  # Batches of two sizes need two programs; ranks of a group, a collective.
-  expect_error(regression_fit(compiled = artifact_file("step-tail"), batch_size = 20), class = "rfuse_unsupported",
-               regexp = "last batch of 8")
-  expect_false(file.exists(artifact_file("step-tail")))
-  expect_silent(regression_fit(compiled = artifact_file("step-tail"), batch_size = 20, drop_last = TRUE))
+  # A file without a last batch's step does not serve a call that has one; ranks of a group do not
+  # train from a file.
+  d40 <- lapply(regression_data(), function(v) v[1:40, , drop = FALSE])
+  expect_error(rf_train(regression_loss, list(w = matrix(0, 3, 1), b = 0), d40, steps = 2, batch_size = 16,
+                        lr = 0.05, momentum = 0.9, progress = FALSE, compiled = path),
+               class = "rfuse_artifact_error", regexp = "last_batch: none there, one here")
   expect_error(regression_fit(compiled = path, strategy = "ddp"), class = "rfuse_unsupported", regexp = "ddp")
   expect_error(regression_fit(compiled = c("a", "b")), class = "rfuse_type_error", regexp = "one file name")
   # A compiled function's artifact is not a training step, and a damaged file is named.

@@ -45,6 +45,9 @@ typedef struct rfuse_rt_program rfuse_rt_program;
 /* Loads the artifact at `path` for the GPU of this process (device 0): its cubins for this
  * architecture, else its PTX compiled by the driver. */
 rfuse_rt_status rfuse_rt_load(const char *path, rfuse_rt_program **out);
+/* The same from an artifact's bytes in memory (`size` of them at `data`, copied; `name` names it
+ * in messages): an artifact embedded in a binary, or inside another artifact. */
+rfuse_rt_status rfuse_rt_load_memory(const void *data, size_t size, const char *name, rfuse_rt_program **out);
 void rfuse_rt_free(rfuse_rt_program *p);
 
 /* The message of this thread's last failure ("" after a success). */

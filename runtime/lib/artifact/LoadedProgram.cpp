@@ -117,8 +117,9 @@ std::shared_ptr<void> loadLibrary(const std::string &bytes) {
 
 } // namespace
 
-LoadedProgram::LoadedProgram(const std::string &path) {
-  Container c = Container::read(path);
+LoadedProgram::LoadedProgram(const std::string &path) : LoadedProgram(Container::read(path)) {}
+
+LoadedProgram::LoadedProgram(const Container &c) {
   manifest_ = Manifest::fromJson(c.at("manifest.json"), RFUSE_VERSION);
   const std::string &option = runtimeOptions().device;
   bool haveGpuCode = !manifest_.cuda.empty();
@@ -132,9 +133,9 @@ LoadedProgram::LoadedProgram(const std::string &path) {
   } else {
     loadCuda(c);
   }
-  for (auto &[name, bytes] : c.entries)
+  for (const auto &[name, bytes] : c.entries)
     if (name.rfind("metadata/", 0) == 0)
-      metadata_[name.substr(9)] = std::move(bytes);
+      metadata_[name.substr(9)] = bytes;
   inputs_.resize(manifest_.inputs.size());
   inputSet_.assign(manifest_.inputs.size(), false);
   for (const TensorType &t : manifest_.inputs)

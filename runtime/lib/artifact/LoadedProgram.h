@@ -26,6 +26,8 @@ public:
   /// Reads, verifies and loads the artifact at `path`. Throws ArtifactError (every failure, with
   /// its Status).
   explicit LoadedProgram(const std::string &path);
+  /// The same from a container already read (Container::parse of an artifact's bytes).
+  explicit LoadedProgram(const Container &c);
   ~LoadedProgram();
   const Manifest &manifest() const { return manifest_; }
   /// "cuda sm_90 (cubins)", "cuda sm_100 (PTX for sm_90, compiled by the driver)"

@@ -73,6 +73,19 @@ rfuse_rt_status rfuse_rt_load(const char *path, rfuse_rt_program **out) {
   });
 }
 
+rfuse_rt_status rfuse_rt_load_memory(const void *data, size_t size, const char *name, rfuse_rt_program **out) {
+  if ((!data && size) || !out)
+    return fail(Status::InvalidArgument, "rfuse_rt_load_memory: a null data or result pointer");
+  *out = nullptr;
+  return guarded([&] {
+    auto p = std::make_unique<rfuse_rt_program>();
+    std::string label = name ? name : "an artifact in memory";
+    p->program = std::make_shared<rfuse::artifact::LoadedProgram>(
+        rfuse::artifact::Container::parse(std::string((const char *)data, size), label));
+    *out = p.release();
+  });
+}
+
 void rfuse_rt_free(rfuse_rt_program *p) {
   try {
     delete p;
