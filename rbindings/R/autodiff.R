@@ -440,8 +440,8 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   `tf32` and `precision` (else an `rfuse_artifact_error` names the difference). The file holds
 #'   the step as it was traced: rfuse does not compare the code of `loss` (or of `rf_fit()`'s model)
 #'   with it, so remove the file after changing that code. An epoch's smaller last batch has its
-#'   own step in the file too; `strategy = "ddp"` is not supported. The learning rate (and its schedule) and `steps` may
-#'   differ from the exporting call's.
+#'   own step in the file too; `strategy = "ddp"` is not supported. The learning rate (and its
+#'   schedule) and `steps` may differ from the exporting call's.
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
 #'   `step_seconds` (wall time per step after the first, which traces and compiles), `device`,
 #'   with `precision = "16-mixed"` `loss_scale` (the final loss scale), and with `strategy =

@@ -203,7 +203,9 @@ key_difference <- function(saved, now, where = character()) {
   if (is.list(saved) && is.list(now)) {
     if (!identical(names(saved), names(now)))
       return(sprintf("%s: %s there, %s here", name(), text(names(saved)), text(names(now))))
-    for (k in names(saved)) {
+    if (length(saved) != length(now))
+      return(sprintf("%s: %d entries there, %d here", name(), length(saved), length(now)))
+    for (k in if (is.null(names(saved))) seq_along(saved) else names(saved)) {
       why <- key_difference(saved[[k]], now[[k]], c(where, k))
       if (!is.null(why)) return(why)
     }
