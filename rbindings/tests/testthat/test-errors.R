@@ -77,3 +77,16 @@ test_that("a deeply nested expression that base R evaluates traces too", {
   f <- eval(call("function", as.pairlist(alist(x = )), ex))
   expect_identical(rf_jit(f, dtype = "float64")(c(1, 2)), f(c(1, 2)))
 })
+
+test_that("a torch function rfuse does not have is a classed refusal naming it, eager or traced", {
+  expect_error(torch_sort(rf_tensor(c(3, 1, 2))), class = "rfuse_unsupported", regexp = "`torch_sort\\(\\)` is a torch function rfuse does not have")
+  expect_error(rf_jit(function(x) torch_topk(x, 2))(c(3, 1, 2)), class = "rfuse_unsupported", regexp = "torch_topk")
+  expect_error(torch_tensor(1:3), class = "rfuse_unsupported", regexp = "rf_tensor\\(\\)")
+  expect_error(nn_prelu(), class = "rfuse_unsupported", regexp = "nn_prelu")
+  # None of them shadows a name rfuse has, and as_array() is one it has.
+  ns <- asNamespace("rfuse")
+  stubs <- rfuse:::torch_names_not_in_rfuse
+  expect_gt(length(stubs), 200)
+  expect_true(all(vapply(stubs, function(n) identical(environment(get(n, ns))$name, n), TRUE)))
+  expect_equal(as_array(rf_tensor(matrix(1:4, 2))), matrix(1:4, 2))
+})
