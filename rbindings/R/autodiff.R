@@ -437,9 +437,11 @@ nnf_one_hot <- function(tensor, num_classes = -1) {
 #'   step is loaded from it through rfuse's runtime library (no trace, no pass pipeline, no NVRTC or
 #'   LLVM), once rfuse has checked that it was written for a call like this one: the parameters',
 #'   data batches' and buffers' names, dtypes and dims, `dtype`, `optimizer` and its settings,
-#'   `tf32` and `precision` (else an `rfuse_artifact_error` names the difference). The file holds
-#'   the step as it was traced: rfuse does not compare the code of `loss` (or of `rf_fit()`'s model)
-#'   with it, so remove the file after changing that code. An epoch's smaller last batch has its
+#'   `tf32` and `precision`, and with `rf_fit()` the values the step reads of the model as
+#'   constants (frozen parameters, other buffers and numbers, train/eval mode) (else an
+#'   `rfuse_artifact_error` names the difference). The file holds the step as it was traced: rfuse
+#'   does not compare the code of `loss` (or of `rf_fit()`'s model), nor values `loss` reads from
+#'   outside, with it, so remove the file after changing those. An epoch's smaller last batch has its
 #'   own step in the file too; `strategy = "ddp"` is not supported. The learning rate (and its
 #'   schedule) and `steps` may differ from the exporting call's.
 #' @return An object of class `rf_training`: `params` (trained), `history` (the loss per step),
@@ -546,7 +548,7 @@ seeded_permutation <- function(n, seed) {
 train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, momentum, weight_decay, betas, eps,
                        dtype, tf32, progress, device, shuffle, write_back, buffers = list(), write_buffers = NULL,
                        strategy = "none", devices = NULL, drop_last = FALSE, precision = "32",
-                       download = tensor_like, compiled = NULL) {
+                       download = tensor_like, compiled = NULL, key_extra = NULL) {
   optimizer <- match.arg(optimizer, c("sgd", "adam", "adamw"))
   dtype <- match.arg(dtype, c("float32", "float64"))
   mixed <- training_precision(precision, dtype)
@@ -650,8 +652,8 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   make_entry <- function() grad_entry(state, c(P[[1]], X[[1]], B[[1]]))$entry
   make_tail <- if (tail_n > 0L) function() grad_entry(state, c(P[[1]], XT[[1]], B[[1]]))$entry
   kept <- if (!is.null(compiled))
-    compiled_step(compiled, step_key(mode, dtype, P[[1]], X[[1]], B[[1]], if (tail_n > 0L) XT[[1]]), make_entry,
-                  device, make_tail)
+    compiled_step(compiled, c(step_key(mode, dtype, P[[1]], X[[1]], B[[1]], if (tail_n > 0L) XT[[1]]), key_extra),
+                  make_entry, device, make_tail)
   entry <- if (is.null(compiled)) make_entry() else kept$main
   tr <- entry$trace
   # Labels the step one-hot encodes are checked once, in R's data (see class_targets).
@@ -975,10 +977,36 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     materialize(t)
     rf_guard(.rf_tensor_to_r_permuted(tensor_buffer(t), as.integer(t@env$rdim), order(layouts[[p]])))
   }
+  # A step kept in a file holds what it read of the model besides these as constants: the file
+  # must have been written for the same values.
+  constants <- if (!is.null(a$compiled)) list(model_constants = model_constants(model, c(paths, bpaths)))
   train_loop(a$loss, a$params, a$data, a$steps, a$batch_size, a$optimizer, a$lr, a$momentum, a$weight_decay,
              a$betas, a$eps, dtype, a$tf32, a$progress, device, a$shuffle, a$write_back,
              buffers = tracked, write_buffers = write_buffers, strategy = a$strategy, devices = a$devices,
-             drop_last = a$drop_last, precision = a$precision, download = download, compiled = a$compiled)
+             drop_last = a$drop_last, precision = a$precision, download = download, compiled = a$compiled,
+             key_extra = constants)
+}
+
+# A hash of what a traced training step reads of `model` as constants: every numeric or logical
+# field of every module that is not at a path in `skip` (the trained parameters and the tracked
+# running statistics, which are the step's inputs) — frozen parameters, other buffers, numbers —
+# and each module's training flag.
+model_constants <- function(model, skip) {
+  vals <- list()
+  tree <- module_tree(model)
+  for (i in seq_along(tree)) { # (by position: the root's path is "")
+    prefix <- names(tree)[i]
+    s <- self_of(tree[[i]])
+    vals[[paste0(prefix, "#training")]] <- isTRUE(s$training)
+    for (nm in field_names(s)) {
+      path <- if (nzchar(prefix)) paste0(prefix, ".", nm) else nm
+      if (path %in% skip) next
+      v <- buffer_value(get(nm, envir = s))
+      if (is_tensor(v)) v <- tensor_values(v)
+      if (is.numeric(v) || is.logical(v)) vals[[path]] <- unclass(v)
+    }
+  }
+  rlang::hash(vals)
 }
 
 # The layout each trainable nn_conv2d filter trains in: R keeps a filter as dim c(O, I, kH, kW),

@@ -277,3 +277,25 @@ test_that("a step file is checked against the call, and what one file cannot hol
                       compiled = artifact_file("step-cumulative")), class = "rfuse_unsupported", regexp = "momentum = NULL")
   expect_false(file.exists(artifact_file("step-cumulative")))
 })
+
+test_that("rf_fit's step file is refused for a model whose constants changed: frozen weights, mode", {
+  set.seed(21)
+  x <- matrix(rnorm(40 * 3), 40); y <- rep(1:2, 20)
+  make <- function() {
+    torch_manual_seed(3)
+    net <- nn_sequential(nn_linear(3, 6), nn_relu(), nn_linear(6, 2))
+    net[[1]]$requires_grad_(FALSE) # a frozen first layer: constants of the step
+    net
+  }
+  path <- artifact_file("step-frozen")
+  unlink(path)
+  fit <- function(net) rf_fit(net, x, y, steps = 3, lr = 0.1, progress = FALSE, compiled = path)
+  first <- fit(make())
+  expect_equal(fit(make())$history, first$history) # the same constants: loaded
+  changed <- make()
+  changed[[1]]$weight <- nn_parameter(as.array(changed[[1]]$weight) * 2, requires_grad = FALSE)
+  expect_error(fit(changed), class = "rfuse_artifact_error", regexp = "model_constants")
+  evaluated <- make()
+  evaluated$eval()
+  expect_error(fit(evaluated), class = "rfuse_artifact_error", regexp = "model_constants")
+})
