@@ -50,6 +50,9 @@ struct GraphBuilder::Impl {
       throw TraceError("the graph is finished; no more ops can be recorded");
   }
 
+  /// The function a TracedFunction names; `what` names the operation in the error.
+  func::FuncOp traced(TracedFunction fn, const char *what) const;
+
   void pushFunction(const std::string &name, bool isPrivate) {
     checkOpen();
     if (module->lookupSymbol(name))
@@ -571,23 +574,39 @@ TracedFunction GraphBuilder::endFunction(const std::vector<TracedValue> &results
   return TracedFunction{(int)impl->functions.size() - 1};
 }
 
+namespace {
+// Checks the arguments of `what` ("call", "custom_vjp") of `fn` against the types the function was
+// traced for.
+void checkArguments(func::FuncOp fn, const SmallVector<Value> &operands, const char *what) {
+  auto expected = fn.getFunctionType().getInputs();
+  if (operands.size() != expected.size())
+    throw ShapeError(std::string(what) + " @" + fn.getName().str() + ": takes " + std::to_string(expected.size()) +
+                     " arguments, got " + std::to_string(operands.size()));
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].getType() != expected[i]) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      os << what << " @" << fn.getName() << ": argument #" << i << " has type " << operands[i].getType()
+         << " but the function was traced for " << expected[i];
+      throw ShapeError(os.str());
+    }
+}
+} // namespace
+
+func::FuncOp GraphBuilder::Impl::traced(TracedFunction fn, const char *what) const {
+  if (fn.id < 0 || fn.id >= (int)functions.size())
+    throw TraceError(std::string(what) + ": invalid traced function");
+  return functions[fn.id];
+}
+
 std::vector<TracedValue> GraphBuilder::customVjp(TracedFunction forward, TracedFunction backward,
                                                  const std::vector<TracedValue> &args, int64_t numOutputs) {
   impl->checkOpen();
-  for (TracedFunction f : {forward, backward})
-    if (f.id < 0 || f.id >= (int)impl->functions.size())
-      throw TraceError("customVjp: invalid traced function");
-  func::FuncOp fwd = impl->functions[forward.id], bwd = impl->functions[backward.id];
+  func::FuncOp fwd = impl->traced(forward, "custom_vjp"), bwd = impl->traced(backward, "custom_vjp");
   SmallVector<Value> operands;
   for (TracedValue a : args)
     operands.push_back(impl->get(a, "custom_vjp"));
-  if (operands.size() != fwd.getNumArguments())
-    throw ShapeError("custom_vjp @" + fwd.getName().str() + ": takes " + std::to_string(fwd.getNumArguments()) +
-                     " arguments, got " + std::to_string(operands.size()));
-  for (size_t i = 0; i < operands.size(); ++i)
-    if (operands[i].getType() != fwd.getArgumentTypes()[i])
-      throw ShapeError("custom_vjp @" + fwd.getName().str() + ": argument #" + std::to_string(i) +
-                       " is not of the type the function was traced for");
+  checkArguments(fwd, operands, "custom_vjp");
   auto op = impl->b.create<CustomVjpOp>(impl->loc, fwd.getResultTypes(), fwd.getSymName(), bwd.getSymName(),
                                         numOutputs, operands);
   // The op's own checks (output dtypes, the backward's type), now rather than at finish().
@@ -609,25 +628,11 @@ std::vector<TracedValue> GraphBuilder::customVjp(TracedFunction forward, TracedF
 
 std::vector<TracedValue> GraphBuilder::call(TracedFunction fn, const std::vector<TracedValue> &args) {
   impl->checkOpen();
-  if (fn.id < 0 || fn.id >= (int)impl->functions.size())
-    throw TraceError("call: invalid traced function");
-  func::FuncOp callee = impl->functions[fn.id];
+  func::FuncOp callee = impl->traced(fn, "call");
   SmallVector<Value> operands;
   for (TracedValue a : args)
     operands.push_back(impl->get(a, "call"));
-  auto expected = callee.getFunctionType().getInputs();
-  if (operands.size() != expected.size())
-    throw ShapeError("call @" + callee.getName().str() + ": takes " +
-                     std::to_string(expected.size()) + " arguments, got " +
-                     std::to_string(operands.size()));
-  for (size_t i = 0; i < operands.size(); ++i)
-    if (operands[i].getType() != expected[i]) {
-      std::string msg;
-      llvm::raw_string_ostream os(msg);
-      os << "call @" << callee.getName() << ": argument #" << i << " has type "
-         << operands[i].getType() << " but the function was traced for " << expected[i];
-      throw ShapeError(os.str());
-    }
+  checkArguments(callee, operands, "call");
   auto op = impl->b.create<func::CallOp>(impl->loc, callee, operands);
   std::vector<TracedValue> out;
   for (Value r : op.getResults())
