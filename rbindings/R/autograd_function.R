@@ -85,28 +85,9 @@ trace_custom_vjp <- function(forward, backward, args, call) {
   syms <- vapply(args, is_sym, TRUE)
   .rf_state$nhelpers <- .rf_state$nhelpers + 1L
   tag <- .rf_state$nhelpers
-  fresh <- function(s) with_attrs(new_sym(rf_guard(.rf_b_input(b, sym_tshape(s), s$dtype, ""), call), s$rdim, s$len,
-                                          s$dtype, s$ib), s$attrs)
-  # A function traced in the scope of its own inputs (as trace_helper traces helpers).
-  traced <- function(name, inputs, body) {
-    rf_guard(.rf_b_begin_function(b, paste0(name, "_", tag)), call)
-    inner <- lapply(inputs, fresh)
-    outer <- list(helper = .rf_state$in_helper, ids = .rf_state$scope_ids, checks = .rf_state$scope_label_checks)
-    .rf_state$in_helper <- TRUE
-    .rf_state$scope_ids <- vapply(inner, function(s) as.integer(s$id), 0L)
-    .rf_state$scope_label_checks <- list()
-    on.exit({
-      .rf_state$in_helper <- outer$helper
-      .rf_state$scope_ids <- outer$ids
-      .rf_state$scope_label_checks <- outer$checks
-    })
-    out <- body(inner)
-    list(fid = rf_guard(.rf_b_end_function(b, vapply(out$results, function(s) as.integer(s$id), 0L)), call),
-         value = out$value)
-  }
   masked_forward <- mask_function(forward, torch_ops = TRUE)
   masked_backward <- mask_function(backward, torch_ops = TRUE)
-  fwd <- traced("autograd_forward", args[syms], function(inner) {
+  fwd <- trace_scoped_function(b, paste0("autograd_forward_", tag), args[syms], function(inner) {
     a <- args
     a[syms] <- inner
     res <- do.call(masked_forward, c(list(ctx), a))
@@ -115,14 +96,16 @@ trace_custom_vjp <- function(forward, backward, args, call) {
     if (!all(vapply(outputs, function(s) s$dtype %in% c("f32", "f64", "f16", "bf16"), TRUE)))
       rf_unsupported("autograd_function", call, "a forward result that is not a float array has no gradient")
     at <- which(vapply(ctx$saved_variables, is_sym, TRUE)) # (R values saved stay as they are)
-    list(results = c(outputs, ctx$saved_variables[at]),
+    list(ids = vapply(c(outputs, ctx$saved_variables[at]), function(s) as.integer(s$id), 0L),
          value = list(outputs = outputs, single = !is.list(res) || is_sym(res), names = names(res), at = at))
-  })
+  }, call)
+  # Class labels the forward one-hot encodes are this call's arguments to check (as a helper's).
+  for (c in fwd$label_checks) note_labels(args[syms][[c$pos]], c$classes, call)
   outs <- fwd$value$outputs
   at <- fwd$value$at
   saved <- ctx$saved_variables[at]
   float_inputs <- names(args)[syms][vapply(args[syms], function(s) s$dtype %in% c("f32", "f64", "f16", "bf16"), TRUE)]
-  bwd <- traced("autograd_backward", c(saved, outs), function(inner) {
+  bwd <- trace_scoped_function(b, paste0("autograd_backward_", tag), c(saved, outs), function(inner) {
     ctx$saved_variables[at] <- inner[seq_along(saved)]
     grads_in <- inner[length(saved) + seq_along(outs)]
     grads <- do.call(masked_backward, list(ctx, if (fwd$value$single) grads_in[[1]] else grads_in))
@@ -139,8 +122,10 @@ trace_custom_vjp <- function(forward, backward, args, call) {
                                               paste(s$rdim %||% s$len, collapse = "x")), call)
       reshape_sym(cast_sym(g, s$dtype), s$rdim, s$len)
     })
-    list(results = results, value = NULL)
-  })
+    list(ids = vapply(results, function(s) as.integer(s$id), 0L), value = NULL)
+  }, call)
+  if (length(bwd$label_checks))
+    rf_unsupported("autograd_function", call, "a backward that one-hot encodes class labels (check them in the forward)")
   input_ids <- vapply(args[syms], function(s) as.integer(s$id), 0L)
   ids <- rf_guard(.rf_b_custom_vjp(b, fwd$fid, bwd$fid, input_ids, length(outs)), call)
   results <- Map(function(id, s) with_attrs(new_sym(id, s$rdim, s$len, s$dtype, s$ib), s$attrs), ids[seq_along(outs)], outs)

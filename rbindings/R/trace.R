@@ -375,26 +375,16 @@ trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
   if (is.null(entry)) {
     .rf_state$nhelpers <- .rf_state$nhelpers + 1L
     fname <- paste0(gsub("[^A-Za-z0-9_]", "_", name), "_", .rf_state$nhelpers)
-    rf_guard(.rf_b_begin_function(b, fname), call)
-    inner <- lapply(args, function(a)
-      with_attrs(new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib),
-                 a$attrs))
-    outer <- .rf_state$in_helper
-    outer_scope <- list(ids = .rf_state$scope_ids, checks = .rf_state$scope_label_checks)
-    .rf_state$in_helper <- TRUE
-    .rf_state$scope_ids <- vapply(inner, function(s) as.integer(s$id), 0L)
-    .rf_state$scope_label_checks <- list()
-    out <- collect_outputs(do.call(masked, inner), main = FALSE)
-    label_checks <- .rf_state$scope_label_checks
-    .rf_state$in_helper <- outer
-    .rf_state$scope_ids <- outer_scope$ids
-    .rf_state$scope_label_checks <- outer_scope$checks
-    if (!all(vapply(out$items, is_sym, logical(1))))
-      rf_unsupported(name, call, "a traced helper must return symbolic values only")
-    fid <- rf_guard(.rf_b_end_function(b, out$ids), call)
-    entry <- list(fid = fid, single = out$single,
+    traced <- trace_scoped_function(b, fname, args, function(inner) {
+      out <- collect_outputs(do.call(masked, inner), main = FALSE)
+      if (!all(vapply(out$items, is_sym, logical(1))))
+        rf_unsupported(name, call, "a traced helper must return symbolic values only")
+      list(ids = out$ids, value = out)
+    }, call)
+    out <- traced$value
+    entry <- list(fid = traced$fid, single = out$single,
                   structure = lapply(out$items, function(s) unclass(s)[c("rdim", "len", "dtype", "ib", "attrs")]),
-                  names = names(out$items), label_checks = label_checks)
+                  names = names(out$items), label_checks = traced$label_checks)
     .rf_state$helpers[[key]] <- entry
   }
   # Arguments the helper takes class labels in: this call's are labels to check too.
@@ -402,6 +392,29 @@ trace_helper <- function(name, fun, args, call, torch_ops = FALSE) {
   ids <- rf_guard(.rf_b_call(b, entry$fid, vapply(args, function(a) as.integer(a$id), integer(1))), call)
   outs <- Map(function(id, s) with_attrs(new_sym(id, s$rdim, s$len, s$dtype, s$ib), s$attrs), ids, entry$structure)
   if (entry$single) outs[[1]] else stats::setNames(outs, entry$names)
+}
+
+# Traces a function `fname` of fresh inputs shaped like the symbolic values `inputs`: `body(inner)`
+# (inner: those inputs) returns list(ids = its results' ids, value = anything), traced in the
+# inputs' own scope (a helper's: values of the enclosing function cannot be used, see in_helper).
+# Returns the function's id, `value`, and the class-label checks made inside (by input position).
+trace_scoped_function <- function(b, fname, inputs, body, call) {
+  rf_guard(.rf_b_begin_function(b, fname), call)
+  inner <- lapply(inputs, function(a)
+    with_attrs(new_sym(rf_guard(.rf_b_input(b, sym_tshape(a), a$dtype, ""), call), a$rdim, a$len, a$dtype, a$ib),
+               a$attrs))
+  outer <- list(helper = .rf_state$in_helper, ids = .rf_state$scope_ids, checks = .rf_state$scope_label_checks)
+  .rf_state$in_helper <- TRUE
+  .rf_state$scope_ids <- vapply(inner, function(s) as.integer(s$id), 0L)
+  .rf_state$scope_label_checks <- list()
+  on.exit({
+    .rf_state$in_helper <- outer$helper
+    .rf_state$scope_ids <- outer$ids
+    .rf_state$scope_label_checks <- outer$checks
+  })
+  out <- body(inner)
+  list(fid = rf_guard(.rf_b_end_function(b, out$ids), call), value = out$value,
+       label_checks = .rf_state$scope_label_checks)
 }
 
 # Traces `f` on the given arguments: numeric/logical arrays become symbolic inputs, `static`

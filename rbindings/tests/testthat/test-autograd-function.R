@@ -96,3 +96,13 @@ test_that("wrong definitions and wrong gradients are classed errors", {
   bad <- autograd_function(forward = function(ctx, x) exp(x), backward = function(ctx, grad_output) list(x = c(1, 2)))
   expect_error(rf_grad(function(x) sum(bad(x)))(c(1, 2, 3)), class = "rfuse_shape_error", regexp = "gradient of 'x' has dims 2; 'x' has 3")
 })
+
+test_that("class labels a custom forward one-hot encodes are checked as a helper's are", {
+  ce <- autograd_function(
+    forward = function(ctx, logits, y) { ctx$save_for_backward(l = logits); nnf_cross_entropy(logits, y) },
+    backward = function(ctx, grad_output) list(logits = ctx$saved_variables$l * 0 + grad_output))
+  l <- matrix(c(0.1, -0.4, 0.3, 0.9, -1, 0.2), 2)
+  g <- rf_grad(function(l, y) ce(l, y), wrt = "l")
+  expect_equal(g(l, c(1L, 3L)), matrix(1, 2, 3))
+  expect_error(g(l, c(1L, 5L)), class = "rfuse_type_error") # label 5 of 3 classes: refused, not computed
+})
