@@ -299,9 +299,26 @@ nn_parameter <- function(x, requires_grad = TRUE) {
   if (is_tensor(x)) x <- tensor_values(x) # (a vector stays one: as.array() would give it a dim)
   if (!(is.numeric(x) || is.logical(x)))
     rf_abort("rfuse_type_error", sprintf("a parameter must be numeric, not %s", paste(class(x), collapse = "/")), sys.call())
+  keep <- if (isFALSE(requires_grad)) FALSE
+  # Already such a parameter (rf_fit's trained values): itself, its values not copied.
+  if (identical(oldClass(x), c("rf_parameter", implicit_class(x))) && identical(attr(x, "requires_grad"), keep))
+    return(x)
   x <- unclass(x)
-  attr(x, "requires_grad") <- if (isFALSE(requires_grad)) FALSE
+  attr(x, "requires_grad") <- keep
   structure(x, class = c("rf_parameter", class(x)))
+}
+
+# class(unclass(x)) without unclass()'s copy of a shared x's values.
+implicit_class <- function(x) {
+  d <- length(dim(x))
+  if (d == 2L) c("matrix", "array") else if (d) "array" else if (is.double(x)) "numeric" else typeof(x)
+}
+
+# `v`, an array no one else holds (just downloaded), made the trainable parameter nn_parameter()
+# would make of it by setting its class in place: no copy of a large model's values.
+as_trained_parameter <- function(v) {
+  class(v) <- c("rf_parameter", implicit_class(v))
+  v
 }
 
 #' @rdname nn_parameter

@@ -7,6 +7,7 @@
 #define RFUSE_RBINDINGS_PERMUTE_H
 
 #include "glue.h"
+#include "rfuse/Runtime/Parallel.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -46,11 +47,14 @@ inline Permutation permutationOf(const std::vector<int64_t> &dims, const std::ve
 }
 
 /// out = aperm(in) as `perm` says, each element converted to Out (float <-> double on the way to
-/// and from a tensor).
+/// and from a tensor). Split over the CPU backend's threads in tiles of the result (a ResNet's
+/// filters are 11M elements: rf_fit converts them on the way in and out).
 template <typename In, typename Out>
 void permuteInto(const In *in, Out *out, const Permutation &perm) {
   const std::vector<int64_t> &outDims = perm.outDims, &inStride = perm.inStride;
   const size_t n = outDims.size();
+  if (n == 0)
+    return;
   std::vector<int64_t> outStride(n, 1);
   for (size_t k = 1; k < n; ++k)
     outStride[k] = outStride[k - 1] * outDims[k - 1];
@@ -59,47 +63,42 @@ void permuteInto(const In *in, Out *out, const Permutation &perm) {
   for (size_t k = 0; k < n; ++k)
     if (inStride[k] == 1)
       b = k;
-  // The other dims (neither 0 nor b) are walked as an odometer; dims 0 and b in tiles.
+  // The other dims (neither 0 nor b) index independent slices; in each, dims 0 and b are walked in
+  // tiles (whole runs of dim 0 when b is 0: the fastest dims agree).
   std::vector<size_t> rest;
+  int64_t slices = 1;
   for (size_t k = 1; k < n; ++k)
-    if (k != b)
+    if (k != b) {
       rest.push_back(k);
-  std::vector<int64_t> idx(rest.size(), 0);
+      slices *= outDims[k];
+    }
   const int64_t n0 = outDims[0], nb = b == 0 ? 1 : outDims[b];
   const int64_t s0 = inStride[0], sb = b == 0 ? 0 : inStride[b], ob = b == 0 ? 0 : outStride[b];
-  constexpr int64_t tile = 32;
-  for (;;) {
-    int64_t inBase = 0, outBase = 0;
-    for (size_t r = 0; r < rest.size(); ++r) {
-      inBase += idx[r] * inStride[rest[r]];
-      outBase += idx[r] * outStride[rest[r]];
+  const int64_t tile0 = b == 0 ? 1024 : 32, tileB = 32;
+  const int64_t tiles0 = (n0 + tile0 - 1) / tile0, tilesB = (nb + tileB - 1) / tileB;
+  // A unit of work: one tile (tileB x tile0 elements) of one slice.
+  auto units = [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      int64_t t0 = u % tiles0, tb = (u / tiles0) % tilesB, slice = u / (tiles0 * tilesB);
+      int64_t inBase = 0, outBase = 0;
+      for (size_t r = 0; r < rest.size(); ++r) {
+        int64_t i = slice % outDims[rest[r]];
+        slice /= outDims[rest[r]];
+        inBase += i * inStride[rest[r]];
+        outBase += i * outStride[rest[r]];
+      }
+      const int64_t j00 = t0 * tile0, j0End = std::min(n0, j00 + tile0);
+      const int64_t jb0 = tb * tileB, jbEnd = std::min(nb, jb0 + tileB);
+      for (int64_t jb = jb0; jb < jbEnd; ++jb) {
+        const In *src = in + inBase + jb * sb;
+        Out *dst = out + outBase + jb * ob;
+        for (int64_t j0 = j00; j0 < j0End; ++j0)
+          dst[j0] = static_cast<Out>(src[j0 * s0]);
+      }
     }
-    if (b == 0) { // the fastest dims agree: a strided copy of whole runs
-      for (int64_t j = 0; j < n0; ++j)
-        out[outBase + j] = static_cast<Out>(in[inBase + j]);
-    } else {
-      for (int64_t jb0 = 0; jb0 < nb; jb0 += tile)
-        for (int64_t j00 = 0; j00 < n0; j00 += tile) {
-          const int64_t jbEnd = std::min(nb, jb0 + tile), j0End = std::min(n0, j00 + tile);
-          for (int64_t jb = jb0; jb < jbEnd; ++jb) {
-            const In *src = in + inBase + jb * sb;
-            Out *dst = out + outBase + jb * ob;
-            for (int64_t j0 = j00; j0 < j0End; ++j0)
-              dst[j0] = static_cast<Out>(src[j0 * s0]);
-          }
-        }
-    }
-    size_t r = 0;
-    for (; r < rest.size(); ++r) {
-      if (++idx[r] < outDims[rest[r]])
-        break;
-      idx[r] = 0;
-    }
-    if (r == rest.size())
-      return;
-  }
+  };
+  rfuse::cpu::parallelFor(slices * tilesB * tiles0, 0, tileB * tile0, units);
 }
-
 
 /// permutationOf for an R array's dim attribute (or an integer dims vector) and R's 1-based
 /// `perm`; a classed error naming `who` when they do not fit.

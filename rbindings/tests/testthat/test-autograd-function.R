@@ -14,7 +14,7 @@ test_that("the gradient is the backward's, in rf_grad, rf_jit and on tensors", {
   expect_equal(scaled_exp(x), exp(x)) # plain R arrays: the forward, called
   g <- rf_grad(function(x) sum(scaled_exp(x) * c(1, 2, 3, 4)), dtype = "float64")
   expect_equal(g(x), 2 * exp(x) * c(1, 2, 3, 4), tolerance = 1e-12) # twice exp's own derivative
-  jf <- rf_jit(function(x) scaled_exp(x) * 3)
+  jf <- rf_jit(function(x) scaled_exp(x) * 3, dtype = "float64") # (the GPU's default is float32)
   expect_equal(jf(x), exp(x) * 3, tolerance = 1e-12)
   xt <- rf_tensor(x, requires_grad = TRUE)
   loss <- sum(scaled_exp(xt))

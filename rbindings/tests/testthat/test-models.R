@@ -142,4 +142,11 @@ test_that("rf_fit trains convolution filters in the step's layout and gives them
     expect_lt(rel_err(a$params[[p]], b$params[[p]]), 1e-4)
   }
   expect_identical(dim(as.array(a$net$parameters[["0.weight"]])), c(4L, 2L, 3L, 2L))
+  # The model keeps the downloaded values themselves (no second copy of a large model in R), still
+  # parameters that train.
+  skip_if_not(capabilities("profmem"), "R without memory profiling (tracemem)")
+  for (p in c("0.weight", "2.weight", "0.bias", "4.weight")) {
+    expect_s3_class(a$net$parameters[[p]], "rf_parameter")
+    expect_identical(tracemem(a$net$parameters[[p]]), tracemem(a$params[[p]]), info = p)
+  }
 })
