@@ -69,8 +69,14 @@ if (what %in% c("W5", "W5-file")) {
     "trace + program + writing the step file"
   cat(sprintf("%s rf_fit, one step (%s + data upload + step): %.0f ms (%s)\n", what, how, ms(t1), phases(m1)))
 }
-if (what %in% c("W5", "W5-file") && nzchar(prof)) print(head(summaryRprof(prof)$by.total, 45))
+if (what %in% c("W5", "W5-file") && nzchar(prof)) { # the sampled stacks' innermost frames, most frequent first
+  stacks <- vapply(strsplit(readLines(prof)[-1], " "), function(f) paste(head(f, 8), collapse = " "), "")
+  top <- head(sort(table(stacks), decreasing = TRUE), 20)
+  cat(sprintf("%5d %s\n", as.integer(top), names(top)), sep = "")
+}
 ci <- rf_cache_info()
-cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d\n", what,
-            as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),
-            as.integer(ci$llvm_compiles)))
+lib <- rfuse:::.rf_compile_counts() # the library calls' first runs: of their time, the plans (algorithms chosen)
+cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d; library first calls %d (%.1f ms, plans %.1f ms)\n",
+            what, as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),
+            as.integer(ci$llvm_compiles), as.integer(lib[["library_first_calls"]]),
+            1000 * lib[["library_seconds"]], 1000 * lib[["library_plan_seconds"]]))

@@ -114,6 +114,10 @@ struct GraphBuilder::Impl {
 
   // Creates an op, verifies it, and turns any diagnostic into a ShapeError naming `what`.
   template <class OpT, class... Args> Value create(const char *what, Args &&...args) {
+    return createOp<OpT>(what, std::forward<Args>(args)...)->getResult(0);
+  }
+  // The same, returning the op (for its several results).
+  template <class OpT, class... Args> OpT createOp(const char *what, Args &&...args) {
     checkOpen();
     std::string diag;
     ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
@@ -126,7 +130,7 @@ struct GraphBuilder::Impl {
       op.erase();
       throw ShapeError(std::string(what) + ": " + stripOpPrefix(diag));
     }
-    return op->getResult(0);
+    return op;
   }
 
   // "'rfuse.add' op operand ..." -> "operand ..." (the caller prefixes its own name).
@@ -506,6 +510,30 @@ TracedValue GraphBuilder::gatherAt(TracedValue x, TracedValue indices, int64_t d
     i = impl->get(cast(indices, DType::I64), "gather");
   auto type = RankedTensorType::get(out, Impl::typeOf(v).getElementType());
   return impl->wrap(impl->create<GatherOp>("gather", type, v, i, impl->b.getI64IntegerAttr(dim)));
+}
+
+std::pair<TracedValue, TracedValue> GraphBuilder::sort(TracedValue x, int64_t dim, bool descending, bool nanLargest) {
+  Value v = impl->get(x, "sort");
+  auto t = Impl::typeOf(v);
+  if (dim < 0 || dim >= t.getRank())
+    Impl::shapeFail("sort", "dim " + std::to_string(dim) + " is out of range");
+  if (t.getElementType().isInteger(1))
+    Impl::shapeFail("sort", "a mask has no order (cast it first)");
+  auto op = impl->createOp<SortOp>("sort", v, (uint64_t)dim, descending, nanLargest);
+  TracedValue values = impl->wrap(op.getValues());
+  return {values, impl->wrap(op.getIndices())};
+}
+
+TracedValue GraphBuilder::takeAlong(TracedValue x, TracedValue indices, int64_t dim) {
+  Value v = impl->get(x, "take_along");
+  Value i = impl->get(indices, "take_along");
+  auto t = Impl::typeOf(v), it = Impl::typeOf(i);
+  if (dim < 0 || dim >= t.getRank())
+    Impl::shapeFail("take_along", "dim " + std::to_string(dim) + " is out of range");
+  if (!it.getElementType().isInteger(64))
+    i = impl->get(cast(indices, DType::I64), "take_along");
+  auto type = RankedTensorType::get(it.getShape(), t.getElementType());
+  return impl->wrap(impl->create<TakeAlongOp>("take_along", type, v, i, impl->b.getI64IntegerAttr(dim)));
 }
 
 TracedValue GraphBuilder::reduceSum(TracedValue x, const std::vector<int64_t> &d, bool k) {

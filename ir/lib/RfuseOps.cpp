@@ -334,6 +334,38 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+LogicalResult SortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto in = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  types.push_back(in);
+  types.push_back(RankedTensorType::get(in.getShape(), IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult SortOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  if (getDim() < 0 || getDim() >= rank)
+    return emitOpError("dim ") << getDim() << " is out of range for an operand of rank " << rank;
+  return success();
+}
+
+LogicalResult TakeAlongOp::verify() {
+  auto in = getInput().getType(), idx = getIndices().getType(), r = getResult().getType();
+  int64_t rank = in.getRank(), dim = getDim();
+  if (dim < 0 || dim >= rank)
+    return emitOpError("dim ") << dim << " is out of range for an operand of rank " << rank;
+  if (idx.getRank() != rank)
+    return emitOpError("indices ") << idx << " must have the input's rank " << rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && idx.getShape()[d] != in.getShape()[d])
+      return emitOpError("indices ") << idx << " must match the input " << in << " in every dim but " << dim;
+  if (r.getShape() != idx.getShape() || r.getElementType() != in.getElementType())
+    return emitOpError("result ") << r << " must have the indices' shape and the input's element type";
+  if (in.getShape()[dim] == 0 && idx.getShape()[dim] != 0)
+    return emitOpError("takes positions from an empty dim ") << dim;
+  return success();
+}
+
 LogicalResult ScanOp::verify() {
   int64_t rank = getInput().getType().getRank();
   if (getDim() < 0 || getDim() >= rank)

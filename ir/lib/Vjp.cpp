@@ -377,6 +377,12 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
         Value cs = builder.create<ScanOp>(e.loc, rg, s.getDimAttr(), s.getKindAttr());
         operandGrads[0] = builder.create<ReverseOp>(e.loc, cs, dims);
       })
+      .Case([&](SortOp s) {
+        // Each cotangent goes back where its value came from: taken along the inverse
+        // permutation, which is the order that sorts the indices.
+        auto inverse = builder.create<SortOp>(e.loc, s.getIndices(), s.getDim());
+        operandGrads[0] = builder.create<TakeAlongOp>(e.loc, g.getType(), g, inverse.getIndices(), s.getDimAttr());
+      })
       .Case([&](ReduceSumOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMeanOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })

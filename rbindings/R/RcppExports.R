@@ -121,6 +121,14 @@
     .Call(`_rfuse_rf_b_scan`, b, x, dim, kind)
 }
 
+.rf_b_sort <- function(b, x, dim, descending, nan_largest) {
+    .Call(`_rfuse_rf_b_sort`, b, x, dim, descending, nan_largest)
+}
+
+.rf_b_take_along <- function(b, x, indices, dim) {
+    .Call(`_rfuse_rf_b_take_along`, b, x, indices, dim)
+}
+
 .rf_b_solve <- function(b, a, rhs, tolerance) {
     .Call(`_rfuse_rf_b_solve`, b, a, rhs, tolerance)
 }

@@ -33,6 +33,10 @@ autograd_function <- function(forward, backward) {
   if (!is.function(forward) || !is.function(backward))
     rf_abort("rfuse_type_error", "autograd_function() takes two functions, `forward` and `backward`")
   arg_names <- names(formals(forward))[-1]
+  # Its recorded operations' name, its own: the cache of eager programs keys on names and code,
+  # and every autograd_function's recorded closure has the same code.
+  .rf_state$autograd_functions <- (.rf_state$autograd_functions %||% 0L) + 1L
+  op_name <- paste0("autograd_function#", .rf_state$autograd_functions)
   if (!length(formals(forward)) || "..." %in% arg_names)
     rf_abort("rfuse_type_error", "`forward` must take `ctx` and then named arguments (not ...)")
   if (length(formals(backward)) != 2)
@@ -43,7 +47,7 @@ autograd_function <- function(forward, backward) {
     if (any(vapply(args, is_sym, TRUE))) return(trace_custom_vjp(forward, backward, args, call))
     tensors <- vapply(args, is_tensor, TRUE)
     if (any(tensors)) # one recorded operation, traced as above when it runs or is differentiated
-      return(record("autograd_function", function(...) trace_custom_vjp(forward, backward, list(...), call), args,
+      return(record(op_name, function(...) trace_custom_vjp(forward, backward, list(...), call), args,
                     settings = names(args)[!tensors]))
     do.call(forward, c(list(autograd_context()), args))
   }

@@ -763,6 +763,6 @@ traced_functions <- function() {
        upper.tri = rf_upper_tri, lower.tri = rf_lower_tri, row = rf_row, col = rf_col,
        which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
                                          "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
-       sort = base_guard("sort", "sorting is not traced yet (sort, order, median and quantile are refused)"),
-       median = make_guard("median", stats::median, "sorting is not traced yet (sort, order, median and quantile are refused)"))
+       sort = rf_sort, order = rf_order, median = rf_median,
+       quantile = make_guard("quantile", stats::quantile, "quantile() is not traced yet (sort, order and median are)"))
 }

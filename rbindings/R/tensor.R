@@ -220,7 +220,9 @@ flatten_graph <- function(t, pending = TRUE) {
         c(2L, length(consts))
       })
       names(refs) <- names(args)
-      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, refs = refs, consts = consts)
+      if (is.null(x@env$node$fn_key)) x@env$node$fn_key <- fn_key(x@env$node$name, x@env$node$fn)
+      steps[[length(steps) + 1]] <<- list(name = x@env$node$name, fn = x@env$node$fn, fn_key = x@env$node$fn_key,
+                                          refs = refs, consts = consts)
       assign(key, length(steps), envir = seen)
       return(c(1L, length(steps)))
     }
@@ -233,12 +235,26 @@ flatten_graph <- function(t, pending = TRUE) {
   list(leaves = leaves, tensors = leaf_tensors, steps = steps)
 }
 
-# A cache key of a flattened graph's structure (with the ops' constants).
+# A cache key of a flattened graph's structure (with the ops' constants and code: see fn_key).
 graph_key <- function(steps, prefix)
   paste(prefix, vapply(steps, function(s)
-    paste0(s$name, "(", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")",
+    paste0(s$name, "[", s$fn_key, "](", paste(vapply(s$refs, paste, "", collapse = ":"), collapse = ","), ")",
            if (length(s$consts)) paste(deparse(s$consts), collapse = "") else ""), ""),
     collapse = ";")
+
+# A key of a recorded op's code: two ops recorded under one name with different code (torch_max's
+# values and indices) must not share a program. Ops whose closures capture what they compute
+# (a reduction's kind) carry it in their names. Memoized per name by the body itself (the
+# closures one `function` expression makes share it; identical() sees that first).
+.rf_fn_keys <- new.env(parent = emptyenv())
+fn_key <- function(name, fn) {
+  b <- body(fn); f <- formals(fn)
+  seen <- .rf_fn_keys[[name]]
+  for (e in seen) if (identical(e$body, b) && identical(e$formals, f)) return(e$key)
+  k <- rlang::hash(list(b, f))
+  assign(name, c(seen, list(list(body = b, formals = f, key = k))), envir = .rf_fn_keys)
+  k
+}
 
 # A graph's key as a name for the caches' environments (R limits names to 10000 bytes; a model's
 # recorded forward and backward is much longer): its 128-bit hash.

@@ -984,6 +984,8 @@ tensor_method <- function(x, name, call = NULL) {
     min = function(dim = NULL, keepdim = FALSE) torch_min(x, dim, keepdim),
     argmax = function(dim, keepdim = FALSE) torch_argmax(x, dim, keepdim),
     argmin = function(dim, keepdim = FALSE) torch_argmin(x, dim, keepdim),
+    sort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_sort(x, dim, descending, stable),
+    argsort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_argsort(x, dim, descending, stable),
     item = function() {
       if (is_sym(x)) rf_unsupported("$item", call, "it reads a traced value into R: the program would hold one value for every call")
       if (prod(t_size(x)) != 1) rf_abort("rfuse_shape_error", "item() needs a tensor of one element", call)

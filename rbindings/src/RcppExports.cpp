@@ -398,6 +398,35 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_sort
+IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_largest);
+RcppExport SEXP _rfuse_rf_b_sort(SEXP bSEXP, SEXP xSEXP, SEXP dimSEXP, SEXP descendingSEXP, SEXP nan_largestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    Rcpp::traits::input_parameter< bool >::type descending(descendingSEXP);
+    Rcpp::traits::input_parameter< bool >::type nan_largest(nan_largestSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_sort(b, x, dim, descending, nan_largest));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_take_along
+int rf_b_take_along(SEXP b, int x, int indices, int dim);
+RcppExport SEXP _rfuse_rf_b_take_along(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_take_along(b, x, indices, dim));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_solve
 int rf_b_solve(SEXP b, int a, int rhs, double tolerance);
 RcppExport SEXP _rfuse_rf_b_solve(SEXP bSEXP, SEXP aSEXP, SEXP rhsSEXP, SEXP toleranceSEXP) {
@@ -1193,6 +1222,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
+    {"_rfuse_rf_b_sort", (DL_FUNC) &_rfuse_rf_b_sort, 5},
+    {"_rfuse_rf_b_take_along", (DL_FUNC) &_rfuse_rf_b_take_along, 4},
     {"_rfuse_rf_b_solve", (DL_FUNC) &_rfuse_rf_b_solve, 4},
     {"_rfuse_rf_b_cholesky", (DL_FUNC) &_rfuse_rf_b_cholesky, 2},
     {"_rfuse_rf_b_log_determinant", (DL_FUNC) &_rfuse_rf_b_log_determinant, 2},

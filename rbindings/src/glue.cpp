@@ -160,6 +160,20 @@ int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
   return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });
 }
 
+// The sorted values' and the positions' ids.
+// [[Rcpp::export(.rf_b_sort)]]
+IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_largest) {
+  return guarded([&] {
+    auto [values, indices] = builder(b).sort(tv(x), dim, descending, nan_largest);
+    return IntegerVector::create(values.id, indices.id);
+  });
+}
+
+// [[Rcpp::export(.rf_b_take_along)]]
+int rf_b_take_along(SEXP b, int x, int indices, int dim) {
+  return guarded([&] { return builder(b).takeAlong(tv(x), tv(indices), dim).id; });
+}
+
 // [[Rcpp::export(.rf_b_solve)]]
 int rf_b_solve(SEXP b, int a, int rhs, double tolerance) {
   return guarded([&] { return builder(b).solve(tv(a), tv(rhs), tolerance).id; });
@@ -681,7 +695,9 @@ Rcpp::NumericVector rf_compile_counts() {
         Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits,
         Rcpp::Named("program_seconds") = p.programSeconds, Rcpp::Named("plan_seconds") = p.planSeconds,
         Rcpp::Named("load_seconds") = p.loadSeconds,
-        Rcpp::Named("library_seconds") = rfuse::cuda::libraryCallStats().firstCallSeconds);
+        Rcpp::Named("library_seconds") = rfuse::cuda::libraryCallStats().firstCallSeconds,
+        Rcpp::Named("library_plan_seconds") = rfuse::cuda::libraryCallStats().planSeconds,
+        Rcpp::Named("library_first_calls") = (double)rfuse::cuda::libraryCallStats().firstCalls);
   });
 }
 

@@ -22,6 +22,14 @@ test_that("the gradient is the backward's, in rf_grad, rf_jit and on tensors", {
   expect_equal(as.vector(as.array(xt$grad)), 2 * exp(x), tolerance = 1e-6)
 })
 
+test_that("two autograd functions on tensors are two operations (not one cached program)", {
+  twice <- autograd_function(function(ctx, x) x * 2, function(ctx, grad_output) list(x = grad_output * 2))
+  thrice <- autograd_function(function(ctx, x) x * 3, function(ctx, grad_output) list(x = grad_output * 3))
+  x <- rf_tensor(c(1, 2), dtype = "float64")
+  expect_equal(as.vector(as.array(twice(x))), c(2, 4))
+  expect_equal(as.vector(as.array(thrice(x))), c(3, 6))
+})
+
 test_that("several arguments, a constant argument, ctx fields and a straight-through estimator", {
   clipped_product <- autograd_function(
     forward = function(ctx, x, w, limit = 1) {

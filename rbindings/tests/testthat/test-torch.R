@@ -76,6 +76,13 @@ test_that("reductions along dims, keepdim, softmax and log_softmax", {
   expect_equal(mx[[1]], apply(x, c(1, 3), max))
   expect_identical(mx[[2]], apply(x, c(1, 3), which.max))
   expect_traced(function(x) torch_max(x, dim = 2)[[2]], x, ref = apply(x, c(1, 3), which.max))
+  # On rf_tensors: the values and the indices are two recorded operations of one name; each is
+  # its own program (they once shared the first one's, and the indices came back as values).
+  tx <- rf_tensor(x, dtype = "float64")
+  tm <- torch_max(tx, dim = 2)
+  expect_equal(as.array(tm[[1]]), apply(x, c(1, 3), max))
+  expect_equal(as.array(tm[[2]]), apply(x, c(1, 3), which.max))
+  expect_equal(as.array(torch_min(tx, dim = 3)[[2]]), apply(x, c(1, 2), which.min))
   expect_traced(function(x) x$argmin(dim = 3, keepdim = TRUE), x, ref = array(apply(x, c(1, 2), which.min), c(2, 3, 1)))
   # Ties give the first index; a NaN counts as the maximum, as torch.
   tie <- matrix(c(1, 3, 3, 0, NaN, 2), 2, byrow = TRUE)

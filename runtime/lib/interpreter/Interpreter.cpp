@@ -12,6 +12,7 @@
 #include "../cpu/Blas.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -208,6 +209,8 @@ private:
         .Case([&](ConcatOp c) { return std::vector<HostTensor>{concat(c, in)}; })
         .Case([&](GatherOp g) { return std::vector<HostTensor>{gatherAlong(g, in[0], in[1])}; })
         .Case([&](ScanOp s) { return std::vector<HostTensor>{scan(s, in[0])}; })
+        .Case([&](SortOp s) { return sort(s, in[0]); })
+        .Case([&](TakeAlongOp t) { return std::vector<HostTensor>{takeAlong(t, in[0], in[1])}; })
         .Case([&](AllReduceOp a) {
           // The oracle runs in one process: an all-reduce over one rank is the identity.
           if (int world = activeWorldSize(); world != 1)
@@ -447,6 +450,60 @@ private:
         }
       }
     return out;
+  }
+
+  // Each line along the dim sorted by a stable sort of its positions; NaN last (R) or above
+  // +Inf (torch: nan_largest), -0 == +0.
+  std::vector<HostTensor> sort(SortOp s, const HostTensor &in) {
+    HostTensor values = alloc(s.getValues()), indices = alloc(s.getIndices());
+    int64_t dim = s.getDim(), len = in.shape[dim], inner = 1, outer = 1;
+    for (int64_t d = 0; d < in.rank(); ++d)
+      (d < dim ? outer : inner) *= d == dim ? 1 : in.shape[d];
+    bool descending = s.getDescending(), nanLargest = s.getNanLargest();
+    std::vector<int64_t> order(len);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t j) { return (o * len + j) * inner + i; };
+        std::iota(order.begin(), order.end(), 0);
+        // before(a, b): a's element goes strictly before b's.
+        auto before = [&](int64_t a, int64_t b) {
+          if (!in.isFloat())
+            return descending ? in.i[at(a)] > in.i[at(b)] : in.i[at(a)] < in.i[at(b)];
+          double x = in.f[at(a)], y = in.f[at(b)];
+          bool nx = std::isnan(x), ny = std::isnan(y);
+          if (nx || ny) {
+            if (nx && ny)
+              return false;
+            bool nanFirst = nanLargest && descending; // NaN is the largest: first when descending
+            return nanFirst ? nx : ny;
+          }
+          return descending ? x > y : x < y;
+        };
+        std::stable_sort(order.begin(), order.end(), before);
+        for (int64_t j = 0; j < len; ++j) {
+          if (in.isFloat())
+            values.f[at(j)] = in.f[at(order[j])];
+          else
+            values.i[at(j)] = in.i[at(order[j])];
+          indices.i[at(j)] = order[j];
+        }
+      }
+    return {values, indices};
+  }
+
+  // result[..., i, ...] = in[..., indices[..., i, ...], ...]; a computed position is clamped.
+  HostTensor takeAlong(TakeAlongOp t, const HostTensor &in, const HostTensor &indices) {
+    int64_t dim = t.getDim(), n = in.shape[dim];
+    return gather(t.getResult(), in, [&](const std::vector<int64_t> &idx, const std::vector<int64_t> &st) {
+      int64_t src = 0, k = 0, stride = 1;
+      for (int64_t d = (int64_t)idx.size() - 1; d >= 0; --d) { // the position's own element
+        k += idx[d] * stride;
+        stride *= indices.shape[d];
+      }
+      for (size_t d = 0; d < idx.size(); ++d)
+        src += ((int64_t)d == dim ? std::clamp<int64_t>(indices.i[k], 0, n - 1) : idx[d]) * st[d];
+      return src;
+    });
   }
 
   // A computed index outside [0, n) is clamped, as the generated kernels do.

@@ -1556,6 +1556,51 @@ func.func @f(%x: tensor<6xf32>, %i: tensor<2xf32>) {
 
 // -----
 
+// sort: a dim out of range.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'rfuse.sort' op dim 2 is out of range for an operand of rank 2}}
+  %v, %i = rfuse.sort %x, dim = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// sort: a mask has no order.
+func.func @f(%x: tensor<3xi1>) {
+  // expected-error @+1 {{'rfuse.sort' op operand #0 must be statically shaped tensor of}}
+  %v, %i = rfuse.sort %x, dim = 0 : tensor<3xi1>
+  return
+}
+
+// -----
+
+// take_along: indices of another rank.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'rfuse.take_along' op indices 'tensor<3xi64>' must have the input's rank 2}}
+  %0 = rfuse.take_along %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// take_along: indices that differ from the input in a dim other than `dim`.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<4x3xi64>) {
+  // expected-error @+1 {{'rfuse.take_along' op indices 'tensor<4x3xi64>' must match the input 'tensor<2x3xf32>' in every dim but 1}}
+  %0 = rfuse.take_along %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// take_along: a result not of the indices' shape.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<2x5xi64>) {
+  // expected-error @+1 {{'rfuse.take_along' op result 'tensor<2x3xf32>' must have the indices' shape and the input's element type}}
+  %0 = rfuse.take_along %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<2x5xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 // solve: a must be square.
 func.func @f(%a: tensor<3x2xf64>, %b: tensor<1x3xf64>) {
   // expected-error @+1 {{'rfuse.solve' op 'a' must be a square matrix, not 'tensor<3x2xf64>'}}

@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rfuse {
@@ -148,6 +149,13 @@ public:
   /// x's entries along `dim` at computed 0-based positions (a vector, cast to i64 by truncation;
   /// the op clamps them into range: the caller checks them).
   TracedValue gatherAt(TracedValue x, TracedValue indices, int64_t dim);
+  /// x sorted along `dim` (stable; NaN last, or above +Inf with nanLargest: rfuse.sort) and the
+  /// 0-based positions (i64) along `dim` the values came from.
+  std::pair<TracedValue, TracedValue> sort(TracedValue x, int64_t dim, bool descending, bool nanLargest);
+  /// x's entries of each line along `dim` at the positions `indices` holds (x's rank and sizes
+  /// but along `dim`; cast to i64 by truncation; the op clamps them into range: the caller
+  /// checks them).
+  TracedValue takeAlong(TracedValue x, TracedValue indices, int64_t dim);
   /// x with x · a = b (rfuse.solve: R's solve(A, B) on a = A^T, b = B^T, LAPACK's dgesv); NaN
   /// everywhere where R's solve would stop (singular, or reciprocal condition below tolerance).
   TracedValue solve(TracedValue a, TracedValue b, double tolerance);

@@ -406,6 +406,48 @@ def Rfuse_GatherOp : Rfuse_Op<"gather", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
   let hasVerifier = 1;
 }
 
+def Rfuse_SortOp : Rfuse_Op<"sort", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
+  let summary = "Sorts each line along one dimension: the values, and where each came from.";
+  let description = [{
+    Each line along `dim` sorted ascending (or with `descending`, descending); `indices` holds,
+    for each result position, the 0-based position along `dim` of the input element it holds.
+    Stable: equal elements keep their input order, in either direction (R's radix sort, and
+    torch's `stable = TRUE`). NaN: with `nan_largest` NaN is above +Inf (torch: last ascending,
+    first descending); without it NaN goes last in either direction (R's `na.last = TRUE`).
+    -0 and +0 are equal. Its gradient puts each cotangent back where its value came from (a
+    take_along by the inverse permutation). Run on the host by the interpreter (a host step).
+
+    Example (R's `sort(x, decreasing = TRUE, na.last = TRUE)`):
+    ```mlir
+    %v, %i = rfuse.sort %x, dim = 0 {descending} : tensor<6xf64>
+    ```
+  }];
+  let arguments = (ins Rfuse_NumericTensor:$input, I64Attr:$dim, UnitAttr:$descending, UnitAttr:$nan_largest);
+  let results = (outs Rfuse_NumericTensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input `,` `dim` `=` $dim attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Rfuse_TakeAlongOp : Rfuse_Op<"take_along", [Pure]> {
+  let summary = "Selects entries of each line along one dimension by a tensor of positions.";
+  let description = [{
+    result[..., i, ...] = input[..., indices[..., i, ...], ...] along `dim`: `indices` (i32 or
+    i64, 0-based) has the input's rank and its sizes in every other dim; the result has the
+    indices' shape. A computed position out of range is clamped to [0, n - 1] (the frontend
+    checks what it passes). torch's `torch_gather(x, dim, index)` / `take_along_dim`; the
+    gradient of rfuse.sort. It has no gradient of its own (that would be a scatter-add).
+
+    Example:
+    ```mlir
+    %t = rfuse.take_along %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input, StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$dim);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input `,` $indices `,` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Rfuse_ScanOp : Rfuse_Op<"scan", [Pure, SameOperandsAndResultType, Rfuse_VjpOpInterface]> {
   let summary = "Cumulative sum, product, maximum or minimum along one dimension.";
   let description = [{

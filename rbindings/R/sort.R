@@ -1,0 +1,137 @@
+# Sorting traced values (rfuse.sort: a stable sort of each line, run on the host by the
+# interpreter; its gradient puts each cotangent back where its value came from): base R's sort,
+# order and median, and torch's torch_sort / torch_argsort / $sort() / $argsort().
+#
+# R's answers where NA is involved: sort() drops NA and NaN by default and median() of a vector
+# holding one is NA, so a call whose values hold one is answered by base R (runtime_check); with
+# na.last = TRUE the program sorts them last itself, as R does. torch sorts NaN above +Inf.
+
+# The sorted values and the 0-based positions they came from, of `x` flattened (R's sort and
+# order see a vector); R integers stay integers, an integer tensor sorts in its own dtype.
+sort_flat <- function(x, decreasing, call) {
+  s <- reshape_sym(if (is_native_int(x)) x else to_dtype(x, trace_float(), call), NULL, x$len)
+  ids <- emit(.rf_b_sort, s$id, 0L, decreasing, FALSE, call = call)
+  list(values = new_sym(ids[1], NULL, x$len, s$dtype, if (!is_native_int(x) && is_int_value(x)) int_bound("same", int_ref(x))),
+       positions = new_sym(ids[2], NULL, x$len, "i64"))
+}
+
+sort_refusals <- function(x, name, call) {
+  if (x$dtype == "i1") rf_unsupported(name, call, "of a logical value (sort a number: as.numeric(x))")
+  if (!is.null(x$attrs$names)) rf_unsupported(name, call, "of a value with names (the names would follow the data)")
+  if (!is.null(x$attrs$class)) rf_unsupported(name, call, sprintf("of a value of class %s", paste(x$attrs$class, collapse = "/")))
+}
+
+sort_method <- function(method, name, call) {
+  if (is.null(method)) return(invisible())
+  if (!is.character(method) || length(method) != 1 || !method %in% c("auto", "radix"))
+    rf_unsupported(name, call, "only method = \"auto\" or \"radix\" (a stable sort) is traced")
+}
+
+rf_sort <- function(x, decreasing = FALSE, ...) {
+  if (!is_sym(x)) return(base::sort(x, decreasing = decreasing, ...))
+  call <- sys.call()
+  a <- list(...)
+  extra <- setdiff(names(a) %||% rep("", length(a)), c("na.last", "method"))
+  if (length(extra))
+    rf_unsupported("sort", call, sprintf("sort() of a traced value takes decreasing, na.last and method (not %s)",
+                                         paste(sQuote(extra, FALSE), collapse = ", ")))
+  decreasing <- flag(decreasing, "decreasing", "sort", call)
+  sort_method(a$method, "sort", call)
+  na_last <- if ("na.last" %in% names(a)) a$na.last else NA
+  if (is_sym(na_last) || !is.logical(na_last) || length(na_last) != 1)
+    rf_unsupported("sort", call, "'na.last' must be TRUE, FALSE or NA")
+  if (isFALSE(na_last)) rf_unsupported("sort", call, "na.last = FALSE (NA first) is not traced; use na.last = TRUE or NA")
+  sort_refusals(x, "sort", call)
+  if (is.na(na_last) && !is_native_int(x)) # R drops them: a length the program cannot know
+    runtime_check(any_all("any", list(is.na.rf_sym(x)), call), "hold NA or NaN values (sort() drops them)")
+  sort_flat(x, decreasing, call)$values
+}
+
+rf_order <- function(..., na.last = TRUE, decreasing = FALSE, method = c("auto", "shell", "radix")) {
+  keys <- list(...)
+  if (!any(vapply(keys, is_sym, TRUE)))
+    return(base::order(..., na.last = na.last, decreasing = decreasing, method = method))
+  call <- sys.call()
+  if (length(keys) != 1) rf_unsupported("order", call, "order() of several keys (ties broken by the next) is not traced")
+  x <- keys[[1]]
+  decreasing <- flag(decreasing, "decreasing", "order", call)
+  if (!isTRUE(na.last)) rf_unsupported("order", call, "only na.last = TRUE (NA last, as R's default) is traced")
+  if (!missing(method)) sort_method(method, "order", call)
+  sort_refusals(x, "order", call)
+  p <- sort_flat(x, decreasing, call)$positions
+  r <- to_dtype(p, trace_float(), call) + 1
+  r$ib <- int_bound("const", v = x$len) # an R integer (1..n)
+  r
+}
+
+rf_median <- function(x, na.rm = FALSE, ...) {
+  if (!is_sym(x)) return(stats::median(x, na.rm = na.rm, ...))
+  call <- sys.call()
+  if (...length()) rf_unsupported("median", call, "median() of a traced value takes only na.rm")
+  na_rm <- flag(na.rm, "na.rm", "median", call)
+  sort_refusals(x, "median", call)
+  n <- x$len
+  if (n == 0) rf_unsupported("median", call, "of a length-0 value (R's answer is NA)")
+  if (na_rm) {
+    if (is_int_value(x)) rf_unsupported("median", call, "na.rm = TRUE of integers (R's answer is an integer or a double as the count of NAs is odd or even)")
+    return(median_of_present(x, call))
+  }
+  # R: NA when any value is NA (or NaN); else the middle of the sorted values.
+  runtime_check(any_all("any", list(is.na.rf_sym(x)), call), "hold NA or NaN values (R's median is then NA)")
+  v <- sort_flat(x, FALSE, call)$values
+  half <- (n + 1L) %/% 2L
+  if (n %% 2L == 1L) return(v[half])
+  (to_dtype(v[half], trace_float(), call) + to_dtype(v[half + 1L], trace_float(), call)) / 2
+}
+
+# median(x, na.rm = TRUE): NaN sorts last, so the m values that are not NA come first; the middle
+# of those at computed positions. R's answer for m = 0 is NA: base R gives it.
+median_of_present <- function(x, call) {
+  s <- sort_flat(to_dtype(x, trace_float(), call), FALSE, call)$values
+  m <- reduce_all("sum", !is.na.rf_sym(x), call)
+  runtime_check(m < 1, "hold only NA values (R's median is then NA)")
+  at <- function(p) new_sym(emit(.rf_b_gather_at, s$id, (p - 1)$id, 0L, call = call), NULL, 1L, s$dtype)
+  lo <- floor((m + 1) / 2) # 1-based: (m + 1) %/% 2 and m %/% 2 + 1
+  hi <- floor(m / 2) + 1
+  (at(lo) + at(hi)) / 2
+}
+
+# torch_sort(x, dim = -1, descending = FALSE, stable = FALSE): list(values, indices), the indices
+# 1-based int64 as torch for R's; NaN sorts above +Inf. Stable always (a valid answer for
+# stable = FALSE too).
+t_sort <- function(x, dim, descending, call) {
+  d <- t_size(x); n <- length(d)
+  k <- t_dim(dim, n, call)
+  if (!is.logical(descending) || length(descending) != 1 || is.na(descending))
+    rf_abort("rfuse_type_error", "`descending` must be TRUE or FALSE", call)
+  if (!is_sym(x)) { # plain arrays: base R, line by line along k (radix: stable; NaN above all)
+    perm <- c(k, setdiff(seq_len(n), k))
+    lines <- matrix(aperm(array(unclass(x), d), perm), d[k])
+    o <- matrix(apply(lines, 2, function(v) order(v, decreasing = descending, na.last = !descending, method = "radix")), d[k])
+    v <- matrix(lines[cbind(as.vector(o), rep(seq_len(ncol(lines)), each = d[k]))], d[k])
+    back <- function(m) shaped(aperm(array(m, d[perm]), order(perm)), d)
+    return(list(back(v), back(o)))
+  }
+  s <- if (x$dtype %in% c("i1")) to_dtype(x, trace_float(), call) else x
+  ids <- emit(.rf_b_sort, s$id, as.integer(n - k), descending, TRUE, call = call)
+  rdim <- if (n <= 1) NULL else d
+  list(new_sym(ids[1], rdim, prod(d), s$dtype), new_sym(ids[2], rdim, prod(d), "i64") + 1L)
+}
+
+#' @rdname torch_functions
+#' @export
+torch_sort <- function(self, dim = -1L, descending = FALSE, stable = FALSE) {
+  call <- sys.call()
+  if (!is.logical(stable) || length(stable) != 1 || is.na(stable))
+    rf_abort("rfuse_type_error", "`stable` must be TRUE or FALSE", call)
+  if (is_tensor(self))
+    return(list(record("torch_sort", function(x, dim, descending) t_sort(x, dim, descending, call)[[1]],
+                       list(self, dim = dim, descending = descending), c("dim", "descending")),
+                record("torch_argsort", function(x, dim, descending) t_sort(x, dim, descending, call)[[2]],
+                       list(self, dim = dim, descending = descending), c("dim", "descending"))))
+  t_sort(self, dim, descending, call)
+}
+
+#' @rdname torch_functions
+#' @export
+torch_argsort <- function(self, dim = -1L, descending = FALSE, stable = FALSE) torch_sort(self, dim, descending, stable)[[2]]
