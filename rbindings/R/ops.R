@@ -764,5 +764,5 @@ traced_functions <- function() {
        which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
                                          "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
        sort = rf_sort, order = rf_order, median = rf_median,
-       quantile = make_guard("quantile", stats::quantile, "quantile() is not traced yet (sort, order and median are)"))
+       quantile = rf_quantile)
 }

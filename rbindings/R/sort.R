@@ -135,3 +135,31 @@ torch_sort <- function(self, dim = -1L, descending = FALSE, stable = FALSE) {
 #' @rdname torch_functions
 #' @export
 torch_argsort <- function(self, dim = -1L, descending = FALSE, stable = FALSE) torch_sort(self, dim, descending, stable)[[2]]
+
+# quantile(x, probs, names = TRUE, type = 7): R's type 7 at positions 1 + (n - 1) * p of the
+# sorted values (known when the function is traced), interpolated as R does (not where the two
+# neighbours are equal: Inf stays Inf). A value holding NA or NaN is R's error: base R answers.
+rf_quantile <- function(x, probs = seq(0, 1, 0.25), na.rm = FALSE, names = TRUE, type = 7, ...) {
+  if (!is_sym(x)) return(stats::quantile(x, probs = probs, na.rm = na.rm, names = names, type = type, ...))
+  call <- sys.call()
+  if (...length()) rf_unsupported("quantile", call, "quantile() of a traced value takes probs, na.rm, names and type")
+  if (!identical(type, 7) && !identical(type, 7L)) rf_unsupported("quantile", call, "only type = 7 (R's default) is traced")
+  if (is_sym(probs) || !is.numeric(probs)) rf_unsupported("quantile", call, "'probs' must be numbers that are not traced")
+  if (flag(na.rm, "na.rm", "quantile", call))
+    rf_unsupported("quantile", call, "na.rm = TRUE (the positions would depend on how many values are NA)")
+  names <- flag(names, "names", "quantile", call)
+  # R's own checks of probs, and its names for them ("25%").
+  labels <- names(stats::quantile(c(0, 1), probs = probs, names = TRUE))
+  sort_refusals(x, "quantile", call)
+  n <- x$len
+  if (n == 0) rf_unsupported("quantile", call, "of a length-0 value (R's answer is NA)")
+  runtime_check(any_all("any", list(is.na.rf_sym(x)), call), "hold NA or NaN values (R's quantile() stops)")
+  v <- to_dtype(sort_flat(x, FALSE, call)$values, trace_float(), call)
+  if (anyNA(probs)) rf_unsupported("quantile", call, "NA in 'probs'")
+  index <- 1 + (n - 1) * pmax(0, pmin(1, probs))
+  lo <- floor(index); hi <- ceiling(index); h <- index - lo
+  ql <- v[lo]; qh <- v[hi]
+  mixed <- rf_ifelse(qh != ql, (1 - h) * ql + h * qh, ql)
+  q <- if (any(h > 0)) rf_ifelse(lift_constant(h > 0, call), mixed, ql) else ql
+  if (names) with_attrs(q, list(names = labels)) else q
+}

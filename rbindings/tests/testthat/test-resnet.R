@@ -116,7 +116,7 @@ test_that("a small ResNet learns a synthetic image task with rf_fit() on the CPU
   expect_lt(fit$history[30], fit$history[1] / 4)
   # Filters trained in the convolution's layout come back in R's, in the model and in fit$params.
   expect_identical(dim(fit$params$conv1.weight), dim(before$conv1.weight))
-  expect_identical(fit$params$conv1.weight, rfuse:::state_value(net$parameters$conv1.weight))
+  expect_identical(fit$params$conv1.weight, net$parameters$conv1.weight) # (the same values, not a copy)
   expect_false(isTRUE(all.equal(before$conv1.weight, net$parameters$conv1.weight)))
   expect_s3_class(net$parameters$conv1.weight, "rf_parameter")
   # Every compiled step updated the running statistics (torch's momentum 0.1).

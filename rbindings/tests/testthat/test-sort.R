@@ -25,6 +25,19 @@ test_that("sort, order and median of traced values are base R's", {
   for (v in list(c(3, -1, 8, 0.5), c(-1, 2, 4, 7, -3), c(1, 2))) expect_equal(suppressWarnings(f(v)), suppressWarnings(median(log(v), na.rm = TRUE)), tolerance = 1e-15)
 })
 
+test_that("quantile (type 7) of traced values is base R's, names included", {
+  set.seed(2)
+  x <- c(rnorm(10), 1, 1, Inf)
+  for (p in list(seq(0, 1, 0.25), c(0.1, 0.5, 0.99), 0.5, c(1, 0)))
+    expect_identical(rf_jit(function(x) quantile(x * 2, probs = p), dtype = "float64")(x), quantile(x * 2, probs = p))
+  expect_identical(rf_jit(function(x) quantile(x, c(0.3, 0.7), names = FALSE), dtype = "float64")(x[1:7]),
+                   quantile(x[1:7], c(0.3, 0.7), names = FALSE))
+  expect_identical(rf_jit(function(i) quantile(i))(c(4L, 1L, 9L)), quantile(c(4L, 1L, 9L)))
+  expect_error(rf_jit(function(x) quantile(x, 1.5))(x), "outside")
+  expect_identical(suppressMessages(rf_jit(function(x) tryCatch(quantile(x), error = function(e) "stopped"), dtype = "float64")(c(1, NA))),
+                   "stopped")
+})
+
 test_that("NA and NaN: answered by base R where the program could not know R's answer", {
   xn <- c(3, NA, 1, NaN, 2)
   s <- rf_jit(function(x) sort(x), dtype = "float64")
@@ -48,7 +61,8 @@ test_that("what is not traced is refused with a classed error naming it", {
   expect_error(rf_jit(function(x) order(x, -x))(x), class = "rfuse_unsupported")
   expect_error(rf_jit(function(x) sort(x > 1))(x), class = "rfuse_unsupported")
   expect_identical(rf_jit(function(x, d) sort(x, decreasing = d), dtype = "float64")(x, TRUE), c(3, 2, 1)) # a flag argument: a constant
-  expect_error(rf_jit(function(x) quantile(x))(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) quantile(x, type = 1))(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) quantile(x, na.rm = TRUE))(x), class = "rfuse_unsupported")
 })
 
 # torch's sort along a 1-based dim, by base R: stable, NaN above +Inf.

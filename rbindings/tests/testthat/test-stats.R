@@ -36,7 +36,7 @@ test_that("arguments reductions cannot honour are refused, not ignored", {
   expect_refused(function(x) cor(x, x * 2, method = "spearman"), x)
   expect_refused(function(x) cov(x, x, use = "complete.obs"), x)
   expect_error(rf_jit(function(x) x[which(x > 0)])(x), "mask itself", class = "rfuse_unsupported")
-  expect_error(rf_jit(function(x) sort(x)[1])(x), "sorting", class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) sort(x, partial = 1)[1])(x), "partial", class = "rfuse_unsupported")
   expect_refused(function(x) any(x), x) # numbers coerced to logical, with R's warning
   expect_matches_base(function(x) as.vector(x > 0, "numeric") + as.vector(x), x)
 })
