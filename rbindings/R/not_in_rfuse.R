@@ -37,7 +37,7 @@ torch_names_not_in_rfuse <- c(
   "torch_cholesky_solve", "torch_combinations", "torch_conj", "torch_contiguous_format",
   "torch_conv1d", "torch_conv2d", "torch_conv3d", "torch_conv_tbc", "torch_conv_transpose1d",
   "torch_conv_transpose2d", "torch_conv_transpose3d", "torch_cosh", "torch_cosine_similarity",
-  "torch_cross", "torch_cummax", "torch_cummin", "torch_cumprod", "torch_cumsum", "torch_det",
+  "torch_cross", "torch_cummax", "torch_cummin", "torch_det",
   "torch_diag", "torch_diag_embed", "torch_diagflat", "torch_diagonal", "torch_digamma",
   "torch_dist", "torch_dot", "torch_eig", "torch_einsum", "torch_empty_like",
   "torch_empty_strided", "torch_eq", "torch_equal", "torch_erf", "torch_erfc", "torch_erfinv",
@@ -64,7 +64,7 @@ torch_names_not_in_rfuse <- c(
   "torch_set_default_dtype", "torch_short", "torch_sign", "torch_sinh", "torch_slogdet",
   "torch_solve", "torch_sparse_coo", "torch_sparse_coo_tensor", "torch_square",
   "torch_std", "torch_std_mean", "torch_stft", "torch_strided", "torch_svd", "torch_symeig",
-  "torch_take", "torch_tensor", "torch_tensordot", "torch_threshold_", "torch_topk", "torch_trace",
+  "torch_take", "torch_tensor", "torch_tensordot", "torch_threshold_", "torch_trace",
   "torch_trapz", "torch_triangular_solve", "torch_tril_indices", "torch_triu_indices",
   "torch_true_divide", "torch_trunc", "torch_uint8", "torch_unique_consecutive", "torch_var",
   "torch_var_mean", "with_enable_grad")

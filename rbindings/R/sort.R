@@ -163,3 +163,28 @@ rf_quantile <- function(x, probs = seq(0, 1, 0.25), na.rm = FALSE, names = TRUE,
   q <- if (any(h > 0)) rf_ifelse(lift_constant(h > 0, call), mixed, ql) else ql
   if (names) with_attrs(q, list(names = labels)) else q
 }
+
+# torch_topk(x, k, dim = -1, largest = TRUE, sorted = TRUE): the first k of torch_sort along dim
+# (descending for the largest), values and 1-based indices; NaN counts as the largest, as torch.
+#' @rdname torch_functions
+#' @export
+torch_topk <- function(self, k, dim = -1L, largest = TRUE, sorted = TRUE) {
+  call <- sys.call()
+  if (!is.numeric(k) || length(k) != 1 || is.na(k) || k != round(k) || k < 0)
+    rf_abort("rfuse_type_error", "`k` must be one whole number >= 0", call)
+  for (nm in c("largest", "sorted")) {
+    v <- get(nm)
+    if (!is.logical(v) || length(v) != 1 || is.na(v)) rf_abort("rfuse_type_error", sprintf("`%s` must be TRUE or FALSE", nm), call)
+  }
+  d <- t_size(self)
+  kd <- t_dim(dim, length(d), call)
+  if (k > d[kd]) rf_shape_error(sprintf("selected index k = %d is out of range (dim %d has %d elements)", as.integer(k), kd, d[kd]), call)
+  # (sorted = FALSE lets torch return them in any order: sorted is one of those)
+  top <- function(x, dim, k, largest, which) t_narrow(t_sort(x, dim, largest, call)[[which]], dim, 1L, as.integer(k), call)
+  if (is_tensor(self))
+    return(list(record("torch_topk", function(x, dim, k, largest) top(x, dim, k, largest, 1L),
+                       list(self, dim = dim, k = k, largest = largest), c("dim", "k", "largest")),
+                record("torch_topk_indices", function(x, dim, k, largest) top(x, dim, k, largest, 2L),
+                       list(self, dim = dim, k = k, largest = largest), c("dim", "k", "largest"))))
+  list(top(self, dim, k, largest, 1L), top(self, dim, k, largest, 2L))
+}

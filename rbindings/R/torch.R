@@ -721,6 +721,34 @@ torch_argmax <- torch_fn("torch_argmax", function(self, dim, keepdim = FALSE) t_
 #' @export
 torch_argmin <- torch_fn("torch_argmin", function(self, dim, keepdim = FALSE) t_argext("min", self, dim, keepdim, sys.call()),
                          c("dim", "keepdim"))
+# torch_cumsum / torch_cumprod along a 1-based dim (rfuse.scan); integer tensors sum in int64, as
+# torch's.
+t_cumulative <- function(kind, x, dim, call) {
+  d <- t_size(x); n <- length(d)
+  k <- t_dim(dim, n, call)
+  if (!is_sym(x)) {
+    f <- if (kind == "sum") cumsum else cumprod
+    perm <- c(k, setdiff(seq_len(n), k))
+    lines <- matrix(aperm(array(unclass(x), d), perm), d[k])
+    v <- matrix(apply(lines, 2, f), d[k])
+    return(shaped(aperm(array(v, d[perm]), order(perm)), d))
+  }
+  s <- if (is_native_int(x)) to_dtype(x, "i64", call) else to_dtype(x, trace_float(), call)
+  if (prod(d) == 0) return(s)
+  new_sym(emit(.rf_b_scan, s$id, as.integer(n - k), kind, call = call), s$rdim, s$len, s$dtype)
+}
+#' @rdname torch_functions
+#' @export
+torch_cumsum <- torch_fn("torch_cumsum", function(self, dim, dtype = NULL) {
+  if (!is.null(dtype)) rf_unsupported("torch_cumsum", sys.call(), "`dtype` (the sum is in the tensor's own dtype, int64 for integers)")
+  t_cumulative("sum", self, dim, sys.call())
+}, c("dim", "dtype"))
+#' @rdname torch_functions
+#' @export
+torch_cumprod <- torch_fn("torch_cumprod", function(self, dim, dtype = NULL) {
+  if (!is.null(dtype)) rf_unsupported("torch_cumprod", sys.call(), "`dtype` (the product is in the tensor's own dtype)")
+  t_cumulative("prod", self, dim, sys.call())
+}, c("dim", "dtype"))
 #' @rdname torch_functions
 #' @export
 torch_softmax <- torch_fn("torch_softmax", function(input, dim) t_softmax(input, dim, sys.call()), "dim")
@@ -985,6 +1013,9 @@ tensor_method <- function(x, name, call = NULL) {
     argmax = function(dim, keepdim = FALSE) torch_argmax(x, dim, keepdim),
     argmin = function(dim, keepdim = FALSE) torch_argmin(x, dim, keepdim),
     sort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_sort(x, dim, descending, stable),
+    topk = function(k, dim = -1L, largest = TRUE, sorted = TRUE) torch_topk(x, k, dim, largest, sorted),
+    cumsum = function(dim, dtype = NULL) torch_cumsum(x, dim, dtype),
+    cumprod = function(dim, dtype = NULL) torch_cumprod(x, dim, dtype),
     argsort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_argsort(x, dim, descending, stable),
     item = function() {
       if (is_sym(x)) rf_unsupported("$item", call, "it reads a traced value into R: the program would hold one value for every call")

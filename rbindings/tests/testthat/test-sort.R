@@ -113,3 +113,29 @@ test_that("gradients through sort are finite differences' (rf_grad, backward())"
   for (i in 1:3) expected[i, o[i, ]] <- matrix(1:12, 3)[i, ]
   expect_equal(as.array(xt$grad), expected)
 })
+
+test_that("torch_topk, torch_cumsum and torch_cumprod: plain arrays, tensors and traced code", {
+  set.seed(3)
+  a <- array(rnorm(24), c(2, 3, 4)); a[1, 2, 3] <- NaN
+  for (dim in 1:3) for (largest in c(TRUE, FALSE)) {
+    ref <- lapply(torch_sort_ref(a, dim, largest), function(v) {
+      idx <- rep(list(TRUE), 3); idx[[dim]] <- 1:2
+      do.call(`[`, c(list(v), idx, list(drop = FALSE)))
+    })
+    got <- torch_topk(a, 2, dim = dim, largest = largest)
+    expect_identical(got[[1]], ref[[1]]); expect_identical(got[[2]], ref[[2]])
+    t <- torch_topk(rf_tensor(a, dtype = "float64"), 2, dim = dim, largest = largest)
+    expect_identical(as.array(t[[1]]), ref[[1]]); expect_equal(as.array(t[[2]]), ref[[2]])
+    j <- rf_jit(function(x) x$topk(2, dim = dim, largest = largest)[[1]], dtype = "float64")(a)
+    expect_identical(j, ref[[1]])
+  }
+  expect_error(torch_topk(a, 5, dim = 1), class = "rfuse_shape_error")
+  b <- array(rnorm(24), c(2, 3, 4))
+  cs <- aperm(apply(b, c(1, 3), cumsum), c(2, 1, 3))
+  expect_equal(torch_cumsum(b, 2), cs)
+  expect_equal(as.array(torch_cumsum(rf_tensor(b, dtype = "float64"), dim = -2)), cs)
+  expect_equal(rf_jit(function(x) x$cumprod(dim = 3), dtype = "float64")(b), aperm(apply(b, c(1, 2), cumprod), c(2, 3, 1)))
+  expect_equal(as.vector(as.array(torch_cumsum(rf_tensor(1:5, dtype = "int32"), 1))), c(1, 3, 6, 10, 15))
+  expect_equal(rf_grad(function(x) sum(torch_cumsum(x, 1) * c(1, 2, 3)), dtype = "float64")(c(1, 2, 3)), c(6, 5, 3))
+  expect_error(torch_cumsum(b, 1, dtype = "float64"), class = "rfuse_unsupported")
+})
