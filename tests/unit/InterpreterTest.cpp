@@ -301,6 +301,50 @@ TEST(Interpreter, MaxMinPropagateNaN) {
   EXPECT_EQ(out[1].f[2], -2.0);
 }
 
+// rfuse.sort along the middle dim of a 3-d tensor with ties and NaN, against a naive stable
+// insertion sort per line; take_along by the indices gives the values again.
+TEST(Interpreter, SortIsStableWithNaNLastAndTakeAlongInvertsIt) {
+  std::string text = R"(func.func @main(%x: tensor<2x5x3xf64>) -> (tensor<2x5x3xf64>, tensor<2x5x3xi64>, tensor<2x5x3xf64>) {
+    %v, %i = rfuse.sort %x, dim = 1 {descending} : tensor<2x5x3xf64>
+    %t = rfuse.take_along %x, %i, dim = 1 : (tensor<2x5x3xf64>, tensor<2x5x3xi64>) -> tensor<2x5x3xf64>
+    return %v, %i, %t : tensor<2x5x3xf64>, tensor<2x5x3xi64>, tensor<2x5x3xf64>
+  })";
+  std::vector<double> x(30);
+  for (int k = 0; k < 30; ++k)
+    x[k] = (double)((k * 7) % 4); // ties
+  x[4] = std::nan("");
+  x[20] = std::nan("");
+  auto out = run(text, {HostTensor::fromDoubles(DType::F64, {2, 5, 3}, x)});
+  for (int o = 0; o < 2; ++o)
+    for (int in = 0; in < 3; ++in) {
+      auto at = [&](int j) { return (o * 5 + j) * 3 + in; };
+      std::vector<int> order; // insertion sort: stable; NaN last, larger first
+      for (int j = 0; j < 5; ++j) {
+        auto after = [&](int a, int b) { // a's element goes after b's
+          double va = x[at(a)], vb = x[at(b)];
+          if (std::isnan(va)) return true;
+          if (std::isnan(vb)) return false;
+          return va <= vb;
+        };
+        size_t p = order.size();
+        while (p > 0 && !after(j, order[p - 1]))
+          --p;
+        order.insert(order.begin() + p, j);
+      }
+      for (int j = 0; j < 5; ++j) {
+        EXPECT_EQ(out[1].i[at(j)], order[j]) << "line " << o << "," << in << " position " << j;
+        double want = x[at(order[j])];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[0].f[at(j)]));
+          EXPECT_TRUE(std::isnan(out[2].f[at(j)]));
+        } else {
+          EXPECT_EQ(out[0].f[at(j)], want);
+          EXPECT_EQ(out[2].f[at(j)], want);
+        }
+      }
+    }
+}
+
 TEST(Interpreter, CompareEveryPredicate) {
   const char *preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   std::function<bool(double, double)> refs[] = {
