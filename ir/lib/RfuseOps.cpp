@@ -342,18 +342,20 @@ LogicalResult SortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   return success();
 }
 
-LogicalResult SortOp::verify() {
-  int64_t rank = getInput().getType().getRank();
-  if (getDim() < 0 || getDim() >= rank)
-    return emitOpError("dim ") << getDim() << " is out of range for an operand of rank " << rank;
+// The ops along one dim (sort, take_along, scan): the dim must be one of the operand's.
+static LogicalResult verifyDimOf(Operation *op, int64_t dim, int64_t rank) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError("dim ") << dim << " is out of range for an operand of rank " << rank;
   return success();
 }
+
+LogicalResult SortOp::verify() { return verifyDimOf(*this, getDim(), getInput().getType().getRank()); }
 
 LogicalResult TakeAlongOp::verify() {
   auto in = getInput().getType(), idx = getIndices().getType(), r = getResult().getType();
   int64_t rank = in.getRank(), dim = getDim();
-  if (dim < 0 || dim >= rank)
-    return emitOpError("dim ") << dim << " is out of range for an operand of rank " << rank;
+  if (failed(verifyDimOf(*this, dim, rank)))
+    return failure();
   if (idx.getRank() != rank)
     return emitOpError("indices ") << idx << " must have the input's rank " << rank;
   for (int64_t d = 0; d < rank; ++d)
@@ -366,12 +368,7 @@ LogicalResult TakeAlongOp::verify() {
   return success();
 }
 
-LogicalResult ScanOp::verify() {
-  int64_t rank = getInput().getType().getRank();
-  if (getDim() < 0 || getDim() >= rank)
-    return emitOpError("dim ") << getDim() << " is out of range for an operand of rank " << rank;
-  return success();
-}
+LogicalResult ScanOp::verify() { return verifyDimOf(*this, getDim(), getInput().getType().getRank()); }
 
 LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
