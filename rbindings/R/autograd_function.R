@@ -33,14 +33,14 @@ autograd_function <- function(forward, backward) {
   if (!is.function(forward) || !is.function(backward))
     rf_abort("rfuse_type_error", "autograd_function() takes two functions, `forward` and `backward`")
   arg_names <- names(formals(forward))[-1]
-  # Its recorded operations' name, its own: the cache of eager programs keys on names and code,
-  # and every autograd_function's recorded closure has the same code.
-  .rf_state$autograd_functions <- (.rf_state$autograd_functions %||% 0L) + 1L
-  op_name <- paste0("autograd_function#", .rf_state$autograd_functions)
   if (!length(formals(forward)) || "..." %in% arg_names)
     rf_abort("rfuse_type_error", "`forward` must take `ctx` and then named arguments (not ...)")
   if (length(formals(backward)) != 2)
     rf_abort("rfuse_type_error", "`backward` must take two arguments: `ctx` and `grad_output`")
+  # Its recorded operations' name, its own: the cache of eager programs keys on names and code,
+  # and every autograd_function's recorded closure has the same code.
+  .rf_state$autograd_functions <- (.rf_state$autograd_functions %||% 0L) + 1L
+  op_name <- paste0("autograd_function#", .rf_state$autograd_functions)
   fn <- function(...) {
     call <- sys.call()
     args <- match_forward_args(list(...), arg_names, call)
@@ -97,7 +97,7 @@ trace_custom_vjp <- function(forward, backward, args, call) {
     res <- do.call(masked_forward, c(list(ctx), a))
     outputs <- if (is_sym(res)) list(res) else if (is.list(res)) res else list(as_sym(res, call))
     outputs <- lapply(outputs, as_sym, call = call)
-    if (!all(vapply(outputs, function(s) s$dtype %in% c("f32", "f64", "f16", "bf16"), TRUE)))
+    if (!all(vapply(outputs, function(s) is_float_dtype(r_dtype(s$dtype)), TRUE)))
       rf_unsupported("autograd_function", call, "a forward result that is not a float array has no gradient")
     at <- which(vapply(ctx$saved_variables, is_sym, TRUE)) # (R values saved stay as they are)
     list(ids = vapply(c(outputs, ctx$saved_variables[at]), function(s) as.integer(s$id), 0L),
@@ -108,7 +108,7 @@ trace_custom_vjp <- function(forward, backward, args, call) {
   outs <- fwd$value$outputs
   at <- fwd$value$at
   saved <- ctx$saved_variables[at]
-  float_inputs <- names(args)[syms][vapply(args[syms], function(s) s$dtype %in% c("f32", "f64", "f16", "bf16"), TRUE)]
+  float_inputs <- names(args)[syms][vapply(args[syms], function(s) is_float_dtype(r_dtype(s$dtype)), TRUE)]
   bwd <- trace_scoped_function(b, paste0("autograd_backward_", tag), c(saved, outs), function(inner) {
     ctx$saved_variables[at] <- inner[seq_along(saved)]
     grads_in <- inner[length(saved) + seq_along(outs)]

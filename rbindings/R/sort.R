@@ -1,6 +1,6 @@
 # Sorting traced values (rfuse.sort: a stable sort of each line, run on the host by the
 # interpreter; its gradient puts each cotangent back where its value came from): base R's sort,
-# order and median, and torch's torch_sort / torch_argsort / $sort() / $argsort().
+# order, median and quantile, and torch's torch_sort / torch_argsort / torch_topk (and methods).
 #
 # R's answers where NA is involved: sort() drops NA and NaN by default and median() of a vector
 # holding one is NA, so a call whose values hold one is answered by base R (runtime_check); with
@@ -105,12 +105,10 @@ t_sort <- function(x, dim, descending, call) {
   if (!is.logical(descending) || length(descending) != 1 || is.na(descending))
     rf_abort("rfuse_type_error", "`descending` must be TRUE or FALSE", call)
   if (!is_sym(x)) { # plain arrays: base R, line by line along k (radix: stable; NaN above all)
-    perm <- c(k, setdiff(seq_len(n), k))
-    lines <- matrix(aperm(array(unclass(x), d), perm), d[k])
-    o <- matrix(apply(lines, 2, function(v) order(v, decreasing = descending, na.last = !descending, method = "radix")), d[k])
-    v <- matrix(lines[cbind(as.vector(o), rep(seq_len(ncol(lines)), each = d[k]))], d[k])
-    back <- function(m) shaped(aperm(array(m, d[perm]), order(perm)), d)
-    return(list(back(v), back(o)))
+    l <- lines_along(x, d, k)
+    o <- matrix(apply(l$m, 2, function(v) order(v, decreasing = descending, na.last = !descending, method = "radix")), d[k])
+    v <- l$m[cbind(as.vector(o), rep(seq_len(ncol(l$m)), each = d[k]))]
+    return(list(l$back(v), l$back(o)))
   }
   s <- if (x$dtype %in% c("i1")) to_dtype(x, trace_float(), call) else x
   ids <- emit(.rf_b_sort, s$id, as.integer(n - k), descending, TRUE, call = call)

@@ -721,17 +721,22 @@ torch_argmax <- torch_fn("torch_argmax", function(self, dim, keepdim = FALSE) t_
 #' @export
 torch_argmin <- torch_fn("torch_argmin", function(self, dim, keepdim = FALSE) t_argext("min", self, dim, keepdim, sys.call()),
                          c("dim", "keepdim"))
+# The lines of plain array `x` (dims d) along dim k, as the columns of a matrix `m`, and `back()`,
+# which puts a matrix of such columns (or their values in that order) back in x's layout.
+lines_along <- function(x, d, k) {
+  perm <- c(k, setdiff(seq_along(d), k))
+  list(m = matrix(aperm(array(unclass(x), d), perm), d[k]),
+       back = function(m) shaped(aperm(array(m, d[perm]), order(perm)), d))
+}
+
 # torch_cumsum / torch_cumprod along a 1-based dim (rfuse.scan); integer tensors sum in int64, as
 # torch's.
 t_cumulative <- function(kind, x, dim, call) {
   d <- t_size(x); n <- length(d)
   k <- t_dim(dim, n, call)
   if (!is_sym(x)) {
-    f <- if (kind == "sum") cumsum else cumprod
-    perm <- c(k, setdiff(seq_len(n), k))
-    lines <- matrix(aperm(array(unclass(x), d), perm), d[k])
-    v <- matrix(apply(lines, 2, f), d[k])
-    return(shaped(aperm(array(v, d[perm]), order(perm)), d))
+    l <- lines_along(x, d, k)
+    return(l$back(apply(l$m, 2, if (kind == "sum") cumsum else cumprod)))
   }
   s <- if (is_native_int(x)) to_dtype(x, "i64", call) else to_dtype(x, trace_float(), call)
   if (prod(d) == 0) return(s)
