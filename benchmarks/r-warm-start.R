@@ -30,11 +30,16 @@ if (what == "W1") {
   n <- 2^20
   xt <- rf_tensor(rnorm(n), device = dev); at <- rf_tensor(rnorm(n), device = dev); bt <- rf_tensor(rnorm(n), device = dev)
   rf_sync(xt + 1) # the device and the tensor path started (not part of the warm start)
+  # Each collection during the first call (gcinfo: its level and the heap's use against the
+  # trigger, on stderr): which allocation tips R into a collection there. (No gc() call to see the
+  # heap before: it would collect.)
   m1 <- mark()
+  old_gcinfo <- gcinfo(TRUE)
   t1 <- proc.time()[["elapsed"]]
   jf <- rf_jit(chain)
   rf_sync(jf(xt, at, bt))
   first <- ms(t1)
+  gcinfo(old_gcinfo)
   where <- phases(m1)
   t2 <- proc.time()[["elapsed"]]
   rf_sync(jf(xt, at, bt))
@@ -68,6 +73,13 @@ if (what %in% c("W5", "W5-file")) {
   how <- if (is.null(step_file)) "trace + program" else if (existed) "step loaded from its file" else
     "trace + program + writing the step file"
   cat(sprintf("%s rf_fit, one step (%s + data upload + step): %.0f ms (%s)\n", what, how, ms(t1), phases(m1)))
+  # The trained values stay on the device until R reads them: what the first read of all of them
+  # costs (downloaded, converted, filters permuted to R's layout), after the step, as a user who
+  # then looks at the weights pays it.
+  m2 <- mark()
+  t2 <- proc.time()[["elapsed"]]
+  total <- sum(vapply(net$parameters, function(p) sum(p), 0))
+  cat(sprintf("%s reading every trained parameter in R afterwards: %.0f ms (%s)\n", what, ms(t2), phases(m2)))
 }
 if (what %in% c("W5", "W5-file") && nzchar(prof)) { # the sampled stacks' innermost frames, most frequent first
   stacks <- vapply(strsplit(readLines(prof)[-1], " "), function(f) paste(head(f, 8), collapse = " "), "")
@@ -76,7 +88,10 @@ if (what %in% c("W5", "W5-file") && nzchar(prof)) { # the sampled stacks' innerm
 }
 ci <- rf_cache_info()
 lib <- rfuse:::.rf_compile_counts() # the library calls' first runs: of their time, the plans (algorithms chosen)
-cat(sprintf("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d; library first calls %d (%.1f ms, plans %.1f ms)\n",
+cat(sprintf(paste("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d; library first calls %d",
+                  "(%.1f ms, plans %.1f ms; plans recalled %d, of them from disk %d, chosen %d)\n"),
             what, as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),
             as.integer(ci$llvm_compiles), as.integer(lib[["library_first_calls"]]),
-            1000 * lib[["library_seconds"]], 1000 * lib[["library_plan_seconds"]]))
+            1000 * lib[["library_seconds"]], 1000 * lib[["library_plan_seconds"]],
+            as.integer(lib[["library_plans_recalled"]]), as.integer(lib[["library_plans_from_disk"]]),
+            as.integer(lib[["library_plans_chosen"]])))

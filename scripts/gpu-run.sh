@@ -59,6 +59,9 @@ export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 [ -d /opt/r/usr/lib/x86_64-linux-gnu/lapack ] &&
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/opt/r/usr/lib/x86_64-linux-gnu/blas:/opt/r/usr/lib/x86_64-linux-gnu/lapack:/opt/r/usr/lib/x86_64-linux-gnu"
 export RFUSE_CACHE_DIR=/tmp/rfuse-kernel-cache
+# The package's tests are written for testthat's third edition (its DESCRIPTION says so; test_file()
+# run outside the package does not read it).
+export TESTTHAT_EDITION=3
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU tests"

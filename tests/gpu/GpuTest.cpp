@@ -15,11 +15,16 @@
 #include "rfuse/Runtime/Artifact.h"
 #include "rfuse/rfuse_rt.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
+
+#include <unistd.h>
 
 using namespace rfuse;
 
@@ -313,6 +318,65 @@ TEST_F(Gpu, ResNetTrainingStepOnTheGpuEqualsTheCpus) {
         EXPECT_LE(test::maxRelError(gpu[i].f, cpu[i].f, 1e-3), 1e-4) << name << " output " << i << " run " << rep;
     }
   }
+}
+
+// A library call's plan (cuDNN's heuristics, cuBLASLt's choice) is made once per problem: the
+// same step compiled again recalls every plan from memory, and after the memory is forgotten (a
+// new session) from disk, choosing none afresh; an entry on disk that is not a plan file's is
+// ignored. The results do not change.
+TEST_F(Gpu, LibraryPlansAreRememberedPerProblem) {
+  std::string dir = std::string(::testing::TempDir()) + "/rfuse_plan_cache_" + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(dir);
+  std::string previousDir = getOption("cache_dir");
+  setOption("cache_dir", dir);
+  cuda::clearMemoryPlanCache();
+  SmallResNetStep step = smallResNetStep(ImageLayout::NHWC, 8);
+  auto runOnce = [&] { // a program of its own each time (its library calls' first runs)
+    clearCompiledCaches();
+    auto program = compileGradientProgram(step.text, "default", step.sgd);
+    return program->run(step.inputs, Device::Cuda);
+  };
+  cuda::LibraryCallStats s0 = cuda::libraryCallStats();
+  std::vector<HostTensor> first = runOnce();
+  cuda::LibraryCallStats s1 = cuda::libraryCallStats();
+  uint64_t calls = s1.firstCalls - s0.firstCalls;
+  ASSERT_GE(calls, 10u) << "the step's convolutions in three directions and its product";
+  EXPECT_GT(s1.plansChosen, s0.plansChosen);
+  EXPECT_LT(s1.plansChosen - s0.plansChosen, calls) << "problems repeated within the step are recalled";
+  std::vector<HostTensor> again = runOnce();
+  cuda::LibraryCallStats s2 = cuda::libraryCallStats();
+  EXPECT_EQ(s2.plansChosen, s1.plansChosen) << "every plan recalled from memory";
+  EXPECT_EQ(s2.plansRecalledInMemory - s1.plansRecalledInMemory, calls);
+  cuda::clearMemoryPlanCache();
+  std::vector<HostTensor> fromDisk = runOnce();
+  cuda::LibraryCallStats s3 = cuda::libraryCallStats();
+  EXPECT_EQ(s3.plansChosen, s2.plansChosen) << "every plan recalled from disk";
+  EXPECT_GT(s3.plansRecalledFromDisk, s2.plansRecalledFromDisk);
+  EXPECT_EQ(s3.plansRefused, s0.plansRefused);
+  for (const std::vector<HostTensor> *got : {&again, &fromDisk})
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_LE(test::maxRelError((*got)[i].f, first[i].f, 1e-3), 1e-5) << "output " << i;
+  // A damaged entry (its bytes overwritten) is not read: that plan is chosen afresh.
+  std::error_code ec;
+  int damaged = 0;
+  for (llvm::sys::fs::directory_iterator it(dir + "/plans", ec), end; it != end && !ec; it.increment(ec)) {
+    std::FILE *f = std::fopen(it->path().c_str(), "r+b");
+    if (!f)
+      continue;
+    std::fseek(f, -1, SEEK_END);
+    std::fputc(0x5a, f);
+    std::fclose(f);
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  cuda::clearMemoryPlanCache();
+  std::vector<HostTensor> afterDamage = runOnce();
+  cuda::LibraryCallStats s4 = cuda::libraryCallStats();
+  EXPECT_GT(s4.plansChosen, s3.plansChosen);
+  for (size_t i = 0; i < first.size(); ++i)
+    EXPECT_LE(test::maxRelError(afterDamage[i].f, first[i].f, 1e-3), 1e-5) << "output " << i;
+  setOption("cache_dir", previousDir);
+  llvm::sys::fs::remove_directories(dir);
 }
 
 // Mixed precision (rf_train's precision = "bf16-mixed"): cuBLASLt's and cuDNN's bfloat16

@@ -136,6 +136,7 @@ const CublasLtApi &cublasLt() {
     RF_BIND(cublasLtMatrixTransform, "cublasLtMatrixTransform");
     RF_BIND(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
     RF_BIND(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+    RF_BIND(cublasLtMatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
     RF_BIND(cublasLtMatmul, "cublasLtMatmul");
 #undef RF_BIND
     a.loaded = ok;
@@ -173,6 +174,9 @@ const CudnnApi &cudnn() {
     RF_BIND(cudnnGetConvolutionBackwardDataAlgorithm_v7, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     RF_BIND(cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
     RF_BIND(cudnnGetConvolutionBackwardFilterAlgorithm_v7, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    RF_BIND(cudnnGetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
+    RF_BIND(cudnnGetConvolutionBackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    RF_BIND(cudnnGetConvolutionBackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
     RF_BIND(cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
     RF_BIND(cudnnPoolingBackward, "cudnnPoolingBackward");
     RF_BIND(cudnnAddTensor, "cudnnAddTensor");

@@ -102,6 +102,9 @@ struct CublasLtApi {
                                                    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
                                                    cublasLtMatmulPreference_t, int,
                                                    cublasLtMatmulHeuristicResult_t *, int *);
+  cublasStatus_t (*cublasLtMatmulAlgoCheck)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                            const cublasLtMatmulAlgo_t *, cublasLtMatmulHeuristicResult_t *);
   cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
                                    cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t,
                                    const void *, const void *, cublasLtMatrixLayout_t, void *,
@@ -159,6 +162,19 @@ struct CudnnApi {
   cudnnStatus_t (*cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
       cudnnHandle_t, cudnnTensorDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
       cudnnFilterDescriptor_t, int, int *, cudnnConvolutionBwdFilterAlgoPerf_t *);
+  // A remembered algorithm's check (PlanCache): its workspace, or NOT_SUPPORTED for this problem.
+  cudnnStatus_t (*cudnnGetConvolutionForwardWorkspaceSize)(cudnnHandle_t, cudnnTensorDescriptor_t,
+                                                           cudnnFilterDescriptor_t, cudnnConvolutionDescriptor_t,
+                                                           cudnnTensorDescriptor_t, cudnnConvolutionFwdAlgo_t,
+                                                           size_t *);
+  cudnnStatus_t (*cudnnGetConvolutionBackwardDataWorkspaceSize)(cudnnHandle_t, cudnnFilterDescriptor_t,
+                                                                cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
+                                                                cudnnTensorDescriptor_t, cudnnConvolutionBwdDataAlgo_t,
+                                                                size_t *);
+  cudnnStatus_t (*cudnnGetConvolutionBackwardFilterWorkspaceSize)(cudnnHandle_t, cudnnTensorDescriptor_t,
+                                                                  cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
+                                                                  cudnnFilterDescriptor_t,
+                                                                  cudnnConvolutionBwdFilterAlgo_t, size_t *);
   cudnnStatus_t (*cudnnConvolutionBackwardFilter)(cudnnHandle_t, const void *, cudnnTensorDescriptor_t,
                                                   const void *, cudnnTensorDescriptor_t, const void *,
                                                   cudnnConvolutionDescriptor_t, cudnnConvolutionBwdFilterAlgo_t,

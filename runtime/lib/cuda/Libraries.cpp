@@ -1,4 +1,5 @@
 #include "Libraries.h"
+#include "PlanCache.h"
 
 #include "rfuse/Runtime/Cuda.h"
 
@@ -44,8 +45,17 @@ private:
 } // namespace
 
 LibraryCallStats libraryCallStats() {
-  std::lock_guard<std::mutex> lock(libraryStatsMutex);
-  return libraryStats;
+  LibraryCallStats out;
+  {
+    std::lock_guard<std::mutex> lock(libraryStatsMutex);
+    out = libraryStats;
+  }
+  PlanCacheStats plans = planCacheStats();
+  out.plansRecalledInMemory = plans.memoryHits;
+  out.plansRecalledFromDisk = plans.diskHits;
+  out.plansRefused = plans.refused;
+  out.plansChosen = plans.misses + plans.refused;
+  return out;
 }
 
 using codegen::Activation;
@@ -155,6 +165,27 @@ void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CU
       lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st);
     }
   }
+  // A choice remembered for this very problem (this session, or an earlier one through the disk:
+  // the candidates' timing below is not repeated), if cuBLASLt still takes it within the workspace.
+  std::string problem = "cublaslt " + std::to_string(lt.cublasLtGetVersion()) + " | " + planDeviceTag() + " |";
+  for (int64_t v : {(int64_t)compute, (int64_t)scale, (int64_t)data, (int64_t)opA, (int64_t)opB,
+                    (int64_t)(m.biasInput >= 0), (int64_t)m.activation, (int64_t)aRows, (int64_t)aCols,
+                    (int64_t)bRows, (int64_t)bCols, m.m, m.n, m.k, m.batch, (int64_t)m.batchedA, (int64_t)m.batchedB,
+                    (int64_t)dev.workspaceSize})
+    problem += " " + std::to_string(v);
+  std::vector<char> remembered;
+  if (recallPlan(problem, remembered)) {
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (planFromBytes(remembered, algo) &&
+        lt.cublasLtMatmulAlgoCheck(dev.lt(), desc, la, lb, lc, lc, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+        checked.workspaceSize <= dev.workspaceSize) {
+      ready = true;
+      preparedTf32 = tf32;
+      return;
+    }
+    forgetPlan(problem);
+    countRefusedPlan();
+  }
   cublasLtMatmulPreference_t pref;
   lt.cublasLtMatmulPreferenceCreate(&pref);
   size_t wsSize = dev.workspaceSize;
@@ -198,6 +229,7 @@ void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CU
     api.cuEventDestroy(e0);
     api.cuEventDestroy(e1);
   }
+  rememberPlan(problem, planBytes(algo));
   ready = true;
   preparedTf32 = tf32;
 }
@@ -247,6 +279,20 @@ void transposeF32(Device &dev, CUdeviceptr src, int64_t rows, int64_t cols, CUde
 
 // ---- cuDNN convolutions -----------------------------------------------------------------------
 
+namespace {
+// Everything cuDNN's choice depends on: its version, the device, the descriptors' every field,
+// the math type and the workspace the choice must fit.
+std::string convProblem(const ConvCall &spec, bool tf32, size_t workspace) {
+  const ConvGeometry &c = spec.geometry;
+  std::string s = "cudnn-conv " + std::to_string(cudnn().cudnnGetVersion()) + " | " + planDeviceTag() + " |";
+  for (int64_t v : {(int64_t)c.direction, (int64_t)spec.dtype, (int64_t)c.nhwc, c.n, c.c, c.h, c.w, c.o, c.oh, c.ow,
+                    c.kh, c.kw, c.padTop, c.padLeft, c.strideH, c.strideW, c.dilationH, c.dilationW, c.groups,
+                    (int64_t)tf32, (int64_t)workspace})
+    s += " " + std::to_string(v);
+  return s;
+}
+} // namespace
+
 CudnnConv::~CudnnConv() { destroy(); }
 
 void CudnnConv::destroy() {
@@ -286,20 +332,56 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
   api.cudnnSetConvolutionMathType(conv, spec.dtype == DType::F16 || spec.dtype == DType::BF16 ? CUDNN_TENSOR_OP_MATH
                                         : tf32                                                 ? CUDNN_DEFAULT_MATH
                                                                                                : CUDNN_FMA_MATH);
-  // The heuristics' first algorithm that succeeds within the shared workspace.
+  // A choice remembered for this very problem (this session, or an earlier one through the
+  // disk), if cuDNN still takes it within the workspace; else the heuristics' first algorithm
+  // that succeeds within it.
+  std::string problem = convProblem(spec, tf32, dev.workspaceSize);
+  std::vector<char> remembered;
+  if (recallPlan(problem, remembered)) {
+    int chosen = -1;
+    size_t need = 0;
+    cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+    if (planFromBytes(remembered, chosen)) {
+      switch (c.direction) {
+      case ConvDirection::Forward:
+        st = api.cudnnGetConvolutionForwardWorkspaceSize(dev.dnn(), x, filter, conv, y,
+                                                         (cudnnConvolutionFwdAlgo_t)chosen, &need);
+        algo = (cudnnConvolutionFwdAlgo_t)chosen;
+        break;
+      case ConvDirection::BackwardInput:
+        st = api.cudnnGetConvolutionBackwardDataWorkspaceSize(dev.dnn(), filter, y, conv, x,
+                                                              (cudnnConvolutionBwdDataAlgo_t)chosen, &need);
+        dataAlgo = (cudnnConvolutionBwdDataAlgo_t)chosen;
+        break;
+      case ConvDirection::BackwardFilter:
+        st = api.cudnnGetConvolutionBackwardFilterWorkspaceSize(dev.dnn(), x, y, conv, filter,
+                                                                (cudnnConvolutionBwdFilterAlgo_t)chosen, &need);
+        filterAlgo = (cudnnConvolutionBwdFilterAlgo_t)chosen;
+        break;
+      }
+    }
+    if (st == CUDNN_STATUS_SUCCESS && need <= dev.workspaceSize) {
+      ready = true;
+      preparedTf32 = tf32;
+      return;
+    }
+    forgetPlan(problem);
+    countRefusedPlan();
+  }
   auto pick = [&](auto *perf, int found) -> int {
     for (int i = 0; i < found; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
         return i;
     throw CudaError("cuDNN found no convolution algorithm within the workspace");
   };
-  int found = 0;
+  int found = 0, chosen = 0;
   switch (c.direction) {
   case ConvDirection::Forward: {
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, 8, &found, perf),
        "GetConvolutionForwardAlgorithm_v7");
     algo = perf[pick(perf, found)].algo;
+    chosen = (int)algo;
     break;
   }
   case ConvDirection::BackwardInput: {
@@ -307,6 +389,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
     ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x, 8, &found, perf),
        "GetConvolutionBackwardDataAlgorithm_v7");
     dataAlgo = perf[pick(perf, found)].algo;
+    chosen = (int)dataAlgo;
     break;
   }
   case ConvDirection::BackwardFilter: {
@@ -314,9 +397,11 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
     ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter, 8, &found, perf),
        "GetConvolutionBackwardFilterAlgorithm_v7");
     filterAlgo = perf[pick(perf, found)].algo;
+    chosen = (int)filterAlgo;
     break;
   }
   }
+  rememberPlan(problem, planBytes(chosen));
   ready = true;
   preparedTf32 = tf32;
 }

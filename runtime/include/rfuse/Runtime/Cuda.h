@@ -95,6 +95,10 @@ struct LibraryCallStats {
   double firstCallSeconds = 0;
   double planSeconds = 0; ///< of which making the calls' plans (descriptors, algorithms chosen)
   double longestPlanSeconds = 0; ///< the longest plan (a library's one-time start shows here)
+  /// Plans whose algorithm was found remembered (PlanCache: earlier in the process, or on disk),
+  /// of those the ones the library refused, and plans chosen afresh (heuristics, and timing for
+  /// large products: no entry, or a refused one).
+  uint64_t plansRecalledInMemory = 0, plansRecalledFromDisk = 0, plansRefused = 0, plansChosen = 0;
 };
 LibraryCallStats libraryCallStats();
 /// Starts cuBLASLt's and cuDNN's one-time initialization on threads of their own (once each per
@@ -103,6 +107,9 @@ LibraryCallStats libraryCallStats();
 void warmLibraries(bool cublasLt, bool cudnn);
 /// Forgets the in-memory cache (the disk cache stays).
 void clearMemoryKernelCache();
+/// Forgets the library plans remembered in memory (those on disk stay): the next program's
+/// library calls read theirs from disk, as a new process would.
+void clearMemoryPlanCache();
 /// Kernel modules loaded on the device now (programs hold theirs while they live; 0 without a
 /// device in use).
 size_t loadedKernelModules();
