@@ -536,6 +536,26 @@ TracedValue GraphBuilder::takeAlong(TracedValue x, TracedValue indices, int64_t 
   return impl->wrap(impl->create<TakeAlongOp>("take_along", type, v, i, impl->b.getI64IntegerAttr(dim)));
 }
 
+TracedValue GraphBuilder::scatterAdd(TracedValue x, TracedValue indices, int64_t dim, int64_t size) {
+  Value v = impl->get(x, "scatter_add");
+  Value i = impl->get(indices, "scatter_add");
+  auto t = Impl::typeOf(v), it = Impl::typeOf(i);
+  if (dim < 0 || dim >= t.getRank())
+    Impl::shapeFail("scatter_add", "dim " + std::to_string(dim) + " is out of range");
+  if (!llvm::isa<FloatType>(t.getElementType()))
+    Impl::shapeFail("scatter_add", "adds float values (cast integers first)");
+  if (it.getShape() != t.getShape())
+    Impl::shapeFail("scatter_add", "the positions must have the values' shape");
+  if (size < 0 || (size == 0 && t.getShape()[dim] != 0))
+    Impl::shapeFail("scatter_add", "the result's length along dim " + std::to_string(dim) + " must hold the positions");
+  if (!it.getElementType().isInteger(64))
+    i = impl->get(cast(indices, DType::I64), "scatter_add");
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] = size;
+  auto type = RankedTensorType::get(shape, t.getElementType());
+  return impl->wrap(impl->create<ScatterAddOp>("scatter_add", type, v, i, impl->b.getI64IntegerAttr(dim)));
+}
+
 TracedValue GraphBuilder::reduceSum(TracedValue x, const std::vector<int64_t> &d, bool k) {
   return impl->reduce<ReduceSumOp>(x, d, k, "reduce_sum");
 }

@@ -368,6 +368,23 @@ LogicalResult TakeAlongOp::verify() {
   return success();
 }
 
+LogicalResult ScatterAddOp::verify() {
+  auto src = getSrc().getType(), idx = getIndices().getType(), r = getResult().getType();
+  int64_t rank = src.getRank(), dim = getDim();
+  if (failed(verifyDimOf(*this, dim, rank)))
+    return failure();
+  if (idx.getShape() != src.getShape())
+    return emitOpError("indices ") << idx << " must have the source's shape " << src;
+  if (r.getRank() != rank || r.getElementType() != src.getElementType())
+    return emitOpError("result ") << r << " must have the source's rank and element type";
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && r.getShape()[d] != src.getShape()[d])
+      return emitOpError("result ") << r << " must match the source " << src << " in every dim but " << dim;
+  if (r.getShape()[dim] == 0 && src.getShape()[dim] != 0)
+    return emitOpError("adds entries into an empty dim ") << dim;
+  return success();
+}
+
 LogicalResult ScanOp::verify() { return verifyDimOf(*this, getDim(), getInput().getType().getRank()); }
 
 LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,

@@ -383,6 +383,14 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
         auto inverse = builder.create<SortOp>(e.loc, s.getIndices(), s.getDim());
         operandGrads[0] = builder.create<TakeAlongOp>(e.loc, g.getType(), g, inverse.getIndices(), s.getDimAttr());
       })
+      .Case([&](TakeAlongOp t) {
+        // Each cotangent added back at the position its value was taken from (positions taken
+        // twice get both); the positions have none.
+        operandGrads[0] = builder.create<ScatterAddOp>(e.loc, t.getInput().getType(), g, t.getIndices(), t.getDimAttr());
+      })
+      .Case([&](ScatterAddOp s) {
+        operandGrads[0] = builder.create<TakeAlongOp>(e.loc, s.getSrc().getType(), g, s.getIndices(), s.getDimAttr());
+      })
       .Case([&](ReduceSumOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMeanOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })

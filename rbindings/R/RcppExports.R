@@ -21,6 +21,18 @@
     .Call(`_rfuse_rf_run_artifact`, handle, values)
 }
 
+.rf_deferred_values <- function(handle, rdim, perm, cls) {
+    .Call(`_rfuse_rf_deferred_values`, handle, rdim, perm, cls)
+}
+
+.rf_deferred_tensor_copy <- function(x, dtype, device, rdim, perm) {
+    .Call(`_rfuse_rf_deferred_tensor_copy`, x, dtype, device, rdim, perm)
+}
+
+.rf_deferred_pending <- function(x) {
+    .Call(`_rfuse_rf_deferred_pending`, x)
+}
+
 .rf_process_group_init <- function(rank, worldSize, masterAddr, masterPort, timeout, device) {
     invisible(.Call(`_rfuse_rf_process_group_init`, rank, worldSize, masterAddr, masterPort, timeout, device))
 }
@@ -123,6 +135,10 @@
 
 .rf_b_sort <- function(b, x, dim, descending, nan_largest) {
     .Call(`_rfuse_rf_b_sort`, b, x, dim, descending, nan_largest)
+}
+
+.rf_b_scatter_add <- function(b, x, indices, dim, size) {
+    .Call(`_rfuse_rf_b_scatter_add`, b, x, indices, dim, size)
 }
 
 .rf_b_take_along <- function(b, x, indices, dim) {

@@ -966,20 +966,28 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # A filter goes to the device in its training layout straight from the parameter (no permuted
   # copy in R), and comes back in R's layout in one step; the other parameters as R arrays.
   device <- check_device(a$device)
+  # A parameter an earlier rf_fit left on the device (its values not yet read in R: see download
+  # below) starts from a copy of that tensor there, with no trip through the host.
   for (p in names(a$params)) {
     v <- a$params[[p]]
-    a$params[[p]] <- if (is.null(layouts[[p]]) || !is.double(v)) unclass(v) else
+    perm <- if (!is.null(layouts[[p]])) order(layouts[[p]])
+    rdim <- if (!is.null(perm)) as.integer(dim(v)[layouts[[p]]]) else if (!is.null(dim(v))) as.integer(dim(v))
+    kept <- if (is.double(v)) rf_guard(.rf_deferred_tensor_copy(v, ir_dtype(dtype), device, rdim, perm))
+    a$params[[p]] <- if (!is.null(kept)) make_tensor(buf = kept, dtype = dtype, device = device, rdim = rdim, len = length(v))
+      else if (is.null(perm) || !is.double(v)) unclass(v) else
       make_tensor(buf = rf_guard(.rf_tensor_from_r_permuted(v, layouts[[p]], ir_dtype(dtype), device)),
-                  dtype = dtype, device = device, rdim = dim(v)[layouts[[p]]], len = length(v))
+                  dtype = dtype, device = device, rdim = rdim, len = length(v))
   }
-  # The trained values come back as the parameters write_back stores (nn_parameter() takes them
-  # as they are): a ResNet's 89 MB are allocated in R once, not copied again.
+  # The trained values become the parameters write_back stores (nn_parameter() takes them as
+  # they are) without being read: doubles over the last step's tensors, made when R first reads
+  # them (.rf_deferred_values; a filter then in R's layout). A fit's end allocates nothing in R,
+  # and a later fit starts from the tensors.
   download <- function(t, like, p) {
-    v <- if (is.null(layouts[[p]])) tensor_like(t, like) else {
-      materialize(t)
-      rf_guard(.rf_tensor_to_r_permuted(tensor_buffer(t), as.integer(t@env$rdim), order(layouts[[p]])))
-    }
-    as_trained_parameter(v)
+    perm <- if (!is.null(layouts[[p]])) order(layouts[[p]])
+    buf <- tensor_buffer(t)
+    rdim <- if (!is.null(perm)) as.integer(t@env$rdim) else if (!is.null(dim(like))) as.integer(dim(like))
+    out_dims <- if (!is.null(perm)) rdim[perm] else rdim
+    rf_guard(.rf_deferred_values(buf, rdim, perm, trained_parameter_class(out_dims)))
   }
   # A step kept in a file holds what it read of the model besides these as constants: the file
   # must have been written for the same values.

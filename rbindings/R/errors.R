@@ -39,3 +39,12 @@ rf_unsupported <- function(fname, call = NULL, why = "it is not supported by rfu
 }
 
 rf_shape_error <- function(message, call = NULL) rf_abort("rfuse_shape_error", message, call)
+
+# Trained values (rf_fit's deferred parameters) that could not be read from their tensor when R
+# first asked for them; `message` is the runtime's ("class: text").
+deferred_values_failed <- function(message) {
+  m <- regmatches(message, regexec("^(rfuse_[a-z_]+): (.*)$", message))[[1]]
+  cls <- if (length(m) == 3) m[2] else "rfuse_error"
+  text <- if (length(m) == 3) m[3] else message
+  rf_abort(cls, paste("the trained values of a parameter could not be read from the device:", text))
+}

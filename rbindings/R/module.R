@@ -314,11 +314,11 @@ implicit_class <- function(x) {
   if (d == 2L) c("matrix", "array") else if (d) "array" else if (is.double(x)) "numeric" else typeof(x)
 }
 
-# `v`, an array no one else holds (just downloaded), made the trainable parameter nn_parameter()
-# would make of it by setting its class in place: no copy of a large model's values.
-as_trained_parameter <- function(v) {
-  class(v) <- c("rf_parameter", implicit_class(v))
-  v
+# The class nn_parameter() gives an array of doubles of dims `dims` (rf_fit's trained values are
+# made with it, so that nn_parameter() takes them as they are).
+trained_parameter_class <- function(dims) {
+  d <- length(dims)
+  c("rf_parameter", if (d == 2L) c("matrix", "array") else if (d) "array" else "numeric")
 }
 
 #' @rdname nn_parameter

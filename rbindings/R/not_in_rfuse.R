@@ -42,7 +42,7 @@ torch_names_not_in_rfuse <- c(
   "torch_dist", "torch_dot", "torch_eig", "torch_einsum", "torch_empty_like",
   "torch_empty_strided", "torch_eq", "torch_equal", "torch_erf", "torch_erfc", "torch_erfinv",
   "torch_expm1", "torch_eye", "torch_fft", "torch_flip", "torch_floor", "torch_floor_divide",
-  "torch_fmod", "torch_frac", "torch_full_like", "torch_gather", "torch_ge", "torch_generator",
+  "torch_fmod", "torch_frac", "torch_full_like", "torch_ge", "torch_generator",
   "torch_geqrf", "torch_ger", "torch_get_default_dtype", "torch_gt", "torch_hamming_window",
   "torch_hann_window", "torch_histc", "torch_ifft", "torch_imag", "torch_index_select",
   "torch_int16", "torch_int8", "torch_inverse", "torch_irfft", "torch_is_complex",

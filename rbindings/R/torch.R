@@ -1019,6 +1019,8 @@ tensor_method <- function(x, name, call = NULL) {
     argmin = function(dim, keepdim = FALSE) torch_argmin(x, dim, keepdim),
     sort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_sort(x, dim, descending, stable),
     topk = function(k, dim = -1L, largest = TRUE, sorted = TRUE) torch_topk(x, k, dim, largest, sorted),
+    gather = function(dim, index, sparse_grad = FALSE) torch_gather(x, dim, index, sparse_grad),
+    scatter_add = function(dim, index, src) torch_scatter_add(x, dim, index, src),
     cumsum = function(dim, dtype = NULL) torch_cumsum(x, dim, dtype),
     cumprod = function(dim, dtype = NULL) torch_cumprod(x, dim, dtype),
     argsort = function(dim = -1L, descending = FALSE, stable = FALSE) torch_argsort(x, dim, descending, stable),

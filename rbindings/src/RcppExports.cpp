@@ -73,6 +73,46 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_deferred_values
+SEXP rf_deferred_values(SEXP handle, SEXP rdim, SEXP perm, SEXP cls);
+RcppExport SEXP _rfuse_rf_deferred_values(SEXP handleSEXP, SEXP rdimSEXP, SEXP permSEXP, SEXP clsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type rdim(rdimSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type perm(permSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type cls(clsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_deferred_values(handle, rdim, perm, cls));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_deferred_tensor_copy
+SEXP rf_deferred_tensor_copy(SEXP x, std::string dtype, std::string device, SEXP rdim, SEXP perm);
+RcppExport SEXP _rfuse_rf_deferred_tensor_copy(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP, SEXP rdimSEXP, SEXP permSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type rdim(rdimSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type perm(permSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_deferred_tensor_copy(x, dtype, device, rdim, perm));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_deferred_pending
+bool rf_deferred_pending(SEXP x);
+RcppExport SEXP _rfuse_rf_deferred_pending(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_deferred_pending(x));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_process_group_init
 void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int masterPort, double timeout, std::string device);
 RcppExport SEXP _rfuse_rf_process_group_init(SEXP rankSEXP, SEXP worldSizeSEXP, SEXP masterAddrSEXP, SEXP masterPortSEXP, SEXP timeoutSEXP, SEXP deviceSEXP) {
@@ -410,6 +450,21 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< bool >::type descending(descendingSEXP);
     Rcpp::traits::input_parameter< bool >::type nan_largest(nan_largestSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_sort(b, x, dim, descending, nan_largest));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_b_scatter_add
+int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size);
+RcppExport SEXP _rfuse_rf_b_scatter_add(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP, SEXP sizeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
+    Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
+    Rcpp::traits::input_parameter< int >::type size(sizeSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_scatter_add(b, x, indices, dim, size));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1197,6 +1252,9 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_load_artifact_memory", (DL_FUNC) &_rfuse_rf_load_artifact_memory, 2},
     {"_rfuse_rf_artifact_metadata", (DL_FUNC) &_rfuse_rf_artifact_metadata, 2},
     {"_rfuse_rf_run_artifact", (DL_FUNC) &_rfuse_rf_run_artifact, 2},
+    {"_rfuse_rf_deferred_values", (DL_FUNC) &_rfuse_rf_deferred_values, 4},
+    {"_rfuse_rf_deferred_tensor_copy", (DL_FUNC) &_rfuse_rf_deferred_tensor_copy, 5},
+    {"_rfuse_rf_deferred_pending", (DL_FUNC) &_rfuse_rf_deferred_pending, 1},
     {"_rfuse_rf_process_group_init", (DL_FUNC) &_rfuse_rf_process_group_init, 6},
     {"_rfuse_rf_process_group_destroy", (DL_FUNC) &_rfuse_rf_process_group_destroy, 0},
     {"_rfuse_rf_process_group_info", (DL_FUNC) &_rfuse_rf_process_group_info, 0},
@@ -1223,6 +1281,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
     {"_rfuse_rf_b_sort", (DL_FUNC) &_rfuse_rf_b_sort, 5},
+    {"_rfuse_rf_b_scatter_add", (DL_FUNC) &_rfuse_rf_b_scatter_add, 5},
     {"_rfuse_rf_b_take_along", (DL_FUNC) &_rfuse_rf_b_take_along, 4},
     {"_rfuse_rf_b_solve", (DL_FUNC) &_rfuse_rf_b_solve, 4},
     {"_rfuse_rf_b_cholesky", (DL_FUNC) &_rfuse_rf_b_cholesky, 2},
@@ -1287,7 +1346,9 @@ static const R_CallMethodDef CallEntries[] = {
     {NULL, NULL, 0}
 };
 
+void rf_register_deferred_values(DllInfo *dll);
 RcppExport void R_init_rfuse(DllInfo *dll) {
     R_registerRoutines(dll, NULL, CallEntries, NULL, NULL);
     R_useDynamicSymbols(dll, FALSE);
+    rf_register_deferred_values(dll);
 }

@@ -169,6 +169,11 @@ IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_larges
   });
 }
 
+// [[Rcpp::export(.rf_b_scatter_add)]]
+int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size) {
+  return guarded([&] { return builder(b).scatterAdd(tv(x), tv(indices), dim, size).id; });
+}
+
 // [[Rcpp::export(.rf_b_take_along)]]
 int rf_b_take_along(SEXP b, int x, int indices, int dim) {
   return guarded([&] { return builder(b).takeAlong(tv(x), tv(indices), dim).id; });

@@ -211,6 +211,7 @@ private:
         .Case([&](ScanOp s) { return std::vector<HostTensor>{scan(s, in[0])}; })
         .Case([&](SortOp s) { return sort(s, in[0]); })
         .Case([&](TakeAlongOp t) { return std::vector<HostTensor>{takeAlong(t, in[0], in[1])}; })
+        .Case([&](ScatterAddOp s) { return std::vector<HostTensor>{scatterAdd(s, in[0], in[1])}; })
         .Case([&](AllReduceOp a) {
           // The oracle runs in one process: an all-reduce over one rank is the identity.
           if (int world = activeWorldSize(); world != 1)
@@ -504,6 +505,27 @@ private:
         src += ((int64_t)d == dim ? std::clamp<int64_t>(indices.i[k], 0, n - 1) : idx[d]) * st[d];
       return src;
     });
+  }
+
+  // result = zeros; result[..., indices[..., i, ...], ...] += src[..., i, ...], in source order;
+  // a computed position is clamped.
+  HostTensor scatterAdd(ScatterAddOp s, const HostTensor &src, const HostTensor &indices) {
+    HostTensor out = alloc(s.getResult());
+    std::vector<double> sum(out.shape.empty() ? 1 : (size_t)out.numel(), 0.0); // in double, then rounded once
+    int64_t dim = s.getDim(), n = out.shape[dim], len = src.shape[dim], inner = 1, outer = 1;
+    for (int64_t d = 0; d < src.rank(); ++d)
+      if (d != dim)
+        (d < dim ? outer : inner) *= src.shape[d];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t from = (o * len + j) * inner + i;
+          int64_t to = std::clamp<int64_t>(indices.i[from], 0, n - 1);
+          sum[(o * n + to) * inner + i] += src.f[from];
+        }
+    for (size_t k = 0; k < sum.size(); ++k)
+      out.set((int64_t)k, sum[k]);
+    return out;
   }
 
   // A computed index outside [0, n) is clamped, as the generated kernels do.

@@ -1601,6 +1601,33 @@ func.func @f(%x: tensor<2x3xf32>, %i: tensor<2x5xi64>) {
 
 // -----
 
+// scatter_add: positions of another shape than the source's.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<2x2xi64>) {
+  // expected-error @+1 {{'rfuse.scatter_add' op indices 'tensor<2x2xi64>' must have the source's shape 'tensor<2x3xf32>'}}
+  %0 = rfuse.scatter_add %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<2x2xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// scatter_add: a result that differs from the source in a dim other than `dim`.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) {
+  // expected-error @+1 {{'rfuse.scatter_add' op result 'tensor<5x4xf32>' must match the source 'tensor<2x3xf32>' in every dim but 1}}
+  %0 = rfuse.scatter_add %x, %i, dim = 1 : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
+  return
+}
+
+// -----
+
+// scatter_add: a dim the source does not have.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) {
+  // expected-error @+1 {{'rfuse.scatter_add' op dim 2 is out of range for an operand of rank 2}}
+  %0 = rfuse.scatter_add %x, %i, dim = 2 : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 // solve: a must be square.
 func.func @f(%a: tensor<3x2xf64>, %b: tensor<1x3xf64>) {
   // expected-error @+1 {{'rfuse.solve' op 'a' must be a square matrix, not 'tensor<3x2xf64>'}}

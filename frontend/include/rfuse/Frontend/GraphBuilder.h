@@ -156,6 +156,9 @@ public:
   /// but along `dim`; cast to i64 by truncation; the op clamps them into range: the caller
   /// checks them).
   TracedValue takeAlong(TracedValue x, TracedValue indices, int64_t dim);
+  /// zeros of x's shape with `size` along `dim`, plus each entry of x at its position in
+  /// `indices` (0-based, x's shape) along `dim` (rfuse.scatter_add; x a float value).
+  TracedValue scatterAdd(TracedValue x, TracedValue indices, int64_t dim, int64_t size);
   /// x with x · a = b (rfuse.solve: R's solve(A, B) on a = A^T, b = B^T, LAPACK's dgesv); NaN
   /// everywhere where R's solve would stop (singular, or reciprocal condition below tolerance).
   TracedValue solve(TracedValue a, TracedValue b, double tolerance);

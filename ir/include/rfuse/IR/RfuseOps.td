@@ -428,14 +428,15 @@ def Rfuse_SortOp : Rfuse_Op<"sort", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterf
   let hasVerifier = 1;
 }
 
-def Rfuse_TakeAlongOp : Rfuse_Op<"take_along", [Pure]> {
+def Rfuse_TakeAlongOp : Rfuse_Op<"take_along", [Pure, Rfuse_VjpOpInterface]> {
   let summary = "Selects entries of each line along one dimension by a tensor of positions.";
   let description = [{
     result[..., i, ...] = input[..., indices[..., i, ...], ...] along `dim`: `indices` (i32 or
     i64, 0-based) has the input's rank and its sizes in every other dim; the result has the
     indices' shape. A computed position out of range is clamped to [0, n - 1] (the frontend
     checks what it passes). torch's `torch_gather(x, dim, index)` / `take_along_dim`; the
-    gradient of rfuse.sort. It has no gradient of its own (that would be a scatter-add).
+    gradient of rfuse.sort. Its own gradient adds each cotangent back at its position
+    (rfuse.scatter_add). Run on the host by the interpreter (a host step).
 
     Example:
     ```mlir
@@ -445,6 +446,28 @@ def Rfuse_TakeAlongOp : Rfuse_Op<"take_along", [Pure]> {
   let arguments = (ins Rfuse_Tensor:$input, StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$dim);
   let results = (outs Rfuse_Tensor:$result);
   let assemblyFormat = "$input `,` $indices `,` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Rfuse_ScatterAddOp : Rfuse_Op<"scatter_add", [Pure, Rfuse_VjpOpInterface]> {
+  let summary = "Adds the entries of each line along one dimension at a tensor of positions.";
+  let description = [{
+    result = zeros; result[..., indices[..., i, ...], ...] += src[..., i, ...] along `dim`:
+    `indices` (i32 or i64, 0-based) has the source's shape; the result has the source's sizes in
+    every other dim and its own length along `dim` (its type says it). Entries at the same
+    position add up in source order. A computed position out of range is clamped to [0, n - 1],
+    as rfuse.take_along's. The gradient of rfuse.take_along (torch's `torch_gather`), and
+    torch's `scatter_add` into zeros; its own gradient takes each cotangent from its position
+    (rfuse.take_along). Run on the host by the interpreter (a host step).
+
+    Example:
+    ```mlir
+    %s = rfuse.scatter_add %g, %i, dim = 1 : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$src, StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$dim);
+  let results = (outs Rfuse_FloatTensor:$result);
+  let assemblyFormat = "$src `,` $indices `,` `dim` `=` $dim attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
