@@ -89,9 +89,9 @@ if (what %in% c("W5", "W5-file") && nzchar(prof)) { # the sampled stacks' innerm
 ci <- rf_cache_info()
 lib <- rfuse:::.rf_compile_counts() # the library calls' first runs: of their time, the plans (algorithms chosen)
 cat(sprintf(paste("%s counters: pass_runs %d, disk_hits %d, nvrtc_compiles %d, llvm_compiles %d; library first calls %d",
-                  "(%.1f ms, plans %.1f ms; plans recalled %d, of them from disk %d, chosen %d)\n"),
+                  "(%.1f ms, plans %.1f ms, the longest %.1f ms; plans recalled %d, of them from disk %d, chosen %d)\n"),
             what, as.integer(ci$pass_runs), as.integer(ci$disk_hits), as.integer(ci$nvrtc_compiles),
             as.integer(ci$llvm_compiles), as.integer(lib[["library_first_calls"]]),
-            1000 * lib[["library_seconds"]], 1000 * lib[["library_plan_seconds"]],
+            1000 * lib[["library_seconds"]], 1000 * lib[["library_plan_seconds"]], 1000 * lib[["library_longest_plan_seconds"]],
             as.integer(lib[["library_plans_recalled"]]), as.integer(lib[["library_plans_from_disk"]]),
             as.integer(lib[["library_plans_chosen"]])))

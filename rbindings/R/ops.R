@@ -763,6 +763,6 @@ traced_functions <- function() {
        upper.tri = rf_upper_tri, lower.tri = rf_lower_tri, row = rf_row, col = rf_col,
        which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
                                          "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
-       sort = rf_sort, order = rf_order, median = rf_median,
+       sort = rf_sort, order = rf_order, rank = rf_rank, median = rf_median,
        quantile = rf_quantile)
 }

@@ -1,6 +1,6 @@
 # Sorting traced values (rfuse.sort: a stable sort of each line, run on the host by the
 # interpreter; its gradient puts each cotangent back where its value came from): base R's sort,
-# order, median and quantile, and torch's torch_sort / torch_argsort / torch_topk (and methods).
+# order, rank, median and quantile, and torch's torch_sort / torch_argsort / torch_topk (and methods).
 #
 # R's answers where NA is involved: sort() drops NA and NaN by default and median() of a vector
 # holding one is NA, so a call whose values hold one is answered by base R (runtime_check); with
@@ -56,12 +56,49 @@ rf_order <- function(..., na.last = TRUE, decreasing = FALSE, method = c("auto",
   x <- keys[[1]]
   decreasing <- flag(decreasing, "decreasing", "order", call)
   if (!isTRUE(na.last)) rf_unsupported("order", call, "only na.last = TRUE (NA last, as R's default) is traced")
-  if (!missing(method)) sort_method(method, "order", call)
+  # (order() leaves ties in their original order whatever the method: all are the stable sort's)
+  if (!missing(method) && (!is.character(method) || length(method) != 1 || !method %in% c("auto", "shell", "radix")))
+    rf_unsupported("order", call, "'method' must be \"auto\", \"shell\" or \"radix\"")
   sort_refusals(x, "order", call)
   p <- sort_flat(x, decreasing, call)$positions
   r <- to_dtype(p, trace_float(), call) + 1
   r$ib <- int_bound("const", v = x$len) # an R integer (1..n)
   r
+}
+
+# rank(x, na.last = TRUE, ties.method): the positions of x's values in sorted order, ties given
+# the mean ("average"), least ("min") or greatest ("max") of their positions, or those positions in
+# the order of appearance ("first") or its reverse ("last"); a vector without dims, double for
+# "average" and integer otherwise, as R's. Each tie group's first and last sorted positions come
+# from running maxima and minima over where the sorted values change; the ranks go back to the
+# values' places by rfuse.scatter_add (each place once). NA: R's na.last rules, so a call whose
+# values hold one is answered by base R.
+rf_rank <- function(x, na.last = TRUE, ties.method = c("average", "first", "last", "random", "max", "min")) {
+  if (!is_sym(x)) return(base::rank(x, na.last = na.last, ties.method = ties.method))
+  call <- sys.call()
+  if (is_sym(ties.method) || !is.character(ties.method)) rf_unsupported("rank", call, "'ties.method' must be a name")
+  ties <- match.arg(ties.method, c("average", "first", "last", "random", "max", "min"))
+  if (ties == "random") rf_unsupported("rank", call, "ties.method = \"random\" (R draws the order of ties)")
+  if (is_sym(na.last) || !(isTRUE(na.last) || isFALSE(na.last) || identical(na.last, NA) || identical(na.last, "keep")))
+    rf_unsupported("rank", call, "'na.last' must be TRUE, FALSE, NA or \"keep\"")
+  sort_refusals(x, "rank", call)
+  runtime_check(any_all("any", list(is.na.rf_sym(x)), call), "hold NA or NaN values (R ranks them by na.last)")
+  n <- x$len
+  if (n == 0) return(if (ties == "average") numeric() else integer())
+  s <- sort_flat(x, FALSE, call)
+  v <- s$values
+  j <- seq_len(n)
+  if (n > 1) {
+    differs <- rf_index(v, -1L) != rf_index(v, -n)
+    first_of <- cummax(rf_ifelse(rf_c(TRUE, differs), j, 0))                  # each tie group's first position
+    last_of <- rf_rev(cummin(rf_rev(rf_ifelse(rf_c(differs, TRUE), j, n + 1)))) # and its last
+  } else first_of <- last_of <- 1
+  r <- switch(ties, average = (first_of + last_of) / 2, min = first_of, max = last_of, first = j,
+              last = first_of + last_of - j)
+  r <- to_dtype(as_sym(r, call), trace_float(), call)
+  out <- new_sym(emit(.rf_b_scatter_add, r$id, s$positions$id, 0L, as.integer(n), call = call), NULL, n, r$dtype)
+  if (ties != "average") out$ib <- int_bound("const", v = n) # an R integer (1..n)
+  out
 }
 
 rf_median <- function(x, na.rm = FALSE, ...) {

@@ -702,6 +702,7 @@ Rcpp::NumericVector rf_compile_counts() {
         Rcpp::Named("load_seconds") = p.loadSeconds,
         Rcpp::Named("library_seconds") = rfuse::cuda::libraryCallStats().firstCallSeconds,
         Rcpp::Named("library_plan_seconds") = rfuse::cuda::libraryCallStats().planSeconds,
+        Rcpp::Named("library_longest_plan_seconds") = rfuse::cuda::libraryCallStats().longestPlanSeconds,
         Rcpp::Named("library_first_calls") = (double)rfuse::cuda::libraryCallStats().firstCalls,
         Rcpp::Named("library_plans_recalled") = (double)(rfuse::cuda::libraryCallStats().plansRecalledInMemory +
                                                          rfuse::cuda::libraryCallStats().plansRecalledFromDisk),

@@ -1,4 +1,4 @@
-# Sorting traced values (rfuse.sort): base R's sort / order / median against base R itself,
+# Sorting traced values (rfuse.sort): base R's sort / order / rank / median against base R itself,
 # torch_sort / torch_argsort against torch's rules (stable, NaN above +Inf, 1-based indices),
 # gradients against finite differences, and the classed refusals.
 
@@ -23,6 +23,28 @@ test_that("sort, order and median of traced values are base R's", {
   # median(na.rm = TRUE) of the values a program computes: the middle of those that are not NaN.
   f <- rf_jit(function(x) median(log(x), na.rm = TRUE), dtype = "float64")
   for (v in list(c(3, -1, 8, 0.5), c(-1, 2, 4, 7, -3), c(1, 2))) expect_equal(suppressWarnings(f(v)), suppressWarnings(median(log(v), na.rm = TRUE)), tolerance = 1e-15)
+})
+
+test_that("rank of traced values is base R's for every deterministic ties.method", {
+  set.seed(8)
+  x <- c(round(rnorm(12), 1), 0.5, 0.5, 0.5, -0, 0, Inf, -Inf) # ties of two and three, signed zeros
+  for (tm in c("average", "first", "last", "max", "min")) {
+    f <- rf_jit(function(x) rank(x * 2, ties.method = tm), dtype = "float64")
+    expect_identical(f(x), rank(x * 2, ties.method = tm), info = tm) # double for "average", else integer
+    expect_identical(f(x[1]), rank(x[1] * 2, ties.method = tm), info = tm)
+  }
+  m <- matrix(c(3, 1, 3, 2, 1, 3), 2) # a matrix ranks as a vector (no dims back)
+  expect_identical(rf_jit(function(m) rank(m), dtype = "float64")(m), rank(m))
+  i <- c(4L, 4L, -1L, 7L)
+  expect_identical(rf_jit(function(i) rank(i))(i), rank(i))
+  expect_identical(rf_jit(function(x) order(x, method = "shell"), dtype = "float64")(x), order(x, method = "shell"))
+  # NA (given or computed) is ranked by na.last: base R answers.
+  for (nl in list(TRUE, FALSE, NA, "keep")) {
+    g <- rf_jit(function(x) rank(log(x), na.last = nl), dtype = "float64")
+    expect_identical(suppressWarnings(suppressMessages(g(c(2, -1, 5, 1)))), suppressWarnings(rank(log(c(2, -1, 5, 1)), na.last = nl)))
+  }
+  expect_error(rf_jit(function(x) rank(x, ties.method = "random"))(x), class = "rfuse_unsupported")
+  expect_error(rf_jit(function(x) rank(x > 0))(x), class = "rfuse_unsupported")
 })
 
 test_that("quantile (type 7) of traced values is base R's, names included", {
