@@ -5,6 +5,9 @@
 #include "glue.h"
 #include "permute.h"
 
+#include "rfuse/Runtime/Parallel.h"
+
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -83,19 +86,28 @@ Device deviceOf(const std::string &d) {
 // Tensors hold NaN but not R's NA (as torch's): their ops would answer NA differently from R
 // (NaN > 0 is FALSE, R's NA > 0 is NA; float32 and the GPU drop NA's payload). R values with NA
 // are refused where they become tensors, naming the first.
+// (Scanned over the CPU threads: a ResNet's filters are 89 MB of doubles.)
 static void refuseNA(SEXP x) {
-  R_xlen_t n = Rf_xlength(x), at = -1;
+  R_xlen_t n = Rf_xlength(x);
+  std::atomic<int64_t> first{INT64_MAX};
+  auto scan = [&](auto isNA) {
+    rfuse::cpu::parallelFor(n, 0, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e && i < first.load(std::memory_order_relaxed); ++i)
+        if (isNA(i)) {
+          for (int64_t seen = first.load(); i < seen && !first.compare_exchange_weak(seen, i);) {
+          }
+          return;
+        }
+    });
+  };
   if (TYPEOF(x) == REALSXP) {
     const double *v = REAL(x);
-    for (R_xlen_t i = 0; i < n && at < 0; ++i)
-      if (ISNAN(v[i]) && R_IsNA(v[i]))
-        at = i;
+    scan([v](int64_t i) { return ISNAN(v[i]) && R_IsNA(v[i]); });
   } else if (TYPEOF(x) == INTSXP || TYPEOF(x) == LGLSXP) {
     const int *v = TYPEOF(x) == INTSXP ? INTEGER(x) : LOGICAL(x);
-    for (R_xlen_t i = 0; i < n && at < 0; ++i)
-      if (v[i] == NA_INTEGER)
-        at = i;
+    scan([v](int64_t i) { return v[i] == NA_INTEGER; });
   }
+  int64_t at = first.load() == INT64_MAX ? -1 : first.load();
   if (at >= 0)
     fail("rfuse_type_error", "element " + std::to_string((long long)at + 1) +
                                  " is NA: tensors hold NaN but not R's NA (their comparisons and float32 "
@@ -124,18 +136,35 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
     std::vector<int64_t> shape(p.outDims.rbegin(), p.outDims.rend()); // R's dims reversed
     DType dt = dtypeOf(dtype);
     Device dev = deviceOf(device);
-    // Permuted and converted in one pass into host memory (the tensor itself on the CPU), then
-    // copied to the GPU; other dtypes (f16, bf16, integers) through doubles and copyFromDoubles.
-    auto host = [&](DType d) {
-      return rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, d, shape); });
-    };
-    Tensor staged = host(dt == DType::F32 || dt == DType::F64 ? dt : DType::F64);
-    if (staged.dtype == DType::F32)
-      rfuse::r::permuteInto(REAL(x), (float *)staged.data(), p);
-    else
-      rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);
-    if (staged.dtype == dt)
-      return rfuse::r::wrapTensor(dev == Device::Cpu ? std::move(staged) : rfuse::toDevice(staged, dev));
+    // f32 and f64: permuted and converted in one pass straight into the tensor's memory on the
+    // CPU, or into the pinned staging buffer on the way to the GPU (a filter of up to 16 MiB in
+    // one chunk: no host copy in between; larger ones permuted once into host memory, then
+    // copied chunk by chunk). Other dtypes (f16, bf16, integers) through doubles and
+    // copyFromDoubles.
+    if (dt == DType::F32 || dt == DType::F64) {
+      Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(dev, dt, shape); });
+      const size_t total = t.bytes();
+      std::vector<char> whole; // only when the upload comes in several chunks
+      auto permuteTo = [&](void *out) {
+        if (dt == DType::F32)
+          rfuse::r::permuteInto(REAL(x), (float *)out, p);
+        else
+          rfuse::r::permuteInto(REAL(x), (double *)out, p);
+      };
+      rfuse::fillBytes(t, [&](size_t offset, size_t bytes, void *out) {
+        if (offset == 0 && bytes == total)
+          return permuteTo(out);
+        if (whole.empty()) {
+          whole.resize(total);
+          permuteTo(whole.data());
+        }
+        std::memcpy(out, whole.data() + offset, bytes);
+      });
+      return rfuse::r::wrapTensor(std::move(t));
+    }
+    Tensor staged =
+        rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, shape); });
+    rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);
     Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(dev, dt, shape); });
     rfuse::copyFromDoubles((const double *)staged.data(), t);
     return rfuse::r::wrapTensor(std::move(t));

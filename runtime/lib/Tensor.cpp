@@ -352,6 +352,16 @@ void copyToInts(const Tensor &src, int *dst) {
   drainTensor(src, [&](int64_t b, int64_t e, const char *in) { decodeInts(in, b, e, src.dtype, dst); });
 }
 
+void fillBytes(const Tensor &dst, const std::function<void(size_t, size_t, void *)> &fill) {
+  if (dst.device() == Device::Cpu) {
+    fill(0, dst.bytes(), dst.data());
+    return;
+  }
+  cuda::Device::get().upload((CUdeviceptr)dst.data(), dst.bytes(), fill);
+}
+
+size_t fillChunkBytes() { return cuda::Device::stagingChunk; }
+
 Tensor toDevice(const Tensor &t, Device device) {
   if (t.device() == device)
     return t;

@@ -167,6 +167,8 @@ test_that("small whole powers of tensors multiply (eager, lazy, jitted) and equa
 test_that("R's NA is refused where values become tensors (tensors hold NaN, not NA)", {
   expect_error(rf_tensor(c(1, NA, 3)), "element 2 is NA", class = "rfuse_type_error")
   expect_error(rf_tensor(c(1L, NA)), "element 2 is NA", class = "rfuse_type_error")
+  big <- rep(1, 2e6); big[c(1500001, 700001)] <- NA # the scan is split over threads: the first still named
+  expect_error(rf_tensor(big), "element 700001 is NA", class = "rfuse_type_error")
   expect_error(rf_tensor(c(TRUE, NA)), class = "rfuse_type_error")
   expect_true(is.nan(as.numeric(rf_tensor(c(1, NaN)))[2])) # NaN is a tensor value
   jf <- rf_jit(function(a, b) a + b)

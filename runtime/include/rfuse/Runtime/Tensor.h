@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,11 @@ void copyFromInts(const int *src, int naValue, const Tensor &dst);
 /// The tensor's values out, the same way back: as doubles (any dtype), or as ints (i1, i32).
 void copyToDoubles(const Tensor &src, double *dst);
 void copyToInts(const Tensor &src, int *dst);
+/// dst's bytes written through fill(offset, bytes, host), in order: on the CPU in one call into
+/// dst's own memory; on the GPU in chunks of a pinned staging buffer of at most fillChunkBytes()
+/// each, each chunk copied while the next is filled (a tensor that fits one chunk is one call).
+void fillBytes(const Tensor &dst, const std::function<void(size_t, size_t, void *)> &fill);
+size_t fillChunkBytes();
 /// The same values on another device (a copy; the tensor itself when it is there already).
 Tensor toDevice(const Tensor &t, Device device);
 /// A copy of the values (same device).
