@@ -244,6 +244,8 @@ nnf_binary_cross_entropy <- function(input, target, reduction = "mean") {
 #' @rdname losses
 #' @export
 nnf_nll_loss <- function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
+  if (!is.null(rows <- class_rows(input, target, sys.call())))
+    return(class_loss_over_rows(nnf_nll_loss, rows, weight, ignore_index, reduction))
   target <- class_targets(input, target)
   class_loss(-rf_rowSums(input * target), target, weight, ignore_index, reduction, ncol(input), sys.call())
 }
@@ -268,9 +270,39 @@ class_loss <- function(l, target, weight, ignore_index, reduction, k, call) {
   switch(reduction, mean = sum(w * l) / sum(w), sum = sum(w * l), none = w * l)
 }
 
+# torch's K-dimensional class losses: an input (N, C, d1, ...) with labels (N, d1, ...) (or
+# probabilities of the input's shape) is the 2-d loss over N * d1 * ... rows, the classes along
+# dim 2 moved last; reduction "none" gives the loss in the labels' shape. NULL for an input of
+# 2 dims or fewer.
+class_rows <- function(input, target, call) {
+  d <- as.integer(dim(input))
+  if (length(d) <= 2) return(NULL)
+  perm <- c(1L, seq.int(3L, length(d)), 2L)
+  dt <- as.integer(dim(target) %||% length(target))
+  rows <- torch_reshape(torch_permute(input, perm), c(-1L, d[2]))
+  target <- if (identical(dt, d)) torch_reshape(torch_permute(target, perm), c(-1L, d[2]))
+    else if (identical(dt, d[-2]) && is_sym(target)) { # traced labels: checked as the argument they are, then one-hot
+      note_labels(target, d[2], call)
+      torch_reshape(nnf_one_hot(target, d[2]), c(-1L, d[2]))
+    } else if (identical(dt, d[-2])) torch_reshape(target, -1L)
+    else rf_abort("rfuse_shape_error", sprintf(paste0(
+      "the target is %s but the input is %s: class labels must have the input's shape without its ",
+      "class dim 2 (%s), or probabilities the input's"), paste(dt, collapse = " x "), paste(d, collapse = " x "),
+      paste(d[-2], collapse = " x ")), call)
+  list(input = rows, target = target, dims = d[-2])
+}
+
+# A class loss over K dims through its 2-d form (class_rows).
+class_loss_over_rows <- function(loss, rows, weight, ignore_index, reduction) {
+  l <- loss(rows$input, rows$target, weight, ignore_index, reduction)
+  if (identical(reduction, "none")) torch_reshape(l, rows$dims) else l
+}
+
 #' @rdname losses
 #' @export
 nnf_cross_entropy <- function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
+  if (!is.null(rows <- class_rows(input, target, sys.call())))
+    return(class_loss_over_rows(nnf_cross_entropy, rows, weight, ignore_index, reduction))
   target <- class_targets(input, target)
   if (length(dim(input)) == 2 && length(dim(target)) == 2 && !identical(as.integer(dim(input)), as.integer(dim(target))))
     rf_abort("rfuse_shape_error", sprintf(paste0(

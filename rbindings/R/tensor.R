@@ -182,6 +182,9 @@ is_data_arg <- function(a) is_tensor(a) || is.numeric(a) || (is.logical(a) && (l
 
 # Records `name` applied to `args` (tensors or R values); runs it now unless fusion is lazy.
 record <- function(name, fn, args, settings = character()) {
+  # An nn_buffer() field not yet adopted by its module (code in initialize computing with it) is
+  # its value, as torch's buffer is a tensor there.
+  if (any(vapply(args, inherits, TRUE, "rf_buffer"))) args <- lapply(args, buffer_value)
   # Inside traced code a tensor met beside symbolic values (a module's field, a global) is a
   # constant of the program, as R arrays are there.
   if (in_trace() && any(vapply(args, is_sym, TRUE)))

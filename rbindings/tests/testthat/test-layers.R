@@ -447,6 +447,24 @@ test_that("nn_bilinear and nnf_bilinear equal a base-R double sum, jitted and wi
   expect_error(nnf_bilinear(x1, x2[, 1:3], w, b), class = "rfuse_shape_error")
 })
 
+test_that("class losses over K dims are torch's: input (N, C, d...), labels (N, d...) or probabilities", {
+  set.seed(21)
+  x <- array(rnorm(2 * 5 * 4 * 3), c(2, 5, 4, 3)); y <- array(sample.int(5, 2 * 4 * 3, TRUE), c(2, 4, 3))
+  each <- array(0, c(2, 4, 3))
+  for (n in 1:2) for (i in 1:4) for (j in 1:3) { z <- x[n, , i, j]; each[n, i, j] <- log(sum(exp(z))) - z[y[n, i, j]] }
+  expect_equal(nnf_cross_entropy(x, y), mean(each), tolerance = 1e-14)
+  expect_equal(nnf_cross_entropy(x, y, reduction = "none"), each, tolerance = 1e-14)
+  expect_equal(nnf_nll_loss(nnf_log_softmax(x, 2), y, reduction = "sum"), sum(each), tolerance = 1e-13)
+  expect_equal(rf_jit(function(x, y) nnf_cross_entropy(x, y), dtype = "float64")(x, y), mean(each), tolerance = 1e-14)
+  expect_equal(as.vector(as.array(nnf_cross_entropy(rf_tensor(x, dtype = "float64"), rf_tensor(y, dtype = "int64")))), mean(each),
+               tolerance = 1e-14)
+  # Probabilities of the input's shape (one-hot here: the same loss).
+  p <- aperm(array(diag(5)[as.vector(aperm(y, c(1, 2, 3))), ], c(2, 4, 3, 5)), c(1, 4, 2, 3))
+  expect_equal(nnf_cross_entropy(x, p), mean(each), tolerance = 1e-14)
+  expect_error(nnf_cross_entropy(x, y[, , 1]), class = "rfuse_shape_error")
+  expect_error(rf_jit(function(x, y) nnf_cross_entropy(x, y), dtype = "float64")(x, y + 5L), class = "rfuse_type_error")
+})
+
 test_that("the class losses take torch's class weights and refuse an ignore_index naming a class", {
   set.seed(42)
   z <- matrix(rnorm(24), 6); y <- c(1, 3, 2, 4, 2, 1); w <- c(0.5, 2, 1, 3)

@@ -503,6 +503,8 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
     initialize = function(n) {
       self$freq <- nn_buffer(torch_exp(torch_linspace(0, 1, n)))
       self$speed <- nn_buffer(2 * pi * self$freq) # a buffer computed from another in initialize
+      # ... and passed to a tensor method there (minhub's llama: freqs$outer(self$inv_freq))
+      self$table <- nn_buffer(torch_arange(1, 3)$float()$outer(self$freq))
     },
     forward = function(x) {
       causal <- torch_zeros(3, 3, dtype = torch_bool())
@@ -511,6 +513,7 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
       list(causal = causal, x = x, speed = self$speed)
     })
   m <- M(4)
+  expect_equal(as.array(m$table), outer(1:3, exp(seq(0, 1, length.out = 4))), tolerance = 1e-6)
   out <- m(matrix(c(-1, 2, 3, -4), 2))
   expect_identical(out$causal$dtype, "bool")
   expect_identical(as.array(out$causal) != 0, upper.tri(matrix(0, 3, 3)))
