@@ -305,10 +305,6 @@
     .Call(`_rfuse_rf_tensor_from_r_permuted`, x, perm, dtype, device)
 }
 
-.rf_tensor_to_r_permuted <- function(handle, rdim, perm) {
-    .Call(`_rfuse_rf_tensor_to_r_permuted`, handle, rdim, perm)
-}
-
 .rf_tensor_to_r <- function(handle, rdim) {
     .Call(`_rfuse_rf_tensor_to_r`, handle, rdim)
 }

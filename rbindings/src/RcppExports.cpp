@@ -986,19 +986,6 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// rf_tensor_to_r_permuted
-SEXP rf_tensor_to_r_permuted(SEXP handle, IntegerVector rdim, IntegerVector perm);
-RcppExport SEXP _rfuse_rf_tensor_to_r_permuted(SEXP handleSEXP, SEXP rdimSEXP, SEXP permSEXP) {
-BEGIN_RCPP
-    Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type rdim(rdimSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type perm(permSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_tensor_to_r_permuted(handle, rdim, perm));
-    return rcpp_result_gen;
-END_RCPP
-}
 // rf_tensor_to_r
 SEXP rf_tensor_to_r(SEXP handle, SEXP rdim);
 RcppExport SEXP _rfuse_rf_tensor_to_r(SEXP handleSEXP, SEXP rdimSEXP) {
@@ -1323,7 +1310,6 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_aperm", (DL_FUNC) &_rfuse_rf_aperm, 2},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_from_r_permuted", (DL_FUNC) &_rfuse_rf_tensor_from_r_permuted, 4},
-    {"_rfuse_rf_tensor_to_r_permuted", (DL_FUNC) &_rfuse_rf_tensor_to_r_permuted, 3},
     {"_rfuse_rf_tensor_to_r", (DL_FUNC) &_rfuse_rf_tensor_to_r, 2},
     {"_rfuse_rf_tensor_empty", (DL_FUNC) &_rfuse_rf_tensor_empty, 3},
     {"_rfuse_rf_tensor_zeros", (DL_FUNC) &_rfuse_rf_tensor_zeros, 3},

@@ -1,4 +1,4 @@
-// aperm()'s work in C++ (permute.cpp, tensors.cpp): R's aperm walks the result in order and reads
+// aperm()'s work in C++ (permute.cpp, tensors.cpp, deferred.cpp): R's aperm walks the result in order and reads
 // the input at a stride, recomputing the position each element: for a conv filter's layout change
 // (dim c(O, I, kH, kW) -> c(I, kW, kH, O)) every read is a cache miss, about 35 ns an element on
 // the GPU box. Here the two dims that are fastest in the input and in the result are walked in

@@ -171,38 +171,6 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
   });
 }
 
-// The values of a float tensor whose R dims are `rdim`, as R's aperm(<those values>, perm) (an
-// array of doubles), made in one R allocation.
-// [[Rcpp::export(.rf_tensor_to_r_permuted)]]
-SEXP rf_tensor_to_r_permuted(SEXP handle, IntegerVector rdim, IntegerVector perm) {
-  return guarded([&]() -> SEXP {
-    const Tensor &t = tensorOf(handle);
-    rfuse::r::Permutation p = rfuse::r::permutationOfR(rdim, perm, ".rf_tensor_to_r_permuted");
-    int64_t n = 1;
-    for (int d : rdim)
-      n *= d;
-    if (n != t.numel() || t.dtype == DType::I1 || t.dtype == DType::I32 || t.dtype == DType::I64)
-      fail("rfuse_type_error", "internal: .rf_tensor_to_r_permuted takes a float tensor of dims `rdim`");
-    // f32 and f64 come to the host as they are and convert while they permute; other dtypes
-    // through doubles.
-    Tensor staged;
-    if (t.dtype == DType::F32 || t.dtype == DType::F64) {
-      staged = rfuse::toDevice(t, Device::Cpu);
-    } else {
-      staged = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, t.shape); });
-      rfuse::copyToDoubles(t, (double *)staged.data());
-    }
-    SEXP v = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n));
-    if (staged.dtype == DType::F32)
-      rfuse::r::permuteInto((const float *)staged.data(), REAL(v), p);
-    else
-      rfuse::r::permuteInto((const double *)staged.data(), REAL(v), p);
-    rfuse::r::setPermutedDims(v, p);
-    UNPROTECT(1);
-    return v;
-  });
-}
-
 // [[Rcpp::export(.rf_tensor_to_r)]]
 SEXP rf_tensor_to_r(SEXP handle, SEXP rdim) {
   return guarded([&] { return rfuse::r::tensorToR(tensorOf(handle), rdim); });
