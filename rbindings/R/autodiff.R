@@ -1022,7 +1022,8 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
     buf <- tensor_buffer(t)
     rdim <- if (!is.null(perm)) as.integer(t@env$rdim) else if (!is.null(dim(like))) as.integer(dim(like))
     out_dims <- if (!is.null(perm)) rdim[perm] else rdim
-    rf_guard(.rf_deferred_values(buf, rdim, perm, trained_parameter_class(out_dims)))
+    # (the class nn_parameter() gives such doubles, so that it takes them as they are)
+    rf_guard(.rf_deferred_values(buf, rdim, perm, c("rf_parameter", implicit_class(0, out_dims))))
   }
   # A step kept in a file holds what it read of the model besides these as constants: the file
   # must have been written for the same values.

@@ -1,6 +1,6 @@
 # Classed conditions. Every error rfuse raises inherits from "rfuse_error"; the specific classes
 # are rfuse_unsupported, rfuse_shape_error, rfuse_type_error, rfuse_trace_error, rfuse_format_error (a file that is not what it claims),
-# rfuse_compile_error and rfuse_runtime_error.
+# rfuse_compile_error, rfuse_runtime_error and rfuse_index_error (a position out of range).
 
 rf_abort <- function(class, message, call = NULL) {
   stop(structure(class = c(class, "rfuse_error", "error", "condition"),
@@ -11,11 +11,16 @@ rf_abort <- function(class, message, call = NULL) {
 # classed R conditions.
 rf_guard <- function(expr, call = NULL) {
   tryCatch(expr, error = function(e) {
-    msg <- conditionMessage(e)
-    m <- regmatches(msg, regexec("^(rfuse_[a-z_]+): (.*)$", msg))[[1]]
-    if (length(m) == 3) rf_abort(m[2], m[3], call)
+    f <- classed_failure(conditionMessage(e))
+    if (!is.null(f)) rf_abort(f$class, f$text, call)
     stop(e)
   })
+}
+
+# The condition class and text of the glue's "rfuse_class: text" messages; NULL for others.
+classed_failure <- function(msg) {
+  m <- regmatches(msg, regexec("^(rfuse_[a-z_]+): (.*)$", msg))[[1]]
+  if (length(m) == 3) list(class = m[2], text = m[3])
 }
 
 # A call as text for messages and source locations: sub-calls nested deeper than `depth` show
@@ -43,8 +48,6 @@ rf_shape_error <- function(message, call = NULL) rf_abort("rfuse_shape_error", m
 # Trained values (rf_fit's deferred parameters) that could not be read from their tensor when R
 # first asked for them; `message` is the runtime's ("class: text").
 deferred_values_failed <- function(message) {
-  m <- regmatches(message, regexec("^(rfuse_[a-z_]+): (.*)$", message))[[1]]
-  cls <- if (length(m) == 3) m[2] else "rfuse_error"
-  text <- if (length(m) == 3) m[3] else message
-  rf_abort(cls, paste("the trained values of a parameter could not be read from the device:", text))
+  f <- classed_failure(message) %||% list(class = "rfuse_error", text = message)
+  rf_abort(f$class, paste("the trained values of a parameter could not be read from the device:", f$text))
 }

@@ -15,6 +15,14 @@ check_positions <- function(index, len, k, call) {
                                           format(v[which(bad)[1]]), k, len), call)
 }
 
+# For each element of an array of dims `di` (R's order), its index into the array `index` points
+# into along dim k: one row per element (plain arrays' gather and scatter_add).
+positions_at <- function(index, di, k) {
+  at <- arrayInd(seq_len(prod(di)), di)
+  at[, k] <- as.vector(index)
+  at
+}
+
 # The positions as a traced value, 0-based i64, checked on every call when the program computes
 # them.
 traced_positions <- function(index, len, k, call) {
@@ -36,17 +44,15 @@ t_gather <- function(x, dim, index, call) {
   if (length(di) != n)
     rf_shape_error(sprintf("Index tensor must have the same number of dimensions as input tensor (%d and %d)",
                            length(di), n), call)
-  if (any(di[-k] > d[-k]))
+  wide <- which(di > d & seq_len(n) != k)
+  if (length(wide))
     rf_shape_error(sprintf("Size does not match at dimension %d: index %d, input %d (index may not be larger than input in dims other than %d)",
-                           which(di > d & seq_len(n) != k)[1], di[which(di > d & seq_len(n) != k)[1]],
-                           d[which(di > d & seq_len(n) != k)[1]], k), call)
+                           wide[1], di[wide[1]], d[wide[1]], k), call)
   # Only the part of `x` the index reaches in the other dims takes part.
   for (j in setdiff(seq_len(n), k)) if (di[j] < d[j]) x <- t_narrow(x, j, 1L, di[j], call)
   if (!is_sym(x) && !is_sym(index)) {
     check_positions(index, d[k], k, call)
-    at <- arrayInd(seq_len(prod(di)), di)
-    at[, k] <- as.vector(index)
-    return(shaped(array(unclass(x), t_size(x))[at], di))
+    return(shaped(array(unclass(x), t_size(x))[positions_at(index, di, k)], di))
   }
   xs <- as_sym(x, call)
   pos <- traced_positions(index, d[k], k, call)
@@ -76,14 +82,12 @@ t_scatter_add <- function(x, dim, index, src, call) {
     rf_unsupported("torch_scatter_add", call, "an index smaller than src (rfuse adds all of src: give them one shape)")
   if (!identical(di[-k], d[-k]))
     rf_unsupported("torch_scatter_add", call, sprintf("an index of another size than self in dims other than %d", k))
-  is_float <- function(v) if (is_sym(v)) v$dtype %in% c("f16", "bf16", "f32", "f64") else is.double(v)
+  is_float <- function(v) if (is_sym(v)) is_float_dtype(r_dtype(v$dtype)) else is.double(v)
   if (!is_float(x) || !is_float(src))
     rf_unsupported("torch_scatter_add", call, "integer or logical values (rfuse adds floats: cast self and src first)")
   if (!is_sym(x) && !is_sym(index) && !is_sym(src)) {
     check_positions(index, d[k], k, call)
-    at <- arrayInd(seq_len(prod(di)), di)
-    at[, k] <- as.vector(index)
-    lin <- as.vector((at - 1) %*% cumprod(c(1, d))[seq_len(n)]) + 1
+    lin <- as.vector((positions_at(index, di, k) - 1) %*% cumprod(c(1, d))[seq_len(n)]) + 1
     sums <- rowsum(as.vector(unclass(src)), lin) # in src's order within each position
     out <- as.vector(unclass(x))
     at_pos <- as.integer(rownames(sums))

@@ -308,17 +308,11 @@ nn_parameter <- function(x, requires_grad = TRUE) {
   structure(x, class = c("rf_parameter", class(x)))
 }
 
-# class(unclass(x)) without unclass()'s copy of a shared x's values.
-implicit_class <- function(x) {
-  d <- length(dim(x))
-  if (d == 2L) c("matrix", "array") else if (d) "array" else if (is.double(x)) "numeric" else typeof(x)
-}
-
-# The class nn_parameter() gives an array of doubles of dims `dims` (rf_fit's trained values are
-# made with it, so that nn_parameter() takes them as they are).
-trained_parameter_class <- function(dims) {
+# class(unclass(x)) without unclass()'s copy of a shared x's values (`dims`: of an array of x's
+# type with those dims).
+implicit_class <- function(x, dims = dim(x)) {
   d <- length(dims)
-  c("rf_parameter", if (d == 2L) c("matrix", "array") else if (d) "array" else "numeric")
+  if (d == 2L) c("matrix", "array") else if (d) "array" else if (is.double(x)) "numeric" else typeof(x)
 }
 
 #' @rdname nn_parameter

@@ -21,10 +21,13 @@ sort_refusals <- function(x, name, call) {
   if (!is.null(x$attrs$class)) rf_unsupported(name, call, sprintf("of a value of class %s", paste(x$attrs$class, collapse = "/")))
 }
 
-sort_method <- function(method, name, call) {
+# `methods`: those that give the stable sort's answer (sort()'s "auto" and "radix"; every method
+# of order(), which leaves ties in their original order).
+sort_method <- function(method, name, call, methods = c("auto", "radix")) {
   if (is.null(method)) return(invisible())
-  if (!is.character(method) || length(method) != 1 || !method %in% c("auto", "radix"))
-    rf_unsupported(name, call, "only method = \"auto\" or \"radix\" (a stable sort) is traced")
+  if (!is.character(method) || length(method) != 1 || !method %in% methods)
+    rf_unsupported(name, call, sprintf("only method = %s (a stable sort) is traced",
+                                       paste0("\"", methods, "\"", collapse = " or ")))
 }
 
 rf_sort <- function(x, decreasing = FALSE, ...) {
@@ -56,9 +59,7 @@ rf_order <- function(..., na.last = TRUE, decreasing = FALSE, method = c("auto",
   x <- keys[[1]]
   decreasing <- flag(decreasing, "decreasing", "order", call)
   if (!isTRUE(na.last)) rf_unsupported("order", call, "only na.last = TRUE (NA last, as R's default) is traced")
-  # (order() leaves ties in their original order whatever the method: all are the stable sort's)
-  if (!missing(method) && (!is.character(method) || length(method) != 1 || !method %in% c("auto", "shell", "radix")))
-    rf_unsupported("order", call, "'method' must be \"auto\", \"shell\" or \"radix\"")
+  if (!missing(method)) sort_method(method, "order", call, c("auto", "shell", "radix"))
   sort_refusals(x, "order", call)
   p <- sort_flat(x, decreasing, call)$positions
   r <- to_dtype(p, trace_float(), call) + 1

@@ -692,6 +692,7 @@ Rcpp::NumericVector rf_compile_counts() {
   return guarded([&] {
     rfuse::ProgramCacheStats p = rfuse::programCacheStats();
     rfuse::cuda::KernelCacheStats k = rfuse::cuda::kernelCacheStats();
+    rfuse::cuda::LibraryCallStats lib = rfuse::cuda::libraryCallStats();
     return Rcpp::NumericVector::create(
         Rcpp::Named("pass_runs") = (double)p.passRuns, Rcpp::Named("disk_hits") = (double)p.diskHits,
         Rcpp::Named("specializations") = (double)p.specializations,
@@ -700,14 +701,12 @@ Rcpp::NumericVector rf_compile_counts() {
         Rcpp::Named("llvm_disk_hits") = (double)rfuse::cpuJitStats().diskHits,
         Rcpp::Named("program_seconds") = p.programSeconds, Rcpp::Named("plan_seconds") = p.planSeconds,
         Rcpp::Named("load_seconds") = p.loadSeconds,
-        Rcpp::Named("library_seconds") = rfuse::cuda::libraryCallStats().firstCallSeconds,
-        Rcpp::Named("library_plan_seconds") = rfuse::cuda::libraryCallStats().planSeconds,
-        Rcpp::Named("library_longest_plan_seconds") = rfuse::cuda::libraryCallStats().longestPlanSeconds,
-        Rcpp::Named("library_first_calls") = (double)rfuse::cuda::libraryCallStats().firstCalls,
-        Rcpp::Named("library_plans_recalled") = (double)(rfuse::cuda::libraryCallStats().plansRecalledInMemory +
-                                                         rfuse::cuda::libraryCallStats().plansRecalledFromDisk),
-        Rcpp::Named("library_plans_from_disk") = (double)rfuse::cuda::libraryCallStats().plansRecalledFromDisk,
-        Rcpp::Named("library_plans_chosen") = (double)rfuse::cuda::libraryCallStats().plansChosen);
+        Rcpp::Named("library_seconds") = lib.firstCallSeconds, Rcpp::Named("library_plan_seconds") = lib.planSeconds,
+        Rcpp::Named("library_longest_plan_seconds") = lib.longestPlanSeconds,
+        Rcpp::Named("library_first_calls") = (double)lib.firstCalls,
+        Rcpp::Named("library_plans_recalled") = (double)(lib.plansRecalledInMemory + lib.plansRecalledFromDisk),
+        Rcpp::Named("library_plans_from_disk") = (double)lib.plansRecalledFromDisk,
+        Rcpp::Named("library_plans_chosen") = (double)lib.plansChosen);
   });
 }
 

@@ -360,8 +360,6 @@ void fillBytes(const Tensor &dst, const std::function<void(size_t, size_t, void 
   cuda::Device::get().upload((CUdeviceptr)dst.data(), dst.bytes(), fill);
 }
 
-size_t fillChunkBytes() { return cuda::Device::stagingChunk; }
-
 Tensor toDevice(const Tensor &t, Device device) {
   if (t.device() == device)
     return t;

@@ -183,8 +183,7 @@ void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CU
       preparedTf32 = tf32;
       return;
     }
-    forgetPlan(problem);
-    countRefusedPlan();
+    refusePlan(problem);
   }
   cublasLtMatmulPreference_t pref;
   lt.cublasLtMatmulPreferenceCreate(&pref);
@@ -365,8 +364,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
       preparedTf32 = tf32;
       return;
     }
-    forgetPlan(problem);
-    countRefusedPlan();
+    refusePlan(problem);
   }
   auto pick = [&](auto *perf, int found) -> int {
     for (int i = 0; i < found; ++i)

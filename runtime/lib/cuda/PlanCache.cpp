@@ -53,19 +53,15 @@ void rememberPlan(const std::string &problem, const std::vector<char> &choice) {
     store->save(problem, choice);
 }
 
-void forgetPlan(const std::string &problem) {
+void refusePlan(const std::string &problem) {
   std::lock_guard<std::mutex> lock(planMutex);
   remembered.erase(problem);
+  ++stats.refused;
 }
 
 void clearMemoryPlanCache() {
   std::lock_guard<std::mutex> lock(planMutex);
   remembered.clear();
-}
-
-void countRefusedPlan() {
-  std::lock_guard<std::mutex> lock(planMutex);
-  ++stats.refused;
 }
 
 PlanCacheStats planCacheStats() {

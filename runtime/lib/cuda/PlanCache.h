@@ -28,16 +28,14 @@ void setPlanStore(PlanStore *store);
 bool recallPlan(const std::string &problem, std::vector<char> &choice);
 /// Remembers `choice` for `problem`, in memory and in the store.
 void rememberPlan(const std::string &problem, const std::vector<char> &choice);
-/// Forgets a remembered choice the library refused (in memory; the disk entry is overwritten
-/// when the new choice is remembered).
-void forgetPlan(const std::string &problem);
+/// Forgets (and counts) a remembered choice the library refused: in memory; the disk entry is
+/// overwritten when the new choice is remembered.
+void refusePlan(const std::string &problem);
 
 struct PlanCacheStats {
   uint64_t memoryHits = 0, diskHits = 0, misses = 0, refused = 0;
 };
 PlanCacheStats planCacheStats();
-/// Counts a remembered choice the library refused.
-void countRefusedPlan();
 
 /// The device part of every problem's description: its name, architecture and SM count.
 std::string planDeviceTag();

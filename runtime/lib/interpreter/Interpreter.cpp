@@ -511,7 +511,7 @@ private:
   // a computed position is clamped.
   HostTensor scatterAdd(ScatterAddOp s, const HostTensor &src, const HostTensor &indices) {
     HostTensor out = alloc(s.getResult());
-    std::vector<double> sum(out.shape.empty() ? 1 : (size_t)out.numel(), 0.0); // in double, then rounded once
+    std::vector<double> sum((size_t)out.numel(), 0.0); // in double, then rounded once
     int64_t dim = s.getDim(), n = out.shape[dim], len = src.shape[dim], inner = 1, outer = 1;
     for (int64_t d = 0; d < src.rank(); ++d)
       if (d != dim)

@@ -82,10 +82,9 @@ void copyFromInts(const int *src, int naValue, const Tensor &dst);
 void copyToDoubles(const Tensor &src, double *dst);
 void copyToInts(const Tensor &src, int *dst);
 /// dst's bytes written through fill(offset, bytes, host), in order: on the CPU in one call into
-/// dst's own memory; on the GPU in chunks of a pinned staging buffer of at most fillChunkBytes()
-/// each, each chunk copied while the next is filled (a tensor that fits one chunk is one call).
+/// dst's own memory; on the GPU in chunks of a pinned staging buffer (16 MiB each), each chunk
+/// copied while the next is filled (a tensor that fits one chunk is one call).
 void fillBytes(const Tensor &dst, const std::function<void(size_t, size_t, void *)> &fill);
-size_t fillChunkBytes();
 /// The same values on another device (a copy; the tensor itself when it is there already).
 Tensor toDevice(const Tensor &t, Device device);
 /// A copy of the values (same device).
