@@ -9,7 +9,11 @@
 # W5-file: the same with rf_fit(compiled = RFUSE_STEP_FILE): the first run traces, compiles and
 #     writes the step there; later runs load it (no trace, no program, no code generation) —
 #     "a fresh R session that loads an exported ResNet-18 training step and runs it".
-# Prints one line a measurement and rf_cache_info()'s counters.
+# Prints one line a measurement and rf_cache_info()'s counters; for W5 and W5-file also the
+# start-up timeline of the first step (rfuse/Runtime/Timeline.h: the warming threads, the
+# libraries' first calls, the parameters' conversion; the whole of it in RFUSE_WARM_TIMELINE, a
+# CSV file, when set). RFUSE_WARM_VARIANT=late-warm: a diagnostic — rf_fit does not start the
+# libraries' warming threads itself (they start when the step's program loads), to compare with.
 what <- commandArgs(TRUE)[1]
 if (is.na(what)) what <- "W1"
 t0 <- proc.time()[["elapsed"]]
@@ -68,7 +72,10 @@ if (what %in% c("W5", "W5-file")) {
   t1 <- proc.time()[["elapsed"]]
   prof <- Sys.getenv("RFUSE_WARM_RPROF") # a file: R's profile of the step (a diagnostic)
   if (nzchar(prof)) Rprof(prof, interval = 0.005)
+  if (Sys.getenv("RFUSE_WARM_VARIANT") == "late-warm")
+    assignInNamespace(".rf_warm_libraries", function() invisible(), "rfuse")
   fit <- rf_fit(net, x, y, steps = 1, lr = 0.1, momentum = 0.9, progress = FALSE, compiled = step_file)
+  tl <- rfuse:::.rf_timeline()
   if (nzchar(prof)) Rprof(NULL)
   how <- if (is.null(step_file)) "trace + program" else if (existed) "step loaded from its file" else
     "trace + program + writing the step file"
@@ -80,6 +87,29 @@ if (what %in% c("W5", "W5-file")) {
   t2 <- proc.time()[["elapsed"]]
   total <- sum(vapply(net$parameters, function(p) sum(p), 0))
   cat(sprintf("%s reading every trained parameter in R afterwards: %.0f ms (%s)\n", what, ms(t2), phases(m2)))
+}
+if (what %in% c("W5", "W5-file")) {
+  # The timeline from rf_fit's start: each mark, but the many per-parameter conversions and
+  # library first calls as one line each kind (the first begin, the last end, their sum).
+  start <- tl$ms[match("rf_fit: the parameters into tensors begin", tl$what)]
+  tl <- tl[tl$ms >= start - 1e-9, ]
+  tl$ms <- tl$ms - start
+  if (nzchar(Sys.getenv("RFUSE_WARM_TIMELINE"))) write.csv(tl, Sys.getenv("RFUSE_WARM_TIMELINE"), row.names = FALSE)
+  kind <- sub(" (begin|end)$", "", tl$what)
+  many <- names(which(table(kind) > 8))
+  for (k in unique(kind)) {
+    rows <- tl[kind == k, ]
+    b <- rows$ms[grepl(" begin$", rows$what)]; e <- rows$ms[grepl(" end$", rows$what)]
+    if (k %in% many && !length(b)) {
+      cat(sprintf("%s timeline %8.1f..%8.1f ms  thread %s  %s: %d marks\n", what, min(rows$ms), max(rows$ms),
+                  paste(unique(rows$thread), collapse = ","), k, nrow(rows)))
+    } else if (k %in% many) {
+      cat(sprintf("%s timeline %8.1f..%8.1f ms  thread %s  %s: %d, %.1f ms in all\n", what, min(b), max(e),
+                  paste(unique(rows$thread), collapse = ","), k, length(e), sum(e - b[seq_along(e)])))
+    } else {
+      cat(sprintf("%s timeline %8.1f ms  thread %d  %s %s\n", what, rows$ms, rows$thread, rows$what, rows$detail), sep = "")
+    }
+  }
 }
 if (what %in% c("W5", "W5-file") && nzchar(prof)) { # the sampled stacks' innermost frames, most frequent first
   stacks <- vapply(strsplit(readLines(prof)[-1], " "), function(f) paste(head(f, 8), collapse = " "), "")

@@ -15,7 +15,8 @@
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
 # warm-start: benchmarks/r-warm-start.R (W1, W5, W5-file; RFUSE_WARM_ONLY picks) in fresh R processes,
-#          first with an empty program cache (and no W5 step file), then twice with what it left (issue 18).
+#          first with an empty program cache (and no W5 step file), then twice with what it left (issue 18);
+#          RFUSE_WARM_VARIANTS="default late-warm" alternates the warm runs over r-warm-start.R's variants.
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
@@ -193,10 +194,16 @@ if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R process
   export RFUSE_CACHE_DIR=/tmp/rfuse-warm-start-cache
   export RFUSE_STEP_FILE=/tmp/rfuse-w5-step.rfuse # W5-file: written by its cold run, loaded by the others
   rm -rf "$RFUSE_CACHE_DIR" "$RFUSE_STEP_FILE"
+  # RFUSE_WARM_VARIANTS: the warm runs alternate over these RFUSE_WARM_VARIANT settings (a
+  # comparison in one call, on one machine; r-warm-start.R says what each is).
   for w in ${RFUSE_WARM_ONLY:-W1 W5 W5-file}; do
     for run in cold warm warm; do
-      echo "== $w, $run program cache"
-      timeout 300 Rscript benchmarks/r-warm-start.R "$w" 2>&1 | tee -a "$out/warm-start.log" | grep -E "^W"
+      for v in ${RFUSE_WARM_VARIANTS:-default}; do
+        [ "$run" = cold ] && [ "$v" != "${RFUSE_WARM_VARIANTS%% *}" ] && [ -n "${RFUSE_WARM_VARIANTS:-}" ] && continue
+        echo "== $w, $run program cache${RFUSE_WARM_VARIANTS:+, variant $v}"
+        RFUSE_WARM_VARIANT="$v" RFUSE_WARM_TIMELINE="$out/timeline-$w-$run-$v-$RANDOM.csv" \
+          timeout 300 Rscript benchmarks/r-warm-start.R "$w" 2>&1 | tee -a "$out/warm-start.log" | grep -E "^W"
+      done
     done
   done
 fi

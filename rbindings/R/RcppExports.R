@@ -337,6 +337,14 @@
     .Call(`_rfuse_rf_run_tensors`, p, args, dtypes, device, outputs)
 }
 
+.rf_timeline <- function() {
+    .Call(`_rfuse_rf_timeline`)
+}
+
+.rf_timeline_mark <- function(what) {
+    invisible(.Call(`_rfuse_rf_timeline_mark`, what))
+}
+
 .rf_transfer_stats <- function() {
     .Call(`_rfuse_rf_transfer_stats`)
 }

@@ -1000,6 +1000,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   device <- check_device(a$device)
   # cuDNN's and cuBLASLt's start (their libraries loaded, handles made) overlaps the parameters'
   # conversion below and the step's load or trace, instead of the first convolution's wait.
+  .rf_timeline_mark("rf_fit: the parameters into tensors begin")
   if (device == "cuda") .rf_warm_libraries()
   # A parameter an earlier rf_fit left on the device (its values not yet read in R: see download
   # below) starts from a copy of that tensor there, with no trip through the host.
@@ -1013,6 +1014,7 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
       make_tensor(buf = rf_guard(.rf_tensor_from_r_permuted(v, layouts[[p]], ir_dtype(dtype), device)),
                   dtype = dtype, device = device, rdim = rdim, len = length(v))
   }
+  .rf_timeline_mark("rf_fit: the parameters into tensors end")
   # The trained values become the parameters write_back stores (nn_parameter() takes them as
   # they are) without being read: doubles over the last step's tensors, made when R first reads
   # them (.rf_deferred_values; a filter then in R's layout). A fit's end allocates nothing in R,

@@ -1088,6 +1088,26 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_timeline
+DataFrame rf_timeline();
+RcppExport SEXP _rfuse_rf_timeline() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(rf_timeline());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_timeline_mark
+void rf_timeline_mark(std::string what);
+RcppExport SEXP _rfuse_rf_timeline_mark(SEXP whatSEXP) {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type what(whatSEXP);
+    rf_timeline_mark(what);
+    return R_NilValue;
+END_RCPP
+}
 // rf_transfer_stats
 NumericVector rf_transfer_stats();
 RcppExport SEXP _rfuse_rf_transfer_stats() {
@@ -1318,6 +1338,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_tensor_cast", (DL_FUNC) &_rfuse_rf_tensor_cast, 2},
     {"_rfuse_rf_tensor_copy_elements", (DL_FUNC) &_rfuse_rf_tensor_copy_elements, 5},
     {"_rfuse_rf_run_tensors", (DL_FUNC) &_rfuse_rf_run_tensors, 5},
+    {"_rfuse_rf_timeline", (DL_FUNC) &_rfuse_rf_timeline, 0},
+    {"_rfuse_rf_timeline_mark", (DL_FUNC) &_rfuse_rf_timeline_mark, 1},
     {"_rfuse_rf_transfer_stats", (DL_FUNC) &_rfuse_rf_transfer_stats, 0},
     {"_rfuse_rf_device_memory", (DL_FUNC) &_rfuse_rf_device_memory, 0},
     {"_rfuse_rf_synchronize", (DL_FUNC) &_rfuse_rf_synchronize, 0},

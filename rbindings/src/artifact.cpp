@@ -4,6 +4,7 @@
 #include "glue.h"
 
 #include "rfuse/Runtime/Artifact.h"
+#include "rfuse/Runtime/Timeline.h"
 #include "rfuse/rfuse_rt.h"
 
 #include <cstring>
@@ -114,6 +115,7 @@ List loadedForR(rfuse_rt_program *p) {
 // [[Rcpp::export(.rf_load_artifact)]]
 List rf_load_artifact(std::string path) {
   return guarded([&] {
+    rfuse::TimelineSpan span("loading an artifact");
     rfuse_rt_program *p = nullptr;
     if (rfuse_rt_status s = rfuse_rt_load(path.c_str(), &p); s != RFUSE_RT_OK)
       failRt(s, "cannot load " + path);

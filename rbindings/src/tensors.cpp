@@ -6,6 +6,7 @@
 #include "permute.h"
 
 #include "rfuse/Runtime/Parallel.h"
+#include "rfuse/Runtime/Timeline.h"
 
 #include <atomic>
 #include <chrono>
@@ -128,6 +129,7 @@ SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
 // [[Rcpp::export(.rf_tensor_from_r_permuted)]]
 SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, std::string device) {
   return guarded([&] {
+    rfuse::TimelineSpan span("R values into a tensor, permuted", std::to_string(Rf_xlength(x)) + " values");
     if (TYPEOF(x) != REALSXP)
       fail("rfuse_type_error", "internal: .rf_tensor_from_r_permuted takes an array of doubles");
     refuseNA(x);
@@ -286,6 +288,27 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
     return rfuse::r::failureValue(e);
   }
 }
+
+// The start-up timeline (rfuse/Runtime/Timeline.h): one row per mark.
+// [[Rcpp::export(.rf_timeline)]]
+DataFrame rf_timeline() {
+  std::vector<rfuse::TimelineMark> marks = rfuse::timelineMarks();
+  NumericVector ms(marks.size());
+  IntegerVector thread(marks.size());
+  CharacterVector what(marks.size()), detail(marks.size());
+  for (size_t i = 0; i < marks.size(); ++i) {
+    ms[i] = marks[i].seconds * 1e3;
+    thread[i] = (int)marks[i].thread;
+    what[i] = marks[i].what;
+    detail[i] = marks[i].detail;
+  }
+  return DataFrame::create(_["ms"] = ms, _["thread"] = thread, _["what"] = what, _["detail"] = detail,
+                           _["stringsAsFactors"] = false);
+}
+
+// A mark from R code (rf_fit's phases).
+// [[Rcpp::export(.rf_timeline_mark)]]
+void rf_timeline_mark(std::string what) { rfuse::timelineMark(std::move(what)); }
 
 // [[Rcpp::export(.rf_transfer_stats)]]
 NumericVector rf_transfer_stats() {

@@ -5,6 +5,7 @@
 // batch-statistics updates, progress, and the interrupt).
 #include "glue.h"
 
+#include "rfuse/Runtime/Timeline.h"
 #include "rfuse/Runtime/TrainingLoop.h"
 
 using namespace Rcpp;
@@ -104,6 +105,8 @@ void rf_training_loop_rows(SEXP loop, SEXP rows) {
 // [[Rcpp::export(.rf_training_loop_run)]]
 double rf_training_loop_run(SEXP loop, double first, double last, double firstSlot, double seconds) {
   return guarded([&] {
+    rfuse::TimelineSpan span("training loop run", "steps " + std::to_string((int64_t)first) + " to " +
+                                                      std::to_string((int64_t)last));
     auto start = std::chrono::steady_clock::now();
     return (double)loopOf(loop).run((int64_t)first, (int64_t)last, (int64_t)firstSlot, [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds;

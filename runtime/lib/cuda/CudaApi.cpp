@@ -121,6 +121,7 @@ const CublasLtApi &cublasLt() {
       return a;
     bool ok = true;
     RF_BIND(cublasLtCreate, "cublasLtCreate");
+    RF_BIND(cublasLtDestroy, "cublasLtDestroy");
     RF_BIND(cublasLtGetVersion, "cublasLtGetVersion");
     RF_BIND(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
     RF_BIND(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");

@@ -82,6 +82,7 @@ struct CublasLtApi {
   bool loaded = false;
   std::string error;
   cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *);
+  cublasStatus_t (*cublasLtDestroy)(cublasLtHandle_t);
   size_t (*cublasLtGetVersion)();
   cublasStatus_t (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
   cublasStatus_t (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t);

@@ -2,6 +2,7 @@
 #include "Libraries.h"
 
 #include "rfuse/Runtime/Tensor.h"
+#include "rfuse/Runtime/Timeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +25,7 @@ Device &Device::get() {
 }
 
 Device::Device() {
+  TimelineSpan span("CUDA context");
   const DeviceInfo &info = gpuPresence();
   if (!info.present)
     throw CudaError("no usable CUDA device: " + info.reason);
@@ -49,7 +51,12 @@ CUdeviceptr Device::alloc(size_t bytes) {
     return p;
   }
   CUdeviceptr p = 0;
+  auto began = std::chrono::steady_clock::now();
   CUresult r = driver().cuMemAlloc(&p, bytes);
+  // A slow allocation (the driver busy on another thread, say) is marked on the timeline.
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+  if (ms >= 1)
+    timelineMark("slow cuMemAlloc", std::to_string(bytes) + " bytes, " + std::to_string(ms) + " ms");
   if (r == CUDA_ERROR_OUT_OF_MEMORY) { // give cached blocks back and try once more
     // Blocks released on the stream may still be read by queued work: wait for it first.
     driver().cuStreamSynchronize(stream);
@@ -86,6 +93,7 @@ void Device::ensureStaging() {
   if (staging[0])
     return;
   const DriverApi &api = driver();
+  TimelineSpan span("pinned staging");
   for (int k = 0; k < 2; ++k) {
     check(api.cuMemHostAlloc(&staging[k], stagingChunk, 0), "cuMemHostAlloc",
           "allocating " + std::to_string(stagingChunk) + " bytes of pinned staging memory");
@@ -181,6 +189,7 @@ void Device::releaseFunction(const std::string &key) {
 
 cublasLtHandle_t Device::lt() {
   std::call_once(ltOnce, [&] {
+    TimelineSpan span("cublasLtCreate");
     const CublasLtApi &api = cublasLt();
     if (!api.loaded)
       throw CudaError("cuBLASLt is not available: " + api.error);
@@ -198,6 +207,7 @@ CUdeviceptr Device::workspace() {
 
 cudnnHandle_t Device::dnn() {
   std::call_once(dnnOnce, [&] {
+    TimelineSpan span("cudnnCreate");
     const CudnnApi &api = cudnn();
     if (!api.loaded)
       throw CudaError("cuDNN is not available: " + api.error);
@@ -241,13 +251,19 @@ void warmLibraries(bool wantLt, bool wantDnn) {
   };
   if (wantLt)
     start(warmers.lt, [] {
-      if (cublasLt().loaded && gpuPresence().present)
+      TimelineSpan span("warming cuBLASLt");
+      if (cublasLt().loaded && gpuPresence().present) {
         Device::get().lt();
+        TimelineSpan heuristics("warming cuBLASLt's heuristics");
+        warmMatmulHeuristics();
+      }
     });
   if (wantDnn)
     start(warmers.dnn, [] {
+      TimelineSpan span("warming cuDNN");
       if (cudnn().loaded && gpuPresence().present) {
         Device::get().dnn();
+        TimelineSpan engines("warming cuDNN's convolution engines");
         warmConvolutionEngines();
       }
     });

@@ -2,6 +2,7 @@
 #include "PlanCache.h"
 
 #include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Timeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,13 +18,18 @@ LibraryCallStats libraryStats;
 // Times a library object's first call (its plan made: descriptors, the heuristics' or timed
 // choice of algorithm; and the library's own first work on the host, such as loading its
 // kernels) into libraryStats, when `first`.
+// Each first call is also marked on the start-up timeline, with `what` it is.
 class FirstCallTimer {
 public:
-  explicit FirstCallTimer(bool first) : first(first), start(std::chrono::steady_clock::now()) {}
+  FirstCallTimer(bool first, const char *what) : first(first), what(what), start(std::chrono::steady_clock::now()) {
+    if (first)
+      timelineMark(std::string(what) + " first call begin");
+  }
   ~FirstCallTimer() {
     if (!first)
       return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    timelineMark(std::string(what) + " first call end", "plan " + std::to_string(planSeconds * 1e3) + " ms");
     std::lock_guard<std::mutex> lock(libraryStatsMutex);
     ++libraryStats.firstCalls;
     libraryStats.firstCallSeconds += s;
@@ -39,6 +45,7 @@ public:
 
 private:
   bool first;
+  const char *what;
   std::chrono::steady_clock::time_point start;
   double planSeconds = 0;
 };
@@ -130,6 +137,32 @@ void CublasLtMatmul::destroy() {
   desc = nullptr;
   la = lb = lc = nullptr;
   ready = false;
+}
+
+void warmMatmulHeuristics() {
+  const CublasLtApi &lt = cublasLt();
+  if (!lt.loaded)
+    return;
+  cublasLtHandle_t h = nullptr;
+  if (lt.cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
+    return;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, 64, 64, 64) == CUBLAS_STATUS_SUCCESS &&
+      lt.cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulHeuristicResult_t heur{}, checked{};
+    int found = 0;
+    if (lt.cublasLtMatmulAlgoGetHeuristic(h, desc, layout, layout, layout, layout, pref, 1, &heur, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0)
+      lt.cublasLtMatmulAlgoCheck(h, desc, layout, layout, layout, layout, &heur.algo, &checked);
+  }
+  if (pref) lt.cublasLtMatmulPreferenceDestroy(pref);
+  if (layout) lt.cublasLtMatrixLayoutDestroy(layout);
+  if (desc) lt.cublasLtMatmulDescDestroy(desc);
+  lt.cublasLtDestroy(h);
 }
 
 void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
@@ -243,7 +276,7 @@ void CublasLtMatmul::run(Device &dev, const MatmulCall &m, CUdeviceptr lhs, CUde
   const void *beta = m.dtype == DType::F64 ? (const void *)(withResidual ? &one64 : &zero64)
                                            : (const void *)(withResidual ? &one32 : &zero32);
   CUdeviceptr c = withResidual ? residual : product;
-  FirstCallTimer timer(!ready || preparedTf32 != tf32);
+  FirstCallTimer timer(!ready || preparedTf32 != tf32, "cuBLASLt matmul");
   if (!ready || preparedTf32 != tf32)
     timer.plan([&] { prepare(dev, m, lhs, rhs, c, product, alpha, beta, tf32); });
   if (m.biasInput >= 0)
@@ -407,7 +440,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
 void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdeviceptr> &ins, CUdeviceptr product,
                     bool tf32) {
   const CudnnApi &api = cudnn();
-  FirstCallTimer timer(!ready || preparedTf32 != tf32);
+  FirstCallTimer timer(!ready || preparedTf32 != tf32, "cuDNN convolution");
   if (!ready || preparedTf32 != tf32)
     timer.plan([&] { prepare(dev, spec, tf32); });
   auto in = [&](int i) { return (void *)ins[i]; };
