@@ -24,11 +24,12 @@ Timeline &timeline() {
 } // namespace
 
 void timelineMark(std::string what, std::string detail) {
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadedAt).count();
   Timeline &t = timeline();
   std::lock_guard<std::mutex> lock(t.mu);
   if (t.marks.size() >= kMaxMarks)
     return;
+  // (read under the lock: the marks' times follow their order, whichever thread made them)
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadedAt).count();
   auto id = t.threads.emplace(std::this_thread::get_id(), (unsigned)t.threads.size()).first->second;
   t.marks.push_back({s, id, std::move(what), std::move(detail)});
 }

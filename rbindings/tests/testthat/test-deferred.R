@@ -78,3 +78,21 @@ test_that("deferred values copy, change, serialize and print as R's doubles", {
   expect_identical(dim(as.array(out)), c(8L, 2L))
   expect_true(all(is.finite(as.array(out))))
 })
+
+test_that("the start-up timeline shows a fit's phases in order", {
+  net <- deferred_net()
+  fit_steps(net, 1)
+  tl <- rfuse:::.rf_timeline()
+  expect_named(tl, c("ms", "thread", "what", "detail"))
+  at <- function(what) tail(which(tl$what == what), 1)
+  conv_begin <- at("rf_fit: the parameters into tensors begin")
+  conv_end <- at("rf_fit: the parameters into tensors end")
+  run_begin <- at("training loop run begin")
+  run_end <- at("training loop run end")
+  expect_length(c(conv_begin, conv_end, run_begin, run_end), 4)
+  expect_true(conv_begin < conv_end && conv_end < run_begin && run_begin < run_end)
+  expect_true(all(diff(tl$ms) >= 0))
+  # The conv filter went in permuted, within the conversion.
+  permuted <- which(tl$what == "R values into a tensor, permuted begin")
+  expect_true(any(permuted > conv_begin & permuted < conv_end))
+})
