@@ -1207,11 +1207,15 @@ new_optimizer <- function(params, mode, class) {
   self$buffers <- NULL
   self$step <- function() {
     values <- lapply(params, function(p) { materialize(p); p })
-    # As torch, a parameter without a gradient (not used by the loss) is left as it is.
+    # As torch, a parameter without a gradient (not used by the loss) is left as it is, silently
+    # unless values autograd records were read into R since the last step: then the forward may
+    # have cut the graph there (rfuse's hazard, not torch's), which the warning names.
     idle <- which(vapply(params, function(p) is.null(p@env$grad), logical(1)))
     if (length(idle) == n)
       rf_abort("rfuse_autodiff_error", "no parameter has a gradient: call loss$backward() before step()")
-    if (length(idle) && !isTRUE(self$warned_idle)) {
+    graph_read <- isTRUE(.rf_counters$graph_read)
+    .rf_counters$graph_read <- FALSE
+    if (length(idle) && graph_read && !isTRUE(self$warned_idle)) {
       self$warned_idle <- TRUE
       msg <- sprintf(paste("parameter(s) %s got no gradient from loss$backward() and stay as they are (as in torch);",
                            "if forward() uses them, a value on the way was converted to an R array, which cuts",
@@ -1237,6 +1241,7 @@ new_optimizer <- function(params, mode, class) {
   }
   self$zero_grad <- function() {
     for (p in params) p@env$grad <- NULL
+    .rf_counters$graph_read <- FALSE
     invisible(NULL)
   }
   class(self) <- c(class, "rf_optimizer")

@@ -82,8 +82,7 @@ t_scatter_add <- function(x, dim, index, src, call) {
     rf_unsupported("torch_scatter_add", call, "an index smaller than src (rfuse adds all of src: give them one shape)")
   if (!identical(di[-k], d[-k]))
     rf_unsupported("torch_scatter_add", call, sprintf("an index of another size than self in dims other than %d", k))
-  is_float <- function(v) if (is_sym(v)) is_float_dtype(r_dtype(v$dtype)) else is.double(v)
-  if (!is_float(x) || !is_float(src))
+  if (!is_float_value(x) || !is_float_value(src))
     rf_unsupported("torch_scatter_add", call, "integer or logical values (rfuse adds floats: cast self and src first)")
   if (!is_sym(x) && !is_sym(index) && !is_sym(src)) {
     check_positions(index, d[k], k, call)

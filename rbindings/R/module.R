@@ -337,6 +337,13 @@ Math.rf_buffer <- function(x, ...) get(.Generic)(buffer_value(x), ...)
 as.array.rf_buffer <- function(x, ...) as.array(buffer_value(x), ...)
 #' @export
 dim.rf_buffer <- function(x) dim(buffer_value(x))
+#' @export
+length.rf_buffer <- function(x) length(buffer_value(x))
+#' @export
+`[.rf_buffer` <- function(x, ...) {
+  v <- buffer_value(x)
+  v[...]
+}
 
 # Fields assigned as nn_buffer(v) in initialize become buffers holding v.
 adopt_marked_fields <- function(self) {

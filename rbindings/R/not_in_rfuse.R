@@ -59,7 +59,7 @@ torch_names_not_in_rfuse <- c(
   "torch_qr", "torch_quantize_per_channel", "torch_quantize_per_tensor", "torch_quint8",
   "torch_randint_like", "torch_randperm", "torch_range", "torch_real", "torch_reciprocal",
   "torch_reduction_mean", "torch_reduction_none", "torch_reduction_sum", "torch_relu_",
-  "torch_remainder", "torch_renorm", "torch_repeat_interleave", "torch_result_type", "torch_rfft",
+  "torch_renorm", "torch_repeat_interleave", "torch_result_type", "torch_rfft",
   "torch_roll", "torch_rot90", "torch_round", "torch_rrelu_", "torch_selu_",
   "torch_set_default_dtype", "torch_short", "torch_sign", "torch_sinh", "torch_slogdet",
   "torch_solve", "torch_sparse_coo", "torch_sparse_coo_tensor", "torch_square",

@@ -764,5 +764,19 @@ traced_functions <- function() {
        which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
                                          "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
        sort = rf_sort, order = rf_order, rank = rf_rank, median = rf_median,
-       quantile = rf_quantile)
+       quantile = rf_quantile, try = rf_try)
+}
+
+# try() in traced code (ETM's forward: logit <- try(self$alphas(w)), then a branch on
+# inherits(logit, "try-error")): the expression's value when it traces, as try() gives it when
+# nothing fails. An expression that fails while tracing is refused: try() would return a
+# "try-error" the program then held (and printed at each call, where the trace prints once);
+# rfuse's own refusals pass through unchanged.
+rf_try <- function(expr, silent = FALSE, outFile = NULL) {
+  call <- sys.call()
+  tryCatch(expr, error = function(e) {
+    if (inherits(e, "rfuse_unsupported")) stop(e)
+    rf_unsupported("try", call, paste0("its expression fails while tracing (", conditionMessage(e),
+                                       "): the program cannot hold try()'s \"try-error\" value"))
+  })
 }

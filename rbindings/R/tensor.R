@@ -34,6 +34,8 @@ tensor_dtypes <- c(float32 = "f32", float64 = "f64", float16 = "f16", bfloat16 =
 ir_dtype <- function(dtype) tensor_dtypes[[dtype]]
 r_dtype <- function(ir) names(tensor_dtypes)[match(ir, tensor_dtypes)]
 is_float_dtype <- function(dtype) dtype %in% c("float32", "float64", "float16", "bfloat16")
+# Whether a value (a traced one, or R's) holds floating-point numbers.
+is_float_value <- function(v) if (is_sym(v)) is_float_dtype(r_dtype(v$dtype)) else is.double(v)
 
 check_device <- function(device) {
   device <- as.vector(device)
@@ -137,8 +139,15 @@ tensor_buffer <- function(t) {
   b
 }
 
-# The tensor's values as an R vector/array (the one place values cross into R).
-tensor_values <- function(t) rf_guard(.rf_tensor_to_r(tensor_buffer(t), t@env$rdim))
+# The tensor's values as an R vector/array (the one place values cross into R). Values of a
+# tensor autograd records (more than one: not a loss printed) read into R take what is computed
+# from them off the graph: noted, so that the optimizer's step can say why a parameter got no
+# gradient (see optimizer_of).
+tensor_values <- function(t) {
+  buf <- tensor_buffer(t)
+  if (records_graph(t) && !isTRUE(t@env$len == 1)) .rf_counters$graph_read <- TRUE
+  rf_guard(.rf_tensor_to_r(buf, t@env$rdim))
+}
 
 # Zeros shaped as `v` (optimizer state): on v's device in its dtype for an rf_tensor, set there
 # (no program, no host values); R's zeros with v's attributes for an R array.

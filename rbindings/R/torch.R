@@ -176,6 +176,11 @@ t_expand <- function(x, shape, call = sys.call()) {
 
 # `op` (an R operator or function of two same-shaped values) under torch's broadcasting. Plain
 # numbers stay numbers (R's recycling of a scalar is torch's).
+# torch's remainder: the sign of the divisor's, as R's %%. On floats a - b * floor(a / b) in the
+# values' dtype (torch's formula for floats; R's %% of doubles works in long double and is not
+# traced); on integers R's %% (an integer tensor's is torch's remainder).
+t_remainder <- function(a, b) if (is_float_value(a) || is_float_value(b)) a - b * floor(a / b) else a %% b
+
 t_binary <- function(op, a, b, call = sys.call()) {
   if (is.numeric(b) && !is.object(b) && length(b) == 1 && is.null(dim(b))) return(op(a, b))
   if (is.numeric(a) && !is.object(a) && length(a) == 1 && is.null(dim(a))) return(op(a, b))
@@ -584,6 +589,9 @@ torch_div <- torch_fn("torch_div", function(self, other) t_binary(`/`, self, oth
 torch_pow <- torch_fn("torch_pow", function(self, exponent) t_binary(`^`, self, exponent, sys.call()))
 #' @rdname torch_functions
 #' @export
+torch_remainder <- torch_fn("torch_remainder", function(self, other) t_binary(t_remainder, self, other, sys.call()))
+#' @rdname torch_functions
+#' @export
 torch_maximum <- torch_fn("torch_maximum", function(self, other) t_binary(rf_pmax, self, other, sys.call()))
 #' @rdname torch_functions
 #' @export
@@ -835,6 +843,17 @@ torch_full <- function(size, fill_value, dtype = NULL, device = NULL, requires_g
 }
 #' @rdname torch_functions
 #' @export
+#' @details `torch_scalar_tensor(value)`: a tensor of that one value, of length 1 (rfuse's tensors
+#'   have at least one dim; torch's has none).
+torch_scalar_tensor <- function(value, dtype = NULL, device = NULL, requires_grad = FALSE) {
+  call <- sys.call()
+  if (!(is.numeric(value) || is.logical(value)) || is.object(value) || length(value) != 1)
+    rf_abort("rfuse_type_error", "torch_scalar_tensor() takes one number (`value`)", call)
+  if (is.null(dtype) && is.logical(value)) dtype <- "bool"
+  create("torch_scalar_tensor", as.vector(value), 1L, dtype, device, requires_grad, call)
+}
+#' @rdname torch_functions
+#' @export
 torch_arange <- function(start = 0, end, step = 1, dtype = NULL, device = NULL, requires_grad = FALSE)
   create("torch_arange", seq(start, end, by = step), length(seq(start, end, by = step)), dtype, device,
          requires_grad, sys.call())
@@ -987,6 +1006,7 @@ tensor_method <- function(x, name, call = NULL) {
     mul = function(other) torch_mul(x, other),
     div = function(other) torch_div(x, other),
     pow = function(exponent) torch_pow(x, exponent),
+    remainder = function(other) torch_remainder(x, other),
     add_ = inplace(function(x, other, alpha = 1) torch_add(x, other, alpha)),
     sub_ = inplace(function(x, other, alpha = 1) torch_sub(x, other, alpha)),
     mul_ = inplace(function(x, other) torch_mul(x, other)),
@@ -1169,6 +1189,8 @@ assign_inplace <- function(x, name, value) {
 # toward zero (as torch's casts), bool is x != 0.
 dtype_kind <- function(dtype, call) {
   d <- tolower(as.character(dtype)[1])
+  # (traced code's x$dtype is the IR's name of it: x$to(dtype = y$dtype) with "f32")
+  if (d %in% tensor_dtypes) d <- r_dtype(d)
   if (d %in% c("float", "float32", "float64", "double", "half", "float16", "bfloat16")) return("float")
   if (d %in% c("long", "int", "int64", "int32", "int16", "int8", "uint8", "short")) return("int")
   if (d %in% c("bool", "logical")) return("bool")

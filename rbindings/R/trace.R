@@ -54,6 +54,9 @@ called_names <- function(expr) {
 # defined at top level, in a script, in a test, or inside another function.
 is_user_closure <- function(fun) {
   if (!is.function(fun) || is.primitive(fun)) return(FALSE)
+  # An S4 generic (rfuse's as.array for rf_tensors) lives in an environment of its own: it
+  # dispatches, it is not code to trace.
+  if (inherits(fun, "genericFunction")) return(FALSE)
   env <- environment(fun)
   !(isNamespace(env) || identical(env, baseenv()) || identical(env, emptyenv()))
 }
@@ -87,7 +90,7 @@ attrs_aware <- c("[", "[[", "[<-", "[[<-", "%*%", "crossprod", "tcrossprod", "cb
                  "as.numeric", "as.double", "is.matrix", "is.array", "is.double", "is.integer", "is.logical",
                  "I", "drop", "as.matrix", "unname", "sapply", "vapply", "lapply", "Map", "Filter", "Reduce",
                  "diag<-", "ifelse", "paste", "paste0", "sprintf", "which", "sort", "median", "var", "sd", "cov", "cor", "scale", "norm",
-                 "rowSums", "colSums", "rowMeans", "colMeans", "head", "tail", "solve", "chol", "det")
+                 "rowSums", "colSums", "rowMeans", "colMeans", "head", "tail", "solve", "chol", "det", "try")
 attrs_guarded <- function(name, f) {
   body(f) <- call("{", call("attrs_guard", name, quote(environment())), body(f))
   f

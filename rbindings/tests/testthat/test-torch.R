@@ -505,6 +505,9 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
       self$speed <- nn_buffer(2 * pi * self$freq) # a buffer computed from another in initialize
       # ... and passed to a tensor method there (minhub's llama: freqs$outer(self$inv_freq))
       self$table <- nn_buffer(torch_arange(1, 3)$float()$outer(self$freq))
+      # ... and indexed there (minhub's llama returns self$cos[, , 1:t, ] from its cache filler)
+      self$first_two <- self$table[, 1:2]
+      self$n_table <- length(self$table)
     },
     forward = function(x) {
       causal <- torch_zeros(3, 3, dtype = torch_bool())
@@ -514,6 +517,8 @@ test_that("torch code's masked assignment, buffers used in initialize, nnf_norma
     })
   m <- M(4)
   expect_equal(as.array(m$table), outer(1:3, exp(seq(0, 1, length.out = 4))), tolerance = 1e-6)
+  expect_equal(m$first_two, outer(1:3, exp(seq(0, 1, length.out = 4)))[, 1:2], tolerance = 1e-6)
+  expect_identical(m$n_table, 12L)
   out <- m(matrix(c(-1, 2, 3, -4), 2))
   expect_identical(out$causal$dtype, "bool")
   expect_identical(as.array(out$causal) != 0, upper.tri(matrix(0, 3, 3)))
@@ -565,4 +570,63 @@ test_that("rf_fit trains conv filters in the convolution's layout and gives them
   expect_identical(dim(fit$params[["0.weight"]]), dim(w0))
   expect_equal(fit$params[["0.weight"]], unclass(as.array(net[[1]]$weight)), ignore_attr = "class")
   expect_false(isTRUE(all.equal(fit$params[["0.weight"]], unclass(w0), check.attributes = FALSE)))
+})
+
+test_that("torch_remainder has the divisor's sign, eager, traced and on integer tensors", {
+  a <- c(-3.5, 2.5, 7, 5, -1e-3)
+  b <- c(2, -2, 3, -2.5, 2 * pi)
+  # (values where R's long-double %% and torch's float formula agree exactly: torch gives
+  # 0.5 -1.5 1 0 and 2*pi - 1e-3)
+  expect_equal(torch_remainder(a, b), a %% b, tolerance = 1e-15)
+  expect_equal(as.vector(as.array(torch_remainder(rf_tensor(a, dtype = "float64"), rf_tensor(b, dtype = "float64")))),
+               a %% b, tolerance = 1e-15)
+  h <- seq(-7, 7, length.out = 29)
+  f <- rf_jit(function(h) torch_remainder(-h, 2 * pi))
+  expect_equal(as.vector(f(h)), -h - 2 * pi * floor(-h / (2 * pi)), tolerance = 1e-6)
+  expect_true(all(as.vector(f(h)) >= 0 & as.vector(f(h)) < 2 * pi + 1e-6))
+  x <- rf_tensor(c(-7L, 7L, -1L), dtype = "int32")
+  r <- x$remainder(3L)
+  expect_identical(r$dtype, "int32")
+  expect_identical(as.vector(as.array(r)), c(2L, 1L, 2L))
+})
+
+test_that("try() in a traced forward gives its expression's value; one that fails while tracing is refused", {
+  # The ETM topic model's idiom: logit <- try(...), then a branch on inherits(logit, "try-error").
+  M <- nn_module(
+    initialize = function() {
+      self$alphas <- nn_linear(4, 2, bias = FALSE)
+      self$rho <- nn_linear(4, 3)
+    },
+    forward = function(x) {
+      logit <- try(self$alphas(self$rho$weight))
+      if (inherits(logit, "try-error")) logit <- self$alphas(self$rho)
+      x %*% nnf_softmax(logit, dim = 1)
+    })
+  set.seed(2)
+  m <- M()
+  x <- matrix(rnorm(6), 2)
+  expect_equal(as.array(rf_jit(m)(x)), as.array(m(x)), tolerance = 1e-6)
+  f <- rf_jit(function(x) {
+    r <- try(x %*% matrix(1, 5, 5), silent = TRUE)
+    if (inherits(r, "try-error")) x * 2 else r
+  })
+  expect_error(f(x), class = "rfuse_unsupported", regexp = "fails while tracing \\(non-conformable")
+  expect_equal(rf_jit(function(x) try(x + 1))(x), x + 1, tolerance = 1e-6)
+})
+
+test_that("torch_scalar_tensor() and casts to a traced value's own dtype", {
+  s <- torch_scalar_tensor(-Inf)
+  expect_identical(s$dtype, "float32")
+  expect_identical(as.vector(as.array(s)), -Inf)
+  expect_identical(torch_scalar_tensor(TRUE)$dtype, "bool")
+  expect_identical(torch_scalar_tensor(3L, dtype = torch_long())$dtype, "int64")
+  expect_error(torch_scalar_tensor(1:2), class = "rfuse_type_error", regexp = "one number")
+  expect_error(torch_scalar_tensor("a"), class = "rfuse_type_error")
+  # minhub's llama: (self$weight * x)$to(dtype = dtype) with dtype <- x$dtype read in forward
+  f <- rf_jit(function(x) {
+    dtype <- x$dtype
+    (2 * x)$to(dtype = "float")$to(dtype = dtype)
+  })
+  x <- matrix(c(1, -2, 3, 4), 2)
+  expect_equal(f(x), 2 * x, tolerance = 1e-6)
 })
