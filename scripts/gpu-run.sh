@@ -196,11 +196,12 @@ if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R process
   rm -rf "$RFUSE_CACHE_DIR" "$RFUSE_STEP_FILE"
   # RFUSE_WARM_VARIANTS: the warm runs alternate over these RFUSE_WARM_VARIANT settings (a
   # comparison in one call, on one machine; r-warm-start.R says what each is).
+  variants="${RFUSE_WARM_VARIANTS:-default}"
   for w in ${RFUSE_WARM_ONLY:-W1 W5 W5-file}; do
     for run in cold warm warm; do
-      for v in ${RFUSE_WARM_VARIANTS:-default}; do
-        [ "$run" = cold ] && [ "$v" != "${RFUSE_WARM_VARIANTS%% *}" ] && [ -n "${RFUSE_WARM_VARIANTS:-}" ] && continue
-        echo "== $w, $run program cache${RFUSE_WARM_VARIANTS:+, variant $v}"
+      for v in $variants; do
+        [ "$run" = cold ] && [ "$v" != "${variants%% *}" ] && continue # (the cold run once)
+        echo "== $w, $run program cache, variant $v"
         RFUSE_WARM_VARIANT="$v" RFUSE_WARM_TIMELINE="$out/timeline-$w-$run-$v-$RANDOM.csv" \
           timeout 300 Rscript benchmarks/r-warm-start.R "$w" 2>&1 | tee -a "$out/warm-start.log" | grep -E "^W"
       done
