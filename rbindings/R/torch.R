@@ -982,6 +982,7 @@ tensor_method <- function(x, name, call = NULL) {
       torch_sqrt(torch_sum(x * x, dim, keepdim))
     },
     repeat_interleave = function(repeats, dim = NULL) repeat_interleave(x, repeats, dim, call),
+    `repeat` = function(...) repeat_tensor(x, dims(...), call),
     device = return(torch_device(if (is_tensor(x)) x@env$device else current_device())),
     size = function(dim = NULL) if (is.null(dim)) t_size(x) else t_size(x)[t_dim(dim, length(t_size(x)), call)],
     dim = function() length(t_size(x)),
@@ -1202,6 +1203,23 @@ cast_torch <- function(x, dtype, call) {
   v <- unclass(x)
   attr(v, "requires_grad") <- NULL
   switch(kind, float = { storage.mode(v) <- "double"; v }, int = { v <- trunc(v); storage.mode(v) <- "integer"; v }, bool = v != 0)
+}
+
+# x$`repeat`(sizes): torch's tiling — the whole tensor repeated sizes[i] times along dim i, with
+# leading dims of 1 when sizes has more than x's dims. As a reshape to (1, d1, 1, d2, ...), an
+# expand to (r1, d1, r2, d2, ...) and a reshape to (r1 d1, r2 d2, ...): row-major, as torch's.
+repeat_tensor <- function(x, sizes, call) {
+  r <- sizes
+  d <- t_size(x)
+  if (!is.numeric(r) || !length(r) || anyNA(r) || any(r < 0 | r != round(r)))
+    rf_abort("rfuse_type_error", "$repeat() takes a whole, non-negative number of repeats per dim", call)
+  if (any(r == 0)) rf_unsupported("$repeat", call, "0 repeats (an empty tensor) are not supported")
+  if (length(r) < length(d))
+    rf_shape_error("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor", call)
+  r <- as.integer(r)
+  d <- c(rep(1L, length(r) - length(d)), d)
+  y <- torch_reshape(x, as.vector(rbind(1L, d)))
+  torch_reshape(expand_any(y, as.vector(rbind(r, d))), r * d)
 }
 
 # x$repeat_interleave(k, dim): each slice along `dim` repeated k times in place (k one number).

@@ -630,3 +630,18 @@ test_that("torch_scalar_tensor() and casts to a traced value's own dtype", {
   x <- matrix(c(1, -2, 3, 4), 2)
   expect_equal(f(x), 2 * x, tolerance = 1e-6)
 })
+
+test_that("$repeat tiles as torch's, eager and traced", {
+  m <- matrix(1:6, 2)
+  x <- rf_tensor(m, dtype = "float64")
+  expect_identical(as.array(x$`repeat`(c(2, 1))), rbind(m, m) + 0)
+  expect_identical(as.array(x$`repeat`(c(1, 3))), cbind(m, m, m) + 0)
+  three <- as.array(x$`repeat`(c(2, 1, 1))) # a new leading dim
+  expect_identical(dim(three), c(2L, 2L, 3L))
+  expect_identical(three[2, , ], m + 0)
+  expect_identical(as.vector(as.array(rf_tensor(c(1, 2, 3))$`repeat`(2))), c(1, 2, 3, 1, 2, 3))
+  expect_equal(rf_jit(function(a) a$`repeat`(c(2, 2)))(m), rbind(cbind(m, m), cbind(m, m)), tolerance = 1e-6)
+  expect_error(x$`repeat`(2), class = "rfuse_shape_error", regexp = "can not be smaller")
+  expect_error(x$`repeat`(c(0, 1)), class = "rfuse_unsupported", regexp = "0 repeats")
+  expect_error(x$`repeat`(c(-1, 1)), class = "rfuse_type_error", regexp = "non-negative")
+})
