@@ -130,9 +130,19 @@ SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
 SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, std::string device) {
   return guarded([&] {
     rfuse::TimelineSpan span("R values into a tensor, permuted", std::to_string(Rf_xlength(x)) + " values");
+    // Each phase's time, marked at the end (a new session's first step waits for these).
+    auto began = std::chrono::steady_clock::now();
+    std::string phases;
+    auto phase = [&](const char *name) {
+      auto now = std::chrono::steady_clock::now();
+      phases += (phases.empty() ? "" : ", ") + std::string(name) + " " +
+                std::to_string(std::chrono::duration<double, std::milli>(now - began).count()) + " ms";
+      began = now;
+    };
     if (TYPEOF(x) != REALSXP)
       fail("rfuse_type_error", "internal: .rf_tensor_from_r_permuted takes an array of doubles");
     refuseNA(x);
+    phase("NA scan");
     rfuse::r::Permutation p =
         rfuse::r::permutationOfR(Rf_getAttrib(x, R_DimSymbol), perm, ".rf_tensor_from_r_permuted");
     std::vector<int64_t> shape(p.outDims.rbegin(), p.outDims.rend()); // R's dims reversed
@@ -145,6 +155,7 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
     // copyFromDoubles.
     if (dt == DType::F32 || dt == DType::F64) {
       Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(dev, dt, shape); });
+      phase("allocation");
       const size_t total = t.bytes();
       std::vector<char> whole; // only when the upload comes in several chunks
       auto permuteTo = [&](void *out) {
@@ -162,6 +173,8 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
         }
         std::memcpy(out, whole.data() + offset, bytes);
       });
+      phase("permuted and uploaded");
+      rfuse::timelineMark("R values into a tensor, permuted: phases", phases);
       return rfuse::r::wrapTensor(std::move(t));
     }
     Tensor staged =

@@ -123,7 +123,12 @@ void Device::upload(CUdeviceptr dst, size_t bytes, const std::function<void(size
   int k = 0;
   for (size_t off = 0; off < bytes; off += stagingChunk, k ^= 1) {
     size_t n = std::min(stagingChunk, bytes - off);
+    auto waited = std::chrono::steady_clock::now();
     check(api.cuEventSynchronize(stagingFree[k]), "cuEventSynchronize", "uploading (staging buffer)");
+    // A long wait for the staging buffer (its last copy queued behind other work) is marked.
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited).count();
+    if (ms >= 1)
+      timelineMark("slow staging wait", std::to_string(ms) + " ms");
     fill(off, n, staging[k]);
     check(api.cuMemcpyHtoDAsync(dst + off, staging[k], n, stream), "cuMemcpyHtoDAsync",
           "uploading " + std::to_string(bytes) + " bytes");
