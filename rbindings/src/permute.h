@@ -10,7 +10,9 @@
 #include "rfuse/Runtime/Parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -48,9 +50,11 @@ inline Permutation permutationOf(const std::vector<int64_t> &dims, const std::ve
 
 /// out = aperm(in) as `perm` says, each element converted to Out (float <-> double on the way to
 /// and from a tensor). Split over the CPU backend's threads in tiles of the result (a ResNet's
-/// filters are 11M elements: rf_fit converts them on the way in and out).
+/// filters are 11M elements: rf_fit converts them on the way in and out). With `firstNA` (R's
+/// doubles in), R's NA is looked for on the way: the least position of one in `in` is stored
+/// there (left as it is when there is none) — one pass over the values instead of two.
 template <typename In, typename Out>
-void permuteInto(const In *in, Out *out, const Permutation &perm) {
+void permuteInto(const In *in, Out *out, const Permutation &perm, std::atomic<int64_t> *firstNA = nullptr) {
   const std::vector<int64_t> &outDims = perm.outDims, &inStride = perm.inStride;
   const size_t n = outDims.size();
   if (n == 0)
@@ -94,6 +98,14 @@ void permuteInto(const In *in, Out *out, const Permutation &perm) {
         Out *dst = out + outBase + jb * ob;
         for (int64_t j0 = j00; j0 < j0End; ++j0)
           dst[j0] = static_cast<Out>(src[j0 * s0]);
+        if constexpr (std::is_same_v<In, double>)
+          if (firstNA)
+            for (int64_t j0 = j00; j0 < j0End; ++j0)
+              if (ISNAN(src[j0 * s0]) && R_IsNA(src[j0 * s0])) {
+                int64_t at = src + j0 * s0 - in;
+                for (int64_t seen = firstNA->load(); at < seen && !firstNA->compare_exchange_weak(seen, at);) {
+                }
+              }
       }
     }
   };

@@ -87,7 +87,15 @@ Device deviceOf(const std::string &d) {
 // Tensors hold NaN but not R's NA (as torch's): their ops would answer NA differently from R
 // (NaN > 0 is FALSE, R's NA > 0 is NA; float32 and the GPU drop NA's payload). R values with NA
 // are refused where they become tensors, naming the first.
-// (Scanned over the CPU threads: a ResNet's filters are 89 MB of doubles.)
+// (Scanned over the CPU threads: a ResNet's filters are 89 MB of doubles; rf_fit's filters are
+// scanned while they are permuted, see .rf_tensor_from_r_permuted.)
+static void failOnNA(int64_t at) {
+  if (at >= 0)
+    fail("rfuse_type_error", "element " + std::to_string((long long)at + 1) +
+                                 " is NA: tensors hold NaN but not R's NA (their comparisons and float32 "
+                                 "would not keep it); replace NA first, e.g. x[is.na(x)] <- NaN");
+}
+
 static void refuseNA(SEXP x) {
   R_xlen_t n = Rf_xlength(x);
   std::atomic<int64_t> first{INT64_MAX};
@@ -108,11 +116,7 @@ static void refuseNA(SEXP x) {
     const int *v = TYPEOF(x) == INTSXP ? INTEGER(x) : LOGICAL(x);
     scan([v](int64_t i) { return v[i] == NA_INTEGER; });
   }
-  int64_t at = first.load() == INT64_MAX ? -1 : first.load();
-  if (at >= 0)
-    fail("rfuse_type_error", "element " + std::to_string((long long)at + 1) +
-                                 " is NA: tensors hold NaN but not R's NA (their comparisons and float32 "
-                                 "would not keep it); replace NA first, e.g. x[is.na(x)] <- NaN");
+  failOnNA(first.load() == INT64_MAX ? -1 : first.load());
 }
 
 // [[Rcpp::export(.rf_tensor_from_r)]]
@@ -141,28 +145,27 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
     };
     if (TYPEOF(x) != REALSXP)
       fail("rfuse_type_error", "internal: .rf_tensor_from_r_permuted takes an array of doubles");
-    refuseNA(x);
-    phase("NA scan");
     rfuse::r::Permutation p =
         rfuse::r::permutationOfR(Rf_getAttrib(x, R_DimSymbol), perm, ".rf_tensor_from_r_permuted");
     std::vector<int64_t> shape(p.outDims.rbegin(), p.outDims.rend()); // R's dims reversed
     DType dt = dtypeOf(dtype);
     Device dev = deviceOf(device);
-    // f32 and f64: permuted and converted in one pass straight into the tensor's memory on the
-    // CPU, or into the pinned staging buffer on the way to the GPU (a filter of up to 16 MiB in
-    // one chunk: no host copy in between; larger ones permuted once into host memory, then
-    // copied chunk by chunk). Other dtypes (f16, bf16, integers) through doubles and
-    // copyFromDoubles.
+    // f32 and f64: permuted, converted and checked for NA in one pass straight into the tensor's
+    // memory on the CPU, or into the pinned staging buffer on the way to the GPU (a filter of up
+    // to 16 MiB in one chunk: no host copy in between; larger ones permuted once into host
+    // memory, then copied chunk by chunk). Other dtypes (f16, bf16, integers) through doubles
+    // and copyFromDoubles.
     if (dt == DType::F32 || dt == DType::F64) {
       Tensor t = rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(dev, dt, shape); });
       phase("allocation");
       const size_t total = t.bytes();
       std::vector<char> whole; // only when the upload comes in several chunks
+      std::atomic<int64_t> firstNA{INT64_MAX};
       auto permuteTo = [&](void *out) {
         if (dt == DType::F32)
-          rfuse::r::permuteInto(REAL(x), (float *)out, p);
+          rfuse::r::permuteInto(REAL(x), (float *)out, p, &firstNA);
         else
-          rfuse::r::permuteInto(REAL(x), (double *)out, p);
+          rfuse::r::permuteInto(REAL(x), (double *)out, p, &firstNA);
       };
       rfuse::fillBytes(t, [&](size_t offset, size_t bytes, void *out) {
         if (offset == 0 && bytes == total)
@@ -173,10 +176,12 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
         }
         std::memcpy(out, whole.data() + offset, bytes);
       });
-      phase("permuted and uploaded");
+      phase("permuted, checked and uploaded");
       rfuse::timelineMark("R values into a tensor, permuted: phases", phases);
+      failOnNA(firstNA.load() == INT64_MAX ? -1 : firstNA.load());
       return rfuse::r::wrapTensor(std::move(t));
     }
+    refuseNA(x);
     Tensor staged =
         rfuse::r::retryAfterCollection([&] { return rfuse::emptyTensor(Device::Cpu, DType::F64, shape); });
     rfuse::r::permuteInto(REAL(x), (double *)staged.data(), p);

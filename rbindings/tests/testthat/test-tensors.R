@@ -209,6 +209,18 @@ test_that("the fast permute equals aperm() on numbers, integers and logicals, an
   }
   expect_error(rfuse:::rf_guard(rfuse:::.rf_tensor_from_r_permuted(array(c(1, NA), c(1, 2)), 2:1, "f32", dev)),
                class = "rfuse_type_error")
+  # NA is looked for while permuting, over the threads: the first in R's order is named, whatever
+  # order the permuted tiles are visited in; NaN is a value.
+  big <- array(rnorm(64 * 64 * 3 * 3), c(64, 64, 3, 3))
+  big[c(30000, 777, 20000)] <- NA
+  big[5] <- NaN
+  for (dt in c("f32", "f64"))
+    expect_error(rfuse:::rf_guard(rfuse:::.rf_tensor_from_r_permuted(big, c(2L, 4L, 3L, 1L), dt, dev)),
+                 "element 777 is NA", class = "rfuse_type_error")
+  big[is.na(big) & !is.nan(big)] <- 0
+  buf <- rfuse:::rf_guard(rfuse:::.rf_tensor_from_r_permuted(big, c(2L, 4L, 3L, 1L), "f64", dev))
+  t <- rfuse:::make_tensor(buf = buf, dtype = "float64", device = dev, rdim = dim(big)[c(2, 4, 3, 1)], len = length(big))
+  expect_identical(as.array(t), aperm(big, c(2, 4, 3, 1)))
 })
 
 test_that("zeros_like gives zeros on the tensor's device in its dtype, whatever its values", {
