@@ -998,9 +998,9 @@ rf_fit <- function(model, x, y = NULL, loss = nnf_cross_entropy, ...) {
   # A filter goes to the device in its training layout straight from the parameter (no permuted
   # copy in R), and comes back in R's layout in one step; the other parameters as R arrays.
   device <- check_device(a$device)
+  .rf_timeline_mark("rf_fit: the parameters into tensors begin")
   # cuDNN's and cuBLASLt's start (their libraries loaded, handles made) overlaps the parameters'
   # conversion below and the step's load or trace, instead of the first convolution's wait.
-  .rf_timeline_mark("rf_fit: the parameters into tensors begin")
   if (device == "cuda") .rf_warm_libraries()
   # A parameter an earlier rf_fit left on the device (its values not yet read in R: see download
   # below) starts from a copy of that tensor there, with no trip through the host.

@@ -771,7 +771,7 @@ traced_functions <- function() {
 # inherits(logit, "try-error")): the expression's value when it traces, as try() gives it when
 # nothing fails. An expression that fails while tracing is refused: try() would return a
 # "try-error" the program then held (and printed at each call, where the trace prints once);
-# rfuse's own refusals pass through unchanged.
+# rfuse's own refusals pass through unchanged. (`silent` and `outFile` act only on a failure.)
 rf_try <- function(expr, silent = FALSE, outFile = NULL) {
   call <- sys.call()
   tryCatch(expr, error = function(e) {

@@ -142,7 +142,7 @@ tensor_buffer <- function(t) {
 # The tensor's values as an R vector/array (the one place values cross into R). Values of a
 # tensor autograd records (more than one: not a loss printed) read into R take what is computed
 # from them off the graph: noted, so that the optimizer's step can say why a parameter got no
-# gradient (see optimizer_of).
+# gradient (see new_optimizer).
 tensor_values <- function(t) {
   buf <- tensor_buffer(t)
   if (records_graph(t) && !isTRUE(t@env$len == 1)) .rf_counters$graph_read <- TRUE

@@ -176,11 +176,6 @@ t_expand <- function(x, shape, call = sys.call()) {
 
 # `op` (an R operator or function of two same-shaped values) under torch's broadcasting. Plain
 # numbers stay numbers (R's recycling of a scalar is torch's).
-# torch's remainder: the sign of the divisor's, as R's %%. On floats a - b * floor(a / b) in the
-# values' dtype (torch's formula for floats; R's %% of doubles works in long double and is not
-# traced); on integers R's %% (an integer tensor's is torch's remainder).
-t_remainder <- function(a, b) if (is_float_value(a) || is_float_value(b)) a - b * floor(a / b) else a %% b
-
 t_binary <- function(op, a, b, call = sys.call()) {
   if (is.numeric(b) && !is.object(b) && length(b) == 1 && is.null(dim(b))) return(op(a, b))
   if (is.numeric(a) && !is.object(a) && length(a) == 1 && is.null(dim(a))) return(op(a, b))
@@ -189,6 +184,11 @@ t_binary <- function(op, a, b, call = sys.call()) {
   shape <- broadcast_shapes(sa, sb, call)
   op(t_expand(a, shape, call), t_expand(b, shape, call))
 }
+
+# torch's remainder: the sign of the divisor's, as R's %%. On floats a - b * floor(a / b) in the
+# values' dtype (torch's formula for floats; R's %% of doubles works in long double and is not
+# traced); on integers R's %% (an integer tensor's is torch's remainder).
+t_remainder <- function(a, b) if (is_float_value(a) || is_float_value(b)) a - b * floor(a / b) else a %% b
 
 reduce_fns <- list(sum = sum, mean = mean, max = max, min = min, prod = prod)
 
