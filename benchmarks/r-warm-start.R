@@ -3,7 +3,8 @@
 #   Rscript benchmarks/r-warm-start.R W1|W5|W5-file
 # W1: library(rfuse), then rf_jit(chain) called once on device tensors (2^20 elements): the
 #     trace, the program (compiled, or read from the disk cache) and the run — "warm start of a
-#     cached program in a new session: <= 20 ms for W1 (trace included)".
+#     cached program in a new session: <= 20 ms for W1 (trace included)". W1-gc: the same after
+#     gc() has collected the data's garbage (R's collection then is not in the first call).
 # W5: nn_resnet18 rf_fit on a batch of 256 (32x32): the time until the first step has run,
 #     and the counters — "0 NVRTC compiles, 0 pass-pipeline runs" on the second run.
 # W5-file: the same with rf_fit(compiled = RFUSE_STEP_FILE): the first run traces, compiles and
@@ -29,11 +30,14 @@ phases <- function(before) {
 cat(sprintf("%s library(rfuse): %.0f ms\n", what, ms(t0)))
 dev <- as.vector(rf_default_device())
 set.seed(1)
-if (what == "W1") {
+if (what %in% c("W1", "W1-gc")) {
   chain <- function(x, a, b) pmax(x * a + b, 0) * (1 / (1 + exp(-x))) + tanh(b) * 0.5
   n <- 2^20
   xt <- rf_tensor(rnorm(n), device = dev); at <- rf_tensor(rnorm(n), device = dev); bt <- rf_tensor(rnorm(n), device = dev)
   rf_sync(xt + 1) # the device and the tensor path started (not part of the warm start)
+  # W1-gc: the data's garbage (24 MB of rnorm() temporaries, which put R's vector heap at its
+  # trigger) collected first, so that the first call shows rfuse's time without R's collection.
+  if (what == "W1-gc") invisible(gc())
   # Each collection during the first call (gcinfo: its level and the heap's use against the
   # trigger, on stderr): which allocation tips R into a collection there. (No gc() call to see the
   # heap before: it would collect.)
@@ -47,20 +51,20 @@ if (what == "W1") {
   where <- phases(m1)
   t2 <- proc.time()[["elapsed"]]
   rf_sync(jf(xt, at, bt))
-  cat(sprintf("W1 first call (trace + program + run): %.1f ms (%s); second call %.2f ms\n", first, where, ms(t2)))
+  cat(sprintf("%s first call (trace + program + run): %.1f ms (%s); second call %.2f ms\n", what, first, where, ms(t2)))
   # A second function in the same session: the warm start without the process's one-time work.
   g <- rf_jit(function(x, a, b) pmax(x * a - b, 0) * (1 / (1 + exp(-x))) + tanh(a) * 0.5)
   m3 <- mark()
   t3 <- proc.time()[["elapsed"]]
   rf_sync(g(xt, at, bt))
-  cat(sprintf("W1 a second function's first call: %.1f ms (%s)\n", ms(t3), phases(m3)))
+  cat(sprintf("%s a second function's first call: %.1f ms (%s)\n", what, ms(t3), phases(m3)))
   # A third, right after a full collection: the first call without one of R's on the way.
   h <- rf_jit(function(x, a, b) pmin(x * b + a, 1) * (1 / (1 + exp(-a))) + tanh(x) * 0.5)
   invisible(gc())
   m4 <- mark()
   t4 <- proc.time()[["elapsed"]]
   rf_sync(h(xt, at, bt))
-  cat(sprintf("W1 a third function's first call, after gc(): %.1f ms (%s)\n", ms(t4), phases(m4)))
+  cat(sprintf("%s a third function's first call, after gc(): %.1f ms (%s)\n", what, ms(t4), phases(m4)))
 }
 if (what %in% c("W5", "W5-file")) {
   step_file <- if (what == "W5-file") Sys.getenv("RFUSE_STEP_FILE", file.path(tempdir(), "w5-step.rfuse"))

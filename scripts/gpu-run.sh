@@ -14,7 +14,7 @@
 # r-diag: benchmarks/r-diag.R (where R-level time goes: Rprof of the training loops and calls;
 #          RFUSE_DIAG_ONLY=W5,W3 picks workloads).
 # r-each: each file of RFUSE_R_TESTS in its own R process (its exit status shows a crash).
-# warm-start: benchmarks/r-warm-start.R (W1, W5, W5-file; RFUSE_WARM_ONLY picks) in fresh R processes,
+# warm-start: benchmarks/r-warm-start.R (W1, W1-gc, W5, W5-file; RFUSE_WARM_ONLY picks) in fresh R processes,
 #          first with an empty program cache (and no W5 step file), then twice with what it left (issue 18);
 #          RFUSE_WARM_VARIANTS="default late-warm" alternates the warm runs over r-warm-start.R's variants.
 # r-corpus: scripts/torch-corpus.R over RFUSE_CORPUS (a folder of ported torch-for-R model files;
@@ -197,7 +197,7 @@ if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R process
   # RFUSE_WARM_VARIANTS: the warm runs alternate over these RFUSE_WARM_VARIANT settings (a
   # comparison in one call, on one machine; r-warm-start.R says what each is).
   variants="${RFUSE_WARM_VARIANTS:-default}"
-  for w in ${RFUSE_WARM_ONLY:-W1 W5 W5-file}; do
+  for w in ${RFUSE_WARM_ONLY:-W1 W1-gc W5 W5-file}; do
     for run in cold warm warm; do
       for v in $variants; do
         [ "$run" = cold ] && [ "$v" != "${variants%% *}" ] && continue # (the cold run once)
