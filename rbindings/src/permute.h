@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace rfuse::r {
@@ -46,6 +46,13 @@ inline Permutation permutationOf(const std::vector<int64_t> &dims, const std::ve
     p.inStride.push_back(stride[q]);
   }
   return p;
+}
+
+/// Lowers `least` to `at` when `at` is less (threads that find positions in any order keep the
+/// first).
+inline void lowerTo(std::atomic<int64_t> &least, int64_t at) {
+  for (int64_t seen = least.load(); at < seen && !least.compare_exchange_weak(seen, at);) {
+  }
 }
 
 /// out = aperm(in) as `perm` says, each element converted to Out (float <-> double on the way to
@@ -101,11 +108,8 @@ void permuteInto(const In *in, Out *out, const Permutation &perm, std::atomic<in
         if constexpr (std::is_same_v<In, double>)
           if (firstNA)
             for (int64_t j0 = j00; j0 < j0End; ++j0)
-              if (ISNAN(src[j0 * s0]) && R_IsNA(src[j0 * s0])) {
-                int64_t at = src + j0 * s0 - in;
-                for (int64_t seen = firstNA->load(); at < seen && !firstNA->compare_exchange_weak(seen, at);) {
-                }
-              }
+              if (ISNAN(src[j0 * s0]) && R_IsNA(src[j0 * s0]))
+                lowerTo(*firstNA, src + j0 * s0 - in);
       }
     }
   };

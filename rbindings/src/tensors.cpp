@@ -89,8 +89,8 @@ Device deviceOf(const std::string &d) {
 // are refused where they become tensors, naming the first.
 // (Scanned over the CPU threads: a ResNet's filters are 89 MB of doubles; rf_fit's filters are
 // scanned while they are permuted, see .rf_tensor_from_r_permuted.)
-static void failOnNA(int64_t at) {
-  if (at >= 0)
+static void failOnNA(int64_t at) { // (INT64_MAX: none)
+  if (at != INT64_MAX)
     fail("rfuse_type_error", "element " + std::to_string((long long)at + 1) +
                                  " is NA: tensors hold NaN but not R's NA (their comparisons and float32 "
                                  "would not keep it); replace NA first, e.g. x[is.na(x)] <- NaN");
@@ -102,11 +102,8 @@ static void refuseNA(SEXP x) {
   auto scan = [&](auto isNA) {
     rfuse::cpu::parallelFor(n, 0, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e && i < first.load(std::memory_order_relaxed); ++i)
-        if (isNA(i)) {
-          for (int64_t seen = first.load(); i < seen && !first.compare_exchange_weak(seen, i);) {
-          }
-          return;
-        }
+        if (isNA(i))
+          return rfuse::r::lowerTo(first, i);
     });
   };
   if (TYPEOF(x) == REALSXP) {
@@ -116,7 +113,7 @@ static void refuseNA(SEXP x) {
     const int *v = TYPEOF(x) == INTSXP ? INTEGER(x) : LOGICAL(x);
     scan([v](int64_t i) { return v[i] == NA_INTEGER; });
   }
-  failOnNA(first.load() == INT64_MAX ? -1 : first.load());
+  failOnNA(first.load());
 }
 
 // [[Rcpp::export(.rf_tensor_from_r)]]
@@ -178,7 +175,7 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
       });
       phase("permuted, checked and uploaded");
       rfuse::timelineMark("R values into a tensor, permuted: phases", phases);
-      failOnNA(firstNA.load() == INT64_MAX ? -1 : firstNA.load());
+      failOnNA(firstNA.load());
       return rfuse::r::wrapTensor(std::move(t));
     }
     refuseNA(x);
