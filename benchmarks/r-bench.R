@@ -1,4 +1,4 @@
-# The product's benchmarks, measured from R (issue 13): W1-W5 as an R user runs them, with default
+# The product's benchmarks, measured from R (issue 13): W1-W7 as an R user runs them, with default
 # settings, timed by the wall clock of the R call (the device synchronized after each call, so R's
 # overhead, the launch and the device time all count). Shapes as ../shared/device/torch_best.py.
 #   Rscript benchmarks/r-bench.R            (after scripts/install-r-package.sh)
@@ -44,6 +44,22 @@ batch_ms <- function(f, n = max(iters, 50)) {
 record <- function(name, key, ms, note = "") {
   res[[name]][[key]] <<- ms
   cat(sprintf("%-6s %-34s %10.4f ms  %s\n", name, key, ms, note))
+}
+# With RFUSE_BENCH_PROFILE set: where a training step's device time goes (rf_profile of a short
+# fit; a diagnostic printed beside the rows, not a result): the time by kind of step, and the
+# steps that take the most, summed over the fit's steps.
+profile_fit <- function(name, steps, fit_call) {
+  if (!nzchar(Sys.getenv("RFUSE_BENCH_PROFILE"))) return(invisible())
+  p <- rf_profile(fit_call(steps))
+  st <- p$steps
+  cat(sprintf("%s profile (%d steps): %d program steps, device %.3f ms a step\n", name, steps, nrow(st),
+              sum(st$ms) / steps))
+  by_how <- sort(tapply(st$ms, st$how, sum) / steps, decreasing = TRUE)
+  for (h in names(by_how)) cat(sprintf("  %-40s %8.4f ms  (%d)\n", h, by_how[[h]], sum(st$how == h) %/% steps))
+  top <- sort(tapply(st$ms, st$step, sum) / steps, decreasing = TRUE)
+  for (k in head(names(top), 25))
+    cat(sprintf("  %8.4f ms  %-44s %s\n", top[[k]], k, substr(st$source[match(k, st$step)], 1, 70)))
+  utils::write.csv(st, file.path(Sys.getenv("OUT", "."), sprintf("profile-%s.csv", name)), row.names = FALSE)
 }
 check <- function(name, got, ref, tol) {
   err <- max(abs(got - ref)) / max(abs(ref))
@@ -188,6 +204,30 @@ if (want("W6") || want("W6bf16")) {
   }
 }
 
+# ---- W7 pre-norm transformer encoder layer (torch_best.py's): an AdamW step, MSE loss ---------
+if (want("W7") || want("W7bf16")) {
+  B <- if (small) 4 else 32; L <- if (small) 32 else 256; d <- if (small) 64 else 512
+  ff <- if (small) 256 else 2048
+  layer <- nn_transformer_encoder_layer(d, 8, ff, dropout = 0, batch_first = TRUE, norm_first = TRUE,
+                                        activation = "gelu")
+  xr <- array(rnorm(B * L * d), c(B, L, d)); yr <- array(rnorm(B * L * d), c(B, L, d))
+  fit7 <- function(precision, steps = iters + 1)
+    rf_fit(layer, xr, yr, loss = nnf_mse_loss, steps = steps, batch_size = B, optimizer = "adamw",
+           lr = 1e-4, weight_decay = 0.01, progress = FALSE, precision = precision)
+  if (want("W7")) {
+    profile_fit("W7", 3, function(n) fit7("32", n))
+    fit <- fit7("32")
+    record("W7", "rf_fit AdamW step, data on the device", 1000 * fit$step_seconds,
+           "(default: TF32 products, PyTorch's best setting's too)")
+  }
+  if (want("W7bf16")) {
+    profile_fit("W7bf16", 3, function(n) fit7("bf16-mixed", n))
+    fit <- fit7("bf16-mixed")
+    record("W7bf16", "rf_fit step, precision = \"bf16-mixed\"", 1000 * fit$step_seconds,
+           "(bfloat16 products, float32 master weights)")
+  }
+}
+
 # ---- The R cost of a call of a cached program (issue 13: <= 20 us) ---------------------------
 if (want("W0")) {
   jf <- rf_jit(function(x, a) x * a + 1)
@@ -209,11 +249,11 @@ if (!is.null(torch) || !is.null(cpp)) {
   best <- function(e) { v <- unlist(e[!grepl("_first_s$", names(e))]); if (length(v)) min(v) else NA }
   tkey <- c(W1 = "W1", W4 = "W4", W3 = "W3", W2 = "W2_f32", W5 = "W5_f32", W2bf16 = "W2_bf16", W5bf16 = "W5_bf16",
             W6 = "W6_lstm128_fwd_f32", W6step = "W6_lstm128_step_f32", W6bf16 = "W6_lstm128_fwd_bf16",
-            W6stepbf16 = "W6_lstm128_step_bf16")
+            W6stepbf16 = "W6_lstm128_step_bf16", W7 = "W7_encoder_step_f32", W7bf16 = "W7_encoder_step_bf16")
   ckey <- c(W1 = "^W1", W4 = "^W4", W3 = "^W3", W2 = "^W2_mlp_train_step_f32", W5 = "^W5_resnet18_train_step_f32",
             W2bf16 = "^W2_mlp_train_step_bf16", W5bf16 = "^W5_resnet18_train_step_bf16",
             W6 = "^W6_lstm_fwd_f32", W6step = "^W6_lstm_step_f32", W6bf16 = "^W6_lstm_fwd_bf16",
-            W6stepbf16 = "^W6_lstm_step_bf16")
+            W6stepbf16 = "^W6_lstm_step_bf16", W7 = "^W7_encoder_step_f32", W7bf16 = "^W7_encoder_step_bf16")
   # The memory floor: the bytes rfuse-bench's cost model says a workload must move, at the
   # H200's 4.19 TB/s (what W1's 0.256 ms floor in the issue assumes).
   cat(sprintf("\n%-8s %24s %18s %14s %14s\n", "workload", "rfuse from R (best row)", "rfuse-bench (C++)",

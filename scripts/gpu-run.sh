@@ -184,7 +184,7 @@ if [ "$what" = r-bench ]; then
   OUT="$out" "$R/bin/rfuse-bench" > "$out/bench.log" 2>&1; grep -E "^(W|mm)" "$out/bench.log"
   if [ "${RFUSE_SKIP_TORCH:-0}" != 1 ]; then
     echo "== PyTorch's best setting (torch_best.py)"
-    (cd "$R" && OUT="$out" timeout 300 python3 torch_best.py > "$out/torch-best.log" 2>&1; grep -E "^W[1-5]" "$out/torch-best.log")
+    (cd "$R" && OUT="$out" timeout 300 python3 torch_best.py > "$out/torch-best.log" 2>&1; grep -E "^W[1-7]" "$out/torch-best.log")
   fi
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \

@@ -737,8 +737,9 @@ private:
     if (outerLen % cacheColumns != 0 || outerLen < 4096 || redLen % cacheRowsPerStep != 0)
       return;
     SmallVector<Value> inputs = columnCacheInputs();
-    // Shared memory a block may have: 227 KiB on sm_90, 99 KiB on sm_86 / sm_89.
-    int64_t limit = (target.arch == "sm_86" || target.arch == "sm_89" ? 99 : 227) * 1024;
+    // Shared memory a block may have: 227 KiB on sm_90, 99 KiB on sm_86 / sm_89, static and
+    // dynamic together (the kernel's own reduction slots take up to 8 KiB of it).
+    int64_t limit = (target.arch == "sm_86" || target.arch == "sm_89" ? 99 : 227) * 1024 - 8 * 1024;
     int64_t bytes = (int64_t)inputs.size() * redLen * cacheColumns * 4;
     if (inputs.empty() || bytes > limit)
       return;
@@ -1254,6 +1255,24 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
     for (Operation *op : rest)
       if (!isa<ConstantOp>(op))
         compute.push_back(op);
+    // c * (A B), (A B) * c or (A B) / c alone (attention's scores scaled by 1 / sqrt(d)):
+    // alpha = c or 1 / c, with no epilogue kernel reading and writing the product again.
+    if (compute.size() == 1 && compute[0]->getResult(0) == r.outputs[0] && isa<MulOp, DivOp>(compute[0])) {
+      Operation *op = compute[0];
+      bool div = isa<DivOp>(op);
+      Value other = op->getOperand(0) == product && op->getOperand(1) != product ? op->getOperand(1)
+                    : !div && op->getOperand(1) == product ? op->getOperand(0) : Value();
+      auto c = other ? other.getDefiningOp<ConstantOp>() : ConstantOp();
+      auto splat = c ? llvm::dyn_cast<SplatElementsAttr>(c.getValue()) : SplatElementsAttr();
+      if (splat && llvm::isa<FloatType>(splat.getElementType())) {
+        double v = splat.getSplatValue<APFloat>().convertToDouble();
+        if (v != 0 && std::isfinite(v)) {
+          spec.alpha = div ? 1 / v : v;
+          plan.library->productIsOutput = false;
+          return true;
+        }
+      }
+    }
     auto sub = compute.size() == 2 ? dyn_cast<SubOp>(compute[1]) : SubOp();
     auto mul = compute.size() == 2 ? dyn_cast<MulOp>(compute[0]) : MulOp();
     if (sub && mul && sub.getResult() == r.outputs[0] && sub.getRhs() == mul.getResult() &&

@@ -349,6 +349,11 @@ TracedValue GraphBuilder::cast(TracedValue x, DType to) {
   return impl->wrap(impl->create<CastOp>("cast", type, v));
 }
 
+TracedValue GraphBuilder::stopGradient(TracedValue x) {
+  Value v = impl->get(x, "stop_gradient");
+  return impl->wrap(impl->create<StopGradientOp>("stop_gradient", v.getType(), v));
+}
+
 TracedValue GraphBuilder::broadcastInDim(TracedValue x, const std::vector<int64_t> &shape,
                                          const std::vector<int64_t> &dims) {
   Value v = impl->get(x, "broadcast_in_dim");

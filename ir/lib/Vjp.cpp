@@ -347,6 +347,7 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
   LogicalResult result = success();
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](ConstantOp) {})
+      .Case([&](StopGradientOp) {}) // (no cotangent: that is the op)
       .Case([&](CastOp c) {
         if (isFloatTensor(c.getInput()) && isFloatTensor(c.getResult()))
           operandGrads[0] = builder.create<CastOp>(e.loc, c.getInput().getType(), g);

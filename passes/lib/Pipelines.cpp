@@ -60,8 +60,10 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
     }
     return success();
   }
-  // Every pipeline first expands custom VJPs into calls of their forward functions (the gradient,
-  // if any, was built before), inlines traced helper functions and cleans up.
+  // Every pipeline first drops stop-gradient marks and expands custom VJPs into calls of their
+  // forward functions (the gradient, if any, was built before), inlines traced helper functions
+  // and cleans up.
+  pm.addPass(createDropStopGradients());
   pm.addPass(createExpandCustomVjp());
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
@@ -71,7 +73,8 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (name == "default") {
     fn.addPass(createChannelsLast());
-    fn.addPass(createCSEPass()); // the broadcasts and constants it made per use
+    fn.addPass(createSinkTransposes());
+    fn.addPass(createCSEPass()); // the broadcasts and constants they made per use
     fn.addPass(createSinkSlices());
     fn.addPass(createSplitReductions());
     fn.addPass(createFuseMatmulEpilogue());

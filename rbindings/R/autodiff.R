@@ -303,15 +303,20 @@ class_loss_over_rows <- function(loss, rows, weight, ignore_index, reduction) {
 nnf_cross_entropy <- function(input, target, weight = NULL, ignore_index = -100, reduction = "mean") {
   if (!is.null(rows <- class_rows(input, target, sys.call())))
     return(class_loss_over_rows(nnf_cross_entropy, rows, weight, ignore_index, reduction))
+  probabilities <- length(dim(target)) == 2 # (not labels, which class_targets one-hot encodes)
   target <- class_targets(input, target)
   if (length(dim(input)) == 2 && length(dim(target)) == 2 && !identical(as.integer(dim(input)), as.integer(dim(target))))
     rf_abort("rfuse_shape_error", sprintf(paste0(
       "nnf_cross_entropy(): the target is %d x %d (%d classes) but the input, the model's output, is ",
       "%d x %d (%d classes): labels and model outputs must agree"),
       dim(target)[1], dim(target)[2], dim(target)[2], dim(input)[1], dim(input)[2], dim(input)[2]))
-  m <- if (is_sym(input)) margin_reduce(input, "max", TRUE, 1L, sys.call()) else apply(input, 1, max)
+  # torch's -sum(target * log_softmax(input)) per row: with z = input - max, that is
+  # sum(target) * log(sum(exp(z))) - sum(target * z), where the maximum cancels (no gradient goes
+  # through it: t_detach) whatever the targets sum to; one-hot labels sum to 1.
+  m <- if (is_sym(input)) t_detach(margin_reduce(input, "max", TRUE, 1L, sys.call())) else apply(input, 1, max)
   z <- input - m
-  nll <- log(rf_rowSums(exp(z))) - rf_rowSums(z * target)
+  lse <- log(rf_rowSums(exp(z)))
+  nll <- (if (probabilities) rf_rowSums(target) * lse else lse) - rf_rowSums(z * target)
   class_loss(nll, target, weight, ignore_index, reduction, ncol(input), sys.call())
 }
 

@@ -592,6 +592,11 @@ setMethod("$", "rf_tensor", function(x, name) {
     grad = x@env$grad,
     zero_grad = function() { x@env$grad <- NULL; invisible(x) },
     requires_grad = isTRUE(x@env$requires_grad),
+    # torch's detach(): the same values, with no recorded operation and no gradient.
+    detach = function() {
+      m <- materialize(x)
+      make_tensor(buf = m@env$buf, dtype = m@env$dtype, device = m@env$device, rdim = m@env$rdim, len = m@env$len)
+    },
     to = function(device = x@env$device, dtype = NULL) tensor_to(x, device, dtype %||% materialize(x)@env$dtype),
     cpu = function() tensor_to(x, "cpu"),
     cuda = function() tensor_to(x, "cuda"),

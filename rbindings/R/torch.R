@@ -213,13 +213,22 @@ t_reduce <- function(kind, x, dim = NULL, keepdim = FALSE, call = sys.call()) {
   new_sym(id, if (length(out_shape) <= 1) NULL else out_shape, prod(out_shape), s$dtype)
 }
 
+# torch's detach(): a traced value's gradient stops there (rfuse.stop_gradient); an R array has
+# none to stop.
+t_detach <- function(x, call = sys.call()) {
+  if (!is_sym(x)) return(x)
+  new_sym(emit(.rf_b_unary, "stop_gradient", x$id, call = call), x$rdim, x$len, x$dtype)
+}
+
+# The maximum a softmax subtracts does not change its value, so no gradient goes through it
+# (computing one would cost a pass over the input whose sum is zero), as in torch's softmax.
 t_softmax <- function(x, dim, call = sys.call()) {
-  e <- exp(t_binary(`-`, x, t_reduce("max", x, dim, TRUE, call), call))
+  e <- exp(t_binary(`-`, x, t_detach(t_reduce("max", x, dim, TRUE, call), call), call))
   t_binary(`/`, e, t_reduce("sum", e, dim, TRUE, call), call)
 }
 
 t_log_softmax <- function(x, dim, call = sys.call()) {
-  z <- t_binary(`-`, x, t_reduce("max", x, dim, TRUE, call), call)
+  z <- t_binary(`-`, x, t_detach(t_reduce("max", x, dim, TRUE, call), call), call)
   t_binary(`-`, z, log(t_reduce("sum", exp(z), dim, TRUE, call)), call)
 }
 
@@ -994,7 +1003,8 @@ tensor_method <- function(x, name, call = NULL) {
     t = function() torch_t(x),
     squeeze = function(dim = NULL) torch_squeeze(x, dim),
     unsqueeze = function(dim) torch_unsqueeze(x, dim),
-    contiguous = , detach = , clone = function() x,
+    contiguous = , clone = function() x,
+    detach = function() t_detach(x, call),
     expand = function(...) expand_any(x, dims(...)),
     expand_as = function(other) expand_any(x, t_size(other)),
     view_as = , reshape_as = function(other) torch_reshape(x, t_size(other)),

@@ -58,6 +58,7 @@ int rf_b_unary(SEXP b, std::string op, int x) {
     if (op == "rsqrt") return g.rsqrt(v).id;
     if (op == "tanh") return g.tanh(v).id;
     if (op == "sigmoid") return g.sigmoid(v).id;
+    if (op == "stop_gradient") return g.stopGradient(v).id;
     if (op == "relu") return g.relu(v).id;
     if (op == "gelu") return g.gelu(v, false).id;
     if (op == "gelu_tanh") return g.gelu(v, true).id;

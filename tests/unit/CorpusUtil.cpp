@@ -217,6 +217,21 @@ std::vector<CorpusGraph> canonicalCorpus() {
                                   g.logicalNot(g.compare(ComparePredicate::Ne, a, b)));
       return V{g.select(m, t, g.neg(t)), m, g.cast(g.mul(a, g.scalar(3.0, d)), DType::I32)};
     }, seed++));
+    // A softmax's backward over R's layout, as attention's gradient traces it: three inputs of
+    // 256 reduced rows, whose 32-column tiles on sm_90 split over a cluster of 2 (48 KiB a block,
+    // beside the kernel's static slots: past the 48 KiB a launch has without asking for more).
+    out.push_back(make("softmax_grad_cols_cluster" + sfx, {{256, 1024}, {256, 1024}, {256, 1024}}, dt,
+                       [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue den = g.add(g.abs(v[2]), g.scalar(1.0, d));
+      TracedValue s = g.reduceMean(g.div(g.mul(v[0], v[1]), den), {0}, true);
+      return V{g.sub(g.div(v[0], den), s)};
+    }, 9000 + (dt == DType::F64))); // (its own seeds: the others' stay as they were)
+    // Attention's scores: a batched product divided by a constant (sqrt of the head size); on
+    // the GPU in f32 cuBLASLt's alpha, with no epilogue kernel.
+    out.push_back(make("bmm_scaled" + sfx, {{3, 24, 40}, {3, 40, 16}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.div(g.matmul(v[0], v[1]), g.scalar(8.0, g.dtype(v[0])))};
+    }, 9002 + (dt == DType::F64)));
   }
   for (DType dt : {DType::F16, DType::BF16})
     out.push_back(make(std::string("half_chain_") + dtypeName(dt), {{64, 8}, {8}}, dt, [](GraphBuilder &g, V &v) {

@@ -119,6 +119,11 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
     // on sm_86 (not split into partial sums, not recomputed from memory each pass); on sm_90
     // tiles of 32 columns, split over a thread block cluster where a block's part would not fit
     // 64 KiB; f64 is not cached.
+    if (g.name == "softmax_grad_cols_cluster_f32") { // 3 x 256 x 32 floats: 2 parts of 48 KiB
+      ASSERT_EQ(k.plans.size(), 1u);
+      EXPECT_EQ(k.plans[0].kernel->clusterSize, 2);
+      EXPECT_EQ(k.plans[0].kernel->dynamicSharedBytes, 48 * 1024);
+    }
     for (const char *name : {"layernorm_cols_cached", "softmax_cols_cached", "layernorm_cols_cluster"}) {
       if (g.name != std::string(name) + "_f32" && g.name != std::string(name) + "_f64")
         continue;
@@ -166,6 +171,16 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
     }
     if (g.name == "mm_bias_scalar_f32") { // cuBLASLt's bias epilogue would read 16 values of a 1-value input
       EXPECT_TRUE(!k.plans[0].library || k.plans[0].library->matmul.biasInput < 0);
+    }
+    if (g.name == "bmm_scaled_f32") {
+      ASSERT_EQ(k.plans.size(), 1u);
+      ASSERT_TRUE(k.plans[0].library);
+      EXPECT_EQ(k.plans[0].library->matmul.alpha, 0.125);
+      EXPECT_FALSE(k.plans[0].kernel) << "the division is cuBLASLt's alpha, no epilogue kernel";
+    }
+    if (g.name == "bmm_scaled_f64") { // (f64 keeps IEEE division: a generated epilogue)
+      ASSERT_TRUE(k.plans[0].library);
+      EXPECT_EQ(k.plans[0].library->matmul.alpha, 1.0);
     }
     if (g.name == "mm_residual_f32") {
       ASSERT_TRUE(k.plans[0].library);

@@ -34,6 +34,46 @@ test_that("cross-entropy is log-softmax + NLL, stable, with the textbook gradien
   expect_error(rf_jit(function(z, y) nnf_cross_entropy(z, rf_one_hot(y, 4)))(z, y), class = "rfuse_unsupported")
 })
 
+test_that("cross-entropy with probabilities that do not sum to 1 is torch's -sum(target * log_softmax)", {
+  set.seed(5)
+  z <- matrix(rnorm(20), 4); t <- matrix(runif(20), 4) # soft targets; rows sum to ~2.5, not 1
+  lse <- log(rowSums(exp(z)))
+  ref <- mean(-rowSums(t * (z - lse)))
+  ce <- function(z, t) nnf_cross_entropy(z, t)
+  expect_equal(nnf_cross_entropy(z, t), ref, tolerance = 1e-12)
+  expect_equal(rf_jit(ce, dtype = "float64")(z, t), ref, tolerance = 1e-12)
+  # d/dz: softmax(z) * sum(t) - t, over the rows' mean; the same with the rows shifted (the
+  # maximum the loss subtracts cancels whatever the targets sum to).
+  p <- exp(z - lse)
+  expect_equal(rf_grad(ce, wrt = "z", dtype = "float64")(z, t), (p * rowSums(t) - t) / 4, tolerance = 1e-12)
+  expect_equal(rf_jit(ce, dtype = "float64")(z + 100, t), ref, tolerance = 1e-12)
+})
+
+test_that("softmax's gradient is torch's, with no gradient through the maximum it subtracts", {
+  set.seed(6)
+  x <- matrix(rnorm(30), 5); w <- matrix(rnorm(30), 5)
+  f <- function(x, w) sum(nnf_softmax(x, 2) * w)
+  s <- exp(x) / rowSums(exp(x))
+  expect_equal(rf_grad(f, wrt = "x", dtype = "float64")(x, w), s * (w - rowSums(w * s)), tolerance = 1e-12)
+  ls <- function(x, w) sum(nnf_log_softmax(x, 2) * w)
+  expect_equal(rf_grad(ls, wrt = "x", dtype = "float64")(x, w), w - s * rowSums(w), tolerance = 1e-12)
+})
+
+test_that("$detach() stops the gradient, traced and on recorded tensors", {
+  set.seed(7)
+  x <- rnorm(6)
+  # d/dx sum(x * detach(x)) is detach(x) = x, not 2x
+  g <- rf_grad(function(x) sum(x * x$detach()), wrt = "x", dtype = "float64")(x)
+  expect_equal(g, x, tolerance = 1e-12)
+  m <- rf_tensor(x, dtype = "float64", requires_grad = TRUE)
+  d <- m$detach()
+  expect_false(d$requires_grad)
+  expect_equal(as.vector(d), x)
+  l <- torch_sum(m * d)
+  l$backward()
+  expect_equal(as.vector(m$grad), x, tolerance = 1e-12)
+})
+
 test_that("mse and binary cross-entropy with logits", {
   set.seed(4)
   x <- matrix(rnorm(6), 3); t <- matrix(rbinom(6, 1, 0.5), 3)

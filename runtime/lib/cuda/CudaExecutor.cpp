@@ -86,9 +86,10 @@ struct GpuProgram::Impl : runtime::StepBackend {
     for (size_t k = 0; k < owners.size(); ++k) {
       Device::KernelRef ref = dev.acquireFunction(names[k], compiled[k]);
       state[owners[k]].fn = ref.function;
-      // Dynamic shared memory past the 48 KiB default (a column reduction's cached tile) is
-      // allowed per function, once.
-      if (int smem = plan.steps[owners[k]].cudaKernel->dynamicSharedBytes; smem > 48 * 1024)
+      // Dynamic shared memory (a column reduction's cached tile) is allowed per function, once:
+      // without it a launch may have 48 KiB in all, static and dynamic together, so a tile of
+      // 48 KiB or less beside the kernel's static reduction slots fails to launch too.
+      if (int smem = plan.steps[owners[k]].cudaKernel->dynamicSharedBytes; smem > 0)
         check(driver().cuFuncSetAttribute(ref.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
               "cuFuncSetAttribute", "kernel " + names[k] + " asks for " + std::to_string(smem) + " bytes of shared memory");
       kernelKeys.push_back(ref.key);

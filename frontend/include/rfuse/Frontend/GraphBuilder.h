@@ -125,6 +125,8 @@ public:
   /// cond ? onTrue : onFalse, all three broadcast together.
   TracedValue select(TracedValue cond, TracedValue onTrue, TracedValue onFalse);
   TracedValue cast(TracedValue x, DType to);
+  // x itself, through which differentiation sends no gradient (torch's detach()).
+  TracedValue stopGradient(TracedValue x);
 
   // --- Data movement ------------------------------------------------------------------------
   /// Operand dimension i becomes result dimension dims[i] (strictly increasing).

@@ -706,6 +706,25 @@ def Rfuse_AvgPool2dBackwardOp : Rfuse_PoolBackwardOp<"avg_pool2d_backward", "avg
     (ins Rfuse_FloatTensor:$grad_output),
     (ins DefaultValuedAttr<BoolAttr, "true">:$count_include_pad)>;
 
+def Rfuse_StopGradientOp : Rfuse_Op<"stop_gradient", [Pure, SameOperandsAndResultType, Rfuse_VjpOpInterface]> {
+  let summary = "Its operand, through which no gradient flows (torch's `detach()`).";
+  let description = [{
+    The value of `input`, unchanged; `rfuse-autodiff` sends its operand no cotangent. Torch for
+    R's `$detach()` on a traced value, and the maximum a softmax subtracts (its value does not
+    change the softmax, so its gradient is zero and computing it would cost a full pass). After
+    differentiation `rfuse-drop-stop-gradients` (first in every pipeline) replaces each by its
+    operand; it has no folder, so that the canonicalizations run before differentiation keep it.
+
+    Example:
+    ```mlir
+    %m = rfuse.stop_gradient %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Rfuse_Tensor:$input);
+  let results = (outs Rfuse_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 //===----------------------------------------------------------------------===//
 // Custom gradients
 //===----------------------------------------------------------------------===//

@@ -102,6 +102,17 @@ def OutlineKernels : Pass<"rfuse-outline-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def DropStopGradients : Pass<"rfuse-drop-stop-gradients", "mlir::ModuleOp"> {
+  let summary = "Replace each rfuse.stop_gradient by its operand";
+  let description = [{
+    `rfuse.stop_gradient` (torch's `detach()`, a softmax's maximum) only tells `rfuse-autodiff`,
+    which runs before the pipeline, to send its operand no gradient. Once the gradient is built
+    it is its operand: this pass replaces each op by it, so that later passes and every backend
+    see one value. First in every pipeline.
+  }];
+  let statistics = [Statistic<"dropped", "dropped", "stop_gradient ops replaced by their operands">];
+}
+
 def ExpandCustomVjp : Pass<"rfuse-expand-custom-vjp", "mlir::ModuleOp"> {
   let summary = "Replace each rfuse.custom_vjp by a call of its forward function";
   let description = [{
@@ -219,6 +230,29 @@ def ChannelsLast : Pass<"rfuse-channels-last", "mlir::func::FuncOp"> {
   let dependentDialects = ["::rfuse::RfuseDialect"];
   let statistics = [
     Statistic<"numLayoutOps", "ops-to-nhwc", "Convolution and pooling ops rewritten to NHWC">,
+    Statistic<"numSunk", "transposes-sunk", "Transposes moved below a pointwise op or reduction">,
+  ];
+}
+
+def SinkTransposes : Pass<"rfuse-sink-transposes", "mlir::func::FuncOp"> {
+  let summary = "Move transposes down through pointwise ops and reductions until they meet and cancel";
+  let description = [{
+    R's arrays reach rfuse as the reversed tensor, and torch-style code on them (a batched
+    product, attention's heads) is matrix products between transposes to and from R's layout.
+    A softmax over the keys of attention's scores, traced on R's layout, is then a reduction
+    over a strided leading dim between two transposes: a column reduction whose result is
+    transposed again, in full, for the next product. This pass moves transposes of any rank
+    down as rfuse-channels-last does for its rank-4 ones: through pointwise ops and casts whose
+    operands are all the same transpose, broadcasts (their size-1 input dims dropped; a broadcast
+    of a transposed statistic reads the statistic before the transpose), splat constants or
+    pointwise ops of those, and through reductions (over the permuted dimensions, the kept ones
+    put back in order by a transpose of the smaller result). Consecutive transposes compose and
+    cancel (transpose's folder), so the softmax runs over the scores' contiguous dim and the next
+    product reads them as they are. Values are unchanged: every rewrite permutes where elements
+    live, not what is computed.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = [
     Statistic<"numSunk", "transposes-sunk", "Transposes moved below a pointwise op or reduction">,
   ];
 }
