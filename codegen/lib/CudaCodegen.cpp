@@ -14,6 +14,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/SmallSet.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -490,6 +492,12 @@ public:
       }
       if (options.rowMinBlocks >= 0)
         minBlocks = options.rowMinBlocks;
+      // Enough rows that blocks of 8 still fill every SM several times over.
+      warpRows = blockSize == 32 && !forced && outerLen >= 4096;
+      if (warpRows) {
+        k.blockSize = 32 * kWarpRowsPerBlock;
+        k.rowsPerBlock = kWarpRowsPerBlock;
+      }
     } else if (blockPerOutput) {
       k.launch = LaunchKind::BlockPerRow;
       k.rows = outerLen;
@@ -521,6 +529,11 @@ public:
            : "tiles of 32 outputs, ")
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
+// Reduces v over the warp; every lane gets the result.
+template <int OP, class T> __device__ T rf_warp_reduce(T v, T *) {
+  for (int o = 16; o > 0; o >>= 1) v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 // Reduces v over the block; every thread gets the result.
 template <int OP, class T> __device__ T rf_block_reduce(T v, T *smem) {
   for (int o = 16; o > 0; o >>= 1) v = rf_reduce_combine<OP, T>(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -585,14 +598,23 @@ template <int OP, int CS, class T> __device__ T rf_cluster_columns_reduce(T v, T
       os << (r.inputs.empty() && i == 0 ? "" : ", ") << storageType(dtypeOf(o)) << "* __restrict__ out" << i;
     os << ") {\n";
     if (blockMode) {
-      os << "  __shared__ double smem_raw[32];\n";
+      os << "  __shared__ double smem_raw[32];\n"; // (rf_block_reduce's; rf_warp_reduce needs none)
+      if (warpRows)
+        os << "  const int rf_lane = threadIdx.x & 31;\n";
+      llvm::SmallSet<int, 4> loaded; // (one register copy per input, however many broadcasts read it)
       for (Operation *op : invariant) {
         int i = r.indexOf(op->getOperand(0));
+        if (!loaded.insert(i).second)
+          continue;
         os << "  float4 xinv" << i << "[" << chunks << "];\n  #pragma unroll\n  for (int k = 0; k < "
            << chunks << "; ++k)\n    xinv" << i << "[k] = reinterpret_cast<const float4*>(in" << i
-           << ")[threadIdx.x + k * " << blockSize << "];\n";
+           << ")[" << tid() << " + k * " << blockSize << "];\n";
       }
-      os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
+      if (warpRows) // (a warp's rows are its own: no barrier in the loop)
+        os << "  for (long long row = (long long)blockIdx.x * " << kWarpRowsPerBlock << "LL + (threadIdx.x >> 5); row < "
+           << outerLen << "LL; row += (long long)gridDim.x * " << kWarpRowsPerBlock << "LL) {\n";
+      else
+        os << "  for (long long row = blockIdx.x; row < " << outerLen << "LL; row += gridDim.x) {\n";
     }
     else if (columnCache && clusterSize > 1)
       // The cluster's blocks take one tile (blockIdx.x / CS), block `rank` the reduced elements
@@ -822,6 +844,13 @@ private:
 
 
   bool useCache() const { return chunks > 0; }
+  // Rows of at most 32 threads' work (a softmax over attention's 256 keys): a warp per row and
+  // kWarpRowsPerBlock rows per block, reduced with shuffles alone. A block of 32 threads per row
+  // kept at most 32 blocks (1,024 threads) resident per SM, half of what an SM runs.
+  static constexpr int kWarpRowsPerBlock = 8;
+  bool warpRows = false;
+  // The thread's index within its row's threads.
+  std::string tid() const { return warpRows ? "rf_lane" : "threadIdx.x"; }
   // A column-cache tile's element at reduced index jl (of this block's part) and column
   // threadIdx.x % cacheColumns (the tile pointer's offset).
   std::string cacheIndex() const { return "jl * " + std::to_string(cacheColumns); }
@@ -845,7 +874,8 @@ private:
       return "__launch_bounds__(" + std::to_string(cacheBlock) + (options.columnTilesFromL2 ? ", 3) " : ", 1) ");
     if (!rowMode || minBlocks <= 0)
       return "";
-    return "__launch_bounds__(" + std::to_string(blockSize) + ", " + std::to_string(minBlocks) + ") ";
+    return "__launch_bounds__(" + std::to_string(warpRows ? 32 * kWarpRowsPerBlock : blockSize) + ", " +
+           std::to_string(minBlocks) + ") ";
   }
 
   // Opens a loop over this thread's elements of the row (j), in register-cache order when the
@@ -857,12 +887,12 @@ private:
     if (useCache())
       return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(chunks) +
              "; ++k) {\n    #pragma unroll\n    for (int lane = 0; lane < " + std::to_string(vec) +
-             "; ++lane) {\n      const long long j = ((long long)threadIdx.x + (long long)k * " +
+             "; ++lane) {\n      const long long j = ((long long)" + tid() + " + (long long)k * " +
              std::to_string(blockSize) + "LL) * " + std::to_string(vec) + "LL + lane;\n      " +
              (exactChunks() ? std::string("{\n") : "if (j < " + std::to_string(redLen) + "LL) {\n");
     if (blockMode)
-      return "    for (long long j = threadIdx.x; j < " + std::to_string(redLen) +
-             "LL; j += blockDim.x) {\n";
+      return "    for (long long j = " + tid() + "; j < " + std::to_string(redLen) + "LL; j += " +
+             (warpRows ? std::string("32") : std::string("blockDim.x")) + ") {\n";
     return "    for (long long j = ty; j < " + std::to_string(redLen) + "LL; j += " + std::to_string(tileGroups) +
            "LL) {\n";
   }
@@ -895,10 +925,10 @@ private:
         out += "    " + vt + " " + nm + "[" + std::to_string(chunks) + "];\n    #pragma unroll\n" +
                "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k)\n      " + nm +
                "[k] = reinterpret_cast<const " + vt + "*>(in" + std::to_string(i) + " + row * " +
-               std::to_string(redLen) + "LL)[threadIdx.x + k * " + std::to_string(blockSize) + "];\n";
+               std::to_string(redLen) + "LL)[" + tid() + " + k * " + std::to_string(blockSize) + "];\n";
       } else {
         out += "    " + st + " " + nm + "[" + std::to_string(chunks) + "];\n    #pragma unroll\n" +
-               "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n      const long long j = threadIdx.x + (long long)k * " +
+               "    for (int k = 0; k < " + std::to_string(chunks) + "; ++k) {\n      const long long j = " + tid() + " + (long long)k * " +
                std::to_string(blockSize) + "LL;\n      if (j < " + std::to_string(redLen) + "LL) " + nm +
                "[k] = in" + std::to_string(i) + "[row * " + std::to_string(redLen) + "LL + j];\n    }\n";
       }
@@ -1034,7 +1064,7 @@ private:
         os << "    " << acc << " " << an << " = " << init << ";\n" << openRowLoop();
         os << ls.str() << "      " << an << " = rf_reduce_combine<" << kind << ", " << acc << ">(" << an
            << ", (" << acc << ")" << v << ");\n" << closeRowLoop();
-        os << "    " << an << " = " << (blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile_columns_reduce<" : "rf_tile_reduce<")
+        os << "    " << an << " = " << (warpRows ? "rf_warp_reduce<" : blockMode ? "rf_block_reduce<" : columnCache ? "rf_tile_columns_reduce<" : "rf_tile_reduce<")
            << kind << ", " << (columnCache ? std::to_string(cacheColumns) + ", " : "") << acc
            << ">(" << an << ", reinterpret_cast<" << acc << "*>(smem_raw));\n";
         if (clusterSize > 1)
@@ -1110,7 +1140,7 @@ private:
       if (v.empty())
         return false;
       flushRowCode();
-      os << (blockMode ? "    if (threadIdx.x == 0) " : clusterSize > 1 ? "    if (ty == 0 && rank == 0) " : "    if (ty == 0 && live) ")
+      os << (warpRows ? "    if (rf_lane == 0) " : blockMode ? "    if (threadIdx.x == 0) " : clusterSize > 1 ? "    if (ty == 0 && rank == 0) " : "    if (ty == 0 && live) ")
          << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
     }
     if (anyFull && wideStores) {
@@ -1121,12 +1151,12 @@ private:
         if (space.lookup(o) == Space::Full)
           os << "    float4 vout" << i << ";\n";
       os << "    #pragma unroll\n    for (int lane = 0; lane < 4; ++lane) {\n"
-         << "      const long long j = ((long long)threadIdx.x + (long long)k * " << blockSize
+         << "      const long long j = ((long long)" << tid() << " + (long long)k * " << blockSize
          << "LL) * 4LL + lane;\n" << ls.str() << "    }\n";
       for (auto [i, o] : llvm::enumerate(r.outputs))
         if (space.lookup(o) == Space::Full)
           os << "    reinterpret_cast<float4*>(out" << i << " + row * " << redLen
-             << "LL)[threadIdx.x + k * " << blockSize << "] = vout" << i << ";\n";
+             << "LL)[" << tid() << " + k * " << blockSize << "] = vout" << i << ";\n";
       os << "    }\n";
       return true;
     }
@@ -1339,7 +1369,10 @@ void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &o
     k.grid = cap(std::min<int64_t>((k.elements / k.vectorWidth + block - 1) / block, sms * 32));
     break;
   case LaunchKind::BlockPerRow:
-    k.grid = cap(options.rowGridWave ? std::min<int64_t>(k.rows, sms * std::max<int64_t>(1, 2048 / block)) : k.rows);
+  { // (rowsPerBlock rows a block: a warp each)
+    int64_t blocks = (k.rows + k.rowsPerBlock - 1) / k.rowsPerBlock;
+    k.grid = cap(options.rowGridWave ? std::min<int64_t>(blocks, sms * std::max<int64_t>(1, 2048 / block)) : blocks);
+  }
     break;
   case LaunchKind::ThreadPerColumn: { // tiles of 32 (or 8) outputs, at most a few resident waves
     int64_t cs = std::max(1, k.clusterSize); // a cluster's blocks share a tile

@@ -531,9 +531,31 @@ private:
 
 } // namespace
 
+// A broadcast read by several ops becomes one per reader, so that each fuses into its reader's
+// kernel as an index map of the small value: shared, a kernel that computes it would write the
+// broadcast in full for the others to read (a softmax's row sums, saved for its gradient, as a
+// tensor of the scores' size).
+void broadcastPerUse(func::FuncOp fn) {
+  SmallVector<BroadcastInDimOp> shared;
+  fn.walk([&](BroadcastInDimOp b) {
+    if (!b->hasOneUse() && !b->use_empty() && !b->getParentOfType<FusionOp>())
+      shared.push_back(b);
+  });
+  for (BroadcastInDimOp b : shared) {
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : b->getUses())
+      uses.push_back(&use);
+    for (OpOperand *use : llvm::drop_begin(uses)) {
+      OpBuilder builder(use->getOwner());
+      use->set(builder.clone(*b.getOperation())->getResult(0));
+    }
+  }
+}
+
 Result fuse(func::FuncOp fn, const Options &options) {
   if (fn.isExternal())
     return {};
+  broadcastPerUse(fn);
   return Grouper(fn, options).run();
 }
 

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 
 #include <gtest/gtest.h>
@@ -388,6 +389,49 @@ TEST(CudaCodegen, ChannelReductionsRunABlockPerOutput) {
   EXPECT_NE(k.sources[0].find("rf_block_reduce"), std::string::npos);
   // (A column reduction, the innermost dim kept, still runs a thread per output, reading
   // coalesced: softmax_cols_f32 in LaunchPlansAndVectorization.)
+}
+
+// Gradient programs make kernels forward graphs do not (a layer norm's backward reads its gamma
+// through two broadcasts, one per reader since fusion's broadcastPerUse): each compiles under
+// NVRTC here, without a GPU (a kernel that did not compile failed only on the GPU box before).
+TEST(CudaCodegen, GradientKernelsCompile) {
+  if (cuda::nvrtcVersion() == 0)
+    GTEST_SKIP() << "NVRTC is not installed on this machine";
+  auto layerNorm = [](int64_t rows) {
+    GraphBuilder g("main");
+    TracedValue x = g.input({rows, 256}, DType::F32, "x"), w = g.input({256}, DType::F32, "w");
+    TracedValue xc = g.sub(x, g.broadcastTo(g.reduceMean(x, {1}, true), {rows, 256}));
+    TracedValue var = g.reduceMean(g.mul(xc, xc), {1}, true);
+    TracedValue y = g.mul(g.mul(xc, g.broadcastTo(g.rsqrt(g.add(var, g.scalar(1e-5, DType::F32))), {rows, 256})),
+                          g.broadcastTo(w, {rows, 256}));
+    g.finish({g.reduceSum(g.gelu(y, true), {0, 1})});
+    return g.moduleText();
+  };
+  for (int64_t rows : {32, 8192}) { // a block per row, and a warp per row (8 rows a block)
+    mlir::DialectRegistry registry;
+    registerRfuseDialects(registry);
+    mlir::MLIRContext ctx(registry);
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(layerNorm(rows), &ctx);
+    ASSERT_TRUE(module);
+    mlir::PassManager pm(&ctx);
+    pm.addPass(createAutodiff(AutodiffOptions{}));
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    Kernels k = kernelsOf(os.str());
+    bool warpRows = false;
+    for (auto &p : k.plans)
+      if (p.kernel && p.kernel->rowsPerBlock > 1) {
+        warpRows = true;
+        EXPECT_EQ(p.kernel->blockSize, 32 * p.kernel->rowsPerBlock);
+        EXPECT_EQ(p.kernel->grid, (unsigned)((p.kernel->rows + p.kernel->rowsPerBlock - 1) / p.kernel->rowsPerBlock));
+      }
+    EXPECT_EQ(warpRows, rows == 8192) << rows << " rows";
+    setOption("disk_cache", "0");
+    EXPECT_NO_THROW(cuda::compileKernels(k.names, k.sources, "sm_90")) << rows << " rows";
+    setOption("disk_cache", "1");
+  }
 }
 
 TEST(CudaCodegen, ReductionsOverNothingCompile) {

@@ -41,7 +41,7 @@ NLOHMANN_JSON_SERIALIZE_ENUM(LaunchKind, {{LaunchKind::GridStride, "grid_stride"
 // The source is not stored: the artifact holds the compiled kernel.
 void to_json(nlohmann::json &j, const KernelSpec &k) {
   j = {{"name", k.name}, {"launch", k.launch}, {"elements", k.elements}, {"vectorWidth", k.vectorWidth},
-       {"rows", k.rows}, {"rowLength", k.rowLength}, {"columns", k.columns},
+       {"rows", k.rows}, {"rowLength", k.rowLength}, {"rowsPerBlock", k.rowsPerBlock}, {"columns", k.columns},
        {"columnsPerBlock", k.columnsPerBlock}, {"blockSize", k.blockSize},
        {"dynamicSharedBytes", k.dynamicSharedBytes}, {"clusterSize", k.clusterSize}, {"grid", k.grid}, {"numInputs", k.numInputs},
        {"numOutputs", k.numOutputs}};
@@ -53,6 +53,7 @@ void from_json(const nlohmann::json &j, KernelSpec &k) {
   j.at("vectorWidth").get_to(k.vectorWidth);
   j.at("rows").get_to(k.rows);
   j.at("rowLength").get_to(k.rowLength);
+  k.rowsPerBlock = j.value("rowsPerBlock", 1); // (absent before warp rows: a row a block)
   j.at("columns").get_to(k.columns);
   j.at("columnsPerBlock").get_to(k.columnsPerBlock);
   j.at("blockSize").get_to(k.blockSize);

@@ -23,6 +23,7 @@ struct KernelSpec {
   int vectorWidth = 1;   ///< GridStride: elements per vector access (1, 2 or 4)
   int64_t rows = 0;      ///< BlockPerRow: rows; ThreadPerColumn: reduced length
   int64_t rowLength = 0; ///< BlockPerRow: row length
+  int rowsPerBlock = 1;  ///< BlockPerRow: rows a block takes at a time (a warp each when > 1)
   int64_t columns = 0;   ///< ThreadPerColumn: number of columns
   int columnsPerBlock = 32; ///< ThreadPerColumn: columns a block takes at a time (32, or 8 cached)
   int blockSize = 256;
