@@ -538,14 +538,22 @@ private:
 void broadcastPerUse(func::FuncOp fn) {
   SmallVector<BroadcastInDimOp> shared;
   fn.walk([&](BroadcastInDimOp b) {
-    if (!b->hasOneUse() && !b->use_empty() && !b->getParentOfType<FusionOp>())
+    // (A broadcast of a program input is read through an index map wherever it is: only one of
+    // a computed value can make its kernel write it in full.)
+    if (!b->hasOneUse() && !b->use_empty() && b.getInput().getDefiningOp() && !b->getParentOfType<FusionOp>())
       shared.push_back(b);
   });
   for (BroadcastInDimOp b : shared) {
-    SmallVector<OpOperand *> uses;
-    for (OpOperand &use : b->getUses())
-      uses.push_back(&use);
-    for (OpOperand *use : llvm::drop_begin(uses)) {
+    // Only readers a kernel can take it into (not a library call's operand, nor a region already
+    // made): the original stays for the others, or for the first reader when all can.
+    SmallVector<OpOperand *> fusable;
+    size_t total = 0;
+    for (OpOperand &use : b->getUses()) {
+      ++total;
+      if (isElementwiseLike(use.getOwner()) || isReductionOp(use.getOwner()))
+        fusable.push_back(&use);
+    }
+    for (OpOperand *use : llvm::drop_begin(fusable, fusable.size() == total ? 1 : 0)) {
       OpBuilder builder(use->getOwner());
       use->set(builder.clone(*b.getOperation())->getResult(0));
     }

@@ -131,14 +131,14 @@ Value beforeTranspose(PatternRewriter &rw, Location loc, Value v, ArrayRef<int64
 // transpose moved below the op that computes `v` gets somewhere (a reduction over the unpermuted
 // layout, a transpose it composes with). A transpose that would only move down a pointwise chain
 // to the program's result stays where fusion reads it as an index map of an input.
-bool leadsToReductionOrTranspose(Value v, int depth = 0) {
+bool leadsToReductionOrTranspose(Value v, llvm::SmallPtrSetImpl<Operation *> &seen, int depth = 0) {
   if (depth > 8)
     return false;
   for (Operation *user : v.getUsers()) {
     if (isReductionOp(user) || isa<TransposeOp>(user))
       return true;
     if ((isa<PointwiseOpInterface>(user) || isa<CastOp>(user)) && user->getNumResults() == 1 &&
-        leadsToReductionOrTranspose(user->getResult(0), depth + 1))
+        seen.insert(user).second && leadsToReductionOrTranspose(user->getResult(0), seen, depth + 1))
       return true;
   }
   return false;
@@ -163,7 +163,8 @@ struct SinkThroughPointwise : RewritePattern {
         perm.assign(t.getPerm().begin(), t.getPerm().end());
         break;
       }
-    if (perm.empty() || (!rank && !leadsToReductionOrTranspose(op->getResult(0))))
+    llvm::SmallPtrSet<Operation *, 16> seen; // (each op of the chain looked at once)
+    if (perm.empty() || (!rank && !leadsToReductionOrTranspose(op->getResult(0), seen)))
       return failure();
     for (Value v : op->getOperands())
       if (!beforeTranspose(rw, op->getLoc(), v, perm, false))
