@@ -127,6 +127,12 @@ Value beforeTranspose(PatternRewriter &rw, Location loc, Value v, ArrayRef<int64
   return Value();
 }
 
+// Whether the patterns move transposes of `v`'s rank: `rank` only, or any rank from 2 (0).
+bool takesRank(Value v, int64_t rank) {
+  int64_t r = tensorOf(v).getRank();
+  return rank ? r == rank : r >= 2;
+}
+
 // Whether `v` reaches a reduction or a transpose through pointwise ops and casts: where a
 // transpose moved below the op that computes `v` gets somewhere (a reduction over the unpermuted
 // layout, a transpose it composes with). A transpose that would only move down a pointwise chain
@@ -151,15 +157,14 @@ struct SinkThroughPointwise : RewritePattern {
       : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), count(count), rank(rank) {}
   llvm::Statistic &count;
   int64_t rank;
-  bool takes(Value v) const { return rank ? tensorOf(v).getRank() == rank : tensorOf(v).getRank() >= 2; }
 
   LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
     if ((!isa<PointwiseOpInterface>(op) && !isa<CastOp>(op)) || op->getNumResults() != 1 ||
-        !takes(op->getResult(0)) || op->getParentOfType<FusionOp>())
+        !takesRank(op->getResult(0), rank) || op->getParentOfType<FusionOp>())
       return failure();
     SmallVector<int64_t> perm;
     for (Value v : op->getOperands())
-      if (auto t = v.getDefiningOp<TransposeOp>(); t && takes(v)) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && takesRank(v, rank)) {
         perm.assign(t.getPerm().begin(), t.getPerm().end());
         break;
       }
@@ -194,8 +199,7 @@ struct SinkThroughReduction : RewritePattern {
     if (!isReductionOp(op) || op->getParentOfType<FusionOp>())
       return failure();
     auto t = op->getOperand(0).getDefiningOp<TransposeOp>();
-    int64_t tr = t ? tensorOf(t.getResult()).getRank() : 0;
-    if (!t || (rank ? tr != rank : tr < 2))
+    if (!t || !takesRank(t.getResult(), rank))
       return failure();
     ArrayRef<int64_t> perm = t.getPerm();
     SmallVector<int64_t> dims;

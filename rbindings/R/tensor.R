@@ -594,8 +594,8 @@ setMethod("$", "rf_tensor", function(x, name) {
     requires_grad = isTRUE(x@env$requires_grad),
     # torch's detach(): the same values, with no recorded operation and no gradient.
     detach = function() {
-      m <- materialize(x)
-      make_tensor(buf = m@env$buf, dtype = m@env$dtype, device = m@env$device, rdim = m@env$rdim, len = m@env$len)
+      buf <- tensor_buffer(x) # (computed first: its dtype and dims are known then)
+      make_tensor(buf = buf, dtype = x@env$dtype, device = x@env$device, rdim = x@env$rdim, len = x@env$len)
     },
     to = function(device = x@env$device, dtype = NULL) tensor_to(x, device, dtype %||% materialize(x)@env$dtype),
     cpu = function() tensor_to(x, "cpu"),
