@@ -221,6 +221,8 @@ private:
   }
 
   void tryMerge(Operation *a, Operation *b) {
+    if (options.mode == Mode::MatmulEpilogue && leftForItsReduction(a, b))
+      return;
     llvm::SmallPtrSet<Operation *, 16> set;
     for (Operation *m : membersOf(a))
       set.insert(m);
@@ -235,6 +237,23 @@ private:
       return; // the merged group would need its own result: a cycle between regions
     classes.unionSets(a, b);
     order[classes.getLeaderValue(a)] = *place;
+  }
+
+  // Whether `op`, joining `group`'s epilogue, reads another full-size value from outside it
+  // and feeds only reductions (a softmax's backward: g * p, summed per row): in the epilogue,
+  // the epilogue would write it and the reduction kernel, which reads that other value too,
+  // read it back. Left out, the reduction computes it from what it reads anyway.
+  bool leftForItsReduction(Operation *group, Operation *op) {
+    if (isAnchor(op) || isIndexReadOp(op) || op->use_empty() ||
+        !llvm::all_of(op->getUsers(), [](Operation *u) { return isReductionOp(u); }))
+      return false;
+    ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      if (shapeOf(v) != shape || isSplatConstant(v) || (d && isa<BroadcastInDimOp>(d)))
+        return false;
+      return !d || !classes.isEquivalent(d, group);
+    });
   }
 
   // --- Validity: the iteration-space rules of each mode ---------------------------------------

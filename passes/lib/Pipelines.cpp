@@ -73,6 +73,7 @@ LogicalResult buildPipeline(OpPassManager &pm, llvm::StringRef name, std::string
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (name == "default") {
     fn.addPass(createChannelsLast());
+    fn.addPass(createMoveReshapes());
     fn.addPass(createSinkTransposes());
     fn.addPass(createCSEPass()); // the broadcasts and constants they made per use
     fn.addPass(createSinkSlices());

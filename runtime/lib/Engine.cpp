@@ -173,6 +173,7 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     pm.addPass(createInlinerPass());
     pm.addPass(createCanonicalizerPass());
     pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+    pm.addPass(createSoftmaxVjp());
     AutodiffOptions options;
     options.wrt = gradient->wrt;
     options.recomputePointwise = gradient->recomputePointwise;

@@ -192,6 +192,17 @@ std::vector<Case> everyDifferentiableOp() {
              TracedValue z = g.sub(v[0], g.broadcastTo(m, {4, 6}));
              return g.sub(z, g.broadcastTo(g.log(g.reduceSum(g.exp(z), {1}, true)), {4, 6}));
            }},
+      // Softmax over rows (its maximum detached, as the R package writes it) and over the
+      // leading dim of a 3-D array: rfuse-softmax-vjp gives both the gradient of their output.
+      Case{"softmax", {{4, 6}}, [](G &g, V &v) {
+             TracedValue m = g.stopGradient(g.reduceMax(v[0], {1}, true));
+             TracedValue e = g.exp(g.sub(v[0], g.broadcastTo(m, {4, 6})));
+             return g.div(e, g.broadcastTo(g.reduceSum(e, {1}, true), {4, 6}));
+           }},
+      Case{"softmax_leading_dim", {{5, 2, 3}}, [](G &g, V &v) {
+             TracedValue e = g.exp(g.mul(v[0], g.scalar(0.5, DType::F64)));
+             return g.div(e, g.broadcastTo(g.reduceSum(e, {0}, true), {5, 2, 3}));
+           }},
       Case{"layernorm", {{4, 6}}, [](G &g, V &v) {
              TracedValue mu = g.broadcastTo(g.reduceMean(v[0], {1}, true), {4, 6});
              TracedValue xc = g.sub(v[0], mu);

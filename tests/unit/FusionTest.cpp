@@ -171,6 +171,46 @@ TEST(Fusion, MatmulResidualAddJoinsTheEpilogue) {
   EXPECT_EQ(c.kernels, 1u) << c.text;
 }
 
+// A linear layer on [batch, seq, features] (torch-style code: the product on the rows
+// flattened, a reshape back, then bias and activation): the bias and GELU are the product's
+// epilogue, not a kernel behind the reshape.
+TEST(Fusion, LinearLayerOnSequencesIsOneEpilogueRegion) {
+  GraphBuilder g;
+  TracedValue x = g.input({6, 8}, DType::F32), w = g.input({8, 12}, DType::F32),
+              b = g.input({12}, DType::F32), res = g.input({2, 3, 12}, DType::F32);
+  TracedValue h = g.reshape(g.matmul(x, w), {2, 3, 12});
+  g.finish({g.add(g.gelu(g.add(h, b)), res)});
+  Compiled c = compileGraph(g, randomInputs({{6, 8}, {8, 12}, {12}, {2, 3, 12}}));
+  EXPECT_EQ(c.kernels, 1u) << c.text;
+  EXPECT_EQ(c.kernelKinds, std::vector<std::string>{"matmul_epilogue"});
+}
+
+// Attention's heads split from R's layout (features, seq, batch): a transpose to torch's order,
+// the features split into heads, heads before positions, then a scaling. One kernel, one
+// transpose, where the reshapes had kept three.
+TEST(Fusion, AttentionHeadSplitIsOneKernel) {
+  GraphBuilder g;
+  TracedValue x = g.input({12, 5, 2}, DType::F32);
+  TracedValue t = g.transpose(g.reshape(g.transpose(x, {2, 1, 0}), {2, 5, 3, 4}), {0, 2, 1, 3});
+  g.finish({g.mul(g.reshape(t, {6, 5, 4}), g.scalar(0.5, DType::F32))});
+  Compiled c = compileGraph(g, randomInputs({{12, 5, 2}}));
+  EXPECT_EQ(c.kernels, 1u) << c.text;
+  EXPECT_EQ(c.count("rfuse.transpose"), 1) << c.text;
+}
+
+// And merged back (a batched product's result: attention's output, the heads' gradients) into
+// R's layout: one transpose.
+TEST(Fusion, AttentionHeadMergeIsOneKernel) {
+  GraphBuilder g;
+  TracedValue x = g.input({6, 5, 4}, DType::F32);
+  TracedValue t = g.transpose(g.reshape(g.transpose(g.reshape(x, {2, 3, 5, 4}), {0, 2, 1, 3}), {2, 5, 12}),
+                              {2, 1, 0});
+  g.finish({t});
+  Compiled c = compileGraph(g, randomInputs({{6, 5, 4}}));
+  EXPECT_EQ(c.kernels, 1u) << c.text;
+  EXPECT_EQ(c.count("rfuse.transpose"), 1) << c.text;
+}
+
 TEST(Fusion, TwoMatmulsAreTwoKernels) {
   GraphBuilder g;
   TracedValue x = g.input({8, 16}, DType::F32), w1 = g.input({16, 32}, DType::F32),

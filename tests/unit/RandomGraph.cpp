@@ -49,7 +49,7 @@ RandomGraph generateRandomGraph(uint64_t seed) {
   for (int s = 0; s < steps; ++s) {
     TracedValue x = pick(3) ? recent() : any();
     TracedValue out;
-    switch (pick(14)) {
+    switch (pick(15)) {
     case 0: out = b.exp(b.tanh(x)); break;
     case 1: out = b.log(b.add(b.abs(x), one())); break;
     case 2: out = pick(2) ? b.sigmoid(x) : b.gelu(x, pick(2)); break;
@@ -103,7 +103,7 @@ RandomGraph generateRandomGraph(uint64_t seed) {
     }
     case 11: { // matmul with a fresh weight: [.., K] x [K, P]
       std::vector<int64_t> xs = b.shape(x);
-      if (xs.size() < 2) {
+      if (xs.size() < 2 || xs.size() > 3) {
         out = b.tanh(x);
         break;
       }
@@ -125,7 +125,42 @@ RandomGraph generateRandomGraph(uint64_t seed) {
       for (int64_t d = 0; d < r; ++d)
         perm.push_back(d);
       std::swap(perm[r - 1], perm[r - 2]);
+      if (r == 3 && pick(2))
+        perm = {2, 1, 0}; // R's layout to torch's
       out = b.transpose(x, perm);
+      break;
+    }
+    case 13: { // a reshape (adjacent dims merged, a dim split in two, a unit dim added), and
+               // sometimes back after an op: the views torch-style code puts between its ops
+      std::vector<int64_t> xs = b.shape(x), to;
+      int64_t r = (int64_t)xs.size();
+      if (r >= 2 && pick(2)) {
+        int64_t d = pick((int)r - 1);
+        to.assign(xs.begin(), xs.begin() + d);
+        to.push_back(xs[d] * xs[d + 1]);
+        to.insert(to.end(), xs.begin() + d + 2, xs.end());
+      } else {
+        for (int64_t d = 0; d < r && r < 4 && to.empty(); ++d)
+          for (int64_t f = 2; f < xs[d]; ++f)
+            if (xs[d] % f == 0) {
+              to.assign(xs.begin(), xs.begin() + d);
+              to.push_back(f);
+              to.push_back(xs[d] / f);
+              to.insert(to.end(), xs.begin() + d + 1, xs.end());
+              break;
+            }
+        if (to.empty() && r < 4) {
+          to = xs;
+          to.push_back(1);
+        }
+      }
+      if (to.empty()) {
+        out = b.neg(x);
+        break;
+      }
+      out = b.reshape(x, to);
+      if (pick(2))
+        out = b.reshape(b.tanh(out), xs);
       break;
     }
     default: out = b.mul(b.add(x, b.scalar(0.25, dt)), b.scalar(0.75, dt)); break;

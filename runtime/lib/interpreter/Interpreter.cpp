@@ -218,6 +218,8 @@ private:
             throw std::runtime_error("the interpreter cannot run an all-reduce over " + std::to_string(world) + " ranks");
           return std::vector<HostTensor>(in.begin(), in.end());
         })
+        // A gradient mark: the value itself (rfuse-drop-stop-gradients removes it before fusion).
+        .Case([&](StopGradientOp) { return std::vector<HostTensor>{in[0]}; })
         .Case([&](ReshapeOp r) {
           HostTensor out = in[0];
           out.shape = toVec(r.getType().getShape());

@@ -50,9 +50,11 @@
 // before fusion, one kernel reading and writing 128 bytes each after.
 // COST: rfuse-cost: cse @softmax: kernels=7 bytes=1600
 // rfuse-channels-last (and the CSE after it) leave programs without convolutions alone,
-// rfuse-sink-transposes programs without transposes, rfuse-sink-slices programs without slices,
+// rfuse-move-reshapes programs without reshapes, rfuse-sink-transposes programs without
+// transposes, rfuse-sink-slices programs without slices,
 // and rfuse-split-reductions these small reductions.
 // COST: rfuse-cost: rfuse-channels-last @softmax: kernels=7 bytes=1600
+// COST-NEXT: rfuse-cost: rfuse-move-reshapes @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: rfuse-sink-transposes @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: cse @softmax: kernels=7 bytes=1600
 // COST-NEXT: rfuse-cost: rfuse-sink-slices @softmax: kernels=7 bytes=1600
@@ -62,6 +64,7 @@
 // COST-NEXT: rfuse-cost: rfuse-fuse-elementwise @softmax: kernels=1 bytes=256
 // The MLP: 5 ops (11520 bytes), then two matmul_epilogue regions (5376 bytes).
 // COST-NEXT: rfuse-cost: rfuse-channels-last @mlp: kernels=5 bytes=11520
+// COST-NEXT: rfuse-cost: rfuse-move-reshapes @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: rfuse-sink-transposes @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: cse @mlp: kernels=5 bytes=11520
 // COST-NEXT: rfuse-cost: rfuse-sink-slices @mlp: kernels=5 bytes=11520
@@ -71,6 +74,7 @@
 // COST-NEXT: rfuse-cost: rfuse-fuse-elementwise @mlp: kernels=2 bytes=5376
 // The pointwise chain: 3 ops (the constant is free), then one region.
 // COST-NEXT: rfuse-cost: rfuse-channels-last @chain: kernels=3 bytes=112
+// COST-NEXT: rfuse-cost: rfuse-move-reshapes @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: rfuse-sink-transposes @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: cse @chain: kernels=3 bytes=112
 // COST-NEXT: rfuse-cost: rfuse-sink-slices @chain: kernels=3 bytes=112

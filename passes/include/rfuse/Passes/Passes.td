@@ -126,6 +126,22 @@ def ExpandCustomVjp : Pass<"rfuse-expand-custom-vjp", "mlir::ModuleOp"> {
   let statistics = [Statistic<"expanded", "expanded", "custom_vjp ops replaced by calls">];
 }
 
+def SoftmaxVjp : Pass<"rfuse-softmax-vjp", "mlir::ModuleOp"> {
+  let summary = "Give each softmax, exp(z) / sum(exp(z)), the gradient of its output alone";
+  let description = [{
+    Differentiated op by op, a softmax's division sends two cotangents back (g / s to e and
+    -sum(g e / s^2) to the sum) and keeps e, p and the sum alive for them: on attention's
+    scores, three full-size tensors written and read again. This pass, run before
+    `rfuse-autodiff`, replaces each `exp(z) / broadcast(reduce_sum(exp(z), dims))` (the sum
+    spread over exactly the summed dims; e and the sum read by nothing else) by an
+    `rfuse.custom_vjp` whose forward computes the same ops and keeps p, and whose backward is
+    torch's: `p * (g - sum(g * p, dims))`. The forward's values are unchanged; the gradient is
+    the same function, computed from p alone.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect", "mlir::func::FuncDialect"];
+  let statistics = [Statistic<"numSoftmaxes", "softmaxes", "Softmaxes given their output's VJP">];
+}
+
 def Autodiff : Pass<"rfuse-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation: @f becomes @f_grad returning the value and gradients";
   let description = [{
@@ -254,6 +270,28 @@ def SinkTransposes : Pass<"rfuse-sink-transposes", "mlir::func::FuncOp"> {
   let dependentDialects = ["::rfuse::RfuseDialect"];
   let statistics = [
     Statistic<"numSunk", "transposes-sunk", "Transposes moved below a pointwise op or reduction">,
+  ];
+}
+
+def MoveReshapes : Pass<"rfuse-move-reshapes", "mlir::func::FuncOp"> {
+  let summary = "Move reshapes out from between ops that one kernel could compute";
+  let description = [{
+    A reshape is a view, but fusion does not read through one: torch-style code traced on R's
+    arrays reshapes between its products (2-D) and its pointwise code (a linear layer's bias
+    and activation on [batch, seq, features]), and attention splits heads as a transpose, a
+    reshape and a transpose. Each reshape then ends a kernel: the activation is not a product's
+    epilogue, a cast to bfloat16 is a kernel of its own, a head split is two transposes in
+    full. This pass moves reshapes down through pointwise ops and casts (the op then runs in the
+    reshape's input shape; its other operands must be reshapes from that shape, splat
+    constants, function arguments or broadcasts whose dims are whole runs of the reshape) and
+    through reductions whose reduced dims are whole runs, and moves a reshape between two
+    transposes above the first or below the second where its runs stay in order, so that the
+    transposes compose. Only reshapes of computed values move; values are unchanged.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = [
+    Statistic<"numSunk", "reshapes-sunk", "Reshapes moved below a pointwise op or reduction">,
+    Statistic<"numComposed", "transposes-composed", "Reshapes moved from between two transposes">,
   ];
 }
 
