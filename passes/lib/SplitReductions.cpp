@@ -65,10 +65,16 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       if (isReductionOp(op) && !op->getParentOfType<FusionOp>())
         reductions.push_back(op);
     });
-    for (Operation *op : reductions)
-      if (split(op))
-        ++numSplit;
+    while (!reductions.empty()) {
+      for (Operation *op : reductions)
+        if (split(op))
+          ++numSplit;
+      reductions = std::move(again); // a second stage that may be split in turn
+      again.clear();
+    }
   }
+
+  SmallVector<Operation *> again;
 
   bool split(Operation *op) {
     Value x = op->getOperand(0);
@@ -121,6 +127,24 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       perm.push_back(0);
       partial = b.create<TransposeOp>(loc, partial, perm); // [C..., k]
       partial = reduce(b, loc, op, partial, {kept}, false);
+    } else if (outputs <= maxOutputs && !dims.empty() && dims[0] == 0 && (int64_t)dims.size() < rank &&
+               !llvm::equal(dims, llvm::seq<int64_t>(0, dims.size())) && dims.back() != rank - 1 &&
+               !readAgainWithResult(op)) {
+      // Leading dims and others past a kept one, the innermost dim kept ([B, H, T, D] over B and
+      // T: a bias's gradient read in attention's head layout): the later dims first, each
+      // output's rows in parallel ([B, H, D]: many outputs), then the leading run, split again as
+      // above if it is long. As one reduction over dims apart, tiles of columns on a few blocks
+      // read the whole tensor. (With the innermost dim reduced, each output's elements are
+      // contiguous runs: a block per output reads them at full speed.) (Not where the
+      // result is read again with the input, a batch norm's statistics over N, H, W of NCHW:
+      // fused, that is one kernel.)
+      int64_t lead = 0;
+      while (lead < (int64_t)dims.size() && dims[lead] == lead)
+        ++lead;
+      SmallVector<int64_t> later(dims.begin() + lead, dims.end());
+      partial = reduce(b, loc, op, x, later, false);
+      partial = reduce(b, loc, op, partial, llvm::to_vector(llvm::seq<int64_t>(0, lead)), false);
+      again.push_back(partial.getDefiningOp());
     } else {
       return false;
     }

@@ -1,6 +1,7 @@
 // rfuse-split-reductions: a reduction over every dim becomes trailing-dim-first, then the rest;
-// a leading-dim reduction with few outputs becomes [k, R/k, C] reduced in two stages. Means turn
-// into sums scaled once; small reductions are left alone.
+// a leading-dim reduction with few outputs becomes [k, R/k, C] reduced in two stages; one over a
+// leading dim and later ones reduces the later ones first. Means turn into sums scaled once;
+// small reductions are left alone.
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-split-reductions))' | FileCheck %s
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-split-reductions))' | rfuse-opt --mlir-print-op-generic | rfuse-opt | FileCheck %s
 
@@ -26,6 +27,28 @@ func.func @bias_grad(%g: tensor<4096x512xf32>) -> tensor<1x512xf32> {
   // CHECK: return %[[K]]
   %s = rfuse.reduce_max %g, dims = [0] {keep_dims = true} : (tensor<4096x512xf32>) -> tensor<1x512xf32>
   return %s : tensor<1x512xf32>
+}
+
+// A bias's gradient read in attention's head layout [B, H, T, D], summed over B and T: T first
+// (B x H x D outputs in parallel), then B (32 rows: not split again).
+// CHECK-LABEL: func.func @bias_grad_in_heads
+func.func @bias_grad_in_heads(%g: tensor<32x8x256x64xf32>) -> tensor<8x64xf32> {
+  // CHECK: %[[P:.*]] = rfuse.reduce_sum %arg0, dims = [2] : (tensor<32x8x256x64xf32>) -> tensor<32x8x64xf32>
+  // CHECK: %[[S:.*]] = rfuse.reduce_sum %[[P]], dims = [0] : (tensor<32x8x64xf32>) -> tensor<8x64xf32>
+  // CHECK: return %[[S]]
+  %s = rfuse.reduce_sum %g, dims = [0, 2] : (tensor<32x8x256x64xf32>) -> tensor<8x64xf32>
+  return %s : tensor<8x64xf32>
+}
+
+// The same over a long leading dim: its second stage is split as a leading-dim reduction.
+// CHECK-LABEL: func.func @long_leading_then_later
+func.func @long_leading_then_later(%g: tensor<8192x4x64x16xf32>) -> tensor<4x16xf32> {
+  // CHECK: %[[P:.*]] = rfuse.reduce_sum %arg0, dims = [2] : (tensor<8192x4x64x16xf32>) -> tensor<8192x4x16xf32>
+  // CHECK: rfuse.reshape %[[P]] : (tensor<8192x4x16xf32>) -> tensor<{{[0-9]+}}x{{[0-9]+}}x4x16xf32>
+  // CHECK: rfuse.transpose
+  // CHECK: return
+  %s = rfuse.reduce_sum %g, dims = [0, 2] : (tensor<8192x4x64x16xf32>) -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
 }
 
 // A batch norm's statistics in NHWC: 65536 rows, 64 channels -> 2048 groups of 32 rows.
