@@ -135,9 +135,8 @@ struct SplitReductionsPass : impl::SplitReductionsBase<SplitReductionsPass> {
       // output's rows in parallel ([B, H, D]: many outputs), then the leading run, split again as
       // above if it is long. As one reduction over dims apart, tiles of columns on a few blocks
       // read the whole tensor. (With the innermost dim reduced, each output's elements are
-      // contiguous runs: a block per output reads them at full speed.) (Not where the
-      // result is read again with the input, a batch norm's statistics over N, H, W of NCHW:
-      // fused, that is one kernel.)
+      // contiguous runs: a block per output reads them at full speed. And not where the result
+      // is read again with the input: fused with its readers, that is one kernel.)
       int64_t lead = 0;
       while (lead < (int64_t)dims.size() && dims[lead] == lead)
         ++lead;
