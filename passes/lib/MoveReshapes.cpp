@@ -53,24 +53,51 @@ std::optional<SmallVector<DimGroup>> reshapeGroups(ArrayRef<int64_t> from, Array
     groups.push_back(g);
   }
   // A run empty on one side (unit dims left over at the end) joins its neighbour.
+  auto oneSided = [](const DimGroup &g) { return g.a0 == g.a1 || g.b0 == g.b1; };
   SmallVector<DimGroup> merged;
   for (DimGroup g : groups) {
-    if ((g.a0 == g.a1 || g.b0 == g.b1) && !merged.empty()) {
+    if (!merged.empty() && (oneSided(g) || oneSided(merged.back()))) {
       merged.back().a1 = g.a1;
       merged.back().b1 = g.b1;
-      continue;
+    } else {
+      merged.push_back(g);
     }
-    if (!merged.empty() && (merged.back().a0 == merged.back().a1 || merged.back().b0 == merged.back().b1)) {
-      merged.back().a1 = g.a1;
-      merged.back().b1 = g.b1;
-      continue;
-    }
-    merged.push_back(g);
   }
-  for (DimGroup g : merged)
-    if (g.a0 == g.a1 || g.b0 == g.b1)
-      return std::nullopt;
+  if (llvm::any_of(merged, oneSided))
+    return std::nullopt;
   return merged;
+}
+
+// The dims of A (the reshape's input) of the runs whose dims of B all satisfy `holds`, in order;
+// none where a run has some that do and some that do not (unit dims of B count as either). A
+// broadcast's kept dims and a reduction's reduced dims move through a reshape this way.
+template <class Pred>
+std::optional<SmallVector<int64_t>> wholeRuns(ArrayRef<DimGroup> groups, ArrayRef<int64_t> b, Pred holds) {
+  SmallVector<int64_t> dims;
+  for (const DimGroup &g : groups) {
+    bool all = true, none = true;
+    for (int64_t d = g.b0; d < g.b1; ++d) {
+      if (b[d] == 1)
+        continue;
+      all &= holds(d);
+      none &= !holds(d);
+    }
+    if (!all && !none)
+      return std::nullopt;
+    if (all && !none)
+      for (int64_t d = g.a0; d < g.a1; ++d)
+        dims.push_back(d);
+  }
+  return dims;
+}
+
+// The runs in the order `key` (a run's position) gives them.
+template <class Key> SmallVector<const DimGroup *> sortedRuns(ArrayRef<DimGroup> groups, Key key) {
+  SmallVector<const DimGroup *> order;
+  for (const DimGroup &g : groups)
+    order.push_back(&g);
+  llvm::sort(order, [&](const DimGroup *x, const DimGroup *y) { return key(*x) < key(*y); });
+  return order;
 }
 
 bool increasingRun(ArrayRef<int64_t> v) {
@@ -112,23 +139,12 @@ Value inSourceShape(PatternRewriter &rw, Location loc, Value v, RankedTensorType
         return Value();
       kept[d] = in.getShape()[i] == t.getShape()[d];
     }
-    SmallVector<int64_t> newShape, newDims;
-    for (const DimGroup &g : *groups) {
-      bool all = true, none = true;
-      for (int64_t d = g.b0; d < g.b1; ++d) {
-        if (t.getShape()[d] == 1)
-          continue; // a unit dim is either
-        all &= kept[d];
-        none &= !kept[d];
-      }
-      if (!all && !none)
-        return Value();
-      if (all && !none)
-        for (int64_t d = g.a0; d < g.a1; ++d) {
-          newShape.push_back(src.getShape()[d]);
-          newDims.push_back(d);
-        }
-    }
+    auto newDims = wholeRuns(*groups, t.getShape(), [&](int64_t d) { return kept[d]; });
+    if (!newDims)
+      return Value();
+    SmallVector<int64_t> newShape;
+    for (int64_t d : *newDims)
+      newShape.push_back(src.getShape()[d]);
     // The input as the new broadcast reads it: only where that needs no reshape of a computed
     // value (a reshape between a statistic and its readers would keep them out of one kernel).
     bool sameInput = llvm::equal(newShape, in.getShape());
@@ -139,7 +155,7 @@ Value inSourceShape(PatternRewriter &rw, Location loc, Value v, RankedTensorType
     Value input = b.getInput();
     if (!sameInput)
       input = rw.create<ReshapeOp>(loc, RankedTensorType::get(newShape, in.getElementType()), input);
-    return rw.create<BroadcastInDimOp>(loc, want, input, rw.getDenseI64ArrayAttr(newDims));
+    return rw.create<BroadcastInDimOp>(loc, want, input, rw.getDenseI64ArrayAttr(*newDims));
   }
   return Value();
 }
@@ -177,16 +193,11 @@ struct SinkReshapeThroughPointwise : RewritePattern {
     if (!driver)
       return failure();
     RankedTensorType src = tensorOf(driver.getInput());
-    for (Value v : op->getOperands())
-      if (!inSourceShape(rw, op->getLoc(), v, src, false))
-        return failure();
-    SmallVector<Value> operands;
-    for (Value v : op->getOperands())
-      operands.push_back(inSourceShape(rw, op->getLoc(), v, src, true));
-    Operation *copy = rw.clone(*op);
-    copy->setOperands(operands);
-    copy->getResult(0).setType(RankedTensorType::get(src.getShape(), result.getElementType()));
-    rw.replaceOpWithNewOp<ReshapeOp>(op, result, copy->getResult(0));
+    Value moved = rebuildInShape(rw, op, src.getShape(),
+                                 [&](Value v, bool make) { return inSourceShape(rw, op->getLoc(), v, src, make); });
+    if (!moved)
+      return failure();
+    rw.replaceOpWithNewOp<ReshapeOp>(op, result, moved);
     ++count;
     return success();
   }
@@ -210,24 +221,10 @@ struct SinkReshapeThroughReduction : RewritePattern {
     if (!groups)
       return failure();
     ArrayRef<int64_t> dims = reductionDims(op);
-    SmallVector<int64_t> newDims;
-    for (const DimGroup &g : *groups) {
-      bool all = true, none = true;
-      for (int64_t d = g.b0; d < g.b1; ++d) {
-        if (in.getShape()[d] == 1)
-          continue;
-        bool reduced = llvm::is_contained(dims, d);
-        all &= reduced;
-        none &= !reduced;
-      }
-      if (!all && !none)
-        return failure();
-      if (all && !none)
-        for (int64_t d = g.a0; d < g.a1; ++d)
-          newDims.push_back(d);
-    }
-    if (newDims.empty())
+    auto reduced = wholeRuns(*groups, in.getShape(), [&](int64_t d) { return llvm::is_contained(dims, d); });
+    if (!reduced || reduced->empty())
       return failure();
+    SmallVector<int64_t> newDims = std::move(*reduced);
     SmallVector<int64_t> shape;
     bool keep = reductionKeepsDims(op);
     for (int64_t d = 0; d < src.getRank(); ++d) {
@@ -267,54 +264,38 @@ struct ComposeTransposesAcrossReshape : OpRewritePattern<TransposeOp> {
     Location loc = outer.getLoc();
     RankedTensorType x = tensorOf(inner.getInput()), mid = tensorOf(inner.getResult()), shaped = tensorOf(r.getResult());
     Type element = x.getElementType();
+    auto groups = reshapeGroups(mid.getShape(), shaped.getShape());
+    if (!groups)
+      return failure();
     // Above the inner transpose: each run of its result is a run of x's dims in order.
-    if (auto groups = reshapeGroups(mid.getShape(), shaped.getShape())) {
-      ArrayRef<int64_t> p = inner.getPerm();
-      bool ok = true;
-      for (const DimGroup &g : *groups)
-        ok &= increasingRun(p.slice(g.a0, g.a1 - g.a0));
-      if (ok) {
-        SmallVector<const DimGroup *> order;
-        for (const DimGroup &g : *groups)
-          order.push_back(&g);
-        llvm::sort(order, [&](const DimGroup *a, const DimGroup *b) { return p[a->a0] < p[b->a0]; });
-        SmallVector<int64_t> shape, perm(shaped.getRank());
-        for (const DimGroup *g : order) {
-          for (int64_t d = g->b0; d < g->b1; ++d) {
-            perm[d] = shape.size();
-            shape.push_back(shaped.getShape()[d]);
-          }
+    ArrayRef<int64_t> p = inner.getPerm();
+    if (llvm::all_of(*groups, [&](const DimGroup &g) { return increasingRun(p.slice(g.a0, g.a1 - g.a0)); })) {
+      SmallVector<int64_t> shape, perm(shaped.getRank());
+      for (const DimGroup *g : sortedRuns(*groups, [&](const DimGroup &g) { return p[g.a0]; }))
+        for (int64_t d = g->b0; d < g->b1; ++d) {
+          perm[d] = shape.size();
+          shape.push_back(shaped.getShape()[d]);
         }
-        Value reshaped = rw.create<ReshapeOp>(loc, RankedTensorType::get(shape, element), inner.getInput());
-        Value first = rw.create<TransposeOp>(loc, shaped, reshaped, rw.getDenseI64ArrayAttr(perm));
-        rw.replaceOpWithNewOp<TransposeOp>(outer, outer.getType(), first, outer.getPermAttr());
-        ++count;
-        return success();
-      }
+      Value reshaped = rw.create<ReshapeOp>(loc, RankedTensorType::get(shape, element), inner.getInput());
+      Value first = rw.create<TransposeOp>(loc, shaped, reshaped, rw.getDenseI64ArrayAttr(perm));
+      rw.replaceOpWithNewOp<TransposeOp>(outer, outer.getType(), first, outer.getPermAttr());
+      ++count;
+      return success();
     }
     // Below the outer transpose: each run of its input stays together and in order.
-    if (auto groups = reshapeGroups(mid.getShape(), shaped.getShape())) {
-      ArrayRef<int64_t> q = outer.getPerm();
-      SmallVector<int64_t> pos(q.size());
-      for (auto [i, d] : llvm::enumerate(q))
-        pos[d] = i;
-      bool ok = true;
-      for (const DimGroup &g : *groups)
-        ok &= increasingRun(ArrayRef<int64_t>(pos).slice(g.b0, g.b1 - g.b0));
-      if (ok) {
-        SmallVector<const DimGroup *> order;
-        for (const DimGroup &g : *groups)
-          order.push_back(&g);
-        llvm::sort(order, [&](const DimGroup *a, const DimGroup *b) { return pos[a->b0] < pos[b->b0]; });
-        SmallVector<int64_t> perm;
-        for (const DimGroup *g : order)
-          for (int64_t d = g->a0; d < g->a1; ++d)
-            perm.push_back(d);
-        Value second = rw.create<TransposeOp>(loc, permuted(mid, perm), inner.getResult(), rw.getDenseI64ArrayAttr(perm));
-        rw.replaceOpWithNewOp<ReshapeOp>(outer, outer.getType(), second);
-        ++count;
-        return success();
-      }
+    ArrayRef<int64_t> q = outer.getPerm();
+    SmallVector<int64_t> pos(q.size());
+    for (auto [i, d] : llvm::enumerate(q))
+      pos[d] = i;
+    if (llvm::all_of(*groups, [&](const DimGroup &g) { return increasingRun(ArrayRef<int64_t>(pos).slice(g.b0, g.b1 - g.b0)); })) {
+      SmallVector<int64_t> perm;
+      for (const DimGroup *g : sortedRuns(*groups, [&](const DimGroup &g) { return pos[g.b0]; }))
+        for (int64_t d = g->a0; d < g->a1; ++d)
+          perm.push_back(d);
+      Value second = rw.create<TransposeOp>(loc, permuted(mid, perm), inner.getResult(), rw.getDenseI64ArrayAttr(perm));
+      rw.replaceOpWithNewOp<ReshapeOp>(outer, outer.getType(), second);
+      ++count;
+      return success();
     }
     return failure();
   }

@@ -21,6 +21,20 @@ RankedTensorType unpermuted(RankedTensorType t, ArrayRef<int64_t> perm, Type ele
   return RankedTensorType::get(shape, element);
 }
 
+Value rebuildInShape(PatternRewriter &rw, Operation *op, ArrayRef<int64_t> shape,
+                     function_ref<Value(Value, bool make)> convert) {
+  for (Value v : op->getOperands())
+    if (!convert(v, false))
+      return Value();
+  SmallVector<Value> operands;
+  for (Value v : op->getOperands())
+    operands.push_back(convert(v, true));
+  Operation *copy = rw.clone(*op);
+  copy->setOperands(operands);
+  copy->getResult(0).setType(RankedTensorType::get(shape, tensorOf(op->getResult(0)).getElementType()));
+  return copy->getResult(0);
+}
+
 namespace {
 
 SmallVector<int64_t> nonUnitShape(RankedTensorType t) {
@@ -171,17 +185,12 @@ struct SinkThroughPointwise : RewritePattern {
     llvm::SmallPtrSet<Operation *, 16> seen; // (each op of the chain looked at once)
     if (perm.empty() || (!rank && !leadsToReductionOrTranspose(op->getResult(0), seen)))
       return failure();
-    for (Value v : op->getOperands())
-      if (!beforeTranspose(rw, op->getLoc(), v, perm, false))
-        return failure();
-    SmallVector<Value> operands;
-    for (Value v : op->getOperands())
-      operands.push_back(beforeTranspose(rw, op->getLoc(), v, perm, true));
-    Operation *moved = rw.clone(*op);
-    moved->setOperands(operands);
     RankedTensorType result = tensorOf(op->getResult(0));
-    moved->getResult(0).setType(unpermuted(result, perm, result.getElementType()));
-    rw.replaceOp(op, rw.create<TransposeOp>(op->getLoc(), moved->getResult(0), perm).getResult());
+    Value moved = rebuildInShape(rw, op, unpermuted(result, perm, result.getElementType()).getShape(),
+                                 [&](Value v, bool make) { return beforeTranspose(rw, op->getLoc(), v, perm, make); });
+    if (!moved)
+      return failure();
+    rw.replaceOp(op, rw.create<TransposeOp>(op->getLoc(), moved, perm).getResult());
     ++count;
     return success();
   }
