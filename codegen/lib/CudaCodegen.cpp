@@ -252,24 +252,27 @@ public:
         return std::nullopt;
       }
     int64_t n = numElements(space);
-    // Vector width: every direct access (inputs read at the iteration index, outputs) has one
-    // element size of 4 (x4) or 8 (x2) bytes.
-    int size = 0;
-    bool uniform = true;
-    auto consider = [&](DType d) {
-      int s = dtypeSize(d);
-      if (size == 0)
-        size = s;
-      uniform &= s == size;
-    };
+    // Vector width: 4 when every direct access (inputs read at the iteration index, outputs)
+    // has an element of 4 or 2 bytes (a float4, or 8 bytes of bfloat16: a matmul epilogue's
+    // casts between the two), 2 when all have 8 bytes; otherwise 1. Scalar accesses of a
+    // vectorizable kernel cost: its narrow loads and stores are several instructions a line.
+    bool all4or2 = true, all8 = true;
     for (Value in : r.inputs)
-      if (isDirect(in))
-        consider(dtypeOf(in));
-    for (Value o : r.outputs)
-      consider(dtypeOf(o));
+      if (isDirect(in)) {
+        int size = dtypeSize(dtypeOf(in));
+        all4or2 &= size == 4 || size == 2;
+        all8 &= size == 8;
+      }
+    for (Value o : r.outputs) {
+      int size = dtypeSize(dtypeOf(o));
+      all4or2 &= size == 4 || size == 2;
+      all8 &= size == 8;
+    }
     // (whatever the size, so that one source serves every batch size of a dynamic program:
     // a tail loop takes what the vector loop leaves)
-    int vw = uniform && size == 4 ? 4 : uniform && size == 8 ? 2 : 1;
+    int vw = all4or2 ? 4 : all8 ? 2 : 1;
+    if (chooseTiledTransposes())
+      return emitTiled(why);
 
     std::string body, tail;
     if (!emitBody(vw, body, why) || !emitBody(1, tail, why))
@@ -306,6 +309,119 @@ private:
   std::string name;
   SmallVector<int64_t> space;
   llvm::DenseSet<Operation *> hidden = readThroughIndexMaps(r); // computed only where read
+  // Tiled mode (chooseTiledTransposes): each transpose read through a shared-memory tile, with
+  // its tile's expression at the thread's element, and the kernel dim along which those inputs'
+  // innermost dim runs.
+  llvm::DenseMap<Operation *, std::string> tileReads;
+  int64_t tileDim = -1;
+  static constexpr int64_t kTile = 32, kTileRows = 8; // 32 x 32 tiles, blocks of 32 x 8 threads
+
+  // A transpose of an input whose innermost dim is not the kernel's reads, at the iteration
+  // index, elements a stride apart: each thread of a warp a sector of its own (a transformer's
+  // attention head splits and merges ran at ~420 GB/s so). When such a read spans at least
+  // 16 x 16 elements of the kernel's innermost dim and of the dim its input's innermost dim
+  // becomes (tileDim; the largest read's, when several differ), the kernel runs over 32 x 32
+  // tiles of those two dims: a block reads each transposed input's tile along the input's
+  // innermost dim into shared memory, then computes and writes its elements along the kernel's
+  // innermost dim. Every transpose of an input with that tileDim reads through a tile; other
+  // reads are as in the flat kernel.
+  bool chooseTiledTransposes() {
+    int64_t rank = space.size(), bestBytes = 0;
+    if (rank < 2 || space[rank - 1] < 16)
+      return false;
+    SmallVector<std::pair<Operation *, int64_t>> candidates; // op, the dim it would tile
+    for (Operation *op : r.ops) {
+      if (!isa<TransposeOp, BroadcastInDimOp>(op) || hidden.contains(op) || r.indexOf(op->getOperand(0)) < 0 ||
+          shapeOf(op->getResult(0)) != ArrayRef<int64_t>(space))
+        continue;
+      auto map = indexMap(op);
+      int64_t inRank = shapeOf(op->getOperand(0)).size();
+      if (map[rank - 1] < 0 || map[rank - 1] == inRank - 1)
+        continue; // the innermost dim broadcast (one element for a warp) or read in order
+      const int64_t *q = llvm::find(map, inRank - 1);
+      if (q == map.end() || space[q - map.begin()] < 16)
+        continue;
+      candidates.push_back({op, q - map.begin()});
+      int64_t bytes = numElements(shapeOf(op->getOperand(0))) * dtypeSize(dtypeOf(op->getOperand(0)));
+      if (bytes > bestBytes) {
+        bestBytes = bytes;
+        tileDim = q - map.begin();
+      }
+    }
+    int k = 0;
+    for (auto [op, q] : candidates)
+      if (q == tileDim)
+        tileReads[op] = "tile" + std::to_string(k++);
+    return k > 0;
+  }
+
+  std::optional<KernelSpec> emitTiled(std::string &why) {
+    int64_t rank = space.size(), inner = rank - 1;
+    auto strides = stridesOf(space);
+    int64_t rowTiles = (space[tileDim] + kTile - 1) / kTile, colTiles = (space[inner] + kTile - 1) / kTile;
+    int64_t tiles = numElements(space) / (space[tileDim] * space[inner]) * rowTiles * colTiles;
+    // The second phase reads a tile's column: thread (row, lane) the element that lane `row` of
+    // the first phase loaded.
+    std::vector<std::pair<Operation *, std::string>> tiled(tileReads.begin(), tileReads.end());
+    llvm::sort(tiled, [](auto &a, auto &b) { return a.second < b.second; });
+    for (auto &[op, name] : tiled)
+      tileReads[op] = name + "[threadIdx.x & 31][row]";
+    std::string body;
+    if (!emitBody(1, body, why))
+      return std::nullopt;
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// rfuse pointwise kernel " << name << ": " << numElements(space) << " elements in " << tiles
+       << " tiles of " << kTile << " x " << kTile << " (dims " << tileDim << " and " << inner
+       << "), transposed reads through shared memory\n"
+       << describeOps(r.ops, r.loc) << "\n" << prelude() << "\nextern \"C\" __global__ void " << name << "(";
+    params(os);
+    os << ") {\n";
+    // Tiles hold the inputs' values in their compute type; rows of 33 keep the second phase's
+    // column reads on 32 banks.
+    for (auto &[op, tile] : tiled)
+      os << "  __shared__ " << computeType(dtypeOf(op->getOperand(0))) << " " << tile << "[" << kTile << "]["
+         << kTile + 1 << "];\n";
+    // Tile t: the dims other than tileDim and the innermost outermost, then tileDim's tiles (row
+    // tiles), then the innermost dim's (column tiles); `base` is the flat index of its first
+    // dims' coordinates.
+    os << "  for (long long t = blockIdx.x; t < " << tiles << "LL; t += gridDim.x) {\n"
+       << "    const long long r0 = (t / " << colTiles << "LL) % " << rowTiles << "LL * " << kTile
+       << "LL, c0 = t % " << colTiles << "LL * " << kTile << "LL;\n"
+       << "    long long rest = t / " << rowTiles * colTiles << "LL, base = 0;\n";
+    for (int64_t d = rank - 1; d >= 0; --d)
+      if (d != tileDim && d != inner)
+        os << "    base += (rest % " << space[d] << "LL) * " << strides[d] << "LL; rest /= " << space[d] << "LL;\n";
+    os << "    // Phase 1: the transposed inputs' tiles, read along their innermost dim (tileDim).\n"
+       << "    for (int row = threadIdx.x >> 5; row < " << kTile << "; row += " << kTileRows << ") {\n"
+       << "      const long long rr = r0 + (threadIdx.x & 31), cc = c0 + row;\n"
+       << "      if (rr < " << space[tileDim] << "LL && cc < " << space[inner] << "LL) {\n"
+       << "        const long long idx = base + rr * " << strides[tileDim] << "LL + cc;\n";
+    for (auto &[op, tile] : tiled) {
+      Value in = op->getOperand(0);
+      os << "        " << tile << "[row][threadIdx.x & 31] = "
+         << loadExpr("in" + std::to_string(r.indexOf(in)), mappedOffset("idx", space, shapeOf(in), indexMap(op)),
+                     dtypeOf(in))
+         << ";\n";
+    }
+    os << "      }\n    }\n    __syncthreads();\n"
+       << "    // Phase 2: the kernel's elements, along its innermost dim.\n"
+       << "    for (int row = threadIdx.x >> 5; row < " << kTile << "; row += " << kTileRows << ") {\n"
+       << "      const long long rr = r0 + row, cc = c0 + (threadIdx.x & 31);\n"
+       << "      if (rr < " << space[tileDim] << "LL && cc < " << space[inner] << "LL) {\n"
+       << "        const long long idx = base + rr * " << strides[tileDim] << "LL + cc;\n"
+       << body << "      }\n    }\n    __syncthreads(); // before the next tile's loads\n  }\n}\n";
+    KernelSpec k;
+    k.name = name;
+    k.source = os.str();
+    k.launch = LaunchKind::GridStride;
+    k.blockSize = kTile * kTileRows;
+    k.elements = tiles * k.blockSize; // a block per tile
+    k.vectorWidth = 1;
+    k.numInputs = r.inputs.size();
+    k.numOutputs = r.outputs.size();
+    return k;
+  }
 
   // Whether an input is read at the iteration index (rather than only through index maps).
   bool isDirect(Value in) {
@@ -324,7 +440,10 @@ private:
          << "* __restrict__ out" << i;
   }
 
+  // The type of vw elements of `d` loaded or stored at once (2-byte elements: 4 in a uint2).
   static std::string vecType(DType d, int vw) {
+    if (dtypeSize(d) == 2)
+      return "uint" + std::to_string(vw / 2);
     std::string base = d == DType::F32 ? "float" : d == DType::I32 ? "int" : d == DType::F64 ? "double" : "longlong";
     return base + std::to_string(vw);
   }
@@ -349,8 +468,9 @@ private:
         return it->second;
       int i = r.indexOf(v);
       std::string nm = "x" + std::to_string(i);
-      std::string e = vw > 1 ? "reinterpret_cast<const " + std::string(storageType(dtypeOf(v))) +
-                                   "*>(&vin" + std::to_string(i) + ")[lane]"
+      std::string e = vw > 1 ? loadExpr("reinterpret_cast<const " + std::string(storageType(dtypeOf(v))) +
+                                            "*>(&vin" + std::to_string(i) + ")",
+                                        "lane", dtypeOf(v))
                              : loadExpr("in" + std::to_string(i), "idx", dtypeOf(v));
       os << ind << "const " << computeType(dtypeOf(v)) << " " << nm << " = " << e << ";\n";
       s.names[v] = nm;
@@ -391,9 +511,12 @@ private:
             why = "a broadcast of a value computed in the kernel";
             return false;
           }
+          auto tile = tileReads.find(op);
           os << ind << "const " << ct << " " << nm << " = "
-             << loadExpr("in" + std::to_string(i), mappedOffset("idx", space, shapeOf(in), indexMap(op)),
-                         dtypeOf(in))
+             << (tile != tileReads.end()
+                     ? tile->second
+                     : loadExpr("in" + std::to_string(i), mappedOffset("idx", space, shapeOf(in), indexMap(op)),
+                                dtypeOf(in)))
              << ";\n";
         }
       } else {
@@ -410,7 +533,10 @@ private:
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       std::string v = operand(o);
       if (vw > 1)
-        os << ind << "reinterpret_cast<" << storageType(dtypeOf(o)) << "*>(&vout" << i << ")[lane] = " << v << ";\n";
+        os << ind
+           << storeStmt("reinterpret_cast<" + std::string(storageType(dtypeOf(o))) + "*>(&vout" + std::to_string(i) + ")",
+                        "lane", v, dtypeOf(o))
+           << "\n";
       else
         os << ind << storeStmt("out" + std::to_string(i), "idx", v, dtypeOf(o)) << "\n";
     }
@@ -1112,13 +1238,18 @@ private:
       }
     }
     // The final pass writes the per-element outputs; per-row outputs are written once per row.
-    // With 128-bit register chunks, f32 outputs are gathered per chunk and stored 128 bits wide.
+    // With 128-bit register chunks, each chunk's 4 elements of an output are gathered and stored
+    // at once: 128 bits of f32, 64 of bfloat16 or f16. (Element by element, a warp's store
+    // instruction writes every fourth element of 4 lines: a softmax writing f32 and bfloat16
+    // probabilities so ran at 1.2 TB/s, its f32-only twin at 2.5.)
     bool anyFull = false;
     std::string loop;
     llvm::raw_string_ostream ls(loop);
     Scope s;
+    auto wideType = [](DType d) { return dtypeSize(d) == 4 ? "float4" : "uint2"; };
     bool wideStores = useCache() && vec == 4 && llvm::all_of(r.outputs, [&](Value o) {
-      return space.lookup(o) != Space::Full || dtypeOf(o) == DType::F32;
+      return space.lookup(o) != Space::Full || dtypeOf(o) == DType::F32 || dtypeOf(o) == DType::BF16 ||
+             dtypeOf(o) == DType::F16;
     });
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       if (space.lookup(o) != Space::Full)
@@ -1128,7 +1259,10 @@ private:
       if (v.empty())
         return false;
       if (wideStores)
-        ls << "      reinterpret_cast<float*>(&vout" << i << ")[lane] = " << v << ";\n";
+        ls << "      "
+           << storeStmt("reinterpret_cast<" + std::string(storageType(dtypeOf(o))) + "*>(&vout" + std::to_string(i) + ")",
+                        "lane", v, dtypeOf(o))
+           << "\n";
       else
         ls << "      " << (blockMode ? "" : "if (live) ") << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o))
            << "\n";
@@ -1149,13 +1283,13 @@ private:
       os << "    #pragma unroll\n    for (int k = 0; k < " << chunks << "; ++k) {\n";
       for (auto [i, o] : llvm::enumerate(r.outputs))
         if (space.lookup(o) == Space::Full)
-          os << "    float4 vout" << i << ";\n";
+          os << "    " << wideType(dtypeOf(o)) << " vout" << i << ";\n";
       os << "    #pragma unroll\n    for (int lane = 0; lane < 4; ++lane) {\n"
          << "      const long long j = ((long long)" << tid() << " + (long long)k * " << blockSize
          << "LL) * 4LL + lane;\n" << ls.str() << "    }\n";
       for (auto [i, o] : llvm::enumerate(r.outputs))
         if (space.lookup(o) == Space::Full)
-          os << "    reinterpret_cast<float4*>(out" << i << " + row * " << redLen
+          os << "    reinterpret_cast<" << wideType(dtypeOf(o)) << "*>(out" << i << " + row * " << redLen
              << "LL)[" << tid() << " + k * " << blockSize << "] = vout" << i << ";\n";
       os << "    }\n";
       return true;
@@ -1285,6 +1419,24 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
     for (Operation *op : rest)
       if (!isa<ConstantOp>(op))
         compute.push_back(op);
+    // A bfloat16 / f16 product widened to f32 and read by nothing else (autocast's products
+    // whose readers compute in f32: attention's scores, a gradient's f32 copy): cuBLASLt writes
+    // f32 (MatmulCall::f32Result), alone or with the scale below, and no epilogue kernel reads
+    // the narrow product to write it again four bytes wide.
+    auto widen = product.hasOneUse() ? dyn_cast<CastOp>(*product.getUsers().begin()) : CastOp();
+    if (widen && options.f32ResultsOfNarrowProducts && (spec.dtype == DType::BF16 || spec.dtype == DType::F16) && dtypeOf(widen.getResult()) == DType::F32 &&
+        !compute.empty() && compute[0] == widen.getOperation()) {
+      if (compute.size() == 1 && widen.getResult() == r.outputs[0]) {
+        spec.f32Result = true;
+        plan.library->productIsOutput = false;
+        return true;
+      }
+      if (compute.size() == 2) {
+        product = widen.getResult();
+        compute.erase(compute.begin());
+        spec.f32Result = true; // (undone below unless the scale is folded)
+      }
+    }
     // c * (A B), (A B) * c or (A B) / c alone (attention's scores scaled by 1 / sqrt(d)):
     // alpha = c or 1 / c, with no epilogue kernel reading and writing the product again.
     if (compute.size() == 1 && compute[0]->getResult(0) == r.outputs[0] && isa<MulOp, DivOp>(compute[0])) {
@@ -1302,6 +1454,10 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
           return true;
         }
       }
+    }
+    if (spec.f32Result) { // a widened product with something other than a scale after it
+      spec.f32Result = false;
+      return buildEpilogue(r, mm.getOperation(), name, plan, why);
     }
     auto sub = compute.size() == 2 ? dyn_cast<SubOp>(compute[1]) : SubOp();
     auto mul = compute.size() == 2 ? dyn_cast<MulOp>(compute[0]) : MulOp();

@@ -21,7 +21,7 @@ double LibraryCall::flops() const {
 size_t LibraryCall::productBytes() const {
   switch (kind) {
   case Kind::Matmul:
-    return (size_t)(matmul.batch * matmul.m * matmul.n) * dtypeSize(matmul.dtype);
+    return (size_t)(matmul.batch * matmul.m * matmul.n) * dtypeSize(matmul.resultDtype());
   case Kind::Conv: {
     const ConvGeometry &c = conv.geometry;
     int64_t n = c.direction == ConvDirection::Forward         ? c.n * c.o * c.oh * c.ow
@@ -45,7 +45,7 @@ std::string LibraryCall::describe() const {
     const MatmulCall &m = matmul;
     os << "matmul " << m.batch << "x" << m.m << "x" << m.n << "x" << m.k << " " << dtypeName(m.dtype)
        << (m.transposeLhsFirst ? " (A transposed first)" : "") << (m.transposeA ? " tA" : "")
-       << (m.transposeB ? " tB" : "");
+       << (m.transposeB ? " tB" : "") << (m.f32Result ? " -> f32" : "");
     if (m.alpha != 1)
       os << " alpha=" << m.alpha;
     if (m.biasInput >= 0)

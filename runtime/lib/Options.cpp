@@ -122,6 +122,9 @@ const std::vector<Spec> &specs() {
       {{"lt_transpose_a", "RFUSE_LT_TRANSPOSE_A", "TRUE, FALSE", "TRUE",
         "a large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B"},
        Kind::Bool, {}, 0, RFUSE_BOOL(codegen.transposeLargeLhs)},
+      {{"lt_f32_results", "RFUSE_LT_F32_RESULTS", "TRUE, FALSE", "TRUE",
+        "a bfloat16 / f16 product that the program widens to f32 and nothing else reads is written in f32 by cuBLASLt, never rounded to the narrow type in between (excess precision; FALSE: rounded, then widened by a generated kernel)"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(codegen.f32ResultsOfNarrowProducts)},
   };
   return table;
 }

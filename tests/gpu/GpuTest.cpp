@@ -454,6 +454,52 @@ TEST_F(Gpu, LargeShapesExerciseGridStrideAndVectorTails) {
                               {test::randomTensor(DType::F32, {512, 64}, rng), test::randomTensor(DType::F32, {8192, 16}, rng)});
 }
 
+// Narrow floats four at a time (CudaCodegen.NarrowFloatsLoadAndStoreFourElementsAtOnce): a
+// mixed bfloat16 / f16 / f32 pointwise kernel with a tail (63 x 1001 elements), and a softmax's
+// row kernel storing f32 and narrow probabilities 128 and 64 bits wide.
+TEST_F(Gpu, NarrowFloatVectorAccessesMatchTheInterpreter) {
+  std::mt19937_64 rng(11);
+  for (DType narrow : {DType::BF16, DType::F16}) {
+    GraphBuilder g;
+    TracedValue p = g.input({63, 1001}, narrow), s = g.input({63, 1001}, DType::F32);
+    TracedValue y = g.mul(g.cast(p, DType::F32), s);
+    TracedValue z = g.input({4096, 256}, DType::F32);
+    TracedValue e = g.exp(g.sub(z, g.broadcastTo(g.reduceMax(z, {1}, true), {4096, 256})));
+    TracedValue sm = g.div(e, g.broadcastTo(g.reduceSum(e, {1}, true), {4096, 256}));
+    g.finish({y, g.cast(y, narrow), sm, g.cast(sm, narrow)});
+    expectGpuMatchesInterpreter(narrow == DType::BF16 ? "bf16" : "f16", g.moduleText(),
+                                {test::randomTensor(narrow, {63, 1001}, rng), test::randomTensor(DType::F32, {63, 1001}, rng),
+                                 test::randomTensor(DType::F32, {4096, 256}, rng)});
+  }
+}
+
+// A widened bfloat16 product written in f32 by cuBLASLt (CudaCodegen.
+// WidenedNarrowProductsAreWrittenInF32ByTheLibrary): attention's scaled scores equal the
+// interpreter's, which rounds the product to bfloat16 first, within that rounding (2^-8); and
+// closer than that rounding allows where the widening is not folded (lt_f32_results = FALSE).
+TEST_F(Gpu, WidenedNarrowProductsMatchTheInterpreter) {
+  GraphBuilder g;
+  TracedValue q = g.input({32, 128, 64}, DType::BF16), k = g.input({32, 128, 64}, DType::BF16);
+  TracedValue s = g.cast(g.matmul(q, k, false, true), DType::F32);
+  g.finish({g.div(s, g.scalar(8.0, DType::F32))});
+  std::mt19937_64 rng(5);
+  std::vector<HostTensor> inputs = {test::randomTensor(DType::BF16, {32, 128, 64}, rng),
+                                    test::randomTensor(DType::BF16, {32, 128, 64}, rng)};
+  std::vector<HostTensor> ref = interpretText(g.moduleText(), "main", inputs);
+  for (const char *folded : {"1", "0"}) {
+    setOption("lt_f32_results", folded);
+    auto program = compileProgram(g.moduleText(), "default");
+    bool f32Result = false;
+    for (const std::string &step : program->info().gpuPlan) // (the plan's steps, as described)
+      f32Result |= step.find("bf16 tB -> f32 alpha=0.125") != std::string::npos;
+    EXPECT_EQ(f32Result, std::string(folded) == "1");
+    auto got = program->run(inputs, Device::Cuda);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_LE(test::maxRelError(got[0].f, ref[0].f, 1e-1), 8e-3) << "lt_f32_results " << folded;
+  }
+  setOption("lt_f32_results", "1");
+}
+
 TEST_F(Gpu, HostFallbackRunsPooling) {
   GraphBuilder g;
   TracedValue x = g.input({2, 3, 8, 8}, DType::F32);

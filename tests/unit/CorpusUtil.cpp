@@ -137,6 +137,19 @@ std::vector<CorpusGraph> canonicalCorpus() {
     out.push_back(make("transpose_chain" + sfx, {{5, 7}, {7, 5}}, dt, [](GraphBuilder &g, V &v) {
       return V{g.add(g.mul(g.transpose(v[0], {1, 0}), g.scalar(2.0, g.dtype(v[0]))), v[1])};
     }, seed++));
+    // Transposed reads of inputs whose innermost dim moves (attention's head split): x and w
+    // through shared-memory tiles of dims 1 and 3 on the GPU (ragged: 50 and 45 are no multiples
+    // of 32), v's (innermost dim to a dim of 7) read in place, y in order.
+    out.push_back(make("transposes_tiled" + sfx, {{45, 3, 7, 50}, {7, 45, 3, 50}, {3, 50, 45, 7}, {3, 50, 7, 45}}, dt,
+                       [](GraphBuilder &g, V &v) {
+      TracedValue x = g.transpose(v[0], {1, 3, 2, 0}), w = g.transpose(v[1], {2, 3, 0, 1});
+      TracedValue t = g.transpose(v[2], {0, 1, 3, 2});
+      // (products, not sums: no cancellation for the CPU JIT's tanh to be compared across)
+      return V{g.mul(g.mul(g.tanh(x), v[3]), g.mul(w, g.exp(t))), g.mul(x, v[3])};
+    }, seed++));
+    out.push_back(make("transpose_2d_tiled" + sfx, {{100, 70}, {70, 100}}, dt, [](GraphBuilder &g, V &v) {
+      return V{g.exp(g.sub(g.transpose(v[0], {1, 0}), v[1]))};
+    }, seed++));
     // Indexing read through index maps, fused into the pointwise work that reads them.
     out.push_back(make("stencil_slices" + sfx, {{1000}}, dt, [](GraphBuilder &g, V &v) {
       TracedValue mid = g.slice(v[0], {1}, {999}, {1}), left = g.slice(v[0], {0}, {998}, {1});

@@ -164,6 +164,23 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       ASSERT_TRUE(k.plans[0].kernel);
       EXPECT_EQ(k.plans[0].kernel->elements, 24 * 16);
     }
+    // Transposes whose input's innermost dim moves read through 32 x 32 shared-memory tiles of
+    // that dim and the kernel's innermost: a block per tile; x's and w's reads share the tiled
+    // dim (1), v's moves its innermost dim to one of 7 and is read in place.
+    if (g.name == "transposes_tiled_f32") {
+      ASSERT_EQ(k.plans.size(), 1u);
+      const cuda::KernelSpec &s = *k.plans[0].kernel;
+      EXPECT_NE(k.sources[0].find("in 84 tiles of 32 x 32 (dims 1 and 3)"), std::string::npos) << k.sources[0];
+      EXPECT_NE(k.sources[0].find("__shared__ float tile1[32][33]"), std::string::npos);
+      EXPECT_EQ(k.sources[0].find("tile2"), std::string::npos) << "v's read is not tiled";
+      EXPECT_EQ(s.blockSize, 256);
+      EXPECT_EQ(s.elements, 84 * 256) << "a block per tile";
+      EXPECT_EQ(s.vectorWidth, 1);
+    }
+    if (g.name == "transpose_2d_tiled_f64")
+      EXPECT_NE(k.sources[0].find("in 12 tiles of 32 x 32 (dims 0 and 1)"), std::string::npos) << k.sources[0];
+    if (g.name == "transpose_chain_f32")
+      EXPECT_EQ(k.sources[0].find("tiles of"), std::string::npos) << "5 x 7: too small to tile";
     if (g.name == "mm_bias_relu_f32") {
       ASSERT_TRUE(k.plans[0].library);
       EXPECT_EQ(k.plans[0].library->matmul.biasInput, 2);
@@ -450,4 +467,105 @@ TEST(CudaCodegen, ReductionsOverNothingCompile) {
     EXPECT_NO_THROW(cuda::compileKernels(k.names, k.sources, "sm_90")) << "shape [" << shape[0] << "...]";
     setOption("disk_cache", "1");
   }
+}
+
+// Kernels mixing 4- and 2-byte elements (a bfloat16 product's f32 epilogue, a softmax writing
+// f32 and bfloat16 probabilities) load and store 4 elements at once: a float4 and 8 bytes of
+// bfloat16 or f16. Element by element, a warp's narrow stores wrote every fourth element of four
+// lines (the softmax ran at 1.2 TB/s on an H100, its f32-only twin at 2.5). Each compiles here.
+TEST(CudaCodegen, NarrowFloatsLoadAndStoreFourElementsAtOnce) {
+  for (DType narrow : {DType::BF16, DType::F16}) {
+    GraphBuilder g("main");
+    TracedValue p = g.input({64, 1000}, narrow, "p"), s = g.input({64, 1000}, DType::F32, "s");
+    TracedValue y = g.mul(g.cast(p, DType::F32), s);
+    TracedValue z = g.input({64, 256}, DType::F32, "z");
+    TracedValue e = g.exp(g.sub(z, g.broadcastTo(g.reduceMax(z, {1}, true), {64, 256})));
+    TracedValue sm = g.div(e, g.broadcastTo(g.reduceSum(e, {1}, true), {64, 256}));
+    g.finish({y, g.cast(y, narrow), sm, g.cast(sm, narrow)});
+    Kernels k = kernelsOf(g.moduleText());
+    ASSERT_EQ(k.plans.size(), 2u);
+    const char *narrowType = narrow == DType::BF16 ? "__nv_bfloat16" : "__half";
+    int pointwise = 0, rows = 0;
+    for (size_t i = 0; i < k.plans.size(); ++i) {
+      const std::string &src = k.sources[i];
+      if (k.plans[i].kernel->launch == cuda::LaunchKind::GridStride) {
+        ++pointwise;
+        EXPECT_EQ(k.plans[i].kernel->vectorWidth, 4) << src;
+        EXPECT_NE(src.find("const uint2 vin"), std::string::npos) << src;
+        EXPECT_NE(src.find("reinterpret_cast<" + std::string(narrowType) + "*>(&vout"), std::string::npos) << src;
+        EXPECT_NE(src.find("for (long long idx = n / 4 * 4 + tid"), std::string::npos) << "a tail loop: " << src;
+      } else {
+        ++rows;
+        EXPECT_NE(src.find("reinterpret_cast<uint2*>(out"), std::string::npos) << src;
+        EXPECT_NE(src.find("reinterpret_cast<float4*>(out"), std::string::npos) << src;
+      }
+    }
+    EXPECT_EQ(pointwise, 1);
+    EXPECT_EQ(rows, 1);
+    if (cuda::nvrtcVersion() != 0)
+      EXPECT_NO_THROW(cuda::compileKernels(k.names, k.sources, "sm_90"));
+  }
+}
+
+// A bfloat16 product that the program widens to f32 and nothing else reads (attention's scores,
+// scaled by 1 / sqrt(d)) is written in f32 by cuBLASLt itself (with the scale as alpha): no
+// kernel reads the narrow product to write it again four bytes wide. Anything else after the
+// widening keeps the generated epilogue; so does lt_f32_results = FALSE.
+TEST(CudaCodegen, WidenedNarrowProductsAreWrittenInF32ByTheLibrary) {
+  auto plansOf = [](const std::function<TracedValue(GraphBuilder &, TracedValue)> &after, bool f32Results) {
+    GraphBuilder g("main");
+    TracedValue q = g.input({16, 64, 32}, DType::BF16, "q"), k = g.input({16, 64, 32}, DType::BF16, "k");
+    g.finish({after(g, g.cast(g.matmul(q, k, false, true), DType::F32))});
+    mlir::DialectRegistry registry;
+    registerRfuseDialects(registry);
+    mlir::MLIRContext ctx(registry);
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(g.moduleText(), &ctx);
+    EXPECT_TRUE(mlir::succeeded(compile(*module, "default")));
+    CodegenOptions options;
+    options.f32ResultsOfNarrowProducts = f32Results;
+    std::vector<cuda::KernelPlan> plans;
+    module->walk([&](mlir::func::FuncOp fn) {
+      if (fn->hasAttr("rfuse.kernel"))
+        plans.push_back(cuda::planKernel(fn, cuda::CudaTarget{}, options));
+    });
+    return plans;
+  };
+  auto scaled = [](GraphBuilder &g, TracedValue s) { return g.div(s, g.scalar(8.0, DType::F32)); };
+  auto alone = [](GraphBuilder &, TracedValue s) { return s; };
+  auto tanh = [](GraphBuilder &g, TracedValue s) { return g.tanh(s); };
+  for (auto [after, alpha] : {std::pair{std::function<TracedValue(GraphBuilder &, TracedValue)>(scaled), 0.125},
+                              std::pair{std::function<TracedValue(GraphBuilder &, TracedValue)>(alone), 1.0}}) {
+    auto plans = plansOf(after, true);
+    ASSERT_EQ(plans.size(), 1u);
+    ASSERT_TRUE(plans[0].library);
+    const codegen::MatmulCall &m = plans[0].library->matmul;
+    EXPECT_TRUE(m.f32Result);
+    EXPECT_EQ(m.dtype, DType::BF16);
+    EXPECT_EQ(m.alpha, alpha);
+    EXPECT_EQ(plans[0].library->productBytes(), 16u * 64 * 64 * 4) << "an f32 result";
+    EXPECT_FALSE(plans[0].kernel) << "no epilogue kernel";
+    EXPECT_NE(plans[0].library->describe().find("bf16 tB -> f32"), std::string::npos) << plans[0].library->describe();
+    auto off = plansOf(after, false);
+    ASSERT_TRUE(off[0].library);
+    EXPECT_FALSE(off[0].library->matmul.f32Result);
+    EXPECT_TRUE(off[0].kernel) << "lt_f32_results = FALSE: the widening in a generated kernel";
+  }
+  auto plans = plansOf(tanh, true);
+  ASSERT_TRUE(plans[0].library);
+  EXPECT_FALSE(plans[0].library->matmul.f32Result);
+  EXPECT_EQ(plans[0].library->matmul.alpha, 1.0);
+  EXPECT_TRUE(plans[0].kernel);
+  // The runtime option reaches a compiled program's GPU plan.
+  GraphBuilder g("main");
+  TracedValue q = g.input({16, 64, 32}, DType::BF16, "q"), k = g.input({16, 64, 32}, DType::BF16, "k");
+  g.finish({scaled(g, g.cast(g.matmul(q, k, false, true), DType::F32))});
+  for (const char *folded : {"1", "0"}) {
+    setOption("lt_f32_results", folded);
+    bool f32Result = false;
+    auto program = compileProgram(g.moduleText(), "default");
+    for (const std::string &step : program->info().gpuPlan)
+      f32Result |= step.find("bf16 tB -> f32 alpha=0.125") != std::string::npos;
+    EXPECT_EQ(f32Result, std::string(folded) == "1") << "lt_f32_results " << folded;
+  }
+  setOption("lt_f32_results", "1");
 }

@@ -21,7 +21,7 @@ NLOHMANN_JSON_SERIALIZE_ENUM(Activation, {{Activation::None, "none"}, {Activatio
 NLOHMANN_JSON_SERIALIZE_ENUM(Backend, {{Backend::Cpu, "cpu"}, {Backend::Cuda, "cuda"}})
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulCall, batch, m, n, k, transposeA, transposeB, batchedA, batchedB, dtype,
                                    lhsInput, rhsInput, biasInput, residualInput, alpha, activation,
-                                   transposeLhsFirst)
+                                   transposeLhsFirst, f32Result)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ConvCall, dtype, geometry, inputIndex, filterIndex, gradOutputIndex, biasIndex)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PoolCall, dtype, geometry)
 NLOHMANN_JSON_SERIALIZE_ENUM(LibraryCall::Kind, {{LibraryCall::Kind::Matmul, "matmul"},

@@ -151,7 +151,7 @@ struct CpuProgram::Impl : runtime::StepBackend {
                             b = widen(g.dtype, ins[g.rhsInput], (size_t)((g.batchedB ? g.batch : 1) * g.k * g.n)),
                             c((size_t)(g.batch * g.m * g.n));
         gemm(g, a.data(), b.data(), c.data());
-        narrow(g.dtype, c, y);
+        narrow(g.resultDtype(), c, y);
       }
       break;
     }

@@ -188,7 +188,7 @@ void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CU
   uint64_t bRows = m.transposeA ? m.m : m.k, bCols = m.transposeA ? m.k : m.m;
   ok(lt.cublasLtMatrixLayoutCreate(&la, data, aRows, aCols, aRows), "MatrixLayoutCreate");
   ok(lt.cublasLtMatrixLayoutCreate(&lb, data, bRows, bCols, bRows), "MatrixLayoutCreate");
-  ok(lt.cublasLtMatrixLayoutCreate(&lc, data, m.n, m.m, m.n), "MatrixLayoutCreate");
+  ok(lt.cublasLtMatrixLayoutCreate(&lc, cudaType(m.resultDtype()), m.n, m.m, m.n), "MatrixLayoutCreate");
   if (m.batch > 1) {
     int32_t count = (int32_t)m.batch;
     int64_t sa = m.batchedB ? (int64_t)(m.k * m.n) : 0, sb = m.batchedA ? (int64_t)(m.m * m.k) : 0,
@@ -201,7 +201,7 @@ void CublasLtMatmul::prepare(Device &dev, const MatmulCall &m, CUdeviceptr a, CU
   // A choice remembered for this very problem (this session, or an earlier one through the disk:
   // the candidates' timing below is not repeated), if cuBLASLt still takes it within the workspace.
   std::string problem = "cublaslt " + std::to_string(lt.cublasLtGetVersion()) + " | " + planDeviceTag() + " |";
-  for (int64_t v : {(int64_t)compute, (int64_t)scale, (int64_t)data, (int64_t)opA, (int64_t)opB,
+  for (int64_t v : {(int64_t)compute, (int64_t)scale, (int64_t)data, (int64_t)cudaType(m.resultDtype()), (int64_t)opA, (int64_t)opB,
                     (int64_t)(m.biasInput >= 0), (int64_t)m.activation, (int64_t)aRows, (int64_t)aCols,
                     (int64_t)bRows, (int64_t)bCols, m.m, m.n, m.k, m.batch, (int64_t)m.batchedA, (int64_t)m.batchedB,
                     (int64_t)dev.workspaceSize})

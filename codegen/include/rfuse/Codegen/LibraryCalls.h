@@ -31,6 +31,11 @@ struct MatmulCall {
   /// A' B (cuBLASLt's kernels for the A^T layout run at ~65% of its best). Then transposeA is
   /// false and the operand is the transposed copy.
   bool transposeLhsFirst = false;
+  /// bfloat16 / f16 operands whose product the program widens to f32 and nothing else reads: the
+  /// library writes the f32 result directly (f32 accumulation, never rounded to the narrow type
+  /// in between: excess precision, as XLA's default allows).
+  bool f32Result = false;
+  DType resultDtype() const { return f32Result ? DType::F32 : dtype; }
 };
 
 /// A 2-D convolution or one of its gradients (bias added by the library).

@@ -26,11 +26,14 @@ struct CodegenOptions {
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
   bool transposeLargeLhs = true;
+  /// A bfloat16 / f16 product widened to f32 and read by nothing else is written in f32 by
+  /// cuBLASLt (excess precision: never rounded to the narrow type in between).
+  bool f32ResultsOfNarrowProducts = true;
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
            rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && cublasLtEpilogues == o.cublasLtEpilogues &&
-           transposeLargeLhs == o.transposeLargeLhs;
+           transposeLargeLhs == o.transposeLargeLhs && f32ResultsOfNarrowProducts == o.f32ResultsOfNarrowProducts;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
 };
