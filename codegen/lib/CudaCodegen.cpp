@@ -316,22 +316,22 @@ private:
   int64_t tileDim = -1;
   static constexpr int64_t kTile = 32, kTileRows = 8; // 32 x 32 tiles, blocks of 32 x 8 threads
 
-  // A transpose of an input whose innermost dim is not the kernel's reads, at the iteration
-  // index, elements a stride apart: each thread of a warp a sector of its own (a transformer's
-  // attention head splits and merges ran at ~420 GB/s so). When such a read spans at least
-  // 16 x 16 elements of the kernel's innermost dim and of the dim its input's innermost dim
-  // becomes (tileDim; the largest read's, when several differ), the kernel runs over 32 x 32
-  // tiles of those two dims: a block reads each transposed input's tile along the input's
-  // innermost dim into shared memory, then computes and writes its elements along the kernel's
-  // innermost dim. Every transpose of an input with that tileDim reads through a tile; other
-  // reads are as in the flat kernel.
+  // A transpose that moves its input's innermost dim reads, at consecutive iteration indices,
+  // elements a stride apart: each lane of a warp a sector of its own (a transformer's attention
+  // head splits and merges ran at ~420 GB/s so). When the kernel's innermost dim and the dim the
+  // input's innermost dim becomes (tileDim; the largest such input's, when they differ) both
+  // span at least 16, the kernel runs over 32 x 32 tiles of those two dims: a block reads each
+  // such input's tile along the input's innermost dim into shared memory, then computes and
+  // writes its elements along the kernel's innermost dim. Every transpose of an input with that
+  // tileDim reads through a tile; other reads are as in the flat kernel. (Broadcasts keep their
+  // dims in order, so only transposes move an innermost dim.)
   bool chooseTiledTransposes() {
     int64_t rank = space.size(), bestBytes = 0;
     if (rank < 2 || space[rank - 1] < 16)
       return false;
     SmallVector<std::pair<Operation *, int64_t>> candidates; // op, the dim it would tile
     for (Operation *op : r.ops) {
-      if (!isa<TransposeOp, BroadcastInDimOp>(op) || hidden.contains(op) || r.indexOf(op->getOperand(0)) < 0 ||
+      if (!isa<TransposeOp>(op) || hidden.contains(op) || r.indexOf(op->getOperand(0)) < 0 ||
           shapeOf(op->getResult(0)) != ArrayRef<int64_t>(space))
         continue;
       auto map = indexMap(op);

@@ -19,7 +19,7 @@ struct KernelSpec {
   std::string name;      ///< extern "C" entry point
   std::string source;    ///< complete CUDA C++ translation unit
   LaunchKind launch = LaunchKind::GridStride;
-  int64_t elements = 0;  ///< GridStride: iteration-space size
+  int64_t elements = 0;  ///< GridStride: iteration-space size (tiled transposes: tiles x blockSize)
   int vectorWidth = 1;   ///< GridStride: elements per vector access (1, 2 or 4)
   int64_t rows = 0;      ///< BlockPerRow: rows; ThreadPerColumn: reduced length
   int64_t rowLength = 0; ///< BlockPerRow: row length
