@@ -56,6 +56,12 @@ const char *computeType(DType d) {
   }
 }
 
+// The elements of a vector variable `v` (a float4, a uint2 of four bfloat16s, ...) as an array
+// of d's storage type, for loadExpr / storeStmt with the lane as the index.
+std::string vectorElements(const std::string &v, DType d, bool isConst) {
+  return std::string("reinterpret_cast<") + (isConst ? "const " : "") + storageType(d) + "*>(&" + v + ")";
+}
+
 std::string loadExpr(const std::string &ptr, const std::string &index, DType d) {
   std::string e = ptr + "[" + index + "]";
   if (d == DType::F16) return "__half2float(" + e + ")";
@@ -251,28 +257,27 @@ public:
         why = "outputs of different shapes in one pointwise kernel";
         return std::nullopt;
       }
+    if (chooseTiledTransposes())
+      return emitTiled(why);
     int64_t n = numElements(space);
     // Vector width: 4 when every direct access (inputs read at the iteration index, outputs)
     // has an element of 4 or 2 bytes (a float4, or 8 bytes of bfloat16: a matmul epilogue's
     // casts between the two), 2 when all have 8 bytes; otherwise 1. Scalar accesses of a
     // vectorizable kernel cost: its narrow loads and stores are several instructions a line.
     bool all4or2 = true, all8 = true;
-    for (Value in : r.inputs)
-      if (isDirect(in)) {
-        int size = dtypeSize(dtypeOf(in));
-        all4or2 &= size == 4 || size == 2;
-        all8 &= size == 8;
-      }
-    for (Value o : r.outputs) {
-      int size = dtypeSize(dtypeOf(o));
+    auto consider = [&](DType d) {
+      int size = dtypeSize(d);
       all4or2 &= size == 4 || size == 2;
       all8 &= size == 8;
-    }
+    };
+    for (Value in : r.inputs)
+      if (isDirect(in))
+        consider(dtypeOf(in));
+    for (Value o : r.outputs)
+      consider(dtypeOf(o));
     // (whatever the size, so that one source serves every batch size of a dynamic program:
     // a tail loop takes what the vector loop leaves)
     int vw = all4or2 ? 4 : all8 ? 2 : 1;
-    if (chooseTiledTransposes())
-      return emitTiled(why);
 
     std::string body, tail;
     if (!emitBody(vw, body, why) || !emitBody(1, tail, why))
@@ -309,9 +314,10 @@ private:
   std::string name;
   SmallVector<int64_t> space;
   llvm::DenseSet<Operation *> hidden = readThroughIndexMaps(r); // computed only where read
-  // Tiled mode (chooseTiledTransposes): each transpose read through a shared-memory tile, with
-  // its tile's expression at the thread's element, and the kernel dim along which those inputs'
-  // innermost dim runs.
+  // Tiled mode (chooseTiledTransposes): the transposes read through shared-memory tiles (tile k
+  // is tiledOps[k]'s), each one's read at the thread's element in the second phase, and the
+  // kernel dim along which those inputs' innermost dim runs.
+  SmallVector<Operation *> tiledOps;
   llvm::DenseMap<Operation *, std::string> tileReads;
   int64_t tileDim = -1;
   static constexpr int64_t kTile = 32, kTileRows = 8; // 32 x 32 tiles, blocks of 32 x 8 threads
@@ -348,24 +354,23 @@ private:
         tileDim = q - map.begin();
       }
     }
-    int k = 0;
+    // The second phase reads a tile's column: thread (row, lane) the element that lane `row` of
+    // the first phase loaded.
     for (auto [op, q] : candidates)
-      if (q == tileDim)
-        tileReads[op] = "tile" + std::to_string(k++);
-    return k > 0;
+      if (q == tileDim) {
+        tileReads[op] = tileName(tiledOps.size()) + "[threadIdx.x & 31][row]";
+        tiledOps.push_back(op);
+      }
+    return !tiledOps.empty();
   }
+
+  static std::string tileName(size_t k) { return "tile" + std::to_string(k); }
 
   std::optional<KernelSpec> emitTiled(std::string &why) {
     int64_t rank = space.size(), inner = rank - 1;
     auto strides = stridesOf(space);
     int64_t rowTiles = (space[tileDim] + kTile - 1) / kTile, colTiles = (space[inner] + kTile - 1) / kTile;
     int64_t tiles = numElements(space) / (space[tileDim] * space[inner]) * rowTiles * colTiles;
-    // The second phase reads a tile's column: thread (row, lane) the element that lane `row` of
-    // the first phase loaded.
-    std::vector<std::pair<Operation *, std::string>> tiled(tileReads.begin(), tileReads.end());
-    llvm::sort(tiled, [](auto &a, auto &b) { return a.second < b.second; });
-    for (auto &[op, name] : tiled)
-      tileReads[op] = name + "[threadIdx.x & 31][row]";
     std::string body;
     if (!emitBody(1, body, why))
       return std::nullopt;
@@ -379,9 +384,9 @@ private:
     os << ") {\n";
     // Tiles hold the inputs' values in their compute type; rows of 33 keep the second phase's
     // column reads on 32 banks.
-    for (auto &[op, tile] : tiled)
-      os << "  __shared__ " << computeType(dtypeOf(op->getOperand(0))) << " " << tile << "[" << kTile << "]["
-         << kTile + 1 << "];\n";
+    for (auto [k, op] : llvm::enumerate(tiledOps))
+      os << "  __shared__ " << computeType(dtypeOf(op->getOperand(0))) << " " << tileName(k) << "[" << kTile
+         << "][" << kTile + 1 << "];\n";
     // Tile t: the dims other than tileDim and the innermost outermost, then tileDim's tiles (row
     // tiles), then the innermost dim's (column tiles); `base` is the flat index of its first
     // dims' coordinates.
@@ -397,9 +402,9 @@ private:
        << "      const long long rr = r0 + (threadIdx.x & 31), cc = c0 + row;\n"
        << "      if (rr < " << space[tileDim] << "LL && cc < " << space[inner] << "LL) {\n"
        << "        const long long idx = base + rr * " << strides[tileDim] << "LL + cc;\n";
-    for (auto &[op, tile] : tiled) {
+    for (auto [k, op] : llvm::enumerate(tiledOps)) {
       Value in = op->getOperand(0);
-      os << "        " << tile << "[row][threadIdx.x & 31] = "
+      os << "        " << tileName(k) << "[row][threadIdx.x & 31] = "
          << loadExpr("in" + std::to_string(r.indexOf(in)), mappedOffset("idx", space, shapeOf(in), indexMap(op)),
                      dtypeOf(in))
          << ";\n";
@@ -468,9 +473,7 @@ private:
         return it->second;
       int i = r.indexOf(v);
       std::string nm = "x" + std::to_string(i);
-      std::string e = vw > 1 ? loadExpr("reinterpret_cast<const " + std::string(storageType(dtypeOf(v))) +
-                                            "*>(&vin" + std::to_string(i) + ")",
-                                        "lane", dtypeOf(v))
+      std::string e = vw > 1 ? loadExpr(vectorElements("vin" + std::to_string(i), dtypeOf(v), true), "lane", dtypeOf(v))
                              : loadExpr("in" + std::to_string(i), "idx", dtypeOf(v));
       os << ind << "const " << computeType(dtypeOf(v)) << " " << nm << " = " << e << ";\n";
       s.names[v] = nm;
@@ -533,9 +536,7 @@ private:
     for (auto [i, o] : llvm::enumerate(r.outputs)) {
       std::string v = operand(o);
       if (vw > 1)
-        os << ind
-           << storeStmt("reinterpret_cast<" + std::string(storageType(dtypeOf(o))) + "*>(&vout" + std::to_string(i) + ")",
-                        "lane", v, dtypeOf(o))
+        os << ind << storeStmt(vectorElements("vout" + std::to_string(i), dtypeOf(o), false), "lane", v, dtypeOf(o))
            << "\n";
       else
         os << ind << storeStmt("out" + std::to_string(i), "idx", v, dtypeOf(o)) << "\n";
@@ -1259,9 +1260,7 @@ private:
       if (v.empty())
         return false;
       if (wideStores)
-        ls << "      "
-           << storeStmt("reinterpret_cast<" + std::string(storageType(dtypeOf(o))) + "*>(&vout" + std::to_string(i) + ")",
-                        "lane", v, dtypeOf(o))
+        ls << "      " << storeStmt(vectorElements("vout" + std::to_string(i), dtypeOf(o), false), "lane", v, dtypeOf(o))
            << "\n";
       else
         ls << "      " << (blockMode ? "" : "if (live) ") << storeStmt("out" + std::to_string(i), fullIndex(), v, dtypeOf(o))
@@ -1424,6 +1423,7 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
     // f32 (MatmulCall::f32Result), alone or with the scale below, and no epilogue kernel reads
     // the narrow product to write it again four bytes wide.
     auto widen = product.hasOneUse() ? dyn_cast<CastOp>(*product.getUsers().begin()) : CastOp();
+    bool widened = false; // the scale below reads the widened product
     if (widen && options.f32ResultsOfNarrowProducts && (spec.dtype == DType::BF16 || spec.dtype == DType::F16) && dtypeOf(widen.getResult()) == DType::F32 &&
         !compute.empty() && compute[0] == widen.getOperation()) {
       if (compute.size() == 1 && widen.getResult() == r.outputs[0]) {
@@ -1434,7 +1434,7 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
       if (compute.size() == 2) {
         product = widen.getResult();
         compute.erase(compute.begin());
-        spec.f32Result = true; // (undone below unless the scale is folded)
+        widened = true;
       }
     }
     // c * (A B), (A B) * c or (A B) / c alone (attention's scores scaled by 1 / sqrt(d)):
@@ -1450,15 +1450,14 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
         double v = splat.getSplatValue<APFloat>().convertToDouble();
         if (v != 0 && std::isfinite(v)) {
           spec.alpha = div ? 1 / v : v;
+          spec.f32Result = widened;
           plan.library->productIsOutput = false;
           return true;
         }
       }
     }
-    if (spec.f32Result) { // a widened product with something other than a scale after it
-      spec.f32Result = false;
+    if (widened) // a widened product with something other than a scale after it
       return buildEpilogue(r, mm.getOperation(), name, plan, why);
-    }
     auto sub = compute.size() == 2 ? dyn_cast<SubOp>(compute[1]) : SubOp();
     auto mul = compute.size() == 2 ? dyn_cast<MulOp>(compute[0]) : MulOp();
     if (sub && mul && sub.getResult() == r.outputs[0] && sub.getRhs() == mul.getResult() &&

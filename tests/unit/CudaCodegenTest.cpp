@@ -35,8 +35,9 @@ struct Kernels {
   std::vector<cuda::KernelPlan> plans;
 };
 
-// The kernels of a module's default pipeline as planned for `target` (default: sm_90, 132 SMs).
-Kernels kernelsOf(const std::string &text, const cuda::CudaTarget &target = {}) {
+// The kernels of a module's default pipeline as planned for `target` (default: sm_90, 132 SMs)
+// with `options`.
+Kernels kernelsOf(const std::string &text, const cuda::CudaTarget &target = {}, const CodegenOptions &options = {}) {
   mlir::DialectRegistry registry;
   registerRfuseDialects(registry);
   mlir::MLIRContext ctx(registry);
@@ -47,7 +48,7 @@ Kernels kernelsOf(const std::string &text, const cuda::CudaTarget &target = {}) 
   module->walk([&](mlir::func::FuncOp fn) {
     if (!fn->hasAttr("rfuse.kernel"))
       return;
-    cuda::KernelPlan p = cuda::planKernel(fn, target);
+    cuda::KernelPlan p = cuda::planKernel(fn, target, options);
     if (p.kernel) {
       k.names.push_back(p.kernel->name);
       k.sources.push_back(p.kernel->source);
@@ -516,19 +517,9 @@ TEST(CudaCodegen, WidenedNarrowProductsAreWrittenInF32ByTheLibrary) {
     GraphBuilder g("main");
     TracedValue q = g.input({16, 64, 32}, DType::BF16, "q"), k = g.input({16, 64, 32}, DType::BF16, "k");
     g.finish({after(g, g.cast(g.matmul(q, k, false, true), DType::F32))});
-    mlir::DialectRegistry registry;
-    registerRfuseDialects(registry);
-    mlir::MLIRContext ctx(registry);
-    auto module = mlir::parseSourceString<mlir::ModuleOp>(g.moduleText(), &ctx);
-    EXPECT_TRUE(mlir::succeeded(compile(*module, "default")));
     CodegenOptions options;
     options.f32ResultsOfNarrowProducts = f32Results;
-    std::vector<cuda::KernelPlan> plans;
-    module->walk([&](mlir::func::FuncOp fn) {
-      if (fn->hasAttr("rfuse.kernel"))
-        plans.push_back(cuda::planKernel(fn, cuda::CudaTarget{}, options));
-    });
-    return plans;
+    return kernelsOf(g.moduleText(), {}, options).plans;
   };
   auto scaled = [](GraphBuilder &g, TracedValue s) { return g.div(s, g.scalar(8.0, DType::F32)); };
   auto alone = [](GraphBuilder &, TracedValue s) { return s; };
