@@ -1,6 +1,7 @@
 // CUDA C++ generation for rfuse kernel functions. See CudaCodegen.h and docs/codegen.md.
 #include "rfuse/Codegen/CudaCodegen.h"
 
+#include "AttentionKernels.h"
 #include "KernelRegion.h"
 
 #include "rfuse/IR/Geometry.h"
@@ -1534,6 +1535,8 @@ void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &o
     k.grid = cap(std::min<int64_t>((k.columns + k.columnsPerBlock - 1) / k.columnsPerBlock, sms * 16 / cs) * cs);
     break;
   }
+  case LaunchKind::Tiles: // chosen with the kernel
+    break;
   }
 }
 
@@ -1651,6 +1654,12 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   } else if (isConvolutionOp(op)) {
     plan.kind = "conv_epilogue";
     ok = planConv(r, name, plan, why);
+  } else if (auto a = dyn_cast<AttentionOp>(op)) {
+    plan.kind = "attention";
+    plan.kernel = emitAttention(a, name, why);
+  } else if (auto a = dyn_cast<AttentionBackwardOp>(op)) {
+    plan.kind = "attention";
+    plan.kernel = emitAttentionBackward(a, name, why);
   } else {
     why = "no GPU code for '" + op->getName().getStringRef().str() + "'";
   }

@@ -177,8 +177,8 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
       else
         planCudaStep(s, &op, module, plan.steps.size(), target.cuda, options);
       // A one-op kernel takes each distinct operand once (mul(x, x) has one input); a kernel
-      // call, the interpreter and pooling (operands by position) take them as they are.
-      bool byPosition = call || s.kind == Step::Kind::Host ||
+      // call, the interpreter, attention and pooling (operands by position) take them as they are.
+      bool byPosition = call || s.kind == Step::Kind::Host || isa<AttentionOp, AttentionBackwardOp>(op) ||
                         (s.library && s.library->kind == LibraryCall::Kind::Pool);
       if (!byPosition) {
         std::vector<int> distinct;
@@ -195,6 +195,11 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
       s.bytes += plan.slots[sl].bytes;
     if (s.library)
       s.flops = s.library->flops();
+    if (isa<AttentionOp, AttentionBackwardOp>(op)) { // q k^T and P v; their backward is 2.5 times
+      auto q = cast<RankedTensorType>(op.getOperand(0).getType()), k = cast<RankedTensorType>(op.getOperand(1).getType());
+      double forward = 4.0 * q.getShape()[0] * q.getShape()[1] * k.getShape()[1] * q.getShape()[2];
+      s.flops = isa<AttentionOp>(op) ? forward : 2.5 * forward;
+    }
     plan.steps.push_back(std::move(s));
   }
   // A collective reduces in place (NCCL's sendbuff == recvbuff) when nothing else reads its

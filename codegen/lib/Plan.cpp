@@ -21,6 +21,7 @@ const char *launchName(cuda::LaunchKind l) {
   case cuda::LaunchKind::GridStride: return "pointwise";
   case cuda::LaunchKind::BlockPerRow: return "reduction, a block per row";
   case cuda::LaunchKind::ThreadPerColumn: return "reduction, tiles of 32 columns";
+  case cuda::LaunchKind::Tiles: return "attention, a block per 64 rows";
   }
   return "";
 }

@@ -403,6 +403,54 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+// q [B, L, D], k [B, S, D], v [B, S, Dv] of one float type; the forward's out [B, L, Dv] and
+// lse [B, L] (f32).
+static LogicalResult verifyAttentionOperands(Operation *op, RankedTensorType q, RankedTensorType k,
+                                             RankedTensorType v) {
+  if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3)
+    return op->emitOpError("takes 3-d q, k and v ([B, L, D], [B, S, D], [B, S, Dv]), not ")
+           << q << ", " << k << ", " << v;
+  if (q.getElementType() != k.getElementType() || q.getElementType() != v.getElementType())
+    return op->emitOpError("q, k and v must share one element type, not ") << q << ", " << k << ", " << v;
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (ks[0] != qs[0] || vs[0] != qs[0] || ks[2] != qs[2] || vs[1] != ks[1])
+    return op->emitOpError("shapes do not agree: q ") << q << ", k " << k << ", v " << v
+           << " (want [B, L, D], [B, S, D], [B, S, Dv])";
+  return success();
+}
+
+static LogicalResult verifyRowStatistic(Operation *op, StringRef what, RankedTensorType t, RankedTensorType q) {
+  if (t.getRank() != 2 || t.getShape()[0] != q.getShape()[0] || t.getShape()[1] != q.getShape()[1] ||
+      !t.getElementType().isF32())
+    return op->emitOpError(what) << " must be f32 [" << q.getShape()[0] << ", " << q.getShape()[1] << "], not " << t;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQ().getType(), v = getV().getType();
+  if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)))
+    return failure();
+  auto out = getOut().getType();
+  if (out.getElementType() != q.getElementType() || out.getShape() != ArrayRef<int64_t>{q.getShape()[0], q.getShape()[1], v.getShape()[2]})
+    return emitOpError("out must be [B, L, Dv] of q's type, not ") << out;
+  return verifyRowStatistic(*this, "lse", getLse().getType(), q);
+}
+
+LogicalResult AttentionBackwardOp::verify() {
+  auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
+  if (failed(verifyAttentionOperands(*this, q, k, v)))
+    return failure();
+  auto g = getGradOut().getType();
+  if (g.getElementType() != q.getElementType() || g.getShape() != ArrayRef<int64_t>{q.getShape()[0], q.getShape()[1], v.getShape()[2]})
+    return emitOpError("grad_out must be [B, L, Dv] of q's type, not ") << g;
+  if (failed(verifyRowStatistic(*this, "lse", getLse().getType(), q)) ||
+      failed(verifyRowStatistic(*this, "delta", getDelta().getType(), q)))
+    return failure();
+  if (getGradQ().getType() != q || getGradK().getType() != k || getGradV().getType() != v)
+    return emitOpError("the gradients must have q's, k's and v's types");
+  return success();
+}
+
 LogicalResult SolveOp::verify() {
   auto a = getA().getType(), b = getB().getType(), r = getResult().getType();
   if (a.getRank() != 2 || a.getShape()[0] != a.getShape()[1])

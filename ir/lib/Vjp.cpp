@@ -194,6 +194,24 @@ LogicalResult matmulVjp(MatmulOp mm, Emit &e, Value g, SmallVectorImpl<Value> &g
   return success();
 }
 
+// attention: one backward op, given the forward's row log-sum-exp and delta = sum_d g * out (the
+// softmax's sum(g_P * P) over a row, computed from the output instead of the probabilities).
+LogicalResult attentionVjp(AttentionOp a, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
+  auto inF32 = [&](Value x) -> Value {
+    auto t = tensorOf(x);
+    if (t.getElementType().isF32())
+      return x;
+    return e.b.create<CastOp>(e.loc, RankedTensorType::get(t.getShape(), e.b.getF32Type()), x);
+  };
+  Value delta = e.reduceSum(e.mul(inF32(g), inF32(a.getOut())), {2}, false);
+  auto bw = e.b.create<AttentionBackwardOp>(e.loc, a.getQ().getType(), a.getK().getType(), a.getV().getType(),
+                                            a.getQ(), a.getK(), a.getV(), g, a.getLse(), delta, a.getScaleAttr());
+  grads[0] = bw.getGradQ();
+  grads[1] = bw.getGradK();
+  grads[2] = bw.getGradV();
+  return success();
+}
+
 // x · a = b: with G = g a^-T (G · a^T = g), db = G and da = -x^T G (docs/autodiff.md). The
 // transposed system is solved with tolerance 0: its condition is a's, checked by the forward solve.
 LogicalResult solveVjp(SolveOp s, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
@@ -397,6 +415,7 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
       .Case([&](ReduceMaxOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](ReduceMinOp r) { result = reduceVjp(r, e, g, operandGrads); })
       .Case([&](MatmulOp m) { result = matmulVjp(m, e, g, operandGrads); })
+      .Case([&](AttentionOp a) { result = attentionVjp(a, e, g, operandGrads); })
       .Case([&](SolveOp s) { result = solveVjp(s, e, g, operandGrads); })
       .Case([&](Conv2dOp c) { result = convVjp(c, e, g, operandGrads); })
       .Case([&](MaxPool2dOp p) { result = poolVjp(p, e, g, operandGrads); })

@@ -1,6 +1,7 @@
 // rfuse-softmax-vjp: a softmax written as exp(z) / sum(exp(z)) gets the gradient of its output
 // alone, as an rfuse.custom_vjp (see Passes.td).
 #include "rfuse/Passes/Passes.h"
+#include "Softmax.h"
 #include "TransposeSinking.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,18 +15,7 @@ namespace rfuse {
 #define GEN_PASS_DEF_SOFTMAXVJP
 #include "rfuse/Passes/Passes.h.inc"
 
-namespace {
-
-struct Softmax {
-  DivOp div;          // p = e / broadcast(sum)
-  ExpOp exp;          // e = exp(z)
-  Operation *sum;     // reduce_sum(e, dims)
-  SmallVector<Operation *> between; // the reshape (if any) and the broadcast from the sum to div
-  SmallVector<int64_t> dims;        // the softmax's dims (the sum's)
-};
-
-// Whether `div` is e / broadcast(sum(e, dims)) over exactly those dims, with e = exp(z), and e
-// and the sum read by nothing else (they are what the custom op's forward recomputes).
+// (e and the sum are what the custom op's forward recomputes.)
 std::optional<Softmax> matchSoftmax(DivOp div) {
   auto exp = div.getLhs().getDefiningOp<ExpOp>();
   auto bcast = div.getRhs().getDefiningOp<BroadcastInDimOp>();
@@ -62,6 +52,8 @@ std::optional<Softmax> matchSoftmax(DivOp div) {
   s.dims.assign(sum.getDims().begin(), sum.getDims().end());
   return s;
 }
+
+namespace {
 
 struct SoftmaxVjpPass : impl::SoftmaxVjpBase<SoftmaxVjpPass> {
   using SoftmaxVjpBase::SoftmaxVjpBase;

@@ -161,9 +161,17 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     autocast.scope = "all";
     autocast.dtype = gradient->autocast;
   }
+  // Attention fused after autocast (which makes its narrow products), before a gradient is built
+  // (whose backward is then the fused op's); in the default pipeline only.
+  bool fuseAttention = pipeline == "default";
   if (!gradient) {
     PassManager pm(ctx);
     pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+    if (fuseAttention) {
+      // (traced code may compute what it does not return: torch's attention weights)
+      pm.addPass(createCanonicalizerPass());
+      pm.addNestedPass<func::FuncOp>(createFuseAttention());
+    }
     if (failed(pm.run(module)))
       throw CompileError("mixed precision (rfuse-autocast) failed: " + diagnostics);
   } else {
@@ -173,6 +181,8 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     pm.addPass(createInlinerPass());
     pm.addPass(createCanonicalizerPass());
     pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+    if (fuseAttention)
+      pm.addNestedPass<func::FuncOp>(createFuseAttention());
     pm.addPass(createSoftmaxVjp());
     AutodiffOptions options;
     options.wrt = gradient->wrt;

@@ -500,6 +500,56 @@ TEST_F(Gpu, WidenedNarrowProductsMatchTheInterpreter) {
   setOption("lt_f32_results", "1");
 }
 
+// rfuse.attention and its backward as generated kernels (flash attention on the tensor cores)
+// against the interpreter: bf16 and f16, ragged tiles (queries and keys not multiples of 64, one
+// query), head dims 16 to 128; then attention written op by op (fused by the compile).
+TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
+  struct Case {
+    DType dt;
+    int64_t b, l, s, d;
+  };
+  for (Case c : {Case{DType::BF16, 2, 100, 70, 64}, Case{DType::F16, 3, 33, 130, 128}, Case{DType::BF16, 4, 64, 64, 16},
+                 Case{DType::F16, 2, 1, 5, 32}}) {
+    std::string e = c.dt == DType::BF16 ? "bf16" : "f16";
+    std::string q = test::tensorType({c.b, c.l, c.d}, e), kv = test::tensorType({c.b, c.s, c.d}, e);
+    std::string of = test::tensorType({c.b, c.l, c.d}, "f32"), row = test::tensorType({c.b, c.l}, "f32");
+    std::string text =
+        "func.func @main(%q: " + q + ", %k: " + kv + ", %v: " + kv + ", %g: " + q + ") -> (" + q + ", " + row + ", " + q +
+        ", " + kv + ", " + kv + ") {\n" + "  %o, %lse = rfuse.attention %q, %k, %v scale = 0.17 : (" + q + ", " + kv +
+        ", " + kv + ") -> (" + q + ", " + row + ")\n" + "  %gw = rfuse.cast %g : " + q + " to " + of + "\n" +
+        "  %ow = rfuse.cast %o : " + q + " to " + of + "\n" + "  %go = rfuse.mul %gw, %ow : " + of + "\n" +
+        "  %delta = rfuse.reduce_sum %go, dims = [2] : (" + of + ") -> " + row + "\n" +
+        "  %dq, %dk, %dv = rfuse.attention_backward %q, %k, %v, %g, %lse, %delta scale = 0.17 : (" + q + ", " + kv +
+        ", " + kv + ", " + q + ", " + row + ", " + row + ") -> (" + q + ", " + kv + ", " + kv + ")\n" +
+        "  return %o, %lse, %dq, %dk, %dv : " + q + ", " + row + ", " + q + ", " + kv + ", " + kv + "\n}\n";
+    std::mt19937_64 rng(9);
+    std::vector<HostTensor> in = {test::randomTensor(c.dt, {c.b, c.l, c.d}, rng), test::randomTensor(c.dt, {c.b, c.s, c.d}, rng),
+                                  test::randomTensor(c.dt, {c.b, c.s, c.d}, rng), test::randomTensor(c.dt, {c.b, c.l, c.d}, rng)};
+    std::string name = e + " " + std::to_string(c.l) + "x" + std::to_string(c.s) + " d" + std::to_string(c.d);
+    int kernels = 0;
+    for (const std::string &step : compileProgram(text, "default")->info().gpuPlan)
+      kernels += step.find("attention, a block per 64 rows") != std::string::npos;
+    EXPECT_EQ(kernels, 2) << name;
+    expectGpuMatchesInterpreter(name, text, in);
+  }
+  // softmax(q k^T / 8) v op by op in bf16, as autocast leaves it: one attention kernel.
+  GraphBuilder g;
+  TracedValue q = g.input({8, 96, 64}, DType::BF16), k = g.input({8, 80, 64}, DType::BF16), v = g.input({8, 80, 64}, DType::BF16);
+  TracedValue z = g.div(g.cast(g.matmul(q, k, false, true), DType::F32), g.scalar(8.0, DType::F32));
+  TracedValue e = g.exp(g.sub(z, g.broadcastTo(g.reduceMax(g.stopGradient(z), {2}, true), {8, 96, 80})));
+  TracedValue p = g.div(e, g.broadcastTo(g.reduceSum(e, {2}, true), {8, 96, 80}));
+  g.finish({g.matmul(g.cast(p, DType::BF16), v)});
+  auto program = compileProgram(g.moduleText(), "default");
+  bool fused = false;
+  for (const std::string &step : program->info().gpuPlan)
+    fused |= step.find("attention, a block per 64 rows") != std::string::npos;
+  EXPECT_TRUE(fused) << program->info().fusedText;
+  std::mt19937_64 rng(10);
+  expectGpuMatchesInterpreter("attention op by op", g.moduleText(),
+                              {test::randomTensor(DType::BF16, {8, 96, 64}, rng), test::randomTensor(DType::BF16, {8, 80, 64}, rng),
+                               test::randomTensor(DType::BF16, {8, 80, 64}, rng)});
+}
+
 TEST_F(Gpu, HostFallbackRunsPooling) {
   GraphBuilder g;
   TracedValue x = g.input({2, 3, 8, 8}, DType::F32);

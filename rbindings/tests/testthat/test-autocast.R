@@ -124,6 +124,43 @@ for (dev in devices()) {
 }
 
 for (dev in devices()) {
+  test_that(paste("bfloat16 attention is one fused op, close to float32's, and trains as it does on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    torch_manual_seed(6)
+    mha <- nn_multihead_attention(32, 2, batch_first = TRUE) # head dim 16
+    f <- rf_jit(function(x) mha(x, x, x, need_weights = FALSE)[[1]], dtype = "float32")
+    set.seed(6)
+    x <- array(rnorm(3 * 70 * 32), c(3, 70, 32))
+    exact <- f(x)
+    low <- with_autocast(f(x), device_type = dev, dtype = "bfloat16")
+    expect_lt(rel_err(low, exact), 3e-2)
+    expect_gt(max(abs(low - exact)), 2^-12) # the products really were bfloat16
+    fused <- with_autocast(rf_explain(f, x), device_type = dev, dtype = "bfloat16")$fused
+    expect_match(fused, "rfuse.attention ", fixed = TRUE)
+    expect_false(grepl("rfuse.attention ", rf_explain(f, x)$fused, fixed = TRUE)) # float32: op by op
+    # torch's default need_weights = TRUE: the probabilities are read, so it stays op by op, and
+    # agrees with the fused output.
+    g <- rf_jit(function(x) mha(x, x, x), dtype = "float32")
+    both <- with_autocast(g(x), device_type = dev, dtype = "bfloat16")
+    expect_false(grepl("rfuse.attention ", with_autocast(rf_explain(g, x), device_type = dev, dtype = "bfloat16")$fused,
+                       fixed = TRUE))
+    expect_lt(rel_err(both[[1]], low), 3e-2)
+    # Training through the fused op's gradient: a bf16-mixed encoder layer fits as the float32 one.
+    y <- array(rnorm(3 * 70 * 32), c(3, 70, 32))
+    fit <- function(precision) {
+      torch_manual_seed(7)
+      layer <- nn_transformer_encoder_layer(32, 2, 64, dropout = 0, batch_first = TRUE, norm_first = TRUE)
+      h <- rf_fit(layer, x, y, loss = nnf_mse_loss, steps = 40, batch_size = 3, optimizer = "adamw", lr = 3e-3,
+                  progress = FALSE, precision = precision, device = dev)$history
+      list(history = h, weight = as.array(layer$self_attn$in_proj_weight))
+    }
+    full <- fit("32")
+    mixed <- fit("bf16-mixed")
+    expect_lt(tail(mixed$history, 1), 0.8 * mixed$history[1])
+    expect_lt(abs(tail(mixed$history, 1) - tail(full$history, 1)), 0.05 * full$history[1])
+    expect_lt(rel_err(mixed$weight, full$weight), 0.1)
+  })
+
   test_that(paste("precision = '16-mixed' skips overflowing steps, recovers, and never writes NaN weights on", dev), {
     old <- on_device(dev); on.exit(options(old))
     set.seed(9)

@@ -37,7 +37,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BufferSlot, dtype, shape, bytes, firstUse, la
 namespace cuda {
 NLOHMANN_JSON_SERIALIZE_ENUM(LaunchKind, {{LaunchKind::GridStride, "grid_stride"},
                                           {LaunchKind::BlockPerRow, "block_per_row"},
-                                          {LaunchKind::ThreadPerColumn, "thread_per_column"}})
+                                          {LaunchKind::ThreadPerColumn, "thread_per_column"},
+                                          {LaunchKind::Tiles, "tiles"}})
 // The source is not stored: the artifact holds the compiled kernel.
 void to_json(nlohmann::json &j, const KernelSpec &k) {
   j = {{"name", k.name}, {"launch", k.launch}, {"elements", k.elements}, {"vectorWidth", k.vectorWidth},

@@ -10,6 +10,7 @@
 
 #include "../Collectives.h"
 #include "../cpu/Blas.h"
+#include "rfuse/Runtime/Parallel.h"
 
 #include <algorithm>
 #include <numeric>
@@ -230,6 +231,8 @@ private:
         .Case([&](ReduceMaxOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MAX>(r, in[0], false)}; })
         .Case([&](ReduceMinOp r) { return std::vector<HostTensor>{reduce<scalar::RF_REDUCE_MIN>(r, in[0], false)}; })
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
+        .Case([&](AttentionOp a) { return attention(a, in); })
+        .Case([&](AttentionBackwardOp a) { return attentionBackward(a, in); })
         .Case([&](SolveOp s) { return std::vector<HostTensor>{solve(s, in[0], in[1])}; })
         .Case([&](CholeskyOp c) {
           HostTensor out = alloc(c.getResult());
@@ -625,6 +628,118 @@ private:
             out.i[o] = wrapInteger(out.dtype, (int64_t)acc);
         }
     return out;
+  }
+
+  // Attention as the unfused program computes it (the op's definition): scores and the softmax
+  // in double, the probabilities rounded to q's type before the product with v. Rows are
+  // independent: spread over the CPU threads.
+  struct AttentionShape {
+    int64_t B, L, S, D, Dv;
+    double scale;
+    DType dt;
+  };
+  static AttentionShape attentionShape(Operation *op, const std::vector<HostTensor> &in, double scale) {
+    return {in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2], scale, in[0].dtype};
+  }
+  // Row (b, l)'s scores scale * q_l . k_s into `row` (S values); returns their maximum.
+  static double attentionScores(const AttentionShape &a, const HostTensor &q, const HostTensor &k, int64_t b,
+                                int64_t l, std::vector<double> &row) {
+    double m = -std::numeric_limits<double>::infinity();
+    const double *qr = &q.f[(b * a.L + l) * a.D];
+    for (int64_t s = 0; s < a.S; ++s) {
+      const double *kr = &k.f[(b * a.S + s) * a.D];
+      double acc = 0;
+      for (int64_t d = 0; d < a.D; ++d)
+        acc += qr[d] * kr[d];
+      row[s] = a.scale * acc;
+      m = std::max(m, row[s]);
+    }
+    return m;
+  }
+
+  std::vector<HostTensor> attention(AttentionOp op, const std::vector<HostTensor> &in) {
+    AttentionShape a = attentionShape(op, in, op.getScale().convertToDouble());
+    HostTensor out = alloc(op.getOut()), lse = alloc(op.getLse());
+    cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
+      std::vector<double> row(a.S), acc(a.Dv);
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t b = r / a.L, l = r % a.L;
+        double m = attentionScores(a, in[0], in[1], b, l, row), sum = 0;
+        for (double &x : row)
+          sum += (x = std::exp(x - m));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t s = 0; s < a.S; ++s) {
+          double p = roundToDType(a.dt, row[s] / sum);
+          const double *vr = &in[2].f[(b * a.S + s) * a.Dv];
+          for (int64_t d = 0; d < a.Dv; ++d)
+            acc[d] += p * vr[d];
+        }
+        for (int64_t d = 0; d < a.Dv; ++d)
+          out.set(r * a.Dv + d, acc[d]);
+        lse.set(r, m + std::log(sum));
+      }
+    });
+    return {out, lse};
+  }
+
+  // grad_q by rows of q, then grad_k and grad_v by rows of k (each thread owns what it writes).
+  std::vector<HostTensor> attentionBackward(AttentionBackwardOp op, const std::vector<HostTensor> &in) {
+    AttentionShape a = attentionShape(op, in, op.getScale().convertToDouble());
+    const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
+    HostTensor dq = alloc(op.getGradQ()), dk = alloc(op.getGradK()), dv = alloc(op.getGradV());
+    // P and dS of row (b, l) at key s.
+    auto probability = [&](const std::vector<double> &row, int64_t r, int64_t s) {
+      return std::exp(row[s] - lse.f[r]);
+    };
+    auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
+      const double *gr = &g.f[(b * a.L + l) * a.Dv], *vr = &v.f[(b * a.S + s) * a.Dv];
+      double dp = 0;
+      for (int64_t d = 0; d < a.Dv; ++d)
+        dp += gr[d] * vr[d];
+      return roundToDType(a.dt, p * (dp - delta.f[b * a.L + l]));
+    };
+    cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
+      std::vector<double> row(a.S), acc(a.D);
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t b = r / a.L, l = r % a.L;
+        attentionScores(a, q, k, b, l, row);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t s = 0; s < a.S; ++s) {
+          double ds = gradScore(probability(row, r, s), b, l, s);
+          const double *kr = &k.f[(b * a.S + s) * a.D];
+          for (int64_t d = 0; d < a.D; ++d)
+            acc[d] += ds * kr[d];
+        }
+        for (int64_t d = 0; d < a.D; ++d)
+          dq.set(r * a.D + d, a.scale * acc[d]);
+      }
+    });
+    cpu::parallelFor(a.B * a.S, 0, a.L * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
+      std::vector<double> row(a.S), accK(a.D), accV(a.Dv);
+      for (int64_t c = begin; c < end; ++c) {
+        int64_t b = c / a.S, s = c % a.S;
+        std::fill(accK.begin(), accK.end(), 0.0);
+        std::fill(accV.begin(), accV.end(), 0.0);
+        for (int64_t l = 0; l < a.L; ++l) {
+          int64_t r = b * a.L + l;
+          const double *qr = &q.f[r * a.D], *kr = &k.f[c * a.D], *gr = &g.f[r * a.Dv];
+          double dot = 0;
+          for (int64_t d = 0; d < a.D; ++d)
+            dot += qr[d] * kr[d];
+          row[s] = a.scale * dot;
+          double p = probability(row, r, s), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
+          for (int64_t d = 0; d < a.D; ++d)
+            accK[d] += ds * qr[d];
+          for (int64_t d = 0; d < a.Dv; ++d)
+            accV[d] += pr * gr[d];
+        }
+        for (int64_t d = 0; d < a.D; ++d)
+          dk.set(c * a.D + d, a.scale * accK[d]);
+        for (int64_t d = 0; d < a.Dv; ++d)
+          dv.set(c * a.Dv + d, accV[d]);
+      }
+    });
+    return {dq, dk, dv};
   }
 
   // The three convolution ops accumulate over the same taps (Geometry.h) into different

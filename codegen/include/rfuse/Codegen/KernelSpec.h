@@ -12,7 +12,8 @@ namespace rfuse::cuda {
 enum class LaunchKind {
   GridStride,     ///< pointwise: 1-D grid-stride loop over `elements` (or elements / vector)
   BlockPerRow,    ///< reduction over trailing dims: a block per row of `rowLength` elements
-  ThreadPerColumn ///< reduction over leading dims: tiles of `columnsPerBlock` of the `columns`
+  ThreadPerColumn, ///< reduction over leading dims: tiles of `columnsPerBlock` of the `columns`
+  Tiles            ///< `grid` blocks, each its own tile (attention): the kernel knows its sizes
 };
 
 struct KernelSpec {

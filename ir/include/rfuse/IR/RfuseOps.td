@@ -617,6 +617,46 @@ def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
   let hasFolder = 1;
 }
 
+def Rfuse_AttentionOp : Rfuse_Op<"attention", [Pure, Rfuse_VjpOpInterface]> {
+  let summary = "Scaled dot-product attention in one kernel: softmax(scale q k^T) v, and each row's log-sum-exp.";
+  let description = [{
+    `q` [B, L, D], `k` [B, S, D], `v` [B, S, Dv] of one float type. `out` [B, L, Dv] (q's type)
+    is softmax(scale q k^T) v, the softmax over S in f32 and its probabilities rounded to q's
+    type before the product with `v` (as an autocast program rounds them); `lse` [B, L] (f32) is
+    log sum_s exp(scale q_l . k_s), what the gradient recomputes the probabilities from.
+    rfuse-fuse-attention makes it from the softmax of a bf16 / f16 product and its product with
+    `v`. On the GPU one generated kernel runs it (bf16 / f16, D = Dv a multiple of 16 up to 128:
+    tensor-core products, the scores never in memory); otherwise the interpreter.
+
+    Example:
+    ```mlir
+    %o, %lse = rfuse.attention %q, %k, %v scale = 1.250000e-01 : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
+    ```
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v, F64Attr:$scale);
+  let results = (outs Rfuse_FloatTensor:$out, Rfuse_FloatTensor:$lse);
+  let assemblyFormat = "$q `,` $k `,` $v `scale` `=` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
+  let summary = "The gradients of rfuse.attention's q, k and v, in one kernel.";
+  let description = [{
+    From the forward's operands, the output's cotangent `grad_out` [B, L, D], the forward's `lse`
+    [B, L] and `delta` [B, L] = sum_d grad_out * out (both f32): the probabilities are
+    recomputed from `lse`, dS = P (grad_out v^T - delta), and `grad_q` = scale dS k, `grad_k` =
+    scale dS^T q, `grad_v` = P^T grad_out, each accumulated in f32 and returned in q's type (P and
+    dS rounded to q's type before their products, as in the forward).
+  }];
+  let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v,
+                   Rfuse_FloatTensor:$grad_out, Rfuse_FloatTensor:$lse, Rfuse_FloatTensor:$delta, F64Attr:$scale);
+  let results = (outs Rfuse_FloatTensor:$grad_q, Rfuse_FloatTensor:$grad_k, Rfuse_FloatTensor:$grad_v);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad_out `,` $lse `,` $delta `scale` `=` $scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "2-D convolution (cross-correlation) with stride, padding, dilation, groups.";
   let description = [{

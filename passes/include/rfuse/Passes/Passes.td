@@ -126,6 +126,24 @@ def ExpandCustomVjp : Pass<"rfuse-expand-custom-vjp", "mlir::ModuleOp"> {
   let statistics = [Statistic<"expanded", "expanded", "custom_vjp ops replaced by calls">];
 }
 
+def FuseAttention : Pass<"rfuse-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Fuse softmax(scale q k^T) v of bfloat16 / f16 products into one rfuse.attention";
+  let description = [{
+    Attention written out — a product of q and k^T, widened to f32, scaled by a constant, a
+    softmax over the keys (exp(z - m) / sum(exp(z - m)) with m constant along the keys, as
+    torch-style code subtracts each row's maximum), rounded to the narrow type and multiplied by
+    v — becomes one `rfuse.attention` (and, through its VJP, one `rfuse.attention_backward`), so
+    that the [B, L, S] scores and probabilities are never written to memory. Transposes and casts
+    between the ops (R's layout) are followed. It applies where the GPU kernel does: q, k and v
+    bfloat16 or f16, rank 3, the head dim D = Dv a multiple of 16 up to 128; the scores,
+    probabilities and max read by nothing else (torch's `need_weights`). Run before
+    `rfuse-softmax-vjp` and `rfuse-autodiff`, after `rfuse-autocast` (which makes the narrow
+    products), in the default pipeline only.
+  }];
+  let dependentDialects = ["::rfuse::RfuseDialect"];
+  let statistics = [Statistic<"numFused", "attentions", "Attentions fused into one op">];
+}
+
 def SoftmaxVjp : Pass<"rfuse-softmax-vjp", "mlir::ModuleOp"> {
   let summary = "Give each softmax, exp(z) / sum(exp(z)), the gradient of its output alone";
   let description = [{

@@ -49,7 +49,7 @@ inline DType fromRtDType(rfuse_rt_dtype t) {
 }
 
 /// The artifact format this rfuse writes and reads.
-constexpr uint32_t kFormatVersion = 2; // 2: a matmul may write an f32 result of narrow operands
+constexpr uint32_t kFormatVersion = 3; // 2: a matmul may write an f32 result of narrow operands; 3: attention kernels launch as tiles
 
 /// What went wrong, as the C API's codes (rfuse_rt_status) number them.
 enum class Status {

@@ -1,0 +1,364 @@
+// CUDA kernels of rfuse.attention and rfuse.attention_backward: flash attention (Dao et al.'s
+// FlashAttention-2 scheme) on the tensor cores through mma.sync m16n8k16, bf16 / f16 operands and
+// f32 accumulation. Tiles of 64 queries x 64 keys; a warp owns 16 rows of a tile. The scores and
+// probabilities live in registers only: the forward keeps a running maximum and sum per row
+// (online softmax) and writes each row's log-sum-exp; the backward recomputes the probabilities
+// from it. The backward is one launch of two kinds of blocks: one kind per 64 keys accumulates
+// grad_k and grad_v over every query tile, the other per 64 queries accumulates grad_q over every
+// key tile (the scores computed twice instead of atomics on grad_q).
+#include "AttentionKernels.h"
+
+#include "rfuse/IR/RfuseDialect.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace rfuse::cuda {
+
+namespace {
+
+constexpr int kTile = 64;    // queries and keys a block takes at a time
+constexpr int kThreads = 128; // four warps, 16 rows of the tile each
+
+struct AttentionGeometry {
+  int64_t batch, queries, keys, headDim;
+  double scale;
+  DType dtype;
+};
+
+std::optional<AttentionGeometry> geometryOf(Operation *op, Value q, Value k, double scale, std::string &why) {
+  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+  AttentionGeometry g{qt.getShape()[0], qt.getShape()[1], kt.getShape()[1], qt.getShape()[2], scale,
+                      dtypeOf(q)};
+  auto vt = cast<RankedTensorType>(op->getOperand(2).getType());
+  if (g.dtype != DType::BF16 && g.dtype != DType::F16) {
+    why = "attention on the GPU takes bfloat16 or float16 operands";
+    return std::nullopt;
+  }
+  if (g.headDim % 16 != 0 || g.headDim > 128 || vt.getShape()[2] != g.headDim) {
+    why = "attention on the GPU takes a head dim that is a multiple of 16 up to 128, the same for q and v";
+    return std::nullopt;
+  }
+  if (g.batch * g.queries == 0 || g.keys == 0) {
+    why = "attention over no queries or no keys";
+    return std::nullopt;
+  }
+  return g;
+}
+
+std::string floatLiteral(double v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.9e", v) << "f";
+  return os.str();
+}
+
+// What both kernels share: the types, the sizes, the mma and the tile loads.
+std::string prelude(const AttentionGeometry &g) {
+  bool bf16 = g.dtype == DType::BF16;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+     << "#define RF_INF __int_as_float(0x7f800000)\n"
+     << "typedef " << (bf16 ? "__nv_bfloat16" : "__half") << " rf_t;\n"
+     // (the batch is the grid's: one source for every batch size of a dynamic-batch program)
+     << "constexpr int LQ = " << g.queries << ", LK = " << g.keys << ", HD = " << g.headDim << ";\n"
+     << "constexpr int TILE = " << kTile << ", LDS = HD + 8; // shared rows padded: no bank conflicts\n"
+     << "constexpr float SCALE = " << floatLiteral(g.scale) << ";\n"
+     << "constexpr float SCALE_LOG2 = " << floatLiteral(g.scale * M_LOG2E) << "; // exp(x) = exp2(x log2 e)\n"
+     << "constexpr float LOG2E = " << floatLiteral(M_LOG2E) << ", LN2 = " << floatLiteral(M_LN2) << ";\n"
+     << "__device__ __forceinline__ void rf_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {\n"
+     << "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << (bf16 ? "bf16.bf16" : "f16.f16")
+     << ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+     << "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+     << "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+     << "}\n"
+     << "__device__ __forceinline__ unsigned rf_pack(float lo, float hi) {\n"
+     << "  " << (bf16 ? "__nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);" : "__half2 h = __floats2half2_rn(lo, hi);")
+     << "\n  return *reinterpret_cast<unsigned*>(&h);\n}\n";
+  os << R"CUDA(
+// Two elements along a shared row (k pairs of an mma B operand stored [n][k]).
+__device__ __forceinline__ unsigned rf_pair(const rf_t* sm, int row, int col) {
+  return *reinterpret_cast<const unsigned*>(sm + row * LDS + col);
+}
+// Two elements down a shared column (k pairs of an mma B operand stored [k][n]).
+__device__ __forceinline__ unsigned rf_pair_down(const rf_t* sm, int row, int col) {
+  unsigned lo = *reinterpret_cast<const unsigned short*>(sm + row * LDS + col);
+  unsigned hi = *reinterpret_cast<const unsigned short*>(sm + (row + 1) * LDS + col);
+  return lo | (hi << 16);
+}
+// Rows row0 .. row0 + TILE - 1 of a [rows, HD] matrix into shared memory (zeros past the end).
+__device__ __forceinline__ void rf_load_tile(rf_t* sm, const rf_t* __restrict__ g, int row0, int rows) {
+  constexpr int CHUNKS = HD / 8; // 16 bytes each
+  for (int i = threadIdx.x; i < TILE * CHUNKS; i += blockDim.x) {
+    int r = i / CHUNKS, c = (i % CHUNKS) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < rows)
+      v = *reinterpret_cast<const uint4*>(g + (long long)(row0 + r) * HD + c);
+    *reinterpret_cast<uint4*>(sm + r * LDS + c) = v;
+  }
+}
+// The warp's mma A operands of rows row0 .. row0 + 15 of a [rows, HD] matrix, one per 16 of HD
+// (zeros past the end).
+__device__ __forceinline__ void rf_load_rows(unsigned (*a)[4], const rf_t* __restrict__ g, int row0, int rows) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int t = 0; t < HD / 16; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int r = row0 + gr + 8 * h;
+      bool in = r < rows;
+      const rf_t* p = g + (long long)r * HD + 16 * t + c2;
+      a[t][h] = in ? *reinterpret_cast<const unsigned*>(p) : 0u;
+      a[t][2 + h] = in ? *reinterpret_cast<const unsigned*>(p + 8) : 0u;
+    }
+}
+// acc[j] (16 rows x 8 columns each, j < TILE / 8) = A (16 x HD, registers) times the transposed
+// shared tile (TILE rows x HD): rows of A against rows of the tile.
+__device__ __forceinline__ void rf_rows_times_tile(float (*acc)[4], const unsigned (*a)[4], const rf_t* sm) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int j = 0; j < TILE / 8; ++j) {
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int t = 0; t < HD / 16; ++t)
+      rf_mma(acc[j], a[t], rf_pair(sm, 8 * j + gr, 16 * t + c2), rf_pair(sm, 8 * j + gr, 16 * t + 8 + c2));
+  }
+}
+// acc[j] (16 rows x 8 of HD each) += P (16 x TILE, the C fragments of rf_rows_times_tile, rounded
+// to rf_t) times the shared tile (TILE rows x HD).
+__device__ __forceinline__ void rf_scores_times_tile(float (*acc)[4], const float (*p)[4], const rf_t* sm) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int t = 0; t < TILE / 16; ++t) {
+    unsigned a[4] = {rf_pack(p[2 * t][0], p[2 * t][1]), rf_pack(p[2 * t][2], p[2 * t][3]),
+                     rf_pack(p[2 * t + 1][0], p[2 * t + 1][1]), rf_pack(p[2 * t + 1][2], p[2 * t + 1][3])};
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+      rf_mma(acc[j], a, rf_pair_down(sm, 16 * t + c2, 8 * j + gr), rf_pair_down(sm, 16 * t + 8 + c2, 8 * j + gr));
+  }
+}
+// Stores the warp's 16 x HD accumulator times `scale` at rows row0 .. of a [rows, HD] matrix.
+__device__ __forceinline__ void rf_store_rows(rf_t* __restrict__ g, const float (*acc)[4], int row0, int rows,
+                                              float scale0, float scale1) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int r = row0 + gr + 8 * h;
+    if (r >= rows)
+      continue;
+    float s = h ? scale1 : scale0;
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+      *reinterpret_cast<unsigned*>(g + (long long)r * HD + 8 * j + c2) = rf_pack(acc[j][2 * h] * s, acc[j][2 * h + 1] * s);
+  }
+}
+)CUDA";
+  return os.str();
+}
+
+KernelSpec spec(const std::string &name, std::string source, int64_t blocks, unsigned inputs, unsigned outputs) {
+  KernelSpec k;
+  k.name = name;
+  k.source = std::move(source);
+  k.launch = LaunchKind::Tiles;
+  k.blockSize = kThreads;
+  k.grid = (unsigned)blocks;
+  k.elements = blocks * kThreads;
+  k.numInputs = inputs;
+  k.numOutputs = outputs;
+  return k;
+}
+
+int64_t tiles(int64_t n) { return (n + kTile - 1) / kTile; }
+
+} // namespace
+
+std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name, std::string &why) {
+  auto g = geometryOf(op, op.getQ(), op.getK(), op.getScale().convertToDouble(), why);
+  if (!g)
+    return std::nullopt;
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// rfuse attention kernel " << name << ": softmax(" << g->queries << " x " << g->keys
+     << " scores) times v, head dim " << g->headDim << ", a block per 64 queries of each batch\n"
+     << prelude(*g) << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") " << name
+     << "(const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, rf_t* __restrict__ out, "
+        "float* __restrict__ lse) {\n"
+     << R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
+  __shared__ __align__(16) rf_t vs[TILE * LDS];
+  constexpr int QT = (LQ + TILE - 1) / TILE;
+  const int b = blockIdx.x / QT, row0 = (blockIdx.x % QT) * TILE + (threadIdx.x >> 5) * 16;
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
+  const rf_t* qb = q + (long long)b * LQ * HD;
+  const rf_t* kb = k + (long long)b * LK * HD;
+  const rf_t* vb = v + (long long)b * LK * HD;
+  unsigned qa[HD / 16][4];
+  rf_load_rows(qa, qb, row0, LQ);
+  float o[HD / 8][4];
+#pragma unroll
+  for (int j = 0; j < HD / 8; ++j)
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m[2] = {-RF_INF, -RF_INF}, l[2] = {0.f, 0.f}; // rows gr and gr + 8, log2 domain
+  for (int k0 = 0; k0 < LK; k0 += TILE) {
+    __syncthreads();
+    rf_load_tile(ks, kb, k0, LK);
+    rf_load_tile(vs, vb, k0, LK);
+    __syncthreads();
+    float s[TILE / 8][4];
+    rf_rows_times_tile(s, qa, ks);
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < TILE / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = k0 + 8 * j + c2 + (e & 1) < LK ? s[j][e] * SCALE_LOG2 : -RF_INF;
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) { // the row's four lanes agree on its maximum
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      corr[h] = exp2f(m[h] - mx[h]); // (key k0 < LK is in every tile: mx is finite)
+      m[h] = mx[h];
+      l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      o[j][0] *= corr[0]; o[j][1] *= corr[0];
+      o[j][2] *= corr[1]; o[j][3] *= corr[1];
+    }
+#pragma unroll
+    for (int j = 0; j < TILE / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = exp2f(s[j][e] - m[e >> 1]);
+        s[j][e] = p;
+        l[e >> 1] += p;
+      }
+    rf_scores_times_tile(o, s, vs);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    int r = row0 + gr + 8 * h;
+    if ((lane & 3) == 0 && r < LQ)
+      lse[(long long)b * LQ + r] = (m[h] + log2f(l[h])) * LN2;
+  }
+  rf_store_rows(out + (long long)b * LQ * HD, o, row0, LQ, 1.f / l[0], 1.f / l[1]);
+}
+)CUDA";
+  return spec(name, os.str(), g->batch * tiles(g->queries), 3, 2);
+}
+
+std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const std::string &name, std::string &why) {
+  auto g = geometryOf(op, op.getQ(), op.getK(), op.getScale().convertToDouble(), why);
+  if (!g)
+    return std::nullopt;
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// rfuse attention backward kernel " << name << ": " << g->queries << " queries, " << g->keys
+     << " keys, head dim " << g->headDim << "; per batch a block per 64 keys, then one per 64 queries\n"
+     << prelude(*g) << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") " << name
+     << "(const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
+        "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, "
+        "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv) {\n"
+     << R"CUDA(  __shared__ __align__(16) rf_t ta[TILE * LDS];
+  __shared__ __align__(16) rf_t tb[TILE * LDS];
+  __shared__ float rowLse[TILE], rowDelta[TILE];
+  constexpr int KT = (LK + TILE - 1) / TILE, QT = (LQ + TILE - 1) / TILE;
+  const int b = blockIdx.x / (KT + QT), tile = blockIdx.x % (KT + QT);
+  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2, warpRow = (threadIdx.x >> 5) * 16;
+  const rf_t* qb = q + (long long)b * LQ * HD;
+  const rf_t* kb = k + (long long)b * LK * HD;
+  const rf_t* vb = v + (long long)b * LK * HD;
+  const rf_t* gb = dout + (long long)b * LQ * HD;
+  const float* lb = lse + (long long)b * LQ;
+  const float* db = delta + (long long)b * LQ;
+  float s[TILE / 8][4], dp[TILE / 8][4];
+  if (tile < KT) {
+    // grad_k and grad_v of 64 keys: the transposed scores (keys x queries) of every query tile.
+    const int key0 = tile * TILE + warpRow;
+    unsigned ka[HD / 16][4], va[HD / 16][4];
+    rf_load_rows(ka, kb, key0, LK);
+    rf_load_rows(va, vb, key0, LK);
+    float dkAcc[HD / 8][4], dvAcc[HD / 8][4];
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dkAcc[j][e] = dvAcc[j][e] = 0.f;
+    for (int q0 = 0; q0 < LQ; q0 += TILE) {
+      __syncthreads();
+      rf_load_tile(ta, qb, q0, LQ); // q
+      rf_load_tile(tb, gb, q0, LQ); // grad_out
+      if (threadIdx.x < TILE) {
+        int r = q0 + threadIdx.x;
+        rowLse[threadIdx.x] = r < LQ ? lb[r] * LOG2E : RF_INF; // P = 0 past the last query
+        rowDelta[threadIdx.x] = r < LQ ? db[r] : 0.f;
+      }
+      __syncthreads();
+      rf_rows_times_tile(s, ka, ta);  // S^T = K Q^T
+      rf_rows_times_tile(dp, va, tb); // dP^T = V dO^T
+#pragma unroll
+      for (int j = 0; j < TILE / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int col = 8 * j + c2 + (e & 1);
+          float p = exp2f(s[j][e] * SCALE_LOG2 - rowLse[col]);
+          s[j][e] = p;
+          dp[j][e] = p * (dp[j][e] - rowDelta[col]);
+        }
+      rf_scores_times_tile(dvAcc, s, tb);  // dV += P^T dO
+      rf_scores_times_tile(dkAcc, dp, ta); // dK += dS^T Q (scaled at the end)
+    }
+    rf_store_rows(dk + (long long)b * LK * HD, dkAcc, key0, LK, SCALE, SCALE);
+    rf_store_rows(dv + (long long)b * LK * HD, dvAcc, key0, LK, 1.f, 1.f);
+  } else {
+    // grad_q of 64 queries: the scores of every key tile.
+    const int row0 = (tile - KT) * TILE + warpRow;
+    unsigned qa[HD / 16][4], ga[HD / 16][4];
+    rf_load_rows(qa, qb, row0, LQ);
+    rf_load_rows(ga, gb, row0, LQ);
+    float rl[2], rd[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int r = row0 + gr + 8 * h;
+      rl[h] = r < LQ ? lb[r] * LOG2E : RF_INF;
+      rd[h] = r < LQ ? db[r] : 0.f;
+    }
+    float dqAcc[HD / 8][4];
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+      dqAcc[j][0] = dqAcc[j][1] = dqAcc[j][2] = dqAcc[j][3] = 0.f;
+    for (int k0 = 0; k0 < LK; k0 += TILE) {
+      __syncthreads();
+      rf_load_tile(ta, kb, k0, LK); // k
+      rf_load_tile(tb, vb, k0, LK); // v
+      __syncthreads();
+      rf_rows_times_tile(s, qa, ta);  // S = Q K^T
+      rf_rows_times_tile(dp, ga, tb); // dP = dO V^T
+#pragma unroll
+      for (int j = 0; j < TILE / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = k0 + 8 * j + c2 + (e & 1) < LK ? exp2f(s[j][e] * SCALE_LOG2 - rl[e >> 1]) : 0.f;
+          dp[j][e] = p * (dp[j][e] - rd[e >> 1]);
+        }
+      rf_scores_times_tile(dqAcc, dp, ta); // dQ += dS K (scaled at the end)
+    }
+    rf_store_rows(dq + (long long)b * LQ * HD, dqAcc, row0, LQ, SCALE, SCALE);
+  }
+}
+)CUDA";
+  return spec(name, os.str(), g->batch * (tiles(g->keys) + tiles(g->queries)), 6, 3);
+}
+
+} // namespace rfuse::cuda
