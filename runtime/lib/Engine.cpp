@@ -115,7 +115,8 @@ std::string programCacheKey(const std::string &text, const std::string &pipeline
   std::ostringstream os;
   os.precision(17);
   os << text << "\n//pipeline " << pipeline << "\n//entry " << entry << "\n//rfuse " << RFUSE_VERSION
-     << " build " << RFUSE_BUILD_ID << "\n//program cache 2"; // the entry format (2: printed with locations)
+     << " build " << RFUSE_BUILD_ID << "\n//program cache 2" // the entry format (2: printed with locations)
+     << "\n//fuse-attention " << runtimeOptions().fuseAttention;
   if (g) {
     os << "\n//gradient wrt";
     for (int64_t w : g->wrt)
@@ -162,8 +163,9 @@ void compileModule(ModuleOp module, const std::string &pipeline, const std::stri
     autocast.dtype = gradient->autocast;
   }
   // Attention fused after autocast (which makes its narrow products), before a gradient is built
-  // (whose backward is then the fused op's); in the default pipeline only.
-  bool fuseAttention = pipeline == "default";
+  // (whose backward is then the fused op's); in the default pipeline only, unless the
+  // fuse_attention option is off.
+  bool fuseAttention = pipeline == "default" && runtimeOptions().fuseAttention;
   if (!gradient) {
     PassManager pm(ctx);
     pm.addNestedPass<func::FuncOp>(createAutocast(autocast));

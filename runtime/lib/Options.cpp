@@ -70,6 +70,10 @@ const std::vector<Spec> &specs() {
         "f32 matmuls and convolutions on the GPU may use TF32 tensor cores (10-bit mantissa inputs); "
         "programs compiled with their own setting (training steps: rf_train's tf32) keep it"},
        Kind::Bool, {}, 0, RFUSE_BOOL(tf32)},
+      {{"fuse_attention", "RFUSE_FUSE_ATTENTION", "TRUE, FALSE", "TRUE",
+        "attention of bfloat16 / f16 products compiles to one op (flash-attention kernels on the GPU, the interpreter on the CPU); "
+        "FALSE: op by op. Programs compiled after it is set"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(fuseAttention)},
       {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",
         "from its second run, a GPU program is captured once into a CUDA graph and replayed"},
        Kind::Bool, {}, 0, RFUSE_BOOL(cudaGraphs)},

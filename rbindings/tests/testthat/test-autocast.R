@@ -145,6 +145,13 @@ for (dev in devices()) {
     expect_false(grepl("rfuse.attention ", with_autocast(rf_explain(g, x), device_type = dev, dtype = "bfloat16")$fused,
                        fixed = TRUE))
     expect_lt(rel_err(both[[1]], low), 3e-2)
+    # fuse_attention = FALSE: op by op, the same values.
+    old_fuse <- rf_options(fuse_attention = FALSE)
+    h <- rf_jit(function(x) mha(x, x, x, need_weights = FALSE)[[1]], dtype = "float32")
+    expect_false(grepl("rfuse.attention ", with_autocast(rf_explain(h, x), device_type = dev, dtype = "bfloat16")$fused,
+                       fixed = TRUE))
+    expect_lt(rel_err(with_autocast(h(x), device_type = dev, dtype = "bfloat16"), low), 3e-2)
+    rf_options(old_fuse)
     # Training through the fused op's gradient: a bf16-mixed encoder layer fits as the float32 one.
     y <- array(rnorm(3 * 70 * 32), c(3, 70, 32))
     fit <- function(precision) {

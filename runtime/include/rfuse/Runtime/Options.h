@@ -20,6 +20,7 @@ struct RuntimeOptions {
   bool cudaGraphs = true;       ///< replay a program as one CUDA graph from its second run
   bool profileSteps = false;    ///< time each GPU step (no graphs); rfuse-bench prints the table
   bool cpuJit = true;           ///< false: the CPU backend runs everything on the interpreter
+  bool fuseAttention = true;    ///< rfuse-fuse-attention in the default pipeline's compiles
   int cpuThreads = 0;           ///< CPU threads; 0: the machine's cores
   bool diskCache = true;        ///< the kernel cache on disk (and in memory)
   std::string cacheDir;         ///< the disk cache's directory
