@@ -527,7 +527,8 @@ TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
                                   test::randomTensor(c.dt, {c.b, c.s, c.d}, rng), test::randomTensor(c.dt, {c.b, c.l, c.d}, rng)};
     std::string name = e + " " + std::to_string(c.l) + "x" + std::to_string(c.s) + " d" + std::to_string(c.d);
     int kernels = 0;
-    for (const std::string &step : compileProgram(text, "default")->info().gpuPlan)
+    auto program = compileProgram(text, "default"); // (held: the loop reads its info)
+    for (const std::string &step : program->info().gpuPlan)
       kernels += step.find("attention, a block per 64 rows") != std::string::npos;
     EXPECT_EQ(kernels, 2) << name;
     expectGpuMatchesInterpreter(name, text, in);
