@@ -18,6 +18,11 @@ namespace {
 
 bool isNarrowFloat(Type t) { return t.isBF16() || t.isF16(); }
 
+// A cast between float types (a rounding the fused op may skip; never one to or from integers).
+bool isFloatCast(CastOp c) {
+  return isa<FloatType>(tensorOf(c.getInput()).getElementType()) && isa<FloatType>(tensorOf(c.getResult()).getElementType());
+}
+
 // The value of a splat constant, possibly broadcast.
 std::optional<double> splatValue(Value v) {
   if (auto b = v.getDefiningOp<BroadcastInDimOp>())
@@ -60,7 +65,7 @@ OnPath walkLayoutOps(OnPath at, Match &m) {
       break;
     if (auto t = dyn_cast<TransposeOp>(def)) {
       at = {t.getInput(), axesBefore(t, at.axes)};
-    } else if (auto c = dyn_cast<CastOp>(def)) {
+    } else if (auto c = dyn_cast<CastOp>(def); c && isFloatCast(c)) {
       at.value = c.getInput();
     } else {
       break;
@@ -142,7 +147,7 @@ std::optional<Match> matchAttention(MatmulOp product) {
       s.value = x;
     } else if (auto t = dyn_cast<TransposeOp>(def)) {
       s = {t.getInput(), axesBefore(t, s.axes)};
-    } else if (auto c = dyn_cast<CastOp>(def)) {
+    } else if (auto c = dyn_cast<CastOp>(def); c && isFloatCast(c)) {
       s.value = c.getInput();
     } else if (auto mm = dyn_cast<MatmulOp>(def)) {
       if (s.axes != SmallVector<int64_t>{0, 1, 2} || mm.getTransposeA())

@@ -56,14 +56,15 @@ func.func @attention_r_layout(%q: tensor<3x8x32xf16>, %kt: tensor<3x32x8xf16>, %
 }
 
 // Not fused: f32 products; probabilities also returned (torch's need_weights); a head dim of 24
-// (not a multiple of 16); a softmax over the queries instead of the keys.
+// (not a multiple of 16); a softmax over the queries instead of the keys; scores through an
+// integer cast.
 // CHECK-LABEL: func.func @not_attention
 // CHECK-NOT:   rfuse.attention
 // CHECK:       return
 func.func @not_attention(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x16xf32>,
                          %qn: tensor<2x8x16xbf16>, %kn: tensor<2x8x16xbf16>, %vn: tensor<2x8x16xbf16>,
                          %q24: tensor<2x8x24xbf16>, %k24: tensor<2x8x24xbf16>, %v24: tensor<2x8x24xbf16>)
-    -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8x8xf32>, tensor<2x8x24xbf16>, tensor<2x8x16xbf16>) {
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8x8xf32>, tensor<2x8x24xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) {
   %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
   %e = rfuse.exp %s : tensor<2x8x8xf32>
   %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
@@ -97,7 +98,16 @@ func.func @not_attention(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: ten
   %p4 = rfuse.div %e4, %sb4 : tensor<2x8x8xf32>
   %pn4 = rfuse.cast %p4 : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
   %o4 = rfuse.matmul %pn4, %vn : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
-  return %o, %o2, %p2, %o3, %o4 : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8x8xf32>, tensor<2x8x24xbf16>, tensor<2x8x16xbf16>
+  %s5 = rfuse.matmul %qn, %kn {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %i5 = rfuse.cast %s5 : tensor<2x8x8xbf16> to tensor<2x8x8xi32>
+  %w5 = rfuse.cast %i5 : tensor<2x8x8xi32> to tensor<2x8x8xf32>
+  %e5 = rfuse.exp %w5 : tensor<2x8x8xf32>
+  %sum5 = rfuse.reduce_sum %e5, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb5 = rfuse.broadcast_in_dim %sum5, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p5 = rfuse.div %e5, %sb5 : tensor<2x8x8xf32>
+  %pn5 = rfuse.cast %p5 : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o5 = rfuse.matmul %pn5, %vn : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o, %o2, %p2, %o3, %o4, %o5 : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8x8xf32>, tensor<2x8x24xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
 }
 
 // The gradient: the forward's op, delta from the widened cotangent and output, one backward op
