@@ -687,10 +687,8 @@ private:
     AttentionShape a = attentionShape(op, in, op.getScale().convertToDouble());
     const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
     HostTensor dq = alloc(op.getGradQ()), dk = alloc(op.getGradK()), dv = alloc(op.getGradV());
-    // P and dS of row (b, l) at key s.
-    auto probability = [&](const std::vector<double> &row, int64_t r, int64_t s) {
-      return std::exp(row[s] - lse.f[r]);
-    };
+    // P from a score of row r, and dS of row (b, l) at key s.
+    auto probability = [&](double score, int64_t r) { return std::exp(score - lse.f[r]); };
     auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
       const double *gr = &g.f[(b * a.L + l) * a.Dv], *vr = &v.f[(b * a.S + s) * a.Dv];
       double dp = 0;
@@ -705,7 +703,7 @@ private:
         attentionScores(a, q, k, b, l, row);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = 0; s < a.S; ++s) {
-          double ds = gradScore(probability(row, r, s), b, l, s);
+          double ds = gradScore(probability(row[s], r), b, l, s);
           const double *kr = &k.f[(b * a.S + s) * a.D];
           for (int64_t d = 0; d < a.D; ++d)
             acc[d] += ds * kr[d];
@@ -715,7 +713,7 @@ private:
       }
     });
     cpu::parallelFor(a.B * a.S, 0, a.L * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
-      std::vector<double> row(a.S), accK(a.D), accV(a.Dv);
+      std::vector<double> accK(a.D), accV(a.Dv);
       for (int64_t c = begin; c < end; ++c) {
         int64_t b = c / a.S, s = c % a.S;
         std::fill(accK.begin(), accK.end(), 0.0);
@@ -726,8 +724,7 @@ private:
           double dot = 0;
           for (int64_t d = 0; d < a.D; ++d)
             dot += qr[d] * kr[d];
-          row[s] = a.scale * dot;
-          double p = probability(row, r, s), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
+          double p = probability(a.scale * dot, r), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
           for (int64_t d = 0; d < a.D; ++d)
             accK[d] += ds * qr[d];
           for (int64_t d = 0; d < a.Dv; ++d)
