@@ -30,11 +30,13 @@ struct AttentionGeometry {
   DType dtype;
 };
 
-std::optional<AttentionGeometry> geometryOf(Operation *op, Value q, Value k, double scale, std::string &why) {
-  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
-  AttentionGeometry g{qt.getShape()[0], qt.getShape()[1], kt.getShape()[1], qt.getShape()[2], scale,
-                      dtypeOf(q)};
-  auto vt = cast<RankedTensorType>(op->getOperand(2).getType());
+// Both ops: operands q, k, v first, and a `scale`.
+std::optional<AttentionGeometry> geometryOf(Operation *op, std::string &why) {
+  Value q = op->getOperand(0);
+  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(op->getOperand(1).getType()),
+       vt = cast<RankedTensorType>(op->getOperand(2).getType());
+  AttentionGeometry g{qt.getShape()[0], qt.getShape()[1], kt.getShape()[1], qt.getShape()[2],
+                      op->getAttrOfType<FloatAttr>("scale").getValueAsDouble(), dtypeOf(q)};
   if (g.dtype != DType::BF16 && g.dtype != DType::F16) {
     why = "attention on the GPU takes bfloat16 or float16 operands";
     return std::nullopt;
@@ -161,6 +163,13 @@ __device__ __forceinline__ void rf_store_rows(rf_t* __restrict__ g, const float 
   return os.str();
 }
 
+// A kernel's first lines: its comment, the prelude and its signature up to the body.
+std::string opening(const AttentionGeometry &g, const std::string &name, const std::string &comment,
+                    const std::string &parameters) {
+  return "// rfuse attention " + comment + "\n" + prelude(g) + "extern \"C\" __global__ void __launch_bounds__(" +
+         std::to_string(kThreads) + ") " + name + "(" + parameters + ") {\n";
+}
+
 KernelSpec spec(const std::string &name, std::string source, int64_t blocks, unsigned inputs, unsigned outputs) {
   KernelSpec k;
   k.name = name;
@@ -179,16 +188,16 @@ int64_t tiles(int64_t n) { return (n + kTile - 1) / kTile; }
 } // namespace
 
 std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name, std::string &why) {
-  auto g = geometryOf(op, op.getQ(), op.getK(), op.getScale().convertToDouble(), why);
+  auto g = geometryOf(op, why);
   if (!g)
     return std::nullopt;
   std::string src;
   llvm::raw_string_ostream os(src);
-  os << "// rfuse attention kernel " << name << ": softmax(" << g->queries << " x " << g->keys
-     << " scores) times v, head dim " << g->headDim << ", a block per 64 queries of each batch\n"
-     << prelude(*g) << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") " << name
-     << "(const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, rf_t* __restrict__ out, "
-        "float* __restrict__ lse) {\n"
+  os << opening(*g, name,
+                "kernel " + name + ": softmax(" + std::to_string(g->queries) + " x " + std::to_string(g->keys) +
+                    " scores) times v, head dim " + std::to_string(g->headDim) + ", a block per 64 queries of each batch",
+                "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
+                "rf_t* __restrict__ out, float* __restrict__ lse")
      << R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
   __shared__ __align__(16) rf_t vs[TILE * LDS];
   constexpr int QT = (LQ + TILE - 1) / TILE;
@@ -259,17 +268,18 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
 }
 
 std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const std::string &name, std::string &why) {
-  auto g = geometryOf(op, op.getQ(), op.getK(), op.getScale().convertToDouble(), why);
+  auto g = geometryOf(op, why);
   if (!g)
     return std::nullopt;
   std::string src;
   llvm::raw_string_ostream os(src);
-  os << "// rfuse attention backward kernel " << name << ": " << g->queries << " queries, " << g->keys
-     << " keys, head dim " << g->headDim << "; per batch a block per 64 keys, then one per 64 queries\n"
-     << prelude(*g) << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") " << name
-     << "(const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
-        "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, "
-        "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv) {\n"
+  os << opening(*g, name,
+                "backward kernel " + name + ": " + std::to_string(g->queries) + " queries, " +
+                    std::to_string(g->keys) + " keys, head dim " + std::to_string(g->headDim) +
+                    "; per batch a block per 64 keys, then one per 64 queries",
+                "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
+                "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, "
+                "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv")
      << R"CUDA(  __shared__ __align__(16) rf_t ta[TILE * LDS];
   __shared__ __align__(16) rf_t tb[TILE * LDS];
   __shared__ float rowLse[TILE], rowDelta[TILE];

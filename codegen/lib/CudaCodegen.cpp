@@ -1445,16 +1445,12 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
       bool div = isa<DivOp>(op);
       Value other = op->getOperand(0) == product && op->getOperand(1) != product ? op->getOperand(1)
                     : !div && op->getOperand(1) == product ? op->getOperand(0) : Value();
-      auto c = other ? other.getDefiningOp<ConstantOp>() : ConstantOp();
-      auto splat = c ? llvm::dyn_cast<SplatElementsAttr>(c.getValue()) : SplatElementsAttr();
-      if (splat && llvm::isa<FloatType>(splat.getElementType())) {
-        double v = splat.getSplatValue<APFloat>().convertToDouble();
-        if (v != 0 && std::isfinite(v)) {
-          spec.alpha = div ? 1 / v : v;
-          spec.f32Result = widened;
-          plan.library->productIsOutput = false;
-          return true;
-        }
+      std::optional<double> v = other ? floatSplatValue(other) : std::nullopt;
+      if (v && *v != 0 && std::isfinite(*v)) {
+        spec.alpha = div ? 1 / *v : *v;
+        spec.f32Result = widened;
+        plan.library->productIsOutput = false;
+        return true;
       }
     }
     if (widened) // a widened product with something other than a scale after it
@@ -1464,10 +1460,8 @@ bool planMatmul(const Region &r, const std::string &name, const CodegenOptions &
     if (sub && mul && sub.getResult() == r.outputs[0] && sub.getRhs() == mul.getResult() &&
         r.indexOf(sub.getLhs()) >= 0 && shapeOf(sub.getLhs()) == os) {
       Value other = mul.getLhs() == product ? mul.getRhs() : mul.getRhs() == product ? mul.getLhs() : Value();
-      auto c = other ? other.getDefiningOp<ConstantOp>() : ConstantOp();
-      auto splat = c ? llvm::dyn_cast<SplatElementsAttr>(c.getValue()) : SplatElementsAttr();
-      if (splat && llvm::isa<FloatType>(splat.getElementType())) {
-        spec.alpha = -splat.getSplatValue<APFloat>().convertToDouble();
+      if (std::optional<double> v = other ? floatSplatValue(other) : std::nullopt) {
+        spec.alpha = -*v;
         spec.residualInput = r.indexOf(sub.getLhs());
         plan.library->productIsOutput = false;
         return true;

@@ -419,6 +419,15 @@ static LogicalResult verifyAttentionOperands(Operation *op, RankedTensorType q, 
   return success();
 }
 
+// out / grad_out: [B, L, Dv] of q's type.
+static LogicalResult verifyOutputShaped(Operation *op, StringRef what, RankedTensorType t, RankedTensorType q,
+                                        RankedTensorType v) {
+  if (t.getElementType() != q.getElementType() ||
+      t.getShape() != ArrayRef<int64_t>{q.getShape()[0], q.getShape()[1], v.getShape()[2]})
+    return op->emitOpError(what) << " must be [B, L, Dv] of q's type, not " << t;
+  return success();
+}
+
 static LogicalResult verifyRowStatistic(Operation *op, StringRef what, RankedTensorType t, RankedTensorType q) {
   if (t.getRank() != 2 || t.getShape()[0] != q.getShape()[0] || t.getShape()[1] != q.getShape()[1] ||
       !t.getElementType().isF32())
@@ -430,9 +439,8 @@ LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), v = getV().getType();
   if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)))
     return failure();
-  auto out = getOut().getType();
-  if (out.getElementType() != q.getElementType() || out.getShape() != ArrayRef<int64_t>{q.getShape()[0], q.getShape()[1], v.getShape()[2]})
-    return emitOpError("out must be [B, L, Dv] of q's type, not ") << out;
+  if (failed(verifyOutputShaped(*this, "out", getOut().getType(), q, v)))
+    return failure();
   return verifyRowStatistic(*this, "lse", getLse().getType(), q);
 }
 
@@ -440,10 +448,8 @@ LogicalResult AttentionBackwardOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   if (failed(verifyAttentionOperands(*this, q, k, v)))
     return failure();
-  auto g = getGradOut().getType();
-  if (g.getElementType() != q.getElementType() || g.getShape() != ArrayRef<int64_t>{q.getShape()[0], q.getShape()[1], v.getShape()[2]})
-    return emitOpError("grad_out must be [B, L, Dv] of q's type, not ") << g;
-  if (failed(verifyRowStatistic(*this, "lse", getLse().getType(), q)) ||
+  if (failed(verifyOutputShaped(*this, "grad_out", getGradOut().getType(), q, v)) ||
+      failed(verifyRowStatistic(*this, "lse", getLse().getType(), q)) ||
       failed(verifyRowStatistic(*this, "delta", getDelta().getType(), q)))
     return failure();
   if (getGradQ().getType() != q || getGradK().getType() != k || getGradV().getType() != v)

@@ -1,5 +1,5 @@
-// DType <-> MLIR element types, and the scalar ops' arities and names (MLIR-side; DType.cpp
-// holds what needs no MLIR).
+// DType <-> MLIR element types, float splat constants' values, and the scalar ops' arities and
+// names (MLIR-side; DType.cpp holds what needs no MLIR).
 #include "rfuse/IR/DType.h"
 #include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/IR/ScalarOpKind.h"
@@ -36,6 +36,14 @@ DType dtypeOf(mlir::Value tensor) {
   DType d = DType::F32;
   fromMlirType(llvm::cast<mlir::RankedTensorType>(tensor.getType()).getElementType(), d);
   return d;
+}
+
+std::optional<double> floatSplatValue(mlir::Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto splat = c ? llvm::dyn_cast<mlir::SplatElementsAttr>(c.getValue()) : mlir::SplatElementsAttr();
+  if (!splat || !llvm::isa<mlir::FloatType>(splat.getElementType()))
+    return std::nullopt;
+  return splat.getSplatValue<llvm::APFloat>().convertToDouble();
 }
 
 ScalarArity scalarArity(ScalarOpKind kind) {

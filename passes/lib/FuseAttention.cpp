@@ -23,17 +23,11 @@ bool isFloatCast(CastOp c) {
   return isa<FloatType>(tensorOf(c.getInput()).getElementType()) && isa<FloatType>(tensorOf(c.getResult()).getElementType());
 }
 
-// The value of a splat constant, possibly broadcast.
+// The value of a float splat constant, possibly broadcast.
 std::optional<double> splatValue(Value v) {
   if (auto b = v.getDefiningOp<BroadcastInDimOp>())
     v = b.getInput();
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
+  return floatSplatValue(v);
 }
 
 // A value on the path between the two products, and which axis of the scores [B, L, S] each of

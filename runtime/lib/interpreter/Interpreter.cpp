@@ -638,8 +638,14 @@ private:
     double scale;
     DType dt;
   };
-  static AttentionShape attentionShape(Operation *op, const std::vector<HostTensor> &in, double scale) {
+  static AttentionShape attentionShape(const std::vector<HostTensor> &in, double scale) {
     return {in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2], scale, in[0].dtype};
+  }
+  static double dot(const double *x, const double *y, int64_t n) {
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i)
+      acc += x[i] * y[i];
+    return acc;
   }
   // Row (b, l)'s scores scale * q_l . k_s into `row` (S values); returns their maximum.
   static double attentionScores(const AttentionShape &a, const HostTensor &q, const HostTensor &k, int64_t b,
@@ -647,18 +653,14 @@ private:
     double m = -std::numeric_limits<double>::infinity();
     const double *qr = &q.f[(b * a.L + l) * a.D];
     for (int64_t s = 0; s < a.S; ++s) {
-      const double *kr = &k.f[(b * a.S + s) * a.D];
-      double acc = 0;
-      for (int64_t d = 0; d < a.D; ++d)
-        acc += qr[d] * kr[d];
-      row[s] = a.scale * acc;
+      row[s] = a.scale * dot(qr, &k.f[(b * a.S + s) * a.D], a.D);
       m = std::max(m, row[s]);
     }
     return m;
   }
 
   std::vector<HostTensor> attention(AttentionOp op, const std::vector<HostTensor> &in) {
-    AttentionShape a = attentionShape(op, in, op.getScale().convertToDouble());
+    AttentionShape a = attentionShape(in, op.getScale().convertToDouble());
     HostTensor out = alloc(op.getOut()), lse = alloc(op.getLse());
     cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
       std::vector<double> row(a.S), acc(a.Dv);
@@ -684,16 +686,13 @@ private:
 
   // grad_q by rows of q, then grad_k and grad_v by rows of k (each thread owns what it writes).
   std::vector<HostTensor> attentionBackward(AttentionBackwardOp op, const std::vector<HostTensor> &in) {
-    AttentionShape a = attentionShape(op, in, op.getScale().convertToDouble());
+    AttentionShape a = attentionShape(in, op.getScale().convertToDouble());
     const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
     HostTensor dq = alloc(op.getGradQ()), dk = alloc(op.getGradK()), dv = alloc(op.getGradV());
     // P from a score of row r, and dS of row (b, l) at key s.
     auto probability = [&](double score, int64_t r) { return std::exp(score - lse.f[r]); };
     auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
-      const double *gr = &g.f[(b * a.L + l) * a.Dv], *vr = &v.f[(b * a.S + s) * a.Dv];
-      double dp = 0;
-      for (int64_t d = 0; d < a.Dv; ++d)
-        dp += gr[d] * vr[d];
+      double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv);
       return roundToDType(a.dt, p * (dp - delta.f[b * a.L + l]));
     };
     cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
@@ -721,10 +720,7 @@ private:
         for (int64_t l = 0; l < a.L; ++l) {
           int64_t r = b * a.L + l;
           const double *qr = &q.f[r * a.D], *kr = &k.f[c * a.D], *gr = &g.f[r * a.Dv];
-          double dot = 0;
-          for (int64_t d = 0; d < a.D; ++d)
-            dot += qr[d] * kr[d];
-          double p = probability(a.scale * dot, r), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
+          double p = probability(a.scale * dot(qr, kr, a.D), r), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
           for (int64_t d = 0; d < a.D; ++d)
             accK[d] += ds * qr[d];
           for (int64_t d = 0; d < a.Dv; ++d)

@@ -16,6 +16,8 @@
 #include "rfuse/IR/DType.h"
 #include "rfuse/IR/ScalarOpKind.h"
 
+#include <optional>
+
 #include "rfuse/IR/RfuseDialect.h.inc"
 #include "rfuse/IR/RfuseEnums.h.inc"
 #define GET_ATTRDEF_CLASSES
@@ -36,6 +38,8 @@ mlir::Type toMlirType(mlir::MLIRContext *ctx, DType t);
 bool fromMlirType(mlir::Type t, DType &out);
 /// The dtype of a ranked tensor value's elements (values of verified rfuse IR always have one).
 DType dtypeOf(mlir::Value tensor);
+/// The value of `v` when an rfuse.constant makes it a float splat (any shape), else nothing.
+std::optional<double> floatSplatValue(mlir::Value v);
 } // namespace rfuse
 
 #endif
