@@ -13,7 +13,9 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 
@@ -28,15 +30,26 @@ struct AttentionGeometry {
   int64_t batch, queries, keys, headDim;
   double scale;
   DType dtype;
+  bool causal = false;
+  std::optional<std::array<int64_t, 3>> maskDims; // the mask operand's [B or 1, L or 1, S or 1]
+  double fill = -INFINITY;                        // a masked score
 };
 
-// Both ops: operands q, k, v first, and a `scale`.
-std::optional<AttentionGeometry> geometryOf(Operation *op, std::string &why) {
-  Value q = op->getOperand(0);
-  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(op->getOperand(1).getType()),
-       vt = cast<RankedTensorType>(op->getOperand(2).getType());
+// Both ops: operands q, k, v first, a `scale`, and their masks.
+template <class AttentionOpT>
+std::optional<AttentionGeometry> geometryOf(AttentionOpT op, std::string &why) {
+  Value q = op.getQ();
+  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(op.getK().getType()),
+       vt = cast<RankedTensorType>(op.getV().getType());
   AttentionGeometry g{qt.getShape()[0], qt.getShape()[1], kt.getShape()[1], qt.getShape()[2],
-                      op->getAttrOfType<FloatAttr>("scale").getValueAsDouble(), dtypeOf(q)};
+                      op.getScale().convertToDouble(), dtypeOf(q)};
+  g.causal = op.getCausal();
+  if (Value m = op.getMask()) {
+    ArrayRef<int64_t> d = cast<RankedTensorType>(m.getType()).getShape();
+    g.maskDims = {d[0], d[1], d[2]};
+  }
+  if (auto v = op.getMaskValue())
+    g.fill = v->convertToDouble();
   if (g.dtype != DType::BF16 && g.dtype != DType::F16) {
     why = "attention on the GPU takes bfloat16 or float16 operands";
     return std::nullopt;
@@ -72,7 +85,35 @@ std::string prelude(const AttentionGeometry &g) {
      << "constexpr int TILE = " << kTile << ", LDS = HD + 8; // shared rows padded: no bank conflicts\n"
      << "constexpr float SCALE = " << floatLiteral(g.scale) << ";\n"
      << "constexpr float SCALE_LOG2 = " << floatLiteral(g.scale * M_LOG2E) << "; // exp(x) = exp2(x log2 e)\n"
-     << "constexpr float LOG2E = " << floatLiteral(M_LOG2E) << ", LN2 = " << floatLiteral(M_LN2) << ";\n"
+     << "constexpr float LOG2E = " << floatLiteral(M_LOG2E) << ", LN2 = " << floatLiteral(M_LN2) << ";\n";
+  {
+    // Score (l, s) masked: causal and s > l, or the mask (a size-1 dim spread: stride 0). (No
+    // mask: all of it folds away.)
+    std::array<int64_t, 3> d = g.maskDims.value_or(std::array<int64_t, 3>{1, 1, 1});
+    bool skips = g.causal && std::isinf(g.fill);
+    os << "constexpr bool CAUSAL = " << (g.causal ? "true" : "false") << ", HAS_MASK = " << (g.maskDims ? "true" : "false")
+       << ";\n"
+       << "// causal with -inf: the tiles above the diagonal add exactly nothing, and are skipped\n"
+       << "constexpr bool SKIP_ABOVE_DIAGONAL = " << (skips ? "true" : "false") << ";\n"
+       << "constexpr long long MASK_B = " << (d[0] == 1 ? 0 : d[1] * d[2]) << ", MASK_L = " << (d[1] == 1 ? 0 : d[2])
+       << ", MASK_S = " << (d[2] == 1 ? 0 : 1) << ";\n"
+       << "#define RF_FILL_LOG2 " << (std::isinf(g.fill) ? std::string("(-RF_INF)") : floatLiteral(g.fill * M_LOG2E))
+       << " // a masked score, log2 domain\n"
+       << R"CUDA(// Whether the score of query r and key c is masked (mb: the batch's mask). A masked score is
+// RF_FILL_LOG2, and its gradient 0 (it does not depend on q or k).
+__device__ __forceinline__ bool rf_masked(const bool* mb, int r, int c) {
+  bool m = CAUSAL && c > r;
+  if (HAS_MASK && r < LQ && c < LK)
+    m = m || mb[r * MASK_L + c * MASK_S];
+  return m;
+}
+// The end of the keys a block of queries from q0 reads.
+__device__ __forceinline__ int rf_keys_end(int q0) { return SKIP_ABOVE_DIAGONAL ? min(LK, q0 + TILE) : LK; }
+// The first query a block of keys from k0 reads.
+__device__ __forceinline__ int rf_queries_begin(int k0) { return SKIP_ABOVE_DIAGONAL ? k0 : 0; }
+)CUDA";
+  }
+  os
      << "__device__ __forceinline__ void rf_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {\n"
      << "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << (bf16 ? "bf16.bf16" : "f16.f16")
      << ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
@@ -185,6 +226,14 @@ KernelSpec spec(const std::string &name, std::string source, int64_t blocks, uns
 
 int64_t tiles(int64_t n) { return (n + kTile - 1) / kTile; }
 
+std::string maskParameter(const AttentionGeometry &g) {
+  return g.maskDims ? "const bool* __restrict__ mask, " : "";
+}
+
+std::string maskOfBatch(const AttentionGeometry &g) {
+  return g.maskDims ? "  const bool* mb = mask + (long long)b * MASK_B;\n" : "  const bool* mb = nullptr;\n";
+}
+
 } // namespace
 
 std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name, std::string &why) {
@@ -196,12 +245,12 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
   os << opening(*g, name,
                 "kernel " + name + ": softmax(" + std::to_string(g->queries) + " x " + std::to_string(g->keys) +
                     " scores) times v, head dim " + std::to_string(g->headDim) + ", a block per 64 queries of each batch",
-                "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
-                "rf_t* __restrict__ out, float* __restrict__ lse")
-     << R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
+                "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, " +
+                    maskParameter(*g) + "rf_t* __restrict__ out, float* __restrict__ lse")
+     << (R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
   __shared__ __align__(16) rf_t vs[TILE * LDS];
   constexpr int QT = (LQ + TILE - 1) / TILE;
-  const int b = blockIdx.x / QT, row0 = (blockIdx.x % QT) * TILE + (threadIdx.x >> 5) * 16;
+  const int b = blockIdx.x / QT, qBlock0 = (blockIdx.x % QT) * TILE, row0 = qBlock0 + (threadIdx.x >> 5) * 16;
   const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
   const rf_t* qb = q + (long long)b * LQ * HD;
   const rf_t* kb = k + (long long)b * LK * HD;
@@ -213,7 +262,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
   for (int j = 0; j < HD / 8; ++j)
     o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m[2] = {-RF_INF, -RF_INF}, l[2] = {0.f, 0.f}; // rows gr and gr + 8, log2 domain
-  for (int k0 = 0; k0 < LK; k0 += TILE) {
+)CUDA" + maskOfBatch(*g) + R"CUDA(  for (int k0 = 0; k0 < rf_keys_end(qBlock0); k0 += TILE) {
     __syncthreads();
     rf_load_tile(ks, kb, k0, LK);
     rf_load_tile(vs, vb, k0, LK);
@@ -225,16 +274,19 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
     for (int j = 0; j < TILE / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = k0 + 8 * j + c2 + (e & 1) < LK ? s[j][e] * SCALE_LOG2 : -RF_INF;
+        int col = k0 + 8 * j + c2 + (e & 1);
+        float x = col < LK ? (rf_masked(mb, row0 + gr + 8 * (e >> 1), col) ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) : -RF_INF;
         s[j][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
-    float corr[2];
+    float corr[2], mu[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) { // the row's four lanes agree on its maximum
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      corr[h] = exp2f(m[h] - mx[h]); // (key k0 < LK is in every tile: mx is finite)
+      // (a row with every score so far masked at -inf: its terms are 0, subtract 0, not -inf)
+      mu[h] = mx[h] == -RF_INF ? 0.f : mx[h];
+      corr[h] = exp2f(m[h] - mu[h]);
       m[h] = mx[h];
       l[h] *= corr[h];
     }
@@ -247,7 +299,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
     for (int j = 0; j < TILE / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float p = exp2f(s[j][e] - m[e >> 1]);
+        float p = exp2f(s[j][e] - mu[e >> 1]);
         s[j][e] = p;
         l[e >> 1] += p;
       }
@@ -261,10 +313,10 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
     if ((lane & 3) == 0 && r < LQ)
       lse[(long long)b * LQ + r] = (m[h] + log2f(l[h])) * LN2;
   }
-  rf_store_rows(out + (long long)b * LQ * HD, o, row0, LQ, 1.f / l[0], 1.f / l[1]);
+  rf_store_rows(out + (long long)b * LQ * HD, o, row0, LQ, 1.f / l[0], 1.f / l[1]); // (every score masked: NaN)
 }
-)CUDA";
-  return spec(name, os.str(), g->batch * tiles(g->queries), 3, 2);
+)CUDA");
+  return spec(name, os.str(), g->batch * tiles(g->queries), g->maskDims ? 4 : 3, 2);
 }
 
 std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const std::string &name, std::string &why) {
@@ -278,9 +330,9 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
                     std::to_string(g->keys) + " keys, head dim " + std::to_string(g->headDim) +
                     "; per batch a block per 64 keys, then one per 64 queries",
                 "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
-                "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, "
-                "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv")
-     << R"CUDA(  __shared__ __align__(16) rf_t ta[TILE * LDS];
+                "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, " +
+                    maskParameter(*g) + "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv")
+     << (R"CUDA(  __shared__ __align__(16) rf_t ta[TILE * LDS];
   __shared__ __align__(16) rf_t tb[TILE * LDS];
   __shared__ float rowLse[TILE], rowDelta[TILE];
   constexpr int KT = (LK + TILE - 1) / TILE, QT = (LQ + TILE - 1) / TILE;
@@ -293,9 +345,9 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
   const float* lb = lse + (long long)b * LQ;
   const float* db = delta + (long long)b * LQ;
   float s[TILE / 8][4], dp[TILE / 8][4];
-  if (tile < KT) {
+)CUDA" + maskOfBatch(*g) + R"CUDA(  if (tile < KT) {
     // grad_k and grad_v of 64 keys: the transposed scores (keys x queries) of every query tile.
-    const int key0 = tile * TILE + warpRow;
+    const int kBlock0 = tile * TILE, key0 = kBlock0 + warpRow;
     unsigned ka[HD / 16][4], va[HD / 16][4];
     rf_load_rows(ka, kb, key0, LK);
     rf_load_rows(va, vb, key0, LK);
@@ -305,7 +357,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         dkAcc[j][e] = dvAcc[j][e] = 0.f;
-    for (int q0 = 0; q0 < LQ; q0 += TILE) {
+    for (int q0 = rf_queries_begin(kBlock0); q0 < LQ; q0 += TILE) {
       __syncthreads();
       rf_load_tile(ta, qb, q0, LQ); // q
       rf_load_tile(tb, gb, q0, LQ); // grad_out
@@ -322,9 +374,10 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           int col = 8 * j + c2 + (e & 1);
-          float p = exp2f(s[j][e] * SCALE_LOG2 - rowLse[col]);
+          bool masked = rf_masked(mb, q0 + col, key0 + gr + 8 * (e >> 1));
+          float p = exp2f((masked ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) - rowLse[col]);
           s[j][e] = p;
-          dp[j][e] = p * (dp[j][e] - rowDelta[col]);
+          dp[j][e] = masked ? 0.f : p * (dp[j][e] - rowDelta[col]);
         }
       rf_scores_times_tile(dvAcc, s, tb);  // dV += P^T dO
       rf_scores_times_tile(dkAcc, dp, ta); // dK += dS^T Q (scaled at the end)
@@ -333,7 +386,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
     rf_store_rows(dv + (long long)b * LK * HD, dvAcc, key0, LK, 1.f, 1.f);
   } else {
     // grad_q of 64 queries: the scores of every key tile.
-    const int row0 = (tile - KT) * TILE + warpRow;
+    const int qBlock0 = (tile - KT) * TILE, row0 = qBlock0 + warpRow;
     unsigned qa[HD / 16][4], ga[HD / 16][4];
     rf_load_rows(qa, qb, row0, LQ);
     rf_load_rows(ga, gb, row0, LQ);
@@ -348,7 +401,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
 #pragma unroll
     for (int j = 0; j < HD / 8; ++j)
       dqAcc[j][0] = dqAcc[j][1] = dqAcc[j][2] = dqAcc[j][3] = 0.f;
-    for (int k0 = 0; k0 < LK; k0 += TILE) {
+    for (int k0 = 0; k0 < rf_keys_end(qBlock0); k0 += TILE) {
       __syncthreads();
       rf_load_tile(ta, kb, k0, LK); // k
       rf_load_tile(tb, vb, k0, LK); // v
@@ -359,16 +412,18 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
       for (int j = 0; j < TILE / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float p = k0 + 8 * j + c2 + (e & 1) < LK ? exp2f(s[j][e] * SCALE_LOG2 - rl[e >> 1]) : 0.f;
-          dp[j][e] = p * (dp[j][e] - rd[e >> 1]);
+          int col = k0 + 8 * j + c2 + (e & 1);
+          bool masked = rf_masked(mb, row0 + gr + 8 * (e >> 1), col);
+          float p = col < LK ? exp2f((masked ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) - rl[e >> 1]) : 0.f;
+          dp[j][e] = masked ? 0.f : p * (dp[j][e] - rd[e >> 1]);
         }
       rf_scores_times_tile(dqAcc, dp, ta); // dQ += dS K (scaled at the end)
     }
     rf_store_rows(dq + (long long)b * LQ * HD, dqAcc, row0, LQ, SCALE, SCALE);
   }
 }
-)CUDA";
-  return spec(name, os.str(), g->batch * (tiles(g->keys) + tiles(g->queries)), 6, 3);
+)CUDA");
+  return spec(name, os.str(), g->batch * (tiles(g->keys) + tiles(g->queries)), g->maskDims ? 7 : 6, 3);
 }
 
 } // namespace rfuse::cuda

@@ -435,9 +435,34 @@ static LogicalResult verifyRowStatistic(Operation *op, StringRef what, RankedTen
   return success();
 }
 
+// The mask: i1 [B or 1, L or 1, S or 1]; a mask value only with something masked, and never NaN
+// or +inf (a score the softmax could not take).
+static LogicalResult verifyAttentionMask(Operation *op, Value mask, bool causal, std::optional<APFloat> maskValue,
+                                         RankedTensorType q, RankedTensorType k) {
+  if (mask) {
+    auto m = cast<RankedTensorType>(mask.getType());
+    int64_t want[3] = {q.getShape()[0], q.getShape()[1], k.getShape()[1]};
+    bool ok = m.getRank() == 3;
+    for (int64_t i = 0; ok && i < 3; ++i)
+      ok = m.getShape()[i] == want[i] || m.getShape()[i] == 1;
+    if (!ok)
+      return op->emitOpError("mask must be i1 [B or 1, L or 1, S or 1] = [") << want[0] << " or 1, " << want[1]
+             << " or 1, " << want[2] << " or 1], not " << m;
+  }
+  if (maskValue) {
+    if (!mask && !causal)
+      return op->emitOpError("has a mask_value but neither a mask nor causal");
+    double v = maskValue->convertToDouble();
+    if (std::isnan(v) || v == std::numeric_limits<double>::infinity())
+      return op->emitOpError("mask_value must be finite or -inf, not ") << v;
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), v = getV().getType();
-  if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)))
+  if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)) ||
+      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, getK().getType())))
     return failure();
   if (failed(verifyOutputShaped(*this, "out", getOut().getType(), q, v)))
     return failure();
@@ -446,7 +471,8 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult AttentionBackwardOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
-  if (failed(verifyAttentionOperands(*this, q, k, v)))
+  if (failed(verifyAttentionOperands(*this, q, k, v)) ||
+      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, k)))
     return failure();
   if (failed(verifyOutputShaped(*this, "grad_out", getGradOut().getType(), q, v)) ||
       failed(verifyRowStatistic(*this, "lse", getLse().getType(), q)) ||

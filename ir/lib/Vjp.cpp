@@ -205,7 +205,8 @@ LogicalResult attentionVjp(AttentionOp a, Emit &e, Value g, SmallVectorImpl<Valu
   };
   Value delta = e.reduceSum(e.mul(inF32(g), inF32(a.getOut())), {2}, false);
   auto bw = e.b.create<AttentionBackwardOp>(e.loc, a.getQ().getType(), a.getK().getType(), a.getV().getType(),
-                                            a.getQ(), a.getK(), a.getV(), g, a.getLse(), delta, a.getScaleAttr());
+                                            a.getQ(), a.getK(), a.getV(), g, a.getLse(), delta, a.getMask(),
+                                            a.getScaleAttr(), a.getCausalAttr(), a.getMaskValueAttr());
   grads[0] = bw.getGradQ();
   grads[1] = bw.getGradK();
   grads[2] = bw.getGradV();

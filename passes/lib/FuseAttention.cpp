@@ -6,7 +6,13 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 
@@ -45,12 +51,88 @@ SmallVector<int64_t> axesBefore(TransposeOp t, ArrayRef<int64_t> axes) {
   return in;
 }
 
+// A mask on the scores: masked_fill (select(mask, fill, x), or select(mask, x, fill) for the
+// complement), or an added constant whose values are all 0 or -inf (torch's float masks).
+struct MaskUse {
+  Value value; // i1, or the added f32 constant
+  SmallVector<int64_t> axes; // its layout, as OnPath's
+  bool negate = false;       // masked where the value is false
+  bool additive = false;     // masked where the constant is -inf
+};
+
 struct Match {
   MatmulOp scores, product; // q k^T, and P v
   double scale = 1;
+  SmallVector<MaskUse> masks;
+  double fill = -std::numeric_limits<double>::infinity(); // a masked score, after the scale
   // Every op of the pattern: what is erased once nothing reads it.
   llvm::SetVector<Operation *> ops;
 };
+
+// The elements of a constant, possibly broadcast: the constant and the broadcast's dims (the
+// constant's dim i is the value's dim dims[i]; none: the same shape).
+std::optional<std::pair<DenseElementsAttr, SmallVector<int64_t>>> constantElements(Value v) {
+  SmallVector<int64_t> dims;
+  if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
+    dims.assign(b.getDims().begin(), b.getDims().end());
+    v = b.getInput();
+  } else {
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, tensorOf(v).getRank()));
+  }
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  return std::make_pair(attr, dims);
+}
+
+// Whether an added value is a constant of 0s and -infs (a float mask).
+bool isFloatMaskConstant(Value v) {
+  auto c = constantElements(v);
+  if (!c || !isa<FloatType>(c->first.getElementType()))
+    return false;
+  for (APFloat x : c->first.getValues<APFloat>())
+    if (!x.isZero() && !(x.isInfinity() && x.isNegative()))
+      return false;
+  return true;
+}
+
+// A mask op on the path at `def` (reading `at`'s value): records it and moves `at` to its other
+// operand; false if `def` is no mask op this pass takes.
+bool takeMask(Operation *def, OnPath &at, Match &m) {
+  MaskUse use{Value(), at.axes};
+  double fill = -std::numeric_limits<double>::infinity();
+  Value rest;
+  if (auto sel = dyn_cast<SelectOp>(def)) {
+    std::optional<double> onTrue = splatValue(sel.getOnTrue()), onFalse = splatValue(sel.getOnFalse());
+    if (onTrue.has_value() == onFalse.has_value())
+      return false;
+    use.value = sel.getCond();
+    use.negate = onFalse.has_value();
+    fill = onTrue ? *onTrue : *onFalse;
+    rest = onTrue ? sel.getOnFalse() : sel.getOnTrue();
+  } else if (auto add = dyn_cast<AddOp>(def)) {
+    Value lhs = add.getLhs(), rhs = add.getRhs();
+    if (isFloatMaskConstant(lhs))
+      std::swap(lhs, rhs);
+    if (!isFloatMaskConstant(rhs) || isFloatMaskConstant(lhs))
+      return false;
+    use.value = rhs;
+    use.additive = true;
+    rest = lhs;
+  } else {
+    return false;
+  }
+  // The scale applied after the mask scales the fill too (the factors seen so far, walking up).
+  fill *= m.scale;
+  if (std::isnan(fill) || fill == std::numeric_limits<double>::infinity())
+    return false;
+  if (!m.masks.empty() && fill != m.fill) // masks filling different values: not one op's
+    return false;
+  m.fill = fill;
+  m.masks.push_back(use);
+  at.value = rest;
+  return true;
+}
 
 // Follows casts and transposes up from `at` (tracking the layout); the ops walked are recorded.
 OnPath walkLayoutOps(OnPath at, Match &m) {
@@ -143,6 +225,7 @@ std::optional<Match> matchAttention(MatmulOp product) {
       s = {t.getInput(), axesBefore(t, s.axes)};
     } else if (auto c = dyn_cast<CastOp>(def); c && isFloatCast(c)) {
       s.value = c.getInput();
+    } else if (takeMask(def, s, m)) {
     } else if (auto mm = dyn_cast<MatmulOp>(def)) {
       if (s.axes != SmallVector<int64_t>{0, 1, 2} || mm.getTransposeA())
         return std::nullopt;
@@ -154,6 +237,12 @@ std::optional<Match> matchAttention(MatmulOp product) {
     }
     m.ops.insert(def);
   }
+  // Masks that are not all constants are combined at run time, by or-ing i1 masks: an added
+  // float mask then has to be a constant too (it always is, isFloatMaskConstant) and with
+  // non-constant selects it is not taken.
+  bool allConstant = llvm::all_of(m.masks, [](const MaskUse &u) { return constantElements(u.value).has_value(); });
+  if (!allConstant && llvm::any_of(m.masks, [](const MaskUse &u) { return u.additive; }))
+    return std::nullopt;
   Value q = m.scores.getLhs(), k = m.scores.getRhs(), v = product.getRhs();
   auto qt = tensorOf(q), kt = tensorOf(k), vt = tensorOf(v);
   if (qt.getRank() != 3 || kt.getRank() != 3 || qt.getElementType() != narrow || kt.getElementType() != narrow ||
@@ -164,6 +253,110 @@ std::optional<Match> matchAttention(MatmulOp product) {
   if (d % 16 != 0 || d > 128 || vt.getShape()[2] != d)
     return std::nullopt;
   return m;
+}
+
+// The op's masking: `causal`, and a mask [B or 1, L or 1, S or 1] for what causal does not cover.
+struct OpMask {
+  bool causal = false;
+  Value mask;
+};
+
+// Constant masks, known here: which scores [B, L, S] they mask (row-major), or nothing if some
+// mask is not a constant.
+std::optional<std::vector<uint8_t>> maskedPositions(const Match &m, int64_t B, int64_t L, int64_t S) {
+  std::vector<uint8_t> masked(B * L * S, 0);
+  for (const MaskUse &u : m.masks) {
+    auto c = constantElements(u.value);
+    if (!c)
+      return std::nullopt;
+    auto [attr, dims] = *c;
+    std::vector<uint8_t> on; // the constant's elements: masked or not
+    on.reserve(attr.getNumElements());
+    if (u.additive)
+      for (APFloat x : attr.getValues<APFloat>())
+        on.push_back(x.isInfinity() && x.isNegative());
+    else
+      for (bool x : attr.getValues<bool>())
+        on.push_back(x != u.negate);
+    // Constant dim j is the value's dim dims[j] (size 1: spread), and value dim i holds axis
+    // axes[i] of the scores: the constant's stride along each scores axis.
+    ArrayRef<int64_t> cShape = attr.getType().getShape();
+    int64_t stride[3] = {0, 0, 0}, step = 1;
+    for (int64_t j = (int64_t)cShape.size() - 1; j >= 0; --j) {
+      if (cShape[j] != 1)
+        stride[u.axes[dims[j]]] = step;
+      step *= cShape[j];
+    }
+    for (int64_t b = 0, i = 0; b < B; ++b)
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t s = 0; s < S; ++s, ++i)
+          masked[i] |= on[b * stride[0] + l * stride[1] + s * stride[2]];
+  }
+  return masked;
+}
+
+// Constant masks as `causal` (every score with s > l masked, the kernel skipping those tiles)
+// and the smallest [B or 1, L or 1, S or 1] mask that agrees with the rest.
+OpMask compressMask(OpBuilder &b, Location loc, const std::vector<uint8_t> &masked, int64_t B, int64_t L, int64_t S) {
+  OpMask out;
+  auto at = [&](int64_t bi, int64_t l, int64_t s) { return masked[(bi * L + l) * S + s]; };
+  out.causal = S > 1;
+  for (int64_t bi = 0; bi < B && out.causal; ++bi)
+    for (int64_t l = 0; l < L && out.causal; ++l)
+      for (int64_t s = l + 1; s < S && out.causal; ++s)
+        out.causal = at(bi, l, s);
+  auto cared = [&](int64_t l, int64_t s) { return !out.causal || s <= l; };
+  bool any = false;
+  for (int64_t bi = 0; bi < B && !any; ++bi)
+    for (int64_t l = 0; l < L && !any; ++l)
+      for (int64_t s = 0; s < S && !any; ++s)
+        any = cared(l, s) && at(bi, l, s);
+  if (!any)
+    return out;
+  // Which of B, L, S the mask keeps (bits 4, 2, 1), smallest first.
+  SmallVector<int> keeps = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto sizeOf = [&](int keep) { return (keep & 4 ? B : 1) * (keep & 2 ? L : 1) * (keep & 1 ? S : 1); };
+  llvm::stable_sort(keeps, [&](int x, int y) { return sizeOf(x) < sizeOf(y); });
+  for (int keep : keeps) {
+    int64_t dims[3] = {keep & 4 ? B : 1, keep & 2 ? L : 1, keep & 1 ? S : 1};
+    std::vector<int8_t> r(sizeOf(keep), -1);
+    bool agrees = true;
+    for (int64_t bi = 0; bi < B && agrees; ++bi)
+      for (int64_t l = 0; l < L && agrees; ++l)
+        for (int64_t s = 0; s < S && agrees; ++s) {
+          if (!cared(l, s))
+            continue;
+          int8_t &x = r[((keep & 4 ? bi : 0) * dims[1] + (keep & 2 ? l : 0)) * dims[2] + (keep & 1 ? s : 0)];
+          int8_t want = at(bi, l, s);
+          agrees = x < 0 || x == want;
+          x = want;
+        }
+    if (!agrees)
+      continue;
+    SmallVector<bool> values(r.begin(), r.end()); // (-1, a don't-care, as true: any value would do)
+    auto type = RankedTensorType::get({dims[0], dims[1], dims[2]}, b.getI1Type());
+    out.mask = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, ArrayRef<bool>(values)));
+    return out;
+  }
+  llvm_unreachable("the mask keeping every dim agrees");
+}
+
+// Masks known only at run time: each moved to [B, L, S], negated if it marks what is kept, and
+// or-ed together.
+Value combineMasks(OpBuilder &b, Location loc, const Match &m) {
+  Value combined;
+  for (const MaskUse &u : m.masks) {
+    Value x = u.value;
+    SmallVector<int64_t> perm(3);
+    for (auto [i, axis] : llvm::enumerate(u.axes))
+      perm[axis] = i;
+    if (perm != SmallVector<int64_t>{0, 1, 2})
+      x = b.create<TransposeOp>(loc, x, perm);
+    if (u.negate)
+      x = b.create<NotOp>(loc, x.getType(), x);
+    combined = combined ? b.create<OrOp>(loc, x.getType(), combined, x).getResult() : x;
+  }
+  return combined;
 }
 
 struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
@@ -182,9 +375,20 @@ struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
       if (!m.scores.getTransposeB()) // k^T [B, D, S] -> k [B, S, D]
         k = b.create<TransposeOp>(loc, k, ArrayRef<int64_t>{0, 2, 1});
       auto qt = tensorOf(q);
-      auto lseType = RankedTensorType::get({qt.getShape()[0], qt.getShape()[1]}, b.getF32Type());
-      auto attention = b.create<AttentionOp>(loc, m.product.getResult().getType(), lseType, q, k, v,
-                                             b.getF64FloatAttr(m.scale));
+      int64_t B = qt.getShape()[0], L = qt.getShape()[1], S = tensorOf(v).getShape()[1];
+      OpMask mask;
+      if (!m.masks.empty()) {
+        if (auto masked = maskedPositions(m, B, L, S))
+          mask = compressMask(b, loc, *masked, B, L, S);
+        else
+          mask.mask = combineMasks(b, loc, m);
+      }
+      auto lseType = RankedTensorType::get({B, L}, b.getF32Type());
+      bool fillsInf = m.fill == -std::numeric_limits<double>::infinity();
+      auto attention = b.create<AttentionOp>(
+          loc, m.product.getResult().getType(), lseType, q, k, v, mask.mask, b.getF64FloatAttr(m.scale),
+          mask.causal ? b.getUnitAttr() : UnitAttr(),
+          (mask.causal || mask.mask) && !fillsInf ? b.getF64FloatAttr(m.fill) : FloatAttr());
       m.product.getResult().replaceAllUsesWith(attention.getOut());
       // Erase what nothing reads any more, consumers before what they read (constants are left
       // to the canonicalizer; what something else still reads stays).

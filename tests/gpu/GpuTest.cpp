@@ -504,28 +504,50 @@ TEST_F(Gpu, WidenedNarrowProductsMatchTheInterpreter) {
 // against the interpreter: bf16 and f16, ragged tiles (queries and keys not multiples of 64, one
 // query), head dims 16 to 128; then attention written op by op (fused by the compile).
 TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
+  // Masks: causal (query l sees keys up to l; more queries than keys, and the diagonal inside a
+  // key tile), a mask operand spread over queries or batches or full, a finite fill (masked
+  // scores still weigh: no tile is skipped). Key 0 is never masked: no row is masked everywhere.
   struct Case {
     DType dt;
     int64_t b, l, s, d;
+    bool causal = false;
+    std::vector<int64_t> maskDims = {};
+    double fill = -INFINITY;
   };
   for (Case c : {Case{DType::BF16, 2, 100, 70, 64}, Case{DType::F16, 3, 33, 130, 128}, Case{DType::BF16, 4, 64, 64, 16},
-                 Case{DType::F16, 2, 1, 5, 32}}) {
+                 Case{DType::F16, 2, 1, 5, 32}, Case{DType::BF16, 2, 100, 70, 64, true},
+                 Case{DType::F16, 3, 33, 130, 128, false, {3, 1, 130}}, Case{DType::BF16, 4, 64, 64, 16, true, {1, 64, 64}},
+                 Case{DType::F16, 2, 1, 5, 32, true, {2, 1, 5}, -2.0}, Case{DType::BF16, 2, 130, 150, 32, true, {2, 130, 150}},
+                 Case{DType::F16, 2, 90, 200, 64, true, {}, -3.0}}) {
     std::string e = c.dt == DType::BF16 ? "bf16" : "f16";
     std::string q = test::tensorType({c.b, c.l, c.d}, e), kv = test::tensorType({c.b, c.s, c.d}, e);
     std::string of = test::tensorType({c.b, c.l, c.d}, "f32"), row = test::tensorType({c.b, c.l}, "f32");
+    std::string mask = c.maskDims.empty() ? "" : test::tensorType(c.maskDims, "i1");
+    std::string maskArg = mask.empty() ? "" : ", %m: " + mask, maskUse = mask.empty() ? "" : " mask %m",
+                maskType = mask.empty() ? "" : ", " + mask;
+    std::string attrs = std::string(c.causal ? " causal" : "") +
+                        (std::isinf(c.fill) ? "" : " {mask_value = " + std::to_string(c.fill) + " : f64}");
     std::string text =
-        "func.func @main(%q: " + q + ", %k: " + kv + ", %v: " + kv + ", %g: " + q + ") -> (" + q + ", " + row + ", " + q +
-        ", " + kv + ", " + kv + ") {\n" + "  %o, %lse = rfuse.attention %q, %k, %v scale = 0.17 : (" + q + ", " + kv +
-        ", " + kv + ") -> (" + q + ", " + row + ")\n" + "  %gw = rfuse.cast %g : " + q + " to " + of + "\n" +
-        "  %ow = rfuse.cast %o : " + q + " to " + of + "\n" + "  %go = rfuse.mul %gw, %ow : " + of + "\n" +
-        "  %delta = rfuse.reduce_sum %go, dims = [2] : (" + of + ") -> " + row + "\n" +
-        "  %dq, %dk, %dv = rfuse.attention_backward %q, %k, %v, %g, %lse, %delta scale = 0.17 : (" + q + ", " + kv +
-        ", " + kv + ", " + q + ", " + row + ", " + row + ") -> (" + q + ", " + kv + ", " + kv + ")\n" +
-        "  return %o, %lse, %dq, %dk, %dv : " + q + ", " + row + ", " + q + ", " + kv + ", " + kv + "\n}\n";
+        "func.func @main(%q: " + q + ", %k: " + kv + ", %v: " + kv + ", %g: " + q + maskArg + ") -> (" + q + ", " + row +
+        ", " + q + ", " + kv + ", " + kv + ") {\n" + "  %o, %lse = rfuse.attention %q, %k, %v" + maskUse +
+        " scale = 0.17" + attrs + " : (" + q + ", " + kv + ", " + kv + maskType + ") -> (" + q + ", " + row + ")\n" +
+        "  %gw = rfuse.cast %g : " + q + " to " + of + "\n" + "  %ow = rfuse.cast %o : " + q + " to " + of + "\n" +
+        "  %go = rfuse.mul %gw, %ow : " + of + "\n" + "  %delta = rfuse.reduce_sum %go, dims = [2] : (" + of + ") -> " +
+        row + "\n" + "  %dq, %dk, %dv = rfuse.attention_backward %q, %k, %v, %g, %lse, %delta" + maskUse +
+        " scale = 0.17" + attrs + " : (" + q + ", " + kv + ", " + kv + ", " + q + ", " + row + ", " + row + maskType +
+        ") -> (" + q + ", " + kv + ", " + kv + ")\n" + "  return %o, %lse, %dq, %dk, %dv : " + q + ", " + row + ", " + q +
+        ", " + kv + ", " + kv + "\n}\n";
     std::mt19937_64 rng(9);
     std::vector<HostTensor> in = {test::randomTensor(c.dt, {c.b, c.l, c.d}, rng), test::randomTensor(c.dt, {c.b, c.s, c.d}, rng),
                                   test::randomTensor(c.dt, {c.b, c.s, c.d}, rng), test::randomTensor(c.dt, {c.b, c.l, c.d}, rng)};
-    std::string name = e + " " + std::to_string(c.l) + "x" + std::to_string(c.s) + " d" + std::to_string(c.d);
+    if (!mask.empty()) { // about a third masked
+      HostTensor m = test::randomTensor(DType::I1, c.maskDims, rng, -2, 1);
+      for (int64_t k = 0; k < m.numel(); k += c.maskDims[2])
+        m.i[k] = 0;
+      in.push_back(m);
+    }
+    std::string name = e + " " + std::to_string(c.l) + "x" + std::to_string(c.s) + " d" + std::to_string(c.d) +
+                       (c.causal ? " causal" : "") + (mask.empty() ? "" : " mask " + mask) + attrs;
     int kernels = 0;
     auto program = compileProgram(text, "default"); // (held: the loop reads its info)
     for (const std::string &step : program->info().gpuPlan)

@@ -24,22 +24,55 @@ struct Shape {
   int64_t b, l, s, d;
 };
 
+// How the scores are masked after the scale: not at all; a constant causal mask with the last
+// batch's keys 1 and 2 masked too (masked_fill with -inf); a mask given at run time filled
+// with -30 (finite: masked scores still weigh, and a row masked everywhere is uniform).
+enum class Masking { None, CausalAndPadding, RuntimeFinite };
+
+// The constant of CausalAndPadding, [b, l, s].
+std::string causalAndPaddingLiteral(Shape sh) {
+  std::string lit = "[";
+  for (int64_t b = 0; b < sh.b; ++b) {
+    lit += b ? ", [" : "[";
+    for (int64_t l = 0; l < sh.l; ++l) {
+      lit += l ? ", [" : "[";
+      for (int64_t s = 0; s < sh.s; ++s)
+        lit += std::string(s ? ", " : "") + (s > l || (b == sh.b - 1 && (s == 1 || s == 2)) ? "true" : "false");
+      lit += "]";
+    }
+    lit += "]";
+  }
+  return lit + "]";
+}
+
 // loss = sum((softmax(q k^T / sqrt(d)) v - t)^2), written as autocast leaves it: products in the
 // narrow type `elem`, the softmax (each row's maximum subtracted) in f32. (The lit test has the
-// maximum's stop_gradient after it; this, before it.)
-std::string attentionLoss(Shape sh, const std::string &elem) {
+// maximum's stop_gradient after it; this, before it.) With RuntimeFinite the mask is a fifth
+// argument.
+std::string attentionLoss(Shape sh, const std::string &elem, Masking masking = Masking::None) {
   auto T = [&](std::vector<int64_t> s, const std::string &e) { return test::tensorType(s, e); };
   std::string q = T({sh.b, sh.l, sh.d}, elem), kv = T({sh.b, sh.s, sh.d}, elem), o = T({sh.b, sh.l, sh.d}, elem);
   std::string sn = T({sh.b, sh.l, sh.s}, elem), sf = T({sh.b, sh.l, sh.s}, "f32"), row = T({sh.b, sh.l, 1}, "f32");
   std::string of = T({sh.b, sh.l, sh.d}, "f32");
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "func.func @loss(%q: " << q << ", %k: " << kv << ", %v: " << kv << ", %t: " << of << ") -> tensor<1xf32> {\n"
+  std::string mask = T({sh.b, sh.l, sh.s}, "i1");
+  os << "func.func @loss(%q: " << q << ", %k: " << kv << ", %v: " << kv << ", %t: " << of
+     << (masking == Masking::RuntimeFinite ? ", %m: " + mask : "") << ") -> tensor<1xf32> {\n"
      << "  %s = rfuse.matmul %q, %k {transpose_b = true} : (" << q << ", " << kv << ") -> " << sn << "\n"
      << "  %w = rfuse.cast %s : " << sn << " to " << sf << "\n"
-     << "  %c = rfuse.constant dense<" << std::sqrt((double)sh.d) << "> : " << sf << "\n"
-     << "  %z = rfuse.div %w, %c : " << sf << "\n"
-     << "  %zs = rfuse.stop_gradient %z : " << sf << "\n"
+     << "  %c = rfuse.constant dense<" << std::sqrt((double)sh.d) << "> : " << sf << "\n";
+  if (masking == Masking::None) {
+    os << "  %z = rfuse.div %w, %c : " << sf << "\n";
+  } else {
+    if (masking == Masking::CausalAndPadding)
+      os << "  %m = rfuse.constant dense<" << causalAndPaddingLiteral(sh) << "> : " << mask << "\n";
+    os << "  %fill = rfuse.constant dense<" << (masking == Masking::CausalAndPadding ? "0xFF800000" : "-30.0")
+       << "> : " << sf << "\n"
+       << "  %z0 = rfuse.div %w, %c : " << sf << "\n"
+       << "  %z = rfuse.select %m, %fill, %z0 : " << mask << ", " << sf << "\n";
+  }
+  os << "  %zs = rfuse.stop_gradient %z : " << sf << "\n"
      << "  %ms = rfuse.reduce_max %zs, dims = [2] {keep_dims = true} : (" << sf << ") -> " << row << "\n"
      << "  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (" << row << ") -> " << sf << "\n"
      << "  %zm = rfuse.sub %z, %mb : " << sf << "\n"
@@ -82,9 +115,10 @@ double maxAbs(const std::vector<double> &v) {
 } // namespace
 
 TEST(Attention, FusedProgramEqualsTheOpByOpOneWithItsGradients) {
-  for (const char *elem : {"bf16", "f16"}) {
+  for (auto [elem, masking] : {std::pair{"bf16", Masking::None}, {"f16", Masking::None}, {"bf16", Masking::CausalAndPadding},
+                               {"f16", Masking::RuntimeFinite}}) {
     for (Shape sh : {Shape{3, 37, 29, 16}, Shape{2, 70, 130, 32}}) {
-      std::string text = attentionLoss(sh, elem);
+      std::string text = attentionLoss(sh, elem, masking);
       // (after the gradient, custom VJPs expand into their forward functions, as every pipeline
       // starts)
       const char *grad = "rfuse-autodiff{function=loss wrt=0,1,2},rfuse-drop-stop-gradients,rfuse-expand-custom-vjp,inline";
@@ -92,16 +126,30 @@ TEST(Attention, FusedProgramEqualsTheOpByOpOneWithItsGradients) {
       std::string unfused = afterPipeline(text, std::string("builtin.module(rfuse-softmax-vjp,") + grad + ")");
       ASSERT_NE(fused.find("rfuse.attention_backward"), std::string::npos) << fused;
       ASSERT_EQ(unfused.find("rfuse.attention"), std::string::npos);
+      if (masking == Masking::CausalAndPadding) // causal, and the padding as a [b, 1, s] mask
+        EXPECT_NE(fused.find("causal : (" + test::tensorType({sh.b, sh.l, sh.d}, elem)), std::string::npos) << fused;
+      if (masking != Masking::None)
+        EXPECT_NE(fused.find(masking == Masking::CausalAndPadding ? test::tensorType({sh.b, 1, sh.s}, "i1")
+                                                                  : "mask_value = -3.000000e+01"),
+                  std::string::npos)
+            << fused;
       DType dt = std::string(elem) == "bf16" ? DType::BF16 : DType::F16;
       std::mt19937_64 rng(11);
       std::vector<HostTensor> in = {test::randomTensor(dt, {sh.b, sh.l, sh.d}, rng, -1, 1),
                                     test::randomTensor(dt, {sh.b, sh.s, sh.d}, rng, -1, 1),
                                     test::randomTensor(dt, {sh.b, sh.s, sh.d}, rng, -1, 1),
                                     test::randomTensor(DType::F32, {sh.b, sh.l, sh.d}, rng, -1, 1)};
+      if (masking == Masking::RuntimeFinite) { // about a third masked, and one row everywhere
+        HostTensor m = test::randomTensor(DType::I1, {sh.b, sh.l, sh.s}, rng, -2, 1);
+        for (int64_t s = 0; s < sh.s; ++s)
+          m.i[sh.l * sh.s + s] = 1; // batch 0, row 1
+        in.push_back(m);
+      }
       std::vector<HostTensor> got = interpretText(fused, "loss_grad", in), want = interpretText(unfused, "loss_grad", in);
       ASSERT_EQ(got.size(), 4u);
       ASSERT_EQ(want.size(), 4u);
-      std::string where = std::string(elem) + " " + std::to_string(sh.l) + "x" + std::to_string(sh.s);
+      std::string where = std::string(elem) + " " + std::to_string(sh.l) + "x" + std::to_string(sh.s) + " masking " +
+                          std::to_string((int)masking);
       // The loss, and each gradient relative to its largest element: the two programs round
       // differently (the op-by-op one rounds the scores to the narrow type), within a few of its
       // units in the last place.
@@ -156,10 +204,44 @@ TEST(Attention, KernelsArePlannedPerTileAndCompileForEveryArchitecture) {
     EXPECT_EQ(p.kernel->source, sources[0]);
     EXPECT_EQ(p.kernel->grid, 7u * 2);
   });
+  // Masked: the mask an input after q, k, v (and after the backward's six), causal a constant of
+  // the source.
+  for (Masking masking : {Masking::CausalAndPadding, Masking::RuntimeFinite}) {
+    std::string masked = afterPipeline(attentionLoss({4, 100, 70, 64}, "bf16", masking),
+                                       "builtin.module(func.func(rfuse-fuse-attention),"
+                                       "rfuse-autodiff{function=loss wrt=0,1,2},rfuse-drop-stop-gradients,canonicalize)");
+    auto maskedModule = mlir::parseSourceString<mlir::ModuleOp>(masked, &ctx);
+    ASSERT_TRUE(maskedModule);
+    bool seen[2] = {false, false}; // a forward and a backward
+    maskedModule->walk([&](mlir::Operation *op) {
+      if (!mlir::isa<AttentionOp, AttentionBackwardOp>(op))
+        return;
+      bool forward = mlir::isa<AttentionOp>(op);
+      if (std::exchange(seen[forward], true))
+        return;
+      std::string name = std::string(forward ? "attention_fwd" : "attention_bwd") + "_masked" + std::to_string((int)masking);
+      cuda::KernelPlan p = cuda::planOperation(op, name);
+      ASSERT_TRUE(p.kernel) << p.unsupported;
+      EXPECT_EQ(p.kernel->numInputs, forward ? 4u : 7u);
+      bool causal = masking == Masking::CausalAndPadding;
+      EXPECT_NE(p.kernel->source.find(causal ? "CAUSAL = true" : "CAUSAL = false"), std::string::npos);
+      EXPECT_NE(p.kernel->source.find(causal ? "SKIP_ABOVE_DIAGONAL = true" : "SKIP_ABOVE_DIAGONAL = false"),
+                std::string::npos);
+      EXPECT_NE(p.kernel->source.find(causal ? "MASK_B = 70, MASK_L = 0, MASK_S = 1" : "MASK_B = 7000, MASK_L = 70"),
+                std::string::npos)
+          << p.kernel->source;
+      names.push_back(p.kernel->name);
+      sources.push_back(p.kernel->source);
+    });
+    EXPECT_TRUE(seen[0] && seen[1]);
+  }
   if (cuda::nvrtcVersion() == 0)
     GTEST_SKIP() << "NVRTC is not installed on this machine: the kernels' compilation is not checked";
+  std::vector<std::string> compiledNames = {names[0], names[2]}, compiledSources = {sources[0], sources[2]};
+  compiledNames.insert(compiledNames.end(), names.begin() + 3, names.end());
+  compiledSources.insert(compiledSources.end(), sources.begin() + 3, sources.end());
   for (const char *arch : {"sm_86", "sm_89", "sm_90"})
-    EXPECT_NO_THROW(cuda::compileKernels({names[0], names[2]}, {sources[0], sources[2]}, arch)) << arch;
+    EXPECT_NO_THROW(cuda::compileKernels(compiledNames, compiledSources, arch)) << arch;
 }
 
 TEST(Attention, WhatTheKernelDoesNotTakeRunsInTheInterpreter) {
@@ -210,5 +292,18 @@ TEST(Attention, VerifierNamesWhatIsWrong) {
     FAIL() << "a k of 9 keys and a v of 8 verified";
   } catch (const std::exception &e) {
     EXPECT_NE(std::string(e.what()).find("shapes do not agree"), std::string::npos) << e.what();
+  }
+  // A mask that spreads over neither the batch nor the queries as [B or 1, L or 1, S or 1] does.
+  std::string masked = "func.func @main(%q: tensor<2x8x16xbf16>, %k: tensor<2x9x16xbf16>, %m: tensor<2x3x9xi1>) {\n"
+                       "  %o, %lse = rfuse.attention %q, %k, %k mask %m scale = 0.25 causal : (tensor<2x8x16xbf16>, "
+                       "tensor<2x9x16xbf16>, tensor<2x9x16xbf16>, tensor<2x3x9xi1>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n"
+                       "  return\n}\n";
+  try {
+    interpretText(masked, "main", {});
+    FAIL() << "a [2, 3, 9] mask of [2, 8, 9] scores verified";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("mask must be i1 [B or 1, L or 1, S or 1] = [2 or 1, 8 or 1, 9 or 1]"),
+              std::string::npos)
+        << e.what();
   }
 }

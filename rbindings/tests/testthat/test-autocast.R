@@ -168,6 +168,56 @@ for (dev in devices()) {
     expect_lt(rel_err(mixed$weight, full$weight), 0.1)
   })
 
+  test_that(paste("masked bfloat16 attention (causal, key padding, float masks) is one fused op, as masked on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    torch_manual_seed(8)
+    mha <- nn_multihead_attention(32, 2, batch_first = TRUE)
+    L <- 70
+    causal <- upper.tri(matrix(0, L, L)) # TRUE: masked (torch's bool attn_mask)
+    float_causal <- ifelse(causal, -Inf, 0) # nn_transformer's square subsequent mask
+    padding <- matrix(FALSE, 3, L); padding[2, 61:70] <- TRUE; padding[3, 2:5] <- TRUE
+    set.seed(8)
+    x <- array(rnorm(3 * L * 32), c(3, L, 32))
+    run <- function(...) {
+      args <- list(...)
+      f <- rf_jit(function(x) do.call(mha, c(list(x, x, x, need_weights = FALSE), args))[[1]], dtype = "float32")
+      list(exact = f(x), low = with_autocast(f(x), device_type = dev, dtype = "bfloat16"),
+           fused = with_autocast(rf_explain(f, x), device_type = dev, dtype = "bfloat16")$fused)
+    }
+    both <- run(attn_mask = causal, key_padding_mask = padding)
+    expect_match(both$fused, "rfuse.attention [^\n]* mask %[^\n]* causal", perl = TRUE) # padding: a [B, 1, S] mask
+    expect_match(both$fused, "tensor<6x1x70xi1>", fixed = TRUE)
+    expect_lt(rel_err(both$low, both$exact), 3e-2)
+    unmasked <- run()$exact
+    expect_gt(max(abs(both$exact - unmasked)), 0.05) # the masks change the result
+    # The float mask (0 and -Inf added) is the same mask: causal alone.
+    fl <- run(attn_mask = float_causal)
+    expect_match(fl$fused, "rfuse.attention [^\n]* causal :", perl = TRUE)
+    expect_lt(rel_err(fl$low, run(attn_mask = causal)$exact), 3e-2)
+    # fuse_attention = FALSE: the masked program op by op, the same values.
+    old_fuse <- rf_options(fuse_attention = FALSE)
+    off <- run(attn_mask = causal, key_padding_mask = padding)
+    rf_options(old_fuse)
+    expect_false(grepl("rfuse.attention ", off$fused, fixed = TRUE))
+    expect_lt(rel_err(off$low, both$low), 3e-2)
+    # Training through the masked gradient: a causal bf16-mixed encoder layer fits as the f32 one.
+    y <- array(rnorm(3 * L * 32), c(3, L, 32))
+    causal_layer <- nn_module("causal_layer",
+      initialize = function() self$layer <- nn_transformer_encoder_layer(32, 2, 64, dropout = 0, batch_first = TRUE,
+                                                                        norm_first = TRUE),
+      forward = function(x) self$layer(x, src_mask = causal))
+    fit <- function(precision) {
+      torch_manual_seed(9)
+      m <- causal_layer()
+      rf_fit(m, x, y, loss = nnf_mse_loss, steps = 30, batch_size = 3, optimizer = "adamw", lr = 3e-3,
+             progress = FALSE, precision = precision, device = dev)$history
+    }
+    full <- fit("32")
+    mixed <- fit("bf16-mixed")
+    expect_lt(tail(mixed, 1), 0.8 * mixed[1])
+    expect_lt(abs(tail(mixed, 1) - tail(full, 1)), 0.05 * full[1])
+  })
+
   test_that(paste("precision = '16-mixed' skips overflowing steps, recovers, and never writes NaN weights on", dev), {
     old <- on_device(dev); on.exit(options(old))
     set.seed(9)

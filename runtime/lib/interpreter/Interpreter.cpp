@@ -637,9 +637,33 @@ private:
     int64_t B, L, S, D, Dv;
     double scale;
     DType dt;
+    // The masks: score (l, s) is `fill` where causal and s > l, or where mask (its size-1 dims
+    // spread: strides of 0) is true; its gradient is then 0.
+    bool causal = false;
+    const HostTensor *mask = nullptr;
+    int64_t maskStride[3] = {0, 0, 0};
+    double fill = -std::numeric_limits<double>::infinity();
+    bool masked(int64_t b, int64_t l, int64_t s) const {
+      return (causal && s > l) || (mask && mask->i[b * maskStride[0] + l * maskStride[1] + s * maskStride[2]] != 0);
+    }
+    double score(int64_t b, int64_t l, int64_t s, double scaled) const { return masked(b, l, s) ? fill : scaled; }
   };
-  static AttentionShape attentionShape(const std::vector<HostTensor> &in, double scale) {
-    return {in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2], scale, in[0].dtype};
+  // Both ops: q, k, v first; the mask (if any) at `maskOperand`.
+  template <class AttentionOpT>
+  static AttentionShape attentionShape(AttentionOpT op, const std::vector<HostTensor> &in, unsigned maskOperand) {
+    AttentionShape a{in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2],
+                     in[2].shape[2], op.getScale().convertToDouble(), in[0].dtype};
+    a.causal = op.getCausal();
+    if (auto v = op.getMaskValue())
+      a.fill = v->convertToDouble();
+    if (op.getMask()) {
+      a.mask = &in[maskOperand];
+      const std::vector<int64_t> &dims = a.mask->shape;
+      a.maskStride[2] = dims[2] == 1 ? 0 : 1;
+      a.maskStride[1] = dims[1] == 1 ? 0 : dims[2];
+      a.maskStride[0] = dims[0] == 1 ? 0 : dims[1] * dims[2];
+    }
+    return a;
   }
   static double dot(const double *x, const double *y, int64_t n) {
     double acc = 0;
@@ -653,14 +677,14 @@ private:
     double m = -std::numeric_limits<double>::infinity();
     const double *qr = &q.f[(b * a.L + l) * a.D];
     for (int64_t s = 0; s < a.S; ++s) {
-      row[s] = a.scale * dot(qr, &k.f[(b * a.S + s) * a.D], a.D);
+      row[s] = a.score(b, l, s, a.scale * dot(qr, &k.f[(b * a.S + s) * a.D], a.D));
       m = std::max(m, row[s]);
     }
     return m;
   }
 
   std::vector<HostTensor> attention(AttentionOp op, const std::vector<HostTensor> &in) {
-    AttentionShape a = attentionShape(in, op.getScale().convertToDouble());
+    AttentionShape a = attentionShape(op, in, 3);
     HostTensor out = alloc(op.getOut()), lse = alloc(op.getLse());
     cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
       std::vector<double> row(a.S), acc(a.Dv);
@@ -686,12 +710,14 @@ private:
 
   // grad_q by rows of q, then grad_k and grad_v by rows of k (each thread owns what it writes).
   std::vector<HostTensor> attentionBackward(AttentionBackwardOp op, const std::vector<HostTensor> &in) {
-    AttentionShape a = attentionShape(in, op.getScale().convertToDouble());
+    AttentionShape a = attentionShape(op, in, 6);
     const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
     HostTensor dq = alloc(op.getGradQ()), dk = alloc(op.getGradK()), dv = alloc(op.getGradV());
     // P from a score of row r, and dS of row (b, l) at key s.
     auto probability = [&](double score, int64_t r) { return std::exp(score - lse.f[r]); };
     auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
+      if (a.masked(b, l, s))
+        return 0.0;
       double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv);
       return roundToDType(a.dt, p * (dp - delta.f[b * a.L + l]));
     };
@@ -720,7 +746,8 @@ private:
         for (int64_t l = 0; l < a.L; ++l) {
           int64_t r = b * a.L + l;
           const double *qr = &q.f[r * a.D], *kr = &k.f[c * a.D], *gr = &g.f[r * a.Dv];
-          double p = probability(a.scale * dot(qr, kr, a.D), r), ds = gradScore(p, b, l, s), pr = roundToDType(a.dt, p);
+          double p = probability(a.score(b, l, s, a.scale * dot(qr, kr, a.D)), r), ds = gradScore(p, b, l, s),
+                 pr = roundToDType(a.dt, p);
           for (int64_t d = 0; d < a.D; ++d)
             accK[d] += ds * qr[d];
           for (int64_t d = 0; d < a.Dv; ++d)

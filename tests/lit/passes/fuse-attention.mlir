@@ -6,6 +6,7 @@
 // And its gradient: one rfuse.attention_backward, from the forward's row log-sum-exp and
 // delta = sum(g * out) over the head dim.
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(inline,func.func(rfuse-fuse-attention),rfuse-autodiff{function=attention_loss wrt=0,1,2},canonicalize)' | FileCheck %s --check-prefix=GRAD
+// RUN: rfuse-opt %s --pass-pipeline='builtin.module(inline,func.func(rfuse-fuse-attention),rfuse-autodiff{function=masked_loss wrt=0,1,2},canonicalize)' | FileCheck %s --check-prefix=MGRAD
 
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME:  (%[[Q:.*]]: tensor<2x24x16xbf16>, %[[K:.*]]: tensor<2x40x16xbf16>, %[[V:.*]]: tensor<2x40x16xbf16>)
@@ -123,6 +124,206 @@ func.func @attention_loss(%q: tensor<2x24x16xbf16>, %k: tensor<2x40x16xbf16>, %v
   %w = rfuse.cast %o : tensor<2x24x16xbf16> to tensor<2x24x16xf32>
   %sq = rfuse.mul %w, %w : tensor<2x24x16xf32>
   %l = rfuse.reduce_sum %sq, dims = [0, 1, 2] : (tensor<2x24x16xf32>) -> tensor<f32>
+  %r = rfuse.reshape %l : (tensor<f32>) -> tensor<1xf32>
+  return %r : tensor<1xf32>
+}
+
+// Masks (torch's attn_mask, key_padding_mask, is_causal): masked_fill(scores, mask, -inf) after
+// the scale. A constant mask that masks every score above the diagonal becomes `causal` (the
+// kernel skips those tiles), and no mask operand when nothing else is masked.
+// CHECK-LABEL: func.func @causal
+// CHECK-NOT:   rfuse.select
+// CHECK:       rfuse.attention %arg0, %arg1, %arg2 scale = 2.500000e-01 causal :
+// CHECK-SAME:  (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) ->
+// CHECK-NOT:   rfuse.select
+func.func @causal(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %c = rfuse.constant dense<4.0> : tensor<2x8x8xf32>
+  %z0 = rfuse.div %w, %c : tensor<2x8x8xf32>
+  %m = rfuse.constant dense<[[[false, true, true, true, true, true, true, true], [false, false, true, true, true, true, true, true], [false, false, false, true, true, true, true, true], [false, false, false, false, true, true, true, true], [false, false, false, false, false, true, true, true], [false, false, false, false, false, false, true, true], [false, false, false, false, false, false, false, true], [false, false, false, false, false, false, false, false]], [[false, true, true, true, true, true, true, true], [false, false, true, true, true, true, true, true], [false, false, false, true, true, true, true, true], [false, false, false, false, true, true, true, true], [false, false, false, false, false, true, true, true], [false, false, false, false, false, false, true, true], [false, false, false, false, false, false, false, true], [false, false, false, false, false, false, false, false]]]> : tensor<2x8x8xi1>
+  %ninf = rfuse.constant dense<0xFF800000> : tensor<2x8x8xf32>
+  %z = rfuse.select %m, %ninf, %z0 : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// A float mask of 0 and -inf added to the scores (nn_transformer's square subsequent mask, here
+// [L, S] spread over the batch) is a mask too.
+// CHECK-LABEL: func.func @causal_float_mask
+// CHECK:       rfuse.attention %arg0, %arg1, %arg2 scale = 2.500000e-01 causal :
+// CHECK-NOT:   rfuse.add
+func.func @causal_float_mask(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %c = rfuse.constant dense<4.0> : tensor<2x8x8xf32>
+  %z0 = rfuse.div %w, %c : tensor<2x8x8xf32>
+  %f = rfuse.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]> : tensor<8x8xf32>
+  %fb = rfuse.broadcast_in_dim %f, dims = [1, 2] : (tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %z = rfuse.add %z0, %fb : tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// R's layout (the scores transposed to [S, L, B]), a causal attn_mask and a key_padding_mask
+// (batch 1's keys 6 and 7) as one constant: `causal` and a [B, 1, S] mask for the padding.
+// CHECK-LABEL: func.func @causal_and_padding_r_layout
+// CHECK:       %[[PAD:.*]] = rfuse.constant dense<{{\[\[\[}}false, false, false, false, false, false, false, false]], {{\[\[}}false, false, false, false, false, false, true, true]]]> : tensor<2x1x8xi1>
+// CHECK:       rfuse.attention %arg0, %{{.*}}, %arg2 mask %[[PAD]] scale = 2.500000e-01 causal
+func.func @causal_and_padding_r_layout(%q: tensor<2x8x16xbf16>, %kt: tensor<2x16x8xbf16>, %v: tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %kt : (tensor<2x8x16xbf16>, tensor<2x16x8xbf16>) -> tensor<2x8x8xbf16>
+  %st = rfuse.transpose %s, perm = [2, 1, 0] : (tensor<2x8x8xbf16>) -> tensor<8x8x2xbf16>
+  %w = rfuse.cast %st : tensor<8x8x2xbf16> to tensor<8x8x2xf32>
+  %c = rfuse.constant dense<4.0> : tensor<1xf32>
+  %cb = rfuse.broadcast_in_dim %c, dims = [2] : (tensor<1xf32>) -> tensor<8x8x2xf32>
+  %z0 = rfuse.div %w, %cb : tensor<8x8x2xf32>
+  %m = rfuse.constant dense<[[[false, false], [false, false], [false, false], [false, false], [false, false], [false, false], [false, false], [false, false]], [[true, true], [false, false], [false, false], [false, false], [false, false], [false, false], [false, false], [false, false]], [[true, true], [true, true], [false, false], [false, false], [false, false], [false, false], [false, false], [false, false]], [[true, true], [true, true], [true, true], [false, false], [false, false], [false, false], [false, false], [false, false]], [[true, true], [true, true], [true, true], [true, true], [false, false], [false, false], [false, false], [false, false]], [[true, true], [true, true], [true, true], [true, true], [true, true], [false, false], [false, false], [false, false]], [[true, true], [true, true], [true, true], [true, true], [true, true], [true, true], [false, true], [false, true]], [[true, true], [true, true], [true, true], [true, true], [true, true], [true, true], [true, true], [false, true]]]> : tensor<8x8x2xi1>
+  %ninf = rfuse.constant dense<0xFF800000> : tensor<1xf32>
+  %nb = rfuse.broadcast_in_dim %ninf, dims = [2] : (tensor<1xf32>) -> tensor<8x8x2xf32>
+  %z = rfuse.select %m, %nb, %z0 : tensor<8x8x2xi1>, tensor<8x8x2xf32>
+  %mx = rfuse.reduce_max %z, dims = [0] {keep_dims = true} : (tensor<8x8x2xf32>) -> tensor<1x8x2xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<1x8x2xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<1x8x2xf32>) -> tensor<8x8x2xf32>
+  %zm = rfuse.sub %z, %mb : tensor<8x8x2xf32>
+  %e = rfuse.exp %zm : tensor<8x8x2xf32>
+  %sum = rfuse.reduce_sum %e, dims = [0] {keep_dims = true} : (tensor<8x8x2xf32>) -> tensor<1x8x2xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<1x8x2xf32>) -> tensor<8x8x2xf32>
+  %p = rfuse.div %e, %sb : tensor<8x8x2xf32>
+  %pt = rfuse.transpose %p, perm = [2, 1, 0] : (tensor<8x8x2xf32>) -> tensor<2x8x8xf32>
+  %pn = rfuse.cast %pt : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// Masks known at run time: moved to [B, L, S], negated where they mark what is kept
+// (select(keep, x, -inf)), or-ed together. A finite fill (masked_fill(scores, mask, -1e9) before
+// a scale of 1/4) is the op's mask_value, scaled.
+// CHECK-LABEL: func.func @runtime_masks
+// CHECK-SAME:  (%{{.*}}: tensor<2x8x16xbf16>, %{{.*}}: tensor<2x8x16xbf16>, %{{.*}}: tensor<2x8x16xbf16>, %[[M:.*]]: tensor<2x8x8xi1>, %[[KEEP:.*]]: tensor<2x8x8xi1>)
+// CHECK:       %[[NOT:.*]] = rfuse.not %[[KEEP]]
+// CHECK:       %[[OR:.*]] = rfuse.or %[[NOT]], %[[M]]
+// CHECK:       rfuse.attention %arg0, %arg1, %arg2 mask %[[OR]] scale = 2.500000e-01 {mask_value = -2.500000e+08 : f64}
+func.func @runtime_masks(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>, %m: tensor<2x8x8xi1>, %keep: tensor<2x8x8xi1>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %big = rfuse.constant dense<-1.0e9> : tensor<2x8x8xf32>
+  %z1 = rfuse.select %m, %big, %w : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %z2 = rfuse.select %keep, %z1, %big : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %c = rfuse.constant dense<4.0> : tensor<2x8x8xf32>
+  %z = rfuse.div %z2, %c : tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// Not fused: an added constant other than 0 / -inf (a bias, not a mask); masks filling
+// different values; a negative scale after the mask (its -inf would become +inf).
+// CHECK-LABEL: func.func @biased
+// CHECK-NOT:   rfuse.attention
+// CHECK:       return
+func.func @biased(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %c = rfuse.constant dense<4.0> : tensor<2x8x8xf32>
+  %z0 = rfuse.div %w, %c : tensor<2x8x8xf32>
+  %f = rfuse.constant dense<0.5> : tensor<2x8x8xf32>
+  %z = rfuse.add %z0, %f : tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+// CHECK-LABEL: func.func @two_fills
+// CHECK-NOT:   rfuse.attention
+// CHECK:       return
+func.func @two_fills(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>, %m: tensor<2x8x8xi1>, %m2: tensor<2x8x8xi1>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %c = rfuse.constant dense<4.0> : tensor<2x8x8xf32>
+  %z0 = rfuse.div %w, %c : tensor<2x8x8xf32>
+  %ninf = rfuse.constant dense<0xFF800000> : tensor<2x8x8xf32>
+  %big = rfuse.constant dense<-1.0e9> : tensor<2x8x8xf32>
+  %z1 = rfuse.select %m, %ninf, %z0 : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %z = rfuse.select %m2, %big, %z1 : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+// CHECK-LABEL: func.func @negative_scale
+// CHECK-NOT:   rfuse.attention
+// CHECK:       return
+func.func @negative_scale(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>, %m: tensor<2x8x8xi1>) -> tensor<2x8x16xbf16> {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %ninf = rfuse.constant dense<0xFF800000> : tensor<2x8x8xf32>
+  %z1 = rfuse.select %m, %ninf, %w : tensor<2x8x8xi1>, tensor<2x8x8xf32>
+  %c = rfuse.constant dense<-4.0> : tensor<2x8x8xf32>
+  %z = rfuse.div %z1, %c : tensor<2x8x8xf32>
+  %mx = rfuse.reduce_max %z, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %ms = rfuse.stop_gradient %mx : tensor<2x8x1xf32>
+  %mb = rfuse.broadcast_in_dim %ms, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %zm = rfuse.sub %z, %mb : tensor<2x8x8xf32>
+  %e = rfuse.exp %zm : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %pn = rfuse.cast %p : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// The masked gradient: the backward op takes the forward's mask and causal.
+// MGRAD-LABEL: func.func @masked_loss_grad
+// MGRAD:       %[[O:.*]], %[[LSE:.*]] = rfuse.attention %arg0, %{{.*}}, %arg2 mask %[[PAD:.*]] scale = 2.500000e-01 causal
+// MGRAD:       rfuse.attention_backward %arg0, %{{.*}}, %arg2, %{{.*}}, %[[LSE]], %{{.*}} mask %[[PAD]] scale = 2.500000e-01 causal
+// MGRAD-NOT:   rfuse.exp
+// MGRAD:       return
+func.func @masked_loss(%q: tensor<2x8x16xbf16>, %kt: tensor<2x16x8xbf16>, %v: tensor<2x8x16xbf16>) -> tensor<1xf32> {
+  %o = call @causal_and_padding_r_layout(%q, %kt, %v) : (tensor<2x8x16xbf16>, tensor<2x16x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %w = rfuse.cast %o : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+  %sq = rfuse.mul %w, %w : tensor<2x8x16xf32>
+  %l = rfuse.reduce_sum %sq, dims = [0, 1, 2] : (tensor<2x8x16xf32>) -> tensor<f32>
   %r = rfuse.reshape %l : (tensor<f32>) -> tensor<1xf32>
   return %r : tensor<1xf32>
 }

@@ -628,14 +628,25 @@ def Rfuse_AttentionOp : Rfuse_Op<"attention", [Pure, Rfuse_VjpOpInterface]> {
     `v`. On the GPU one generated kernel runs it (bf16 / f16, D = Dv a multiple of 16 up to 128:
     tensor-core products, the scores never in memory); otherwise the interpreter.
 
+    Masks: a score (l, s) is masked when `causal` is set and s > l (torch's `is_causal`, aligned
+    at the top left), or where the optional `mask` (i1, [B or 1, L or 1, S or 1], a size-1 dim
+    spread over the others) is true. A masked score is `mask_value` (absent: -inf), as
+    `masked_fill(scores, mask, value)` after the scale makes it: a row with every score masked at
+    -inf gives NaN, as the softmax written out does.
+
     Example:
     ```mlir
     %o, %lse = rfuse.attention %q, %k, %v scale = 1.250000e-01 : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
+    %o2, %lse2 = rfuse.attention %q, %k, %v mask %pad scale = 1.250000e-01 causal : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x1x256xi1>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
     ```
   }];
-  let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v, F64Attr:$scale);
+  let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v,
+                   Optional<Rfuse_BoolTensor>:$mask, F64Attr:$scale, UnitAttr:$causal,
+                   OptionalAttr<F64Attr>:$mask_value);
   let results = (outs Rfuse_FloatTensor:$out, Rfuse_FloatTensor:$lse);
-  let assemblyFormat = "$q `,` $k `,` $v `scale` `=` $scale attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -646,13 +657,16 @@ def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
     [B, L] and `delta` [B, L] = sum_d grad_out * out (both f32): the probabilities are
     recomputed from `lse`, dS = P (grad_out v^T - delta), and `grad_q` = scale dS k, `grad_k` =
     scale dS^T q, `grad_v` = P^T grad_out, each accumulated in f32 and returned in q's type (P and
-    dS rounded to q's type before their products, as in the forward).
+    dS rounded to q's type before their products, as in the forward). `mask`, `causal` and
+    `mask_value` are the forward's.
   }];
   let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v,
-                   Rfuse_FloatTensor:$grad_out, Rfuse_FloatTensor:$lse, Rfuse_FloatTensor:$delta, F64Attr:$scale);
+                   Rfuse_FloatTensor:$grad_out, Rfuse_FloatTensor:$lse, Rfuse_FloatTensor:$delta,
+                   Optional<Rfuse_BoolTensor>:$mask, F64Attr:$scale, UnitAttr:$causal,
+                   OptionalAttr<F64Attr>:$mask_value);
   let results = (outs Rfuse_FloatTensor:$grad_q, Rfuse_FloatTensor:$grad_k, Rfuse_FloatTensor:$grad_v);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $grad_out `,` $lse `,` $delta `scale` `=` $scale attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $grad_out `,` $lse `,` $delta (`mask` $mask^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
