@@ -36,6 +36,10 @@
 #          each fused module in .bundle/diag/ (carried with .bundle; benchmarks/r-step-dump.R writes
 #          rf_fit's W5 step there): per-step device time by kind, CSVs under $OUT. A diagnostic:
 #          which steps of two programs of one model differ.
+# lib-ab: this build against library variants carried in .bundle/alt*/ (rfuse libraries built from
+#        other commits or settings, e.g. libRfuseCodegen.so; each folder goes first in the library
+#        path): the GPU gtests of RFUSE_GTEST_FILTER (default Gpu.Attention*) once each, then
+#        benchmarks/r-bench.R (RFUSE_BENCH_ONLY) alternately, twice each.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -178,6 +182,18 @@ if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-be
   export RFUSE_R_TESTS="${RFUSE_R_TESTS:-test-device.R test-profile.R test-tensors.R}"
   (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in strsplit(Sys.getenv("RFUSE_R_TESTS"), " ")[[1]]) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 40)
   OUT="$out" timeout 250 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = lib-ab ]; then
+  for round in 1 2; do
+    for v in main .bundle/alt*/; do
+      lp="$LD_LIBRARY_PATH"
+      [ "$v" != main ] && lp="$PWD/$v:$LD_LIBRARY_PATH"
+      echo "== $v, round $round"
+      [ "$round" = 1 ] && LD_LIBRARY_PATH="$lp" "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-Gpu.Attention*}" 2>&1 |
+        grep -E "PASSED|FAILED|Failure|rror" | head -n 20
+      LD_LIBRARY_PATH="$lp" OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^(W|mm)" | head -n 20
+    done
+  done
 fi
 if [ "$what" = r-bench ]; then
   echo "== rfuse-bench (C++)"
