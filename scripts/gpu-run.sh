@@ -39,7 +39,8 @@
 # lib-ab: this build against library variants carried in .bundle/alt*/ (rfuse libraries built from
 #        other commits or settings, e.g. libRfuseCodegen.so; each folder goes first in the library
 #        path): the GPU gtests of RFUSE_GTEST_FILTER (default Gpu.Attention*) once each, then
-#        benchmarks/r-bench.R (RFUSE_BENCH_ONLY) alternately, twice each.
+#        rfuse-step-profile over .bundle/diag/*.mlir and (where R is unpacked) benchmarks/r-bench.R
+#        (RFUSE_BENCH_ONLY) alternately, twice each.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -191,7 +192,10 @@ if [ "$what" = lib-ab ]; then
       echo "== $v, round $round"
       [ "$round" = 1 ] && LD_LIBRARY_PATH="$lp" "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-Gpu.Attention*}" 2>&1 |
         grep -E "PASSED|FAILED|Failure|rror" | head -n 20
-      LD_LIBRARY_PATH="$lp" OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^(W|mm)" | head -n 20
+      ls .bundle/diag/*.mlir > /dev/null 2>&1 &&
+        LD_LIBRARY_PATH="$lp" OUT="$out" "$R/bin/rfuse-step-profile" w5 .bundle/diag/*.mlir 2>&1 | grep -E "^==|attention|matmul" | head -n 20
+      command -v Rscript > /dev/null &&
+        LD_LIBRARY_PATH="$lp" OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 | grep -E "^(W|mm)" | head -n 20
     done
   done
 fi

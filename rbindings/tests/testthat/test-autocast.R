@@ -190,6 +190,13 @@ for (dev in devices()) {
     expect_lt(rel_err(both$low, both$exact), 3e-2)
     unmasked <- run()$exact
     expect_gt(max(abs(both$exact - unmasked)), 0.05) # the masks change the result
+    # A key padding mask given at each call (an input of the program): one fused op that reads it.
+    g <- rf_jit(function(x, kpm) mha(x, x, x, need_weights = FALSE, key_padding_mask = kpm)[[1]], dtype = "float32")
+    expect_match(with_autocast(rf_explain(g, x, padding), device_type = dev, dtype = "bfloat16")$fused,
+                 "rfuse.attention [^\n]* mask %", perl = TRUE)
+    other <- padding; other[1, 40:70] <- TRUE
+    for (m in list(padding, other))
+      expect_lt(rel_err(with_autocast(g(x, m), device_type = dev, dtype = "bfloat16"), g(x, m)), 3e-2)
     # The float mask (0 and -Inf added) is the same mask: causal alone.
     fl <- run(attn_mask = float_causal)
     expect_match(fl$fused, "rfuse.attention [^\n]* causal :", perl = TRUE)
