@@ -283,27 +283,29 @@ TEST(Attention, WhatTheKernelDoesNotTakeRunsInTheInterpreter) {
   }
 }
 
-TEST(Attention, VerifierNamesWhatIsWrong) {
-  std::string text = "func.func @main(%q: tensor<2x8x16xbf16>, %k: tensor<2x9x16xbf16>, %v: tensor<2x8x16xbf16>) {\n"
-                     "  %o, %lse = rfuse.attention %q, %k, %v scale = 0.25 : (tensor<2x8x16xbf16>, tensor<2x9x16xbf16>, "
-                     "tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n  return\n}\n";
+namespace {
+// Interpreting `text` fails in the verifier with a message holding `want`.
+void expectVerifierError(const std::string &text, const std::string &want) {
   try {
     interpretText(text, "main", {});
-    FAIL() << "a k of 9 keys and a v of 8 verified";
+    ADD_FAILURE() << "verified:\n" << text;
   } catch (const std::exception &e) {
-    EXPECT_NE(std::string(e.what()).find("shapes do not agree"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
-  // A mask that spreads over neither the batch nor the queries as [B or 1, L or 1, S or 1] does.
-  std::string masked = "func.func @main(%q: tensor<2x8x16xbf16>, %k: tensor<2x9x16xbf16>, %m: tensor<2x3x9xi1>) {\n"
-                       "  %o, %lse = rfuse.attention %q, %k, %k mask %m scale = 0.25 causal : (tensor<2x8x16xbf16>, "
-                       "tensor<2x9x16xbf16>, tensor<2x9x16xbf16>, tensor<2x3x9xi1>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n"
-                       "  return\n}\n";
-  try {
-    interpretText(masked, "main", {});
-    FAIL() << "a [2, 3, 9] mask of [2, 8, 9] scores verified";
-  } catch (const std::exception &e) {
-    EXPECT_NE(std::string(e.what()).find("mask must be i1 [B or 1, L or 1, S or 1] = [2 or 1, 8 or 1, 9 or 1]"),
-              std::string::npos)
-        << e.what();
-  }
+}
+} // namespace
+
+TEST(Attention, VerifierNamesWhatIsWrong) {
+  // A k of 9 keys and a v of 8.
+  expectVerifierError("func.func @main(%q: tensor<2x8x16xbf16>, %k: tensor<2x9x16xbf16>, %v: tensor<2x8x16xbf16>) {\n"
+                      "  %o, %lse = rfuse.attention %q, %k, %v scale = 0.25 : (tensor<2x8x16xbf16>, tensor<2x9x16xbf16>, "
+                      "tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n  return\n}\n",
+                      "shapes do not agree");
+  // A [2, 3, 9] mask of [2, 8, 9] scores: it spreads over neither the batch nor the queries as
+  // [B or 1, L or 1, S or 1] does.
+  expectVerifierError("func.func @main(%q: tensor<2x8x16xbf16>, %k: tensor<2x9x16xbf16>, %m: tensor<2x3x9xi1>) {\n"
+                      "  %o, %lse = rfuse.attention %q, %k, %k mask %m scale = 0.25 causal : (tensor<2x8x16xbf16>, "
+                      "tensor<2x9x16xbf16>, tensor<2x9x16xbf16>, tensor<2x3x9xi1>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n"
+                      "  return\n}\n",
+                      "mask must be i1 [B or 1, L or 1, S or 1] = [2 or 1, 8 or 1, 9 or 1]");
 }
