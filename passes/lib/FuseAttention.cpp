@@ -85,15 +85,32 @@ std::optional<std::pair<DenseElementsAttr, SmallVector<int64_t>>> constantElemen
   return std::make_pair(attr, dims);
 }
 
+// A float mask's elements, masked (-inf) or not (0); nothing if some element is neither. (f32
+// read as floats: a mask of W7's scores has 16M elements, which APFloat reads several times
+// slower.)
+std::optional<std::vector<uint8_t>> floatMaskElements(DenseElementsAttr attr) {
+  std::vector<uint8_t> masked;
+  masked.reserve(attr.getNumElements());
+  auto take = [&](bool isZero, bool isMinusInf) {
+    masked.push_back(isMinusInf);
+    return isZero || isMinusInf;
+  };
+  if (attr.getElementType().isF32()) {
+    for (float x : attr.getValues<float>())
+      if (!take(x == 0, x == -std::numeric_limits<float>::infinity()))
+        return std::nullopt;
+  } else {
+    for (APFloat x : attr.getValues<APFloat>())
+      if (!take(x.isZero(), x.isInfinity() && x.isNegative()))
+        return std::nullopt;
+  }
+  return masked;
+}
+
 // Whether an added value is a constant of 0s and -infs (a float mask).
 bool isFloatMaskConstant(Value v) {
   auto c = constantElements(v);
-  if (!c || !isa<FloatType>(c->first.getElementType()))
-    return false;
-  for (APFloat x : c->first.getValues<APFloat>())
-    if (!x.isZero() && !(x.isInfinity() && x.isNegative()))
-      return false;
-  return true;
+  return c && isa<FloatType>(c->first.getElementType()) && floatMaskElements(c->first);
 }
 
 // A mask op on the path at `def` (reading `at`'s value): records it and moves `at` to its other
@@ -271,13 +288,13 @@ std::optional<std::vector<uint8_t>> maskedPositions(const Match &m, int64_t B, i
       return std::nullopt;
     auto [attr, dims] = *c;
     std::vector<uint8_t> on; // the constant's elements: masked or not
-    on.reserve(attr.getNumElements());
-    if (u.additive)
-      for (APFloat x : attr.getValues<APFloat>())
-        on.push_back(x.isInfinity() && x.isNegative());
-    else
+    if (u.additive) {
+      on = *floatMaskElements(attr); // (takeMask took only 0s and -infs)
+    } else {
+      on.reserve(attr.getNumElements());
       for (bool x : attr.getValues<bool>())
         on.push_back(x != u.negate);
+    }
     // Constant dim j is the value's dim dims[j] (size 1: spread), and value dim i holds axis
     // axes[i] of the scores: the constant's stride along each scores axis.
     ArrayRef<int64_t> cShape = attr.getType().getShape();
