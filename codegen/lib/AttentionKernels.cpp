@@ -88,14 +88,14 @@ std::string prelude(const AttentionGeometry &g) {
   {
     // Score (l, s) masked: causal and s > l, or the mask (a size-1 dim spread: stride 0). (No
     // mask: all of it folds away.)
-    std::array<int64_t, 3> d = g.maskDims.value_or(std::array<int64_t, 3>{1, 1, 1});
+    std::array<int64_t, 3> strides = attentionMaskStrides(g.maskDims.value_or(std::array<int64_t, 3>{1, 1, 1}));
     bool skips = g.causal && std::isinf(g.fill);
     os << "constexpr bool CAUSAL = " << (g.causal ? "true" : "false") << ", HAS_MASK = " << (g.maskDims ? "true" : "false")
        << ";\n"
        << "// causal with -inf: the tiles above the diagonal add exactly nothing, and are skipped\n"
        << "constexpr bool SKIP_ABOVE_DIAGONAL = " << (skips ? "true" : "false") << ";\n"
-       << "constexpr long long MASK_B = " << (d[0] == 1 ? 0 : d[1] * d[2]) << ", MASK_L = " << (d[1] == 1 ? 0 : d[2])
-       << ", MASK_S = " << (d[2] == 1 ? 0 : 1) << ";\n"
+       << "constexpr long long MASK_B = " << strides[0] << ", MASK_L = " << strides[1] << ", MASK_S = " << strides[2]
+       << ";\n"
        << "#define RF_FILL_LOG2 " << (std::isinf(g.fill) ? std::string("(-RF_INF)") : floatLiteral(g.fill * M_LOG2E))
        << " // a masked score, log2 domain\n"
        << R"CUDA(// Whether the score of query r and key c is masked (mb: the batch's mask). A masked score is
@@ -106,6 +106,8 @@ __device__ __forceinline__ bool rf_masked(const bool* mb, int r, int c) {
     m = m || mb[r * MASK_L + c * MASK_S];
   return m;
 }
+// The score q . k of query r and key c in the log2 domain, or the masked value.
+__device__ __forceinline__ float rf_log2_score(float qk, bool masked) { return masked ? RF_FILL_LOG2 : qk * SCALE_LOG2; }
 // The end of the keys a block of queries from q0 reads.
 __device__ __forceinline__ int rf_keys_end(int q0) { return SKIP_ABOVE_DIAGONAL ? min(LK, q0 + TILE) : LK; }
 // The first query a block of keys from k0 reads.
@@ -274,7 +276,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int col = k0 + 8 * j + c2 + (e & 1);
-        float x = col < LK ? (rf_masked(mb, row0 + gr + 8 * (e >> 1), col) ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) : -RF_INF;
+        float x = col < LK ? rf_log2_score(s[j][e], rf_masked(mb, row0 + gr + 8 * (e >> 1), col)) : -RF_INF;
         s[j][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
@@ -374,7 +376,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
         for (int e = 0; e < 4; ++e) {
           int col = 8 * j + c2 + (e & 1);
           bool masked = rf_masked(mb, q0 + col, key0 + gr + 8 * (e >> 1));
-          float p = exp2f((masked ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) - rowLse[col]);
+          float p = exp2f(rf_log2_score(s[j][e], masked) - rowLse[col]);
           s[j][e] = p;
           dp[j][e] = masked ? 0.f : p * (dp[j][e] - rowDelta[col]);
         }
@@ -413,7 +415,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
         for (int e = 0; e < 4; ++e) {
           int col = k0 + 8 * j + c2 + (e & 1);
           bool masked = rf_masked(mb, row0 + gr + 8 * (e >> 1), col);
-          float p = col < LK ? exp2f((masked ? RF_FILL_LOG2 : s[j][e] * SCALE_LOG2) - rl[e >> 1]) : 0.f;
+          float p = col < LK ? exp2f(rf_log2_score(s[j][e], masked) - rl[e >> 1]) : 0.f;
           dp[j][e] = masked ? 0.f : p * (dp[j][e] - rd[e >> 1]);
         }
       rf_scores_times_tile(dqAcc, dp, ta); // dQ += dS K (scaled at the end)

@@ -459,6 +459,10 @@ static LogicalResult verifyAttentionMask(Operation *op, Value mask, bool causal,
   return success();
 }
 
+std::array<int64_t, 3> rfuse::attentionMaskStrides(ArrayRef<int64_t> d) {
+  return {d[0] == 1 ? 0 : d[1] * d[2], d[1] == 1 ? 0 : d[2], d[2] == 1 ? 0 : 1};
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), v = getV().getType();
   if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)) ||

@@ -641,7 +641,7 @@ private:
     // spread: strides of 0) is true; its gradient is then 0.
     bool causal = false;
     const HostTensor *mask = nullptr;
-    int64_t maskStride[3] = {0, 0, 0};
+    std::array<int64_t, 3> maskStride = {0, 0, 0};
     double fill = -std::numeric_limits<double>::infinity();
     bool masked(int64_t b, int64_t l, int64_t s) const {
       return (causal && s > l) || (mask && mask->i[b * maskStride[0] + l * maskStride[1] + s * maskStride[2]] != 0);
@@ -658,10 +658,7 @@ private:
       a.fill = v->convertToDouble();
     if (op.getMask()) {
       a.mask = &in[maskOperand];
-      const std::vector<int64_t> &dims = a.mask->shape;
-      a.maskStride[2] = dims[2] == 1 ? 0 : 1;
-      a.maskStride[1] = dims[1] == 1 ? 0 : dims[2];
-      a.maskStride[0] = dims[0] == 1 ? 0 : dims[1] * dims[2];
+      a.maskStride = attentionMaskStrides(a.mask->shape);
     }
     return a;
   }

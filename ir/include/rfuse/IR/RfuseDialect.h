@@ -16,6 +16,7 @@
 #include "rfuse/IR/DType.h"
 #include "rfuse/IR/ScalarOpKind.h"
 
+#include <array>
 #include <optional>
 
 #include "rfuse/IR/RfuseDialect.h.inc"
@@ -40,6 +41,9 @@ bool fromMlirType(mlir::Type t, DType &out);
 DType dtypeOf(mlir::Value tensor);
 /// The value of `v` when an rfuse.constant makes it a float splat (any shape), else nothing.
 std::optional<double> floatSplatValue(mlir::Value v);
+/// An attention mask's [B or 1, L or 1, S or 1] dims as row-major strides along B, L and S (0
+/// along a size-1 dim, spread over the others): what the interpreter and the kernels index by.
+std::array<int64_t, 3> attentionMaskStrides(llvm::ArrayRef<int64_t> maskDims);
 } // namespace rfuse
 
 #endif
