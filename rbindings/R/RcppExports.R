@@ -293,6 +293,26 @@
     invisible(.Call(`_rfuse_rf_release_cached_memory`))
 }
 
+.rf_hash <- function(x) {
+    .Call(`_rfuse_rf_hash`, x)
+}
+
+.rf_obj_address <- function(x) {
+    .Call(`_rfuse_rf_obj_address`, x)
+}
+
+.rf_new_weakref <- function(key) {
+    .Call(`_rfuse_rf_new_weakref`, key)
+}
+
+.rf_weakref_key <- function(ref) {
+    .Call(`_rfuse_rf_weakref_key`, ref)
+}
+
+.rf_duplicate <- function(x) {
+    .Call(`_rfuse_rf_duplicate`, x)
+}
+
 .rf_aperm <- function(x, perm) {
     .Call(`_rfuse_rf_aperm`, x, perm)
 }

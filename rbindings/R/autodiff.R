@@ -1061,7 +1061,7 @@ model_constants <- function(model, skip) {
       if (is.numeric(v) || is.logical(v)) vals[[path]] <- unclass(v)
     }
   }
-  rlang::hash(vals)
+  .rf_hash(vals)
 }
 
 # The layout each trainable nn_conv2d filter trains in: R keeps a filter as dim c(O, I, kH, kW),

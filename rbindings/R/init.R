@@ -244,13 +244,13 @@ init_fill <- function(expr, value, env, call, draw) {
 # The modules holding `value` itself (the same R object, not an equal one) get `filled` in its
 # place; FALSE when none does.
 write_back_parameter <- function(value, filled) {
-  addr <- rlang::obj_address(value)
+  addr <- .rf_obj_address(value)
   found <- FALSE
   for (self in live_module_selves()) {
     for (nm in ls(self)) {
       if (bindingIsActive(nm, self)) next
       v <- get(nm, envir = self)
-      if (inherits(v, "rf_parameter") && identical(rlang::obj_address(v), addr)) {
+      if (inherits(v, "rf_parameter") && identical(.rf_obj_address(v), addr)) {
         assign(nm, filled, envir = self)
         found <- TRUE
       }

@@ -158,7 +158,7 @@ clone_module <- function(instance) {
     if (is.list(v) && !is.object(v)) return(lapply(v, value_copy))
     # A parameter's array in new memory: write-backs find a module's parameter by the object
     # itself (register_module_self), which an R copy-on-modify value would still share.
-    if (is.atomic(v) && length(v)) return(rlang::duplicate(v, shallow = FALSE))
+    if (is.atomic(v) && length(v)) return(.rf_duplicate(v))
     v
   }
   skip <- c(".instance", ".classes", ".jit", ".def", "self")
@@ -526,7 +526,7 @@ training_signature <- function(model, notes) {
       # A tensor field (a mask made in initialize) by its values: the program holds them.
       lapply(vals, function(x) if (is_tensor(x)) list(x$dtype, tensor_values(x)) else x)
     })
-    notes$training_sig <- paste0(modes, ":", rlang::hash(fields))
+    notes$training_sig <- paste0(modes, ":", .rf_hash(fields))
     notes$training_version <- v
   }
   notes$training_sig
@@ -759,10 +759,24 @@ add_ordered <- function(self, mods) {
 #' @name nn_containers
 NULL
 
+# list(...), or rlang's list2(...) where the call splices (`!!!layers`), names with `:=` or ends
+# in an empty argument, as torch for R's containers accept: rlang is loaded only for code that
+# uses its syntax.
+dots_list <- function(...) {
+  exprs <- as.list(substitute(list(...)))[-1L]
+  bang <- function(e, n) n == 0L || (is.call(e) && identical(e[[1L]], as.name("!")) && bang(e[[2L]], n - 1L))
+  for (i in seq_along(exprs)) {
+    if (identical(exprs[[i]], quote(expr = ))) return(rlang::list2(...))
+    e <- exprs[[i]]
+    if (is.call(e) && (bang(e, 3L) || identical(e[[1L]], as.name(":=")))) return(rlang::list2(...))
+  }
+  list(...)
+}
+
 #' @rdname nn_containers
 #' @export
 nn_sequential <- nn_module("nn_sequential",
-  initialize = function(...) add_ordered(self, rlang::list2(...)),
+  initialize = function(...) add_ordered(self, dots_list(...)),
   forward = function(input) {
     for (nm in self$.order) input <- get(nm, envir = self)(input)
     input
@@ -807,12 +821,12 @@ register_module_self <- function(self) {
   refs <- .rf_modules$refs
   # Now and then the collected ones are dropped, so the list stays as long as the live modules.
   if (length(refs) >= 2L * (.rf_modules$live %||% 256L)) {
-    refs <- Filter(function(w) !is.null(rlang::wref_key(w)), refs)
+    refs <- Filter(function(w) !is.null(.rf_weakref_key(w)), refs)
     .rf_modules$live <- max(256L, length(refs))
   }
-  .rf_modules$refs <- c(refs, list(rlang::new_weakref(self)))
+  .rf_modules$refs <- c(refs, list(.rf_new_weakref(self)))
 }
-live_module_selves <- function() Filter(Negate(is.null), lapply(.rf_modules$refs, rlang::wref_key))
+live_module_selves <- function() Filter(Negate(is.null), lapply(.rf_modules$refs, .rf_weakref_key))
 
 # Arguments with (nested) lists of tensors as one flat list (names a..1, a..2, ...), a function
 # rebuilding the original arguments from such a list, and a key naming the structure.

@@ -263,14 +263,14 @@ fn_key <- function(name, fn) {
   b <- body(fn); f <- formals(fn)
   seen <- .rf_fn_keys[[name]]
   for (e in seen) if (identical(e$body, b) && identical(e$formals, f)) return(e$key)
-  k <- rlang::hash(list(b, f))
+  k <- .rf_hash(list(b, f))
   assign(name, c(seen, list(list(body = b, formals = f, key = k))), envir = .rf_fn_keys)
   k
 }
 
 # A graph's key as a name for the caches' environments (R limits names to 10000 bytes; a model's
 # recorded forward and backward is much longer): its 128-bit hash.
-graph_hash <- function(key) rlang::hash(key)
+graph_hash <- function(key) .rf_hash(key)
 
 # A function of the leaves (positional or named l1, l2, ...) computing the graph's last step.
 graph_evaluator <- function(steps) {

@@ -947,6 +947,61 @@ BEGIN_RCPP
     return R_NilValue;
 END_RCPP
 }
+// rf_hash
+std::string rf_hash(SEXP x);
+RcppExport SEXP _rfuse_rf_hash(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_hash(x));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_obj_address
+std::string rf_obj_address(SEXP x);
+RcppExport SEXP _rfuse_rf_obj_address(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_obj_address(x));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_new_weakref
+SEXP rf_new_weakref(SEXP key);
+RcppExport SEXP _rfuse_rf_new_weakref(SEXP keySEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type key(keySEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_new_weakref(key));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_weakref_key
+SEXP rf_weakref_key(SEXP ref);
+RcppExport SEXP _rfuse_rf_weakref_key(SEXP refSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type ref(refSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_weakref_key(ref));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_duplicate
+SEXP rf_duplicate(SEXP x);
+RcppExport SEXP _rfuse_rf_duplicate(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_duplicate(x));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_aperm
 SEXP rf_aperm(SEXP x, Rcpp::IntegerVector perm);
 RcppExport SEXP _rfuse_rf_aperm(SEXP xSEXP, SEXP permSEXP) {
@@ -1327,6 +1382,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},
     {"_rfuse_rf_release_cached_memory", (DL_FUNC) &_rfuse_rf_release_cached_memory, 0},
+    {"_rfuse_rf_hash", (DL_FUNC) &_rfuse_rf_hash, 1},
+    {"_rfuse_rf_obj_address", (DL_FUNC) &_rfuse_rf_obj_address, 1},
+    {"_rfuse_rf_new_weakref", (DL_FUNC) &_rfuse_rf_new_weakref, 1},
+    {"_rfuse_rf_weakref_key", (DL_FUNC) &_rfuse_rf_weakref_key, 1},
+    {"_rfuse_rf_duplicate", (DL_FUNC) &_rfuse_rf_duplicate, 1},
     {"_rfuse_rf_aperm", (DL_FUNC) &_rfuse_rf_aperm, 2},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_from_r_permuted", (DL_FUNC) &_rfuse_rf_tensor_from_r_permuted, 4},
