@@ -105,7 +105,8 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ]; then
+if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
+   { [ "$what" = lib-ab ] && [ -x /opt/r/usr/lib/R/bin/R ]; }; then # (lib-ab: R where unpacked)
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
   RHOME=/opt/r/usr/lib/R
