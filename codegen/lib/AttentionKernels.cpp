@@ -125,15 +125,19 @@ __device__ __forceinline__ int rf_queries_begin(int k0) { return SKIP_ABOVE_DIAG
      << "  " << (bf16 ? "__nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);" : "__half2 h = __floats2half2_rn(lo, hi);")
      << "\n  return *reinterpret_cast<unsigned*>(&h);\n}\n";
   os << R"CUDA(
-// Two elements along a shared row (k pairs of an mma B operand stored [n][k]).
-__device__ __forceinline__ unsigned rf_pair(const rf_t* sm, int row, int col) {
-  return *reinterpret_cast<const unsigned*>(sm + row * LDS + col);
-}
-// Two elements down a shared column (k pairs of an mma B operand stored [k][n]).
-__device__ __forceinline__ unsigned rf_pair_down(const rf_t* sm, int row, int col) {
-  unsigned lo = *reinterpret_cast<const unsigned short*>(sm + row * LDS + col);
-  unsigned hi = *reinterpret_cast<const unsigned short*>(sm + (row + 1) * LDS + col);
-  return lo | (hi << 16);
+// Four 8 x 8 matrices of a shared tile into mma B fragments, one ldmatrix: lane i gives the
+// address of row i % 8 of matrix i / 8; matrix m starts at row row0 + 8 (m % 2), column col0 + 8
+// (m / 2). Without .trans the tile is stored [n][k] (rows of B^T); with it, [k][n].
+template <bool TRANS>
+__device__ __forceinline__ void rf_ldmatrix4(unsigned* r, const rf_t* sm, int row0, int col0) {
+  const int lane = threadIdx.x & 31, m = lane >> 3;
+  unsigned addr = (unsigned)__cvta_generic_to_shared(sm + (row0 + 8 * (m & 1) + (lane & 7)) * LDS + col0 + 8 * (m >> 1));
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 // Rows row0 .. row0 + TILE - 1 of a [rows, HD] matrix into shared memory (zeros past the end).
 __device__ __forceinline__ void rf_load_tile(rf_t* sm, const rf_t* __restrict__ g, int row0, int rows) {
@@ -164,26 +168,37 @@ __device__ __forceinline__ void rf_load_rows(unsigned (*a)[4], const rf_t* __res
 // acc[j] (16 rows x 8 columns each, j < TILE / 8) = A (16 x HD, registers) times the transposed
 // shared tile (TILE rows x HD): rows of A against rows of the tile.
 __device__ __forceinline__ void rf_rows_times_tile(float (*acc)[4], const unsigned (*a)[4], const rf_t* sm) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
 #pragma unroll
-  for (int j = 0; j < TILE / 8; ++j) {
+  for (int j = 0; j < TILE / 8; ++j)
     acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 #pragma unroll
-    for (int t = 0; t < HD / 16; ++t)
-      rf_mma(acc[j], a[t], rf_pair(sm, 8 * j + gr, 16 * t + c2), rf_pair(sm, 8 * j + gr, 16 * t + 8 + c2));
-  }
+  for (int j = 0; j < TILE / 8; j += 2)
+#pragma unroll
+    for (int t = 0; t < HD / 16; ++t) {
+      // B^T rows 8j .. 8j + 15 (tile rows), k 16t .. 16t + 15: columns j and j + 1 of the product
+      unsigned b[4];
+      rf_ldmatrix4<false>(b, sm, 8 * j, 16 * t);
+      // (matrix order: rows 8j k-lo, rows 8j + 8 k-lo, rows 8j k-hi, rows 8j + 8 k-hi)
+      rf_mma(acc[j], a[t], b[0], b[2]);
+      rf_mma(acc[j + 1], a[t], b[1], b[3]);
+    }
 }
 // acc[j] (16 rows x 8 of HD each) += P (16 x TILE, the C fragments of rf_rows_times_tile, rounded
 // to rf_t) times the shared tile (TILE rows x HD).
 __device__ __forceinline__ void rf_scores_times_tile(float (*acc)[4], const float (*p)[4], const rf_t* sm) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, c2 = (lane & 3) * 2;
 #pragma unroll
   for (int t = 0; t < TILE / 16; ++t) {
     unsigned a[4] = {rf_pack(p[2 * t][0], p[2 * t][1]), rf_pack(p[2 * t][2], p[2 * t][3]),
                      rf_pack(p[2 * t + 1][0], p[2 * t + 1][1]), rf_pack(p[2 * t + 1][2], p[2 * t + 1][3])};
 #pragma unroll
-    for (int j = 0; j < HD / 8; ++j)
-      rf_mma(acc[j], a, rf_pair_down(sm, 16 * t + c2, 8 * j + gr), rf_pair_down(sm, 16 * t + 8 + c2, 8 * j + gr));
+    for (int j = 0; j < HD / 8; j += 2) {
+      // tile rows (k) 16t .. 16t + 15, columns 8j .. 8j + 15 (n): columns j and j + 1 of acc
+      unsigned b[4];
+      rf_ldmatrix4<true>(b, sm, 16 * t, 8 * j);
+      // (matrix order: k-lo column j, k-hi column j, k-lo column j + 1, k-hi column j + 1)
+      rf_mma(acc[j], a, b[0], b[1]);
+      rf_mma(acc[j + 1], a, b[2], b[3]);
+    }
   }
 }
 // Stores the warp's 16 x HD accumulator times `scale` at rows row0 .. of a [rows, HD] matrix.
@@ -205,11 +220,12 @@ __device__ __forceinline__ void rf_store_rows(rf_t* __restrict__ g, const float 
   return os.str();
 }
 
-// A kernel's first lines: its comment, the prelude and its signature up to the body.
+// A kernel's first lines: its comment, the prelude and its signature up to the body (at least
+// `minBlocks` blocks resident per SM: the registers ptxas may use).
 std::string opening(const AttentionGeometry &g, const std::string &name, const std::string &comment,
-                    const std::string &parameters) {
+                    const std::string &parameters, int minBlocks) {
   return "// rfuse attention " + comment + "\n" + prelude(g) + "extern \"C\" __global__ void __launch_bounds__(" +
-         std::to_string(kThreads) + ") " + name + "(" + parameters + ") {\n";
+         std::to_string(kThreads) + ", " + std::to_string(minBlocks) + ") " + name + "(" + parameters + ") {\n";
 }
 
 KernelSpec spec(const std::string &name, std::string source, int64_t blocks, unsigned inputs, unsigned outputs) {
@@ -247,7 +263,8 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
                 "kernel " + name + ": softmax(" + std::to_string(g->queries) + " x " + std::to_string(g->keys) +
                     " scores) times v, head dim " + std::to_string(g->headDim) + ", a block per 64 queries of each batch",
                 "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, " +
-                    maskParameter(*g) + "rf_t* __restrict__ out, float* __restrict__ lse")
+                    maskParameter(*g) + "rf_t* __restrict__ out, float* __restrict__ lse",
+                g->headDim <= 64 ? 4 : 1) // (sm_90: ~120 registers at D = 64, no spill; 168 at 128)
      << (R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
   __shared__ __align__(16) rf_t vs[TILE * LDS];
   constexpr int QT = (LQ + TILE - 1) / TILE;
@@ -332,7 +349,10 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
                     "; per batch a block per 64 keys, then one per 64 queries",
                 "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
                 "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, " +
-                    maskParameter(*g) + "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv")
+                    maskParameter(*g) + "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv",
+                // (sm_90, D = 64: 168 registers and three blocks per SM, or ~200 and two unbounded;
+                // D = 128 needs every register: 255 and a few spills)
+                g->headDim <= 64 ? 3 : 1)
      << (R"CUDA(  __shared__ __align__(16) rf_t ta[TILE * LDS];
   __shared__ __align__(16) rf_t tb[TILE * LDS];
   __shared__ float rowLse[TILE], rowDelta[TILE];
