@@ -1064,6 +1064,68 @@ std::optional<CpuKernel> lowerScan(ScanOp s, ModuleOp target, const std::string 
   return k;
 }
 
+// Uniform draws (rfuse.random_uniform): an scf loop over the flat indices of [begin, end), each
+// ScalarOps.h's Philox4x32-10 written out in arith ops (32-bit words, products in 64 bits), so the
+// CPU computes what the interpreter and the GPU do (CpuKernelsTest compares them).
+std::optional<CpuKernel> lowerRandomUniform(RandomUniformOp r, ModuleOp target, const std::string &name) {
+  int64_t n = codegen::numElements(codegen::shapeOf(r.getResult()));
+  MLIRContext *ctx = target.getContext();
+  Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64), f32 = Float32Type::get(ctx);
+  CpuFunction f;
+  f.name = name;
+  f.extent = n;
+  f.workPerUnit = 16; // ten rounds of two 64-bit products: worth threads sooner than a copy
+  f.argShapes = {{2}, {n}};
+  Location loc = r.getLoc();
+  func::FuncOp fn = createFunction(target, loc, name, {memrefOf({2}, i32), memrefOf({n}, f32)});
+  Block *entry = &fn.getBody().front();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(entry);
+  Value seed = entry->getArgument(2), out = entry->getArgument(3);
+  auto cidx = [&](OpBuilder &ob, int64_t v) { return ob.create<arith::ConstantIndexOp>(loc, v).getResult(); };
+  auto c32 = [&](OpBuilder &ob, uint32_t v) {
+    return ob.create<arith::ConstantOp>(loc, ob.getIntegerAttr(i32, (int64_t)(int32_t)v)).getResult();
+  };
+  auto c64 = [&](OpBuilder &ob, int64_t v) { return ob.create<arith::ConstantOp>(loc, ob.getIntegerAttr(i64, v)).getResult(); };
+  Value key0 = b.create<memref::LoadOp>(loc, seed, ValueRange{cidx(b, 0)});
+  Value key1 = b.create<memref::LoadOp>(loc, seed, ValueRange{cidx(b, 1)});
+  b.create<scf::ForOp>(loc, entry->getArgument(0), entry->getArgument(1), cidx(b, 1), ValueRange{},
+    [&](OpBuilder &lb, Location, Value i, ValueRange) {
+      Value i64v = lb.create<arith::IndexCastUIOp>(loc, i64, i);
+      Value c[4] = {lb.create<arith::TruncIOp>(loc, i32, i64v),
+                    lb.create<arith::TruncIOp>(loc, i32, lb.create<arith::ShRUIOp>(loc, i64v, c64(lb, 32))),
+                    c32(lb, 0), c32(lb, 0)};
+      Value k0 = key0, k1 = key1;
+      auto mulWide = [&](Value word, uint32_t m) {
+        return lb.create<arith::MulIOp>(loc, lb.create<arith::ExtUIOp>(loc, i64, word), c64(lb, (int64_t)m)).getResult();
+      };
+      auto high = [&](Value p) { return lb.create<arith::TruncIOp>(loc, i32, lb.create<arith::ShRUIOp>(loc, p, c64(lb, 32))).getResult(); };
+      auto low = [&](Value p) { return lb.create<arith::TruncIOp>(loc, i32, p).getResult(); };
+      auto xor3 = [&](Value a, Value x, Value y) {
+        return lb.create<arith::XOrIOp>(loc, lb.create<arith::XOrIOp>(loc, a, x), y).getResult();
+      };
+      for (int round = 0; round < 10; ++round) {
+        Value p0 = mulWide(c[0], 0xD2511F53u), p1 = mulWide(c[2], 0xCD9E8D57u);
+        Value n0 = xor3(high(p1), c[1], k0), n2 = xor3(high(p0), c[3], k1);
+        c[1] = low(p1);
+        c[3] = low(p0);
+        c[0] = n0;
+        c[2] = n2;
+        k0 = lb.create<arith::AddIOp>(loc, k0, c32(lb, 0x9E3779B9u));
+        k1 = lb.create<arith::AddIOp>(loc, k1, c32(lb, 0xBB67AE85u));
+      }
+      Value top = lb.create<arith::UIToFPOp>(loc, f32, lb.create<arith::ShRUIOp>(loc, c[0], c32(lb, 8)));
+      Value u = lb.create<arith::MulFOp>(loc, top, lb.create<arith::ConstantOp>(loc, lb.getF32FloatAttr(5.9604644775390625e-8f)));
+      lb.create<memref::StoreOp>(loc, u, out, ValueRange{i});
+      lb.create<scf::YieldOp>(loc);
+    });
+  b.create<func::ReturnOp>(loc);
+  CpuKernel k;
+  k.kind = CpuKernel::Kind::Pointwise;
+  k.function = f;
+  return k;
+}
+
 std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const std::string &name,
                                         std::string &why) {
   Region r = codegen::regionOfOperation(op);
@@ -1087,6 +1149,8 @@ std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const st
     return lowerRegion(r, FusionKind::reduction, target, name, why);
   if (auto s = dyn_cast<ScanOp>(op))
     return lowerScan(s, target, name, why);
+  if (auto u = dyn_cast<RandomUniformOp>(op))
+    return lowerRandomUniform(u, target, name);
   if (isa<PointwiseOpInterface, CastOp>(op) || isIndexReadOp(op))
     return lowerRegion(r, FusionKind::pointwise, target, name, why);
   why = "no CPU code for '" + op->getName().getStringRef().str() + "'";

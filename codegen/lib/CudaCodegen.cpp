@@ -1623,6 +1623,31 @@ std::optional<KernelSpec> emitScan(ScanOp s, const std::string &name, std::strin
   return k;
 }
 
+// Uniform draws (rfuse.random_uniform): a thread per element (grid-stride), ScalarOps.h's Philox
+// at the element's flat index under the seed, as the interpreter computes it.
+std::optional<KernelSpec> emitRandomUniform(RandomUniformOp r, const std::string &name) {
+  int64_t n = numElements(shapeOf(r.getResult()));
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// rfuse random kernel " << name << ": " << n << " uniform draws\n"
+     << describeOps({r.getOperation()}, r.getLoc()) << "\n" << prelude() << "\nextern \"C\" __global__ void " << name
+     << "(const int* __restrict__ in0, float* __restrict__ out0) {\n"
+     << "  const unsigned int k0 = (unsigned int)in0[0], k1 = (unsigned int)in0[1];\n"
+     << "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+     << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " << n << "LL; i += stride)\n"
+     << "    out0[i] = rf_random_uniform((unsigned long long)i, k0, k1);\n"
+     << "}\n";
+  KernelSpec k;
+  k.name = name;
+  k.source = os.str();
+  k.launch = LaunchKind::GridStride;
+  k.elements = n;
+  k.vectorWidth = 1;
+  k.numInputs = 1;
+  k.numOutputs = 1;
+  return k;
+}
+
 KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarget &target,
                          const CodegenOptions &options) {
   KernelPlan plan;
@@ -1642,6 +1667,9 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   } else if (auto s = dyn_cast<ScanOp>(op)) {
     plan.kind = "scan";
     plan.kernel = emitScan(s, name, why);
+  } else if (auto u = dyn_cast<RandomUniformOp>(op)) {
+    plan.kind = "random";
+    plan.kernel = emitRandomUniform(u, name);
   } else if (isPoolingOp(op)) {
     plan.kind = "pool";
     ok = planPool(op, plan, why);

@@ -441,6 +441,18 @@ TracedValue GraphBuilder::concat(const std::vector<TracedValue> &xs, int64_t dim
   return impl->wrap(impl->create<ConcatOp>("concat", type, vs, impl->b.getI64IntegerAttr(dim)));
 }
 
+TracedValue GraphBuilder::randomUniform(TracedValue seed, const std::vector<int64_t> &shape) {
+  Value k = impl->get(seed, "random_uniform");
+  auto kt = llvm::cast<RankedTensorType>(k.getType());
+  if (kt.getShape() != llvm::ArrayRef<int64_t>{2} || !kt.getElementType().isInteger(32))
+    Impl::shapeFail("random_uniform", "the seed must be two i32 values");
+  for (int64_t d : shape)
+    if (d < 0)
+      Impl::shapeFail("random_uniform", "dimensions must be non-negative, got " + shapeToString(shape));
+  auto type = RankedTensorType::get(shape, impl->b.getF32Type());
+  return impl->wrap(impl->create<RandomUniformOp>("random_uniform", type, k));
+}
+
 TracedValue GraphBuilder::scan(TracedValue x, int64_t dim, const std::string &kind) {
   Value v = impl->get(x, "scan");
   auto k = symbolizeScanKind(kind);

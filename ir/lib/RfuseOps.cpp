@@ -387,6 +387,13 @@ LogicalResult ScatterAddOp::verify() {
 
 LogicalResult ScanOp::verify() { return verifyDimOf(*this, getDim(), getInput().getType().getRank()); }
 
+LogicalResult RandomUniformOp::verify() {
+  auto seed = getSeed().getType();
+  if (seed.getRank() != 1 || seed.getShape()[0] != 2)
+    return emitOpError("seed must be tensor<2xi32> (the generator's key), got ") << seed;
+  return success();
+}
+
 LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   for (Value v : adaptor.getInputs())

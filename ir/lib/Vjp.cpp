@@ -366,6 +366,7 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
   LogicalResult result = success();
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](ConstantOp) {})
+      .Case([&](RandomUniformOp) {}) // (its seed is an integer: no cotangent)
       .Case([&](StopGradientOp) {}) // (no cotangent: that is the op)
       .Case([&](CastOp c) {
         if (isFloatTensor(c.getInput()) && isFloatTensor(c.getResult()))

@@ -129,6 +129,10 @@
     .Call(`_rfuse_rf_b_concat`, b, xs, dim)
 }
 
+.rf_b_random_uniform <- function(b, seed, shape) {
+    .Call(`_rfuse_rf_b_random_uniform`, b, seed, shape)
+}
+
 .rf_b_scan <- function(b, x, dim, kind) {
     .Call(`_rfuse_rf_b_scan`, b, x, dim, kind)
 }
@@ -311,6 +315,10 @@
 
 .rf_duplicate <- function(x) {
     .Call(`_rfuse_rf_duplicate`, x)
+}
+
+.rf_random_uniform <- function(seed, n) {
+    .Call(`_rfuse_rf_random_uniform`, seed, n)
 }
 
 .rf_aperm <- function(x, perm) {

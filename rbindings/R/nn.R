@@ -387,9 +387,11 @@ adaptive_pool_matrix <- function(n, out) {
 #' @rdname nnf
 #' @param p Dropout: the probability of zeroing an element; `nnf_normalize()`: the norm's order (a positive number or `Inf`).
 #' @details `nnf_dropout()` in training mode zeroes each element with probability `p` and scales
-#'   the rest by 1 / (1 - p). Masks come from R's random number generator (`set.seed()` makes
-#'   them reproducible): a traced program takes each mask as an extra input, drawn afresh at
-#'   every call, so compiled training steps see a new mask per step.
+#'   the rest by 1 / (1 - p). Each mask comes from a counter-based generator (Philox4x32-10, as
+#'   torch's and cuRAND's) keyed by a seed that R's random number generator draws at each call,
+#'   so `set.seed()` makes masks reproducible, a compiled program draws a new mask per call and
+#'   training step on the device (no mask is drawn in R or copied), and eager code draws the same
+#'   mask its compiled program would. (Like torch's, the masks are not R's `runif()` numbers.)
 #' @export
 nnf_dropout <- function(input, p = 0.5, training = TRUE, inplace = FALSE) {
   call <- sys.call()
@@ -406,14 +408,22 @@ check_dropout_p <- function(p, call)
   if (!is.numeric(p) || length(p) != 1 || is.na(p) || p < 0 || p >= 1)
     rf_abort("rfuse_type_error", "dropout's `p` must be a probability in [0, 1)", call)
 
-dropout_mask <- function(n, p) (stats::runif(n) >= p) / (1 - p)
+# Dropout keeps an element where its uniform draw is at least `p` rounded up to the generator's
+# grid (multiples of 2^-24): the same decision in double (eager) and in float32 (programs).
+dropout_threshold <- function(p) ceiling(p * 2^24) / 2^24
+# A generator key from R's generator: two integers in [0, 2^31 - 1).
+draw_seed <- function() as.integer(floor(stats::runif(2) * 2147483647))
+dropout_mask <- function(n, p) (.rf_random_uniform(draw_seed(), n) >= dropout_threshold(p)) / (1 - p)
 
-# A dropout mask of R structure (rdim, len) in traced code: an extra input of the program,
-# drawn afresh at every call (see call_inputs).
-traced_dropout_mask <- function(name, rdim, len, p, dtype, call)
-  traced_random(name, "dropout", rdim, len, dtype, call, p = p)
+# A dropout mask of R structure (rdim, len) in traced code: uniform draws computed by the program
+# (rfuse.random_uniform) from a seed, an extra input drawn by R at every call (see call_inputs).
+traced_dropout_mask <- function(name, rdim, len, p, dtype, call) {
+  seed <- traced_random(name, "seed", 2L, 2L, "i32", call)
+  u <- new_sym(emit(.rf_b_random_uniform, seed$id, tshape(rdim, len), call = call), rdim, len, "f32")
+  to_dtype(cast_sym(u >= dropout_threshold(p), "f32") * (1 / (1 - p)), dtype, call)
+}
 
-# Random values in traced code (`kind`: a dropout mask with drop probability p, standard normal
+# Random values in traced code (`kind`: a dropout's generator seed, two integers; standard normal
 # or uniform on [0, 1) values) of R structure (rdim, len): an extra input of the program, drawn
 # by R's generator afresh before every call (and every training step), in the order the traced
 # code draws them, so a jitted function draws what the function itself would.
@@ -428,7 +438,7 @@ traced_random <- function(name, kind, rdim, len, dtype, call, p = NULL) {
 
 # One call's (or step's) values of a traced random input (traced_random), shaped.
 draw_random <- function(r) {
-  v <- switch(r$kind, dropout = dropout_mask(r$len, r$p), normal = stats::rnorm(r$len), uniform = stats::runif(r$len))
+  v <- switch(r$kind, seed = draw_seed(), normal = stats::rnorm(r$len), uniform = stats::runif(r$len))
   if (length(r$rdim) > 1) dim(v) <- r$rdim
   v
 }

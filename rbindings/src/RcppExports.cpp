@@ -424,6 +424,19 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_random_uniform
+int rf_b_random_uniform(SEXP b, int seed, IntegerVector shape);
+RcppExport SEXP _rfuse_rf_b_random_uniform(SEXP bSEXP, SEXP seedSEXP, SEXP shapeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< int >::type seed(seedSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_random_uniform(b, seed, shape));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_scan
 int rf_b_scan(SEXP b, int x, int dim, std::string kind);
 RcppExport SEXP _rfuse_rf_b_scan(SEXP bSEXP, SEXP xSEXP, SEXP dimSEXP, SEXP kindSEXP) {
@@ -1002,6 +1015,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_random_uniform
+NumericVector rf_random_uniform(IntegerVector seed, double n);
+RcppExport SEXP _rfuse_rf_random_uniform(SEXP seedSEXP, SEXP nSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< IntegerVector >::type seed(seedSEXP);
+    Rcpp::traits::input_parameter< double >::type n(nSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_random_uniform(seed, n));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_aperm
 SEXP rf_aperm(SEXP x, Rcpp::IntegerVector perm);
 RcppExport SEXP _rfuse_rf_aperm(SEXP xSEXP, SEXP permSEXP) {
@@ -1341,6 +1366,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_reverse", (DL_FUNC) &_rfuse_rf_b_reverse, 3},
     {"_rfuse_rf_b_pad", (DL_FUNC) &_rfuse_rf_b_pad, 6},
     {"_rfuse_rf_b_concat", (DL_FUNC) &_rfuse_rf_b_concat, 3},
+    {"_rfuse_rf_b_random_uniform", (DL_FUNC) &_rfuse_rf_b_random_uniform, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
     {"_rfuse_rf_b_sort", (DL_FUNC) &_rfuse_rf_b_sort, 5},
     {"_rfuse_rf_b_scatter_add", (DL_FUNC) &_rfuse_rf_b_scatter_add, 5},
@@ -1387,6 +1413,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_new_weakref", (DL_FUNC) &_rfuse_rf_new_weakref, 1},
     {"_rfuse_rf_weakref_key", (DL_FUNC) &_rfuse_rf_weakref_key, 1},
     {"_rfuse_rf_duplicate", (DL_FUNC) &_rfuse_rf_duplicate, 1},
+    {"_rfuse_rf_random_uniform", (DL_FUNC) &_rfuse_rf_random_uniform, 2},
     {"_rfuse_rf_aperm", (DL_FUNC) &_rfuse_rf_aperm, 2},
     {"_rfuse_rf_tensor_from_r", (DL_FUNC) &_rfuse_rf_tensor_from_r, 3},
     {"_rfuse_rf_tensor_from_r_permuted", (DL_FUNC) &_rfuse_rf_tensor_from_r_permuted, 4},

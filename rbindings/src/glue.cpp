@@ -156,6 +156,11 @@ int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
   });
 }
 
+// [[Rcpp::export(.rf_b_random_uniform)]]
+int rf_b_random_uniform(SEXP b, int seed, IntegerVector shape) {
+  return guarded([&] { return builder(b).randomUniform(tv(seed), toShape(shape)).id; });
+}
+
 // [[Rcpp::export(.rf_b_scan)]]
 int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
   return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });

@@ -4,6 +4,8 @@
 // which moved R's first full collection into a new session's first jitted call (issue 18).
 #include <Rcpp.h>
 
+#include "rfuse/IR/ScalarOps.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -94,3 +96,20 @@ SEXP rf_weakref_key(SEXP ref) {
 // A deep copy in new memory (R's copy-on-modify would share it until written).
 // [[Rcpp::export(".rf_duplicate")]]
 SEXP rf_duplicate(SEXP x) { return Rf_duplicate(x); }
+
+// rfuse.random_uniform's draws computed here (ScalarOps.h's Philox, the generator compiled
+// programs run): eager code draws what its traced program would, element for element.
+// [[Rcpp::export(".rf_random_uniform")]]
+NumericVector rf_random_uniform(IntegerVector seed, double n) {
+  if (seed.size() != 2)
+    stop("rfuse: a seed is two integers");
+  if (!(n >= 0) || n > 4503599627370496.0)
+    stop("rfuse: a number of draws must be a non-negative whole number");
+  auto k0 = static_cast<unsigned int>(seed[0]), k1 = static_cast<unsigned int>(seed[1]);
+  R_xlen_t len = static_cast<R_xlen_t>(n);
+  NumericVector out(len);
+  double *o = out.begin();
+  for (R_xlen_t i = 0; i < len; ++i)
+    o[i] = rfuse::scalar::rf_random_uniform(static_cast<unsigned long long>(i), k0, k1);
+  return out;
+}

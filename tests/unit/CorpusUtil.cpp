@@ -246,6 +246,23 @@ std::vector<CorpusGraph> canonicalCorpus() {
       return V{g.div(g.matmul(v[0], v[1]), g.scalar(8.0, g.dtype(v[0])))};
     }, 9002 + (dt == DType::F64)));
   }
+  { // A dropout as R traces it: uniform draws (rfuse.random_uniform, a kernel of its own) from a
+    // seed input, compared with p's threshold and scaled in the consumer's kernel; the draws
+    // themselves are an output too.
+    GraphBuilder g("main");
+    TracedValue key = g.input({2}, DType::I32), x = g.input({129, 37}, DType::F32);
+    TracedValue u = g.randomUniform(key, {129, 37});
+    TracedValue keep = g.cast(g.compare(ComparePredicate::Ge, u, g.scalar(0.25, DType::F32)), DType::F32);
+    g.finish({g.mul(x, g.mul(keep, g.scalar(1.0 / 0.75, DType::F32))), u});
+    CorpusGraph c;
+    c.name = "dropout";
+    c.moduleText = g.moduleText();
+    HostTensor k(DType::I32, {2});
+    k.i = {20261207, -123456789};
+    std::mt19937_64 rng(9004); // (its own seed: the others' stay as they were)
+    c.inputs = {k, randomTensor(DType::F32, {129, 37}, rng, -1.5, 1.5)};
+    out.push_back(c);
+  }
   for (DType dt : {DType::F16, DType::BF16})
     out.push_back(make(std::string("half_chain_") + dtypeName(dt), {{64, 8}, {8}}, dt, [](GraphBuilder &g, V &v) {
       TracedValue e = g.exp(g.sub(v[0], g.reduceMax(v[0], {1}, true)));

@@ -3,6 +3,7 @@
 // ScalarOps.h, so that a wrong scalar definition is caught too.
 #include "TestUtil.h"
 
+#include "rfuse/IR/ScalarOps.h"
 #include "rfuse/Runtime/Interpreter.h"
 
 #include <gtest/gtest.h>
@@ -764,3 +765,52 @@ TEST(Interpreter, RejectsBadInputs) {
 }
 
 } // namespace
+
+// Philox4x32-10 against Random123's known-answer vectors (kat_vectors), then rfuse.random_uniform:
+// each element is word 0 of the block at its flat index, its top 24 bits times 2^-24; draws are
+// in [0, 1), look uniform, and depend on the whole key.
+TEST(Interpreter, RandomUniformIsPhiloxAtEachIndex) {
+  struct Kat {
+    unsigned int c[4], k0, k1, want[4];
+  } kats[] = {
+      {{0, 0, 0, 0}, 0, 0, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+      {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, 0xffffffffu, 0xffffffffu,
+       {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+      {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, 0xa4093822u, 0x299f31d0u,
+       {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+  };
+  for (Kat &k : kats) {
+    scalar::rf_philox4x32_10(k.c, k.k0, k.k1);
+    for (int w = 0; w < 4; ++w)
+      EXPECT_EQ(k.c[w], k.want[w]) << "word " << w;
+  }
+  const int64_t n = 100000;
+  auto draws = [&](int32_t k0, int32_t k1) {
+    HostTensor key(DType::I32, {2});
+    key.i = {k0, k1};
+    return run("func.func @main(%k: tensor<2xi32>) -> tensor<400x250xf32> {\n"
+               "  %u = rfuse.random_uniform %k : tensor<2xi32> -> tensor<400x250xf32>\n"
+               "  return %u : tensor<400x250xf32>\n}\n",
+               {key})[0];
+  };
+  HostTensor u = draws(20261207, -5);
+  ASSERT_EQ(u.numel(), n);
+  EXPECT_DOUBLE_EQ(draws(0, 0).f[0], (double)(0x6627e8d5u >> 8) / 16777216.0);
+  double sum = 0, below = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_GE(u.f[i], 0.0);
+    ASSERT_LT(u.f[i], 1.0);
+    EXPECT_EQ(u.f[i] * 16777216.0, std::floor(u.f[i] * 16777216.0)); // on the 2^-24 grid
+    sum += u.f[i];
+    below += u.f[i] < 0.1;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);  // sd of the mean: 0.0009
+  EXPECT_NEAR(below / n, 0.1, 0.005); // sd: 0.00095
+  for (auto [k0, k1] : {std::pair<int32_t, int32_t>{20261207, -4}, {20261208, -5}}) {
+    HostTensor v = draws(k0, k1);
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; ++i)
+      same += v.f[i] == u.f[i];
+    EXPECT_LT(same, 50) << "keys differing in one word give unrelated draws";
+  }
+}

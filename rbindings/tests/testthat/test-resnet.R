@@ -136,11 +136,22 @@ test_that("nn_resnet18 has torchvision's parameter count and rf_fit checks its i
 })
 
 test_that("dropout draws a fresh, seeded mask per call, in traced code and its gradients", {
+  # A mask: Philox draws (rfuse.random_uniform) under a key R's generator draws, as rfuse's C++
+  # side computes them (checked against Philox's known answers in InterpreterTest).
+  philox_mask <- function(n, p) {
+    key <- as.integer(floor(runif(2) * 2147483647))
+    (rfuse:::.rf_random_uniform(key, n) >= p) / (1 - p)
+  }
   x <- matrix(rnorm(400) + 3, 20)
   jf <- rf_jit(function(x) nnf_dropout(x, 0.3), dtype = "float64")
   set.seed(9); a <- jf(x)
-  set.seed(9); mask <- (runif(length(x)) >= 0.3) / 0.7
+  set.seed(9); mask <- philox_mask(length(x), 0.3)
   expect_equal(a, x * mask)
+  # The program draws the mask itself: its only extra input is the two-integer key.
+  traced <- rf_explain(jf, x)$traced
+  expect_match(traced, "rfuse.random_uniform")
+  expect_match(traced, "%arg1: tensor<2xi32>")
+  expect_false(grepl("%arg2", traced))
   expect_equal(dim(a), dim(x))
   b <- jf(x)
   expect_false(isTRUE(all.equal(a, b)))                 # a new mask each call, same program
@@ -152,7 +163,7 @@ test_that("dropout draws a fresh, seeded mask per call, in traced code and its g
   w <- matrix(rnorm(400), 20)
   g <- rf_grad(function(x, w) sum(nnf_dropout(x, 0.5) * w), wrt = "w", dtype = "float64")
   set.seed(10); gw <- g(x, w)
-  set.seed(10); m2 <- (runif(length(x)) >= 0.5) / 0.5
+  set.seed(10); m2 <- philox_mask(length(x), 0.5)
   expect_equal(gw, x * m2)
 
   drop <- nn_dropout(0.5)

@@ -210,6 +210,13 @@ private:
         .Case([&](ConcatOp c) { return std::vector<HostTensor>{concat(c, in)}; })
         .Case([&](GatherOp g) { return std::vector<HostTensor>{gatherAlong(g, in[0], in[1])}; })
         .Case([&](ScanOp s) { return std::vector<HostTensor>{scan(s, in[0])}; })
+        .Case([&](RandomUniformOp r) {
+          HostTensor out = alloc(r.getResult());
+          auto k0 = (unsigned)(uint32_t)in[0].i[0], k1 = (unsigned)(uint32_t)in[0].i[1];
+          for (int64_t k = 0, n = out.numel(); k < n; ++k)
+            out.set(k, scalar::rf_random_uniform((unsigned long long)k, k0, k1));
+          return std::vector<HostTensor>{out};
+        })
         .Case([&](SortOp s) { return sort(s, in[0]); })
         .Case([&](TakeAlongOp t) { return std::vector<HostTensor>{takeAlong(t, in[0], in[1])}; })
         .Case([&](ScatterAddOp s) { return std::vector<HostTensor>{scatterAdd(s, in[0], in[1])}; })

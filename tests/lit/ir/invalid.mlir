@@ -1709,3 +1709,11 @@ func.func @custom_vjp_outputs(%x: tensor<4xf32>) -> tensor<4xf32> {
   %r = rfuse.custom_vjp @a, @b (%x) {num_outputs = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+func.func @random_uniform_seed(%k: tensor<3xi32>) -> tensor<4xf32> {
+  // expected-error @+1 {{seed must be tensor<2xi32> (the generator's key)}}
+  %u = rfuse.random_uniform %k : tensor<3xi32> -> tensor<4xf32>
+  return %u : tensor<4xf32>
+}

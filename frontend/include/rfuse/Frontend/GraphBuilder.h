@@ -146,6 +146,9 @@ public:
   TracedValue concat(const std::vector<TracedValue> &xs, int64_t dim);
   /// Cumulative "sum", "prod", "max" or "min" along `dim`.
   TracedValue scan(TracedValue x, int64_t dim, const std::string &kind);
+  /// Uniform draws on [0, 1) (f32) of `shape` from rfuse.random_uniform's generator, keyed by
+  /// `seed` (an i32 value of shape [2]: a program input, new at each call).
+  TracedValue randomUniform(TracedValue seed, const std::vector<int64_t> &shape);
   /// x's entries along `dim` at the given positions (each in [0, size)).
   TracedValue gather(TracedValue x, const std::vector<int64_t> &indices, int64_t dim);
   /// x's entries along `dim` at computed 0-based positions (a vector, cast to i64 by truncation;

@@ -490,6 +490,28 @@ def Rfuse_ScanOp : Rfuse_Op<"scan", [Pure, SameOperandsAndResultType, Rfuse_VjpO
   let hasVerifier = 1;
 }
 
+def Rfuse_RandomUniformOp : Rfuse_Op<"random_uniform", [Pure, Rfuse_VjpOpInterface]> {
+  let summary = "Uniform random numbers on [0, 1) from a counter-based generator and a seed.";
+  let description = [{
+    Element `i` (its row-major flat index) is the first 32-bit word of Philox4x32-10 (Salmon et
+    al., SC'11; the generator of cuRAND and PyTorch) at counter `(i mod 2^32, i div 2^32, 0, 0)`
+    under the key `seed` (two i32 words), its top 24 bits times 2^-24. The numbers depend only
+    on the seed and the position: every backend and every split of the work gives the same ones.
+    Pure in `seed`: a program draws afresh by taking a new seed at each call (dropout masks: the
+    seed comes from R's generator, so `set.seed` reproduces a run). A kernel of its own; no
+    gradient.
+
+    Example (the draws of a dropout mask):
+    ```mlir
+    %u = rfuse.random_uniform %seed : tensor<2xi32> -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I32]>:$seed);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$seed attr-dict `:` type($seed) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

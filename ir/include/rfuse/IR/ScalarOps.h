@@ -261,6 +261,27 @@ template <int K> RF_FN long long rf_reduce_identity_i(bool i32) {
                               : (i32 ? 2147483647LL : 9223372036854775807LL);
 }
 
+// Philox4x32-10 (Salmon, Moraes, Dror, Shaw, SC'11; cuRAND's and PyTorch's generator): the block
+// at counter c under key (k0, k1), in place. rfuse.random_uniform's element i is word 0 of the
+// block at (i mod 2^32, i div 2^32, 0, 0), its top 24 bits times 2^-24.
+RF_FN void rf_philox4x32_10(unsigned int c[4], unsigned int k0, unsigned int k1) {
+  for (int round = 0; round < 10; ++round) {
+    unsigned long long p0 = 0xD2511F53ull * c[0], p1 = 0xCD9E8D57ull * c[2];
+    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c[1] ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c[3] ^ k1;
+    c[1] = (unsigned int)p1;
+    c[3] = (unsigned int)p0;
+    c[0] = n0;
+    c[2] = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+RF_FN float rf_random_uniform(unsigned long long i, unsigned int k0, unsigned int k1) {
+  unsigned int c[4] = {(unsigned int)i, (unsigned int)(i >> 32), 0u, 0u};
+  rf_philox4x32_10(c, k0, k1);
+  return (float)(c[0] >> 8) * 5.9604644775390625e-8f; // 2^-24: exact, in [0, 1)
+}
+
 } // namespace scalar
 } // namespace rfuse
 
