@@ -205,7 +205,7 @@ if (want("W6") || want("W6bf16")) {
 }
 
 # ---- W7 pre-norm transformer encoder layer (torch_best.py's): an AdamW step, MSE loss ---------
-if (want("W7") || want("W7bf16")) {
+if (want("W7") || want("W7bf16") || want("W7drop")) {
   B <- if (small) 4 else 32; L <- if (small) 32 else 256; d <- if (small) 64 else 512
   ff <- if (small) 256 else 2048
   layer <- nn_transformer_encoder_layer(d, 8, ff, dropout = 0, batch_first = TRUE, norm_first = TRUE,
@@ -226,6 +226,14 @@ if (want("W7") || want("W7bf16")) {
     record("W7bf16", "rf_fit step, precision = \"bf16-mixed\"", 1000 * fit$step_seconds,
            "(bfloat16 products, float32 master weights)")
   }
+}
+# W7drop: the same layer with the constructor's default dropout (0.1: attention, feed-forward and
+# residual dropout, masks drawn by the program each step); no PyTorch counterpart in torch_best.py.
+if (want("W7drop")) {
+  layer <- nn_transformer_encoder_layer(d, 8, ff, batch_first = TRUE, norm_first = TRUE, activation = "gelu")
+  fit <- rf_fit(layer, xr, yr, loss = nnf_mse_loss, steps = iters + 1, batch_size = B, optimizer = "adamw",
+                lr = 1e-4, weight_decay = 0.01, progress = FALSE, precision = "bf16-mixed")
+  record("W7drop", "rf_fit step, bf16-mixed, dropout = 0.1", 1000 * fit$step_seconds, "(the layer's default dropout)")
 }
 
 # ---- The R cost of a call of a cached program (issue 13: <= 20 us) ---------------------------
