@@ -1005,6 +1005,14 @@ std::optional<CpuKernel> lowerKernel(func::FuncOp kernel, ModuleOp target, const
   return lowerRegion(codegen::regionOf(kernel), kind.getValue(), target, name, why);
 }
 
+// A kernel of one hand-built loop function (a scan, uniform draws): run as a pointwise one.
+static CpuKernel loopKernel(const CpuFunction &f) {
+  CpuKernel k;
+  k.kind = CpuKernel::Kind::Pointwise;
+  k.function = f;
+  return k;
+}
+
 // A cumulative op: scf loops, a line per index of [begin, end) (the lines of the [outer, len,
 // inner] view), carrying the accumulator along the scanned dim; float sums and products in f64.
 std::optional<CpuKernel> lowerScan(ScanOp s, ModuleOp target, const std::string &name, std::string &why) {
@@ -1058,10 +1066,7 @@ std::optional<CpuKernel> lowerScan(ScanOp s, ModuleOp target, const std::string 
       lb.create<scf::YieldOp>(loc);
     });
   b.create<func::ReturnOp>(loc);
-  CpuKernel k;
-  k.kind = CpuKernel::Kind::Pointwise;
-  k.function = f;
-  return k;
+  return loopKernel(f);
 }
 
 // Uniform draws (rfuse.random_uniform): an scf loop over the flat indices of [begin, end), each
@@ -1120,10 +1125,7 @@ std::optional<CpuKernel> lowerRandomUniform(RandomUniformOp r, ModuleOp target, 
       lb.create<scf::YieldOp>(loc);
     });
   b.create<func::ReturnOp>(loc);
-  CpuKernel k;
-  k.kind = CpuKernel::Kind::Pointwise;
-  k.function = f;
-  return k;
+  return loopKernel(f);
 }
 
 std::optional<CpuKernel> lowerOperation(Operation *op, ModuleOp target, const std::string &name,
