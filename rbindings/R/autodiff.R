@@ -727,8 +727,16 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     }
     out
   }
-  # Dropout masks are drawn by R's generator before each step, into tensors of the set.
+  # Random inputs: drawn by R's generator into tensors of the set. When they are all dropout
+  # keys (two integers a step each) and the batches live on the device, R draws every step's keys
+  # up front into tables the loop reads from on the device (as it reads the step number), so the
+  # steps still run in chunks without R in between; else R feeds each step.
   masks <- lapply(1:2, function(j) lapply(tr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
+  keyed <- length(tr$random) > 0 && !stream && all(vapply(tr$random, function(r) r$kind == "seed", TRUE))
+  key_tables <- if (keyed) lapply(seq_along(tr$random), function(i) {
+    keys <- unlist(lapply(seq_len(steps), function(s) draw_seed()))
+    list(table = rf_tensor(keys, dtype = "int32", device = device), values = list(masks[[1]][[i]], masks[[2]][[i]]))
+  })
   # Float16's dynamic loss scale (torch's GradScaler: 2^16 at first, halved after a step whose
   # gradients are not finite, which the step skips, doubled after 2000 finite steps in a row) and
   # its count of finite steps: state of the step, alternating like the parameters.
@@ -753,7 +761,8 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
         length(ttr$random) != length(tr$random))
       rf_abort("rfuse_unsupported", sprintf(paste0("the step traced for the last batch of %d samples differs from the ",
                                                    "one for %d (use drop_last = TRUE)"), tail_n, bs))
-    tmasks <- lapply(1:2, function(j) lapply(ttr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
+    # (With keys from tables, the last batch's step reads the main sets' key tensors.)
+    tmasks <- if (keyed) masks else lapply(1:2, function(j) lapply(ttr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
     tail_inputs <- lapply(1:2, function(j) c(c(P[[j]], XT[[j]], B[[j]])[ttr$input_index], tmasks[[j]],
                                              unname(unlist(S[[j]], recursive = FALSE)),
                                              step_input(j), list(lr_t[[j]]), SC[[j]]))
@@ -761,7 +770,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   bufs <- function(ts) lapply(ts, tensor_buffer)
   gathered <- !whole && !stream
   tables <- c(if (adam && !counted) list(list(table = step_no$table, values = step_no$t)),
-              if (is.function(lr)) list(list(table = lr_table, values = lr_t)))
+              if (is.function(lr)) list(list(table = lr_table, values = lr_t)), key_tables)
   loop <- rf_guard(.rf_training_loop(
     entry$program, bufs(set_inputs[[1]]), bufs(set_inputs[[2]]), bufs(set_outputs[[1]]), bufs(set_outputs[[2]]),
     if (gathered) bufs(D) else list(), if (gathered) bufs(X[[1]]) else list(), if (gathered) bufs(X[[2]]) else list(),
@@ -773,8 +782,9 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
     if (tail_n > 0L) bufs(tail_inputs[[2]]) else list(), if (tail_n > 0L) bufs(set_outputs[[1]]) else list(),
     if (tail_n > 0L) bufs(set_outputs[[2]]) else list(), if (tail_n > 0L && gathered) bufs(XT[[1]]) else list(),
     if (tail_n > 0L && gathered) bufs(XT[[2]]) else list(), tail_n))
-  # R feeds each step itself only when it must: batches streamed from R memory, dropout masks.
-  per_step <- stream || length(tr$random) > 0
+  # R feeds each step itself only when it must: batches streamed from R memory, random inputs
+  # other than dropout keys in tables.
+  per_step <- stream || (length(tr$random) > 0 && !keyed)
   done <- 0L
   last <- 1L
   # The values the last completed step wrote into a set's tensors, shaped like the R arrays given.
@@ -808,7 +818,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
       for (nm in names(D)) rf_guard(.rf_tensor_copy_from_r(tensor_buffer((if (last_batch) XT else X)[[k]][[nm]]),
                                                            take_rows(D[[nm]], sel)))
     }
-    rnd <- if (last_batch) ttr$random else tr$random
+    rnd <- if (keyed) list() else if (last_batch) ttr$random else tr$random
     for (i in seq_along(rnd))
       rf_guard(.rf_tensor_copy_from_r(tensor_buffer((if (last_batch) tmasks else masks)[[k]][[i]]),
                                       as.vector(draw_random(rnd[[i]]))))

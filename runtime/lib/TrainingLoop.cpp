@@ -108,8 +108,10 @@ int64_t TrainingLoop::run(int64_t first, int64_t last, int64_t firstSlot, const 
     for (size_t j = 0; j < batches.size(); ++j)
       gatherSamples(batches[j].source, rows, b * batchSize, tailStep ? tail->size : batchSize,
                     tailStep ? tail->batch[j][k] : batches[j].batch[k]);
-    for (const PerStep &p : perStep)
-      copyElements(p.value[k], 0, p.table, s - 1, 1);
+    for (const PerStep &p : perStep) {
+      int64_t n = p.value[k].numel();
+      copyElements(p.value[k], 0, p.table, (s - 1) * n, n);
+    }
     if (tailStep)
       tail->program->run(tail->inputs[k], tail->outputs[k], device);
     else

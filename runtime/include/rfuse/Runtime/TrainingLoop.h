@@ -38,7 +38,8 @@ struct TrainingLoop {
   int64_t batchSize = 0;
   int64_t batchesPerEpoch = 1;
 
-  /// Per-step scalars: element (s - 1) of `table` into element 0 of the set's `value` before step s.
+  /// Per-step values: the n elements from (s - 1) * n of `table` into the set's `value` (n of
+  /// them: a scalar, or a dropout's two-word key) before step s.
   struct PerStep {
     Tensor table;
     std::array<Tensor, 2> value;
