@@ -175,19 +175,22 @@ test_that("dropout draws a fresh, seeded mask per call, in traced code and its g
   set.seed(12); expect_equal(rf_jit(function(x) helper(x) + 1, dtype = "float64")(x), want)
 })
 
-test_that("rf_fit with dropout draws every step's key up front and runs the steps in chunks", {
+test_that("rf_fit with dropout draws every step's key up front, in order, and feeds no step from R", {
   set.seed(3)
   x <- matrix(rnorm(64 * 6), 64); y <- matrix(rnorm(64 * 2), 64)
   net <- function() { set.seed(4); nn_sequential(nn_linear(6, 16), nn_relu(), nn_dropout(0.5), nn_linear(16, 2)) }
   fit <- function(m, steps) rf_fit(m, x, y, loss = nnf_mse_loss, steps = steps, batch_size = 64, lr = 0.05,
                                    momentum = 0, shuffle = FALSE, dtype = "float64", progress = FALSE)
+  # R draws no step's random input itself (it fed every step before: draw_random each step, and
+  # the steps could not run in chunks); the loop copies each step's key from the table.
+  draws <- new.env(); draws$n <- 0L
+  suppressMessages(trace("draw_random", bquote(assign("n", get("n", .(draws)) + 1L, envir = .(draws))),
+                         where = asNamespace("rfuse"), print = FALSE))
+  a <- net(); set.seed(5); fa <- fit(a, 12)
+  suppressMessages(untrace("draw_random", where = asNamespace("rfuse")))
+  expect_identical(draws$n, 0L)
   # One call of 12 steps against 12 calls of one step: the same keys in the same order (R draws two
   # numbers a step), so the same masks and the same weights.
-  runs <- new.env(); runs$n <- 0L
-  suppressMessages(trace(".rf_training_loop_run", bquote(assign("n", get("n", .(runs)) + 1L, envir = .(runs))), where = asNamespace("rfuse"), print = FALSE))
-  a <- net(); set.seed(5); fa <- fit(a, 12)
-  suppressMessages(untrace(".rf_training_loop_run", where = asNamespace("rfuse")))
-  expect_lte(runs$n, 3L) # the first step alone, then the rest in chunks (R fed every step before: 12)
   b <- net(); set.seed(5); lb <- vapply(1:12, function(i) fit(b, 1)$history, 0)
   expect_equal(fa$history, lb, tolerance = 1e-12)
   expect_equal(as.array(a[[4]]$weight), as.array(b[[4]]$weight), tolerance = 1e-12)
