@@ -1071,7 +1071,8 @@ std::optional<CpuKernel> lowerScan(ScanOp s, ModuleOp target, const std::string 
 
 // Uniform draws (rfuse.random_uniform): an scf loop over the flat indices of [begin, end), each
 // ScalarOps.h's Philox4x32-10 written out in arith ops (32-bit words, products in 64 bits), so the
-// CPU computes what the interpreter and the GPU do (CpuKernelsTest compares them).
+// CPU computes what the interpreter and the GPU do (CpuJit.CorpusMatchesInterpreter's dropout graph
+// and lit ops-random.mlir compare them).
 std::optional<CpuKernel> lowerRandomUniform(RandomUniformOp r, ModuleOp target, const std::string &name) {
   int64_t n = codegen::numElements(codegen::shapeOf(r.getResult()));
   MLIRContext *ctx = target.getContext();

@@ -734,8 +734,7 @@ train_loop <- function(loss, params, data, steps, batch_size, optimizer, lr, mom
   masks <- lapply(1:2, function(j) lapply(tr$random, function(r) empty(r_dtype(r$dtype), r$len, r$rdim)))
   keyed <- length(tr$random) > 0 && !stream && all(vapply(tr$random, function(r) r$kind == "seed", TRUE))
   key_tables <- if (keyed) lapply(seq_along(tr$random), function(i) {
-    keys <- unlist(lapply(seq_len(steps), function(s) draw_seed()))
-    list(table = rf_tensor(keys, dtype = "int32", device = device), values = list(masks[[1]][[i]], masks[[2]][[i]]))
+    list(table = rf_tensor(draw_seed(steps), dtype = "int32", device = device), values = list(masks[[1]][[i]], masks[[2]][[i]]))
   })
   # Float16's dynamic loss scale (torch's GradScaler: 2^16 at first, halved after a step whose
   # gradients are not finite, which the step skips, doubled after 2000 finite steps in a row) and

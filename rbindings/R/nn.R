@@ -411,8 +411,8 @@ check_dropout_p <- function(p, call)
 # Dropout keeps an element where its uniform draw is at least `p` rounded up to the generator's
 # grid (multiples of 2^-24): the same decision in double (eager) and in float32 (programs).
 dropout_threshold <- function(p) ceiling(p * 2^24) / 2^24
-# A generator key from R's generator: two integers in [0, 2^31 - 1).
-draw_seed <- function() as.integer(floor(stats::runif(2) * 2147483647))
+# `n` generator keys from R's generator, one after another: two integers in [0, 2^31 - 1) each.
+draw_seed <- function(n = 1L) as.integer(floor(stats::runif(2L * n) * 2147483647))
 dropout_mask <- function(n, p) (.rf_random_uniform(draw_seed(), n) >= dropout_threshold(p)) / (1 - p)
 
 # A dropout mask of R structure (rdim, len) in traced code: uniform draws computed by the program

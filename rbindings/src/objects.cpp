@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -103,7 +104,7 @@ SEXP rf_duplicate(SEXP x) { return Rf_duplicate(x); }
 NumericVector rf_random_uniform(IntegerVector seed, double n) {
   if (seed.size() != 2)
     stop("rfuse: a seed is two integers");
-  if (!(n >= 0) || n > 4503599627370496.0)
+  if (!(n >= 0) || n > 4503599627370496.0 || n != std::floor(n))
     stop("rfuse: a number of draws must be a non-negative whole number");
   auto k0 = static_cast<unsigned int>(seed[0]), k1 = static_cast<unsigned int>(seed[1]);
   R_xlen_t len = static_cast<R_xlen_t>(n);
