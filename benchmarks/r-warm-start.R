@@ -28,6 +28,19 @@ phases <- function(before) {
   paste(sprintf("%s %.1f", c("trace", "program", "plan", "load", "library first calls", "R gc"), d), collapse = ", ")
 }
 cat(sprintf("%s library(rfuse): %.0f ms\n", what, ms(t0)))
+# RFUSE_WARM_FUNCTIONS=jit_entry,trace_function,...: a diagnostic. Those functions of rfuse's
+# namespace are wrapped to sum their wall time (inclusive, ms), printed after W1's first call.
+fn_ms <- new.env()
+for (nm in strsplit(Sys.getenv("RFUSE_WARM_FUNCTIONS"), ",")[[1]]) local({
+  ns <- asNamespace("rfuse"); f <- get(nm, ns); name <- nm
+  unlockBinding(name, ns)
+  assign(name, function(...) {
+    t <- Sys.time() # (microseconds, where proc.time() has milliseconds)
+    on.exit(assign(name, (if (exists(name, fn_ms, inherits = FALSE)) get(name, fn_ms) else 0) +
+                           1000 * as.double(Sys.time() - t, units = "secs"), envir = fn_ms))
+    f(...)
+  }, envir = ns)
+})
 dev <- as.vector(rf_default_device())
 set.seed(1)
 if (what %in% c("W1", "W1-gc")) {
@@ -41,6 +54,7 @@ if (what %in% c("W1", "W1-gc")) {
   # Each collection during the first call (gcinfo: its level and the heap's use against the
   # trigger, on stderr): which allocation tips R into a collection there. (No gc() call to see the
   # heap before: it would collect.)
+  rm(list = ls(fn_ms, all.names = TRUE), envir = fn_ms)
   m1 <- mark()
   old_gcinfo <- gcinfo(TRUE)
   t1 <- proc.time()[["elapsed"]]
@@ -52,6 +66,9 @@ if (what %in% c("W1", "W1-gc")) {
   t2 <- proc.time()[["elapsed"]]
   rf_sync(jf(xt, at, bt))
   cat(sprintf("%s first call (trace + program + run): %.1f ms (%s); second call %.2f ms\n", what, first, where, ms(t2)))
+  if (length(ls(fn_ms, all.names = TRUE)))
+    cat(sprintf("%s first and second calls' functions: %s\n", what,
+                paste(sprintf("%s %.1f", ls(fn_ms, all.names = TRUE), unlist(mget(ls(fn_ms, all.names = TRUE), fn_ms))), collapse = ", ")))
   # A second function in the same session: the warm start without the process's one-time work.
   g <- rf_jit(function(x, a, b) pmax(x * a - b, 0) * (1 / (1 + exp(-x))) + tanh(a) * 0.5)
   m3 <- mark()

@@ -28,7 +28,7 @@ cp -r rbindings/tests "$stage/rfuse/R-tests"
 cp benchmarks/r-bench.R scripts/r-on-gpu-box.sh "$stage/rfuse/"
 cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" "$shared/device/torch_best.py" benchmarks/compare.py benchmarks/torch_extra.py benchmarks/torch_w4.py \
    scripts/gpu-run.sh "$stage/rfuse/"
-tar -C "$stage" -cf - rfuse | xz -T2 -6 > .bundle/rfuse-gpu.tar.xz
+tar -C "$stage" -cf - rfuse | xz -T2 "-${RFUSE_XZ_LEVEL:-6}" > .bundle/rfuse-gpu.tar.xz
 ls -la .bundle/rfuse-gpu.tar.xz
 size=$(stat -c %s .bundle/rfuse-gpu.tar.xz)
 if [ "$size" -gt $((64 * 1024 * 1024)) ]; then echo "bundle is over 64 MiB" >&2; exit 1; fi

@@ -11,6 +11,9 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
+#include <mutex>
+#include <thread>
+
 using namespace mlir;
 
 namespace rfuse {
@@ -750,6 +753,32 @@ void GraphBuilder::setAutocast(const std::string &dtype) {
 void GraphBuilder::setSourceLocation(const std::string &description) {
   impl->loc = description.empty() ? Location(UnknownLoc::get(&impl->ctx))
                                   : Location(NameLoc::get(impl->b.getStringAttr(description)));
+}
+
+namespace {
+struct BuilderWarmer {
+  std::once_flag once;
+  std::thread thread;
+  ~BuilderWarmer() {
+    if (thread.joinable())
+      thread.join();
+  }
+} builderWarmer;
+} // namespace
+
+void warmGraphBuilderInBackground() {
+  std::call_once(builderWarmer.once, [] {
+    builderWarmer.thread = std::thread([] {
+      try {
+        GraphBuilder b("warm");
+        TracedValue x = b.input({4}, DType::F32, "x");
+        b.finish({b.add(b.mul(x, x), b.exp(x))});
+        (void)b.moduleText(true);
+        (void)b.signatureHash();
+      } catch (...) {
+      }
+    });
+  });
 }
 
 } // namespace rfuse

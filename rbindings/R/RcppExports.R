@@ -281,6 +281,10 @@
     .Call(`_rfuse_rf_specialize`, templ, text, batch)
 }
 
+.rf_warm_builder <- function() {
+    invisible(.Call(`_rfuse_rf_warm_builder`))
+}
+
 .rf_warm_libraries <- function() {
     invisible(.Call(`_rfuse_rf_warm_libraries`))
 }

@@ -738,34 +738,35 @@ rf_lower_tri <- shape_only(lower.tri, "lower.tri")
 rf_row <- shape_only(row, "row")
 rf_col <- shape_only(col, "col")
 
-traced_functions <- function() {
-  list(`%*%` = rf_matprod, crossprod = rf_crossprod, tcrossprod = rf_tcrossprod,
-       rowSums = rf_rowSums, colSums = rf_colSums, rowMeans = rf_rowMeans, colMeans = rf_colMeans,
-       sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
-       as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
-       matrix = rf_matrix,
-       lapply = base_guard("lapply", loop_refusal), sapply = rf_sapply,
-       vapply = rf_vapply, Map = base_guard("Map", loop_refusal),
-       Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
-       paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
-       sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = rf_unlist,
-       `[[` = rf_index2, `[[<-` = rf_subassign2,
-       `[` = rf_index, `[<-` = rf_subassign, c = rf_c, cbind = rf_cbind, rbind = rf_rbind,
-       rev = rf_rev, head = rf_head, tail = rf_tail, diff = rf_diff, rep = rf_rep, rep_len = rf_rep_len,
-       outer = rf_outer, `%o%` = rf_outer_op, diag = rf_diag, `diag<-` = rf_diag_assign, apply = rf_apply,
-       pnorm = rf_pnorm, dnorm = rf_dnorm, qnorm = rf_qnorm, beta = rf_beta, lbeta = rf_lbeta, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
-       is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
-       is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
-       drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
-       max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
-       scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
-       choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det,
-       upper.tri = rf_upper_tri, lower.tri = rf_lower_tri, row = rf_row, col = rf_col,
-       which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
-                                         "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
-       sort = rf_sort, order = rf_order, rank = rf_rank, median = rf_median,
-       quantile = rf_quantile, try = rf_try)
-}
+# The base-R functions rfuse traces in place of R's own: name -> the expression giving rfuse's
+# version, evaluated in rfuse's namespace when a traced body first names it (masked_traced_function):
+# a body names few of them, and each is a lazily loaded object whose first load costs.
+traced_function_exprs <- alist(`%*%` = rf_matprod, crossprod = rf_crossprod, tcrossprod = rf_tcrossprod,
+  rowSums = rf_rowSums, colSums = rf_colSums, rowMeans = rf_rowMeans, colMeans = rf_colMeans,
+  sweep = rf_sweep, pmax = rf_pmax, pmin = rf_pmin, ifelse = rf_ifelse,
+  as.vector = rf_as_vector, as.numeric = rf_as_numeric, as.double = rf_as_numeric,
+  matrix = rf_matrix,
+  lapply = base_guard("lapply", loop_refusal), sapply = rf_sapply,
+  vapply = rf_vapply, Map = base_guard("Map", loop_refusal),
+  Filter = base_guard("Filter", loop_refusal), Reduce = base_guard("Reduce", loop_refusal),
+  paste = base_guard("paste", text_refusal, TRUE), paste0 = base_guard("paste0", text_refusal, TRUE),
+  sprintf = base_guard("sprintf", text_refusal, TRUE), unlist = rf_unlist,
+  `[[` = rf_index2, `[[<-` = rf_subassign2,
+  `[` = rf_index, `[<-` = rf_subassign, c = rf_c, cbind = rf_cbind, rbind = rf_rbind,
+  rev = rf_rev, head = rf_head, tail = rf_tail, diff = rf_diff, rep = rf_rep, rep_len = rf_rep_len,
+  outer = rf_outer, `%o%` = rf_outer_op, diag = rf_diag, `diag<-` = rf_diag_assign, apply = rf_apply,
+  pnorm = rf_pnorm, dnorm = rf_dnorm, qnorm = rf_qnorm, beta = rf_beta, lbeta = rf_lbeta, plogis = rf_plogis, dlogis = rf_dlogis, qlogis = rf_qlogis,
+  is.matrix = rf_is_matrix, is.array = rf_is_array, is.double = rf_is_double,
+  is.integer = rf_is_integer, is.logical = rf_is_logical, as.matrix = rf_as_matrix, I = rf_I,
+  drop = rf_drop, atan2 = rf_atan2, `dim<-` = rf_dim_assign, array = rf_array,
+  max.col = rf_max_col, unname = rf_unname, var = rf_var, sd = rf_sd, cov = rf_cov, cor = rf_cor,
+  scale = rf_scale, norm = rf_norm, which.max = rf_which_max, which.min = rf_which_min,
+  choose = rf_choose, solve = rf_solve, chol = rf_chol, det = rf_det,
+  upper.tri = rf_upper_tri, lower.tri = rf_lower_tri, row = rf_row, col = rf_col,
+  which = base_guard("which", paste("the number of positions it returns depends on the traced values;",
+                                    "use the mask itself (ifelse(mask, x, 0), x * mask) or which.max / which.min")),
+  sort = rf_sort, order = rf_order, rank = rf_rank, median = rf_median,
+  quantile = rf_quantile, try = rf_try)
 
 # try() in traced code (ETM's forward: logit <- try(self$alphas(w)), then a branch on
 # inherits(logit, "try-error")): the expression's value when it traces, as try() gives it when

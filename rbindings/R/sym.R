@@ -53,7 +53,12 @@ as_sym <- function(x, call = NULL) if (is_sym(x)) x else lift_constant(x, call)
 # generated kernels quote in their leading comment.
 emit <- function(fun, ..., call = NULL) {
   b <- current_builder()
-  where <- if (is.null(call)) "" else call_text(call)
+  # One R call records several ops (its constants, broadcasts, the op): its text is made once.
+  where <- if (is.null(call)) "" else if (identical(call, .rf_state$text_of[[1]])) .rf_state$text_of[[2]] else {
+    text <- call_text(call)
+    .rf_state$text_of <- list(call, text)
+    text
+  }
   if (!identical(where, .rf_state$location)) {
     .rf_b_set_location(b, where)
     .rf_state$location <- where

@@ -1299,7 +1299,7 @@ torch_divide <- function(self, other) torch_div(self, other)
 
 #' @export
 `$.rf_sym` <- function(x, name) {
-  if (name %in% sym_fields) return(.subset2(x, name))
+  if (match(name, sym_fields, 0L)) return(.subset2(x, name)) # (on every field read: not %in%)
   tensor_method(x, name, sys.call())
 }
 

@@ -96,6 +96,50 @@ attrs_guarded <- function(name, f) {
   f
 }
 
+# Traced function `nm` as a mask binds it: rfuse's version, attributes guarded unless
+# attrs_aware; made once a session.
+.rf_masked_traced <- new.env(parent = emptyenv())
+masked_traced_function <- function(nm) {
+  f <- .rf_masked_traced[[nm]]
+  if (is.null(f)) {
+    f <- eval(traced_function_exprs[[nm]], rfuse_namespace())
+    if (!nm %in% attrs_aware) f <- attrs_guarded(nm, f)
+    assign(nm, f, envir = .rf_masked_traced)
+  }
+  f
+}
+
+# The names through which `f`'s code can reach a function: the symbols and the string constants
+# (do.call("pmax", ...), sapply(l, "[", 1)) of its body and its arguments' defaults, and the
+# replacement functions of the symbols. NULL (any name) where the code can look a function up by
+# a name it computes.
+computed_lookup_names <- c("eval", "evalq", "eval.parent", "parse", "str2lang", "str2expression",
+                           "get", "get0", "mget", "match.fun", "getFunction")
+reachable_names <- function(f) {
+  code <- as.call(c(as.name("{"), body(f), as.list(formals(f)))) # (an empty default is an empty argument)
+  syms <- unique(all.names(code))
+  if (any(computed_lookup_names %in% syms)) return(NULL)
+  # An assignment to `f(x)` (x[i] <- v, dim(y) <- d) calls `f<-`, which the code does not name.
+  c(syms, paste0(syms, "<-"), string_constants(code))
+}
+
+# The character constants anywhere in an expression. Iterative, as called_names.
+string_constants <- function(expr) {
+  out <- character(); stack <- vector("list", 64L); stack[[1]] <- expr; top <- 1L
+  while (top > 0L) {
+    e <- stack[[top]]
+    top <- top - 1L
+    if (is.character(e)) { out <- c(out, e); next }
+    if (!(is.call(e) || is.pairlist(e) || is.expression(e) || is.list(e))) next
+    for (part in as.list(e)) if (!missing(part) && (is.character(part) || is.call(part) || is.pairlist(part) || is.list(part))) {
+      top <- top + 1L
+      if (top > length(stack)) length(stack) <- 2L * length(stack)
+      stack[top] <- list(part)
+    }
+  }
+  unique(out)
+}
+
 # A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
 # every other function its body calls, helper tracers for the user's own functions.
 # `torch_ops`: the function is torch code (a user's module method, or a function one calls): its
@@ -103,11 +147,14 @@ attrs_guarded <- function(name, f) {
 mask_function <- function(f, side_effect_guards = TRUE, torch_ops = FALSE) {
   env <- environment(f) %||% globalenv()
   mask <- new.env(parent = env)
-  fns <- traced_functions()
-  for (nm in names(fns)) assign(nm, if (nm %in% attrs_aware) fns[[nm]] else attrs_guarded(nm, fns[[nm]]), envir = mask)
+  traced <- names(traced_function_exprs)
+  # Only the traced functions the code can reach (a trace's cost grew with all of them).
+  reach <- reachable_names(f)
+  for (nm in if (is.null(reach)) traced else intersect(reach, traced))
+    assign(nm, masked_traced_function(nm), envir = mask)
   own <- names(formals(f))
   for (nm in setdiff(called_names(body(f)),
-                     c(names(fns), passthrough_names, group_generic_names, own))) {
+                     c(traced, passthrough_names, group_generic_names, own))) {
     fun <- get0(nm, envir = env, mode = "function")
     # rfuse's own functions (nnf_*, ...) trace symbolic values themselves.
     # Modules are called as they are: their methods are masked already.

@@ -13,6 +13,7 @@
   # A bad options(rfuse.*) must not stop the package from loading: it warns, and the next
   # compile raises the classed error.
   tryCatch(apply_r_options(), rfuse_option_error = function(e) warning(conditionMessage(e), call. = FALSE))
+  .rf_warm_builder() # (the first trace's MLIR start-up, on a thread while R goes on)
 }
 
 #' Allow TF32 matrix products on the GPU

@@ -923,6 +923,15 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_warm_builder
+void rf_warm_builder();
+RcppExport SEXP _rfuse_rf_warm_builder() {
+BEGIN_RCPP
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rf_warm_builder();
+    return R_NilValue;
+END_RCPP
+}
 // rf_warm_libraries
 void rf_warm_libraries();
 RcppExport SEXP _rfuse_rf_warm_libraries() {
@@ -1404,6 +1413,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {"_rfuse_rf_batch_template", (DL_FUNC) &_rfuse_rf_batch_template, 4},
     {"_rfuse_rf_specialize", (DL_FUNC) &_rfuse_rf_specialize, 3},
+    {"_rfuse_rf_warm_builder", (DL_FUNC) &_rfuse_rf_warm_builder, 0},
     {"_rfuse_rf_warm_libraries", (DL_FUNC) &_rfuse_rf_warm_libraries, 0},
     {"_rfuse_rf_compile_counts", (DL_FUNC) &_rfuse_rf_compile_counts, 0},
     {"_rfuse_rf_clear_compiled_caches", (DL_FUNC) &_rfuse_rf_clear_compiled_caches, 0},

@@ -683,6 +683,13 @@ SEXP rf_specialize(SEXP templ, std::string text, double batch) {
   });
 }
 
+// Starts the graph builder's first-use costs on a thread of its own (the package's load calls it,
+// so that they overlap what R does before the first trace).
+// [[Rcpp::export(.rf_warm_builder)]]
+void rf_warm_builder() {
+  guarded([&] { rfuse::warmGraphBuilderInBackground(); });
+}
+
 // Starts cuBLASLt's and cuDNN's initialization on threads of their own (a training loop calls it
 // before tracing its step, so that the libraries' start overlaps R's work).
 // [[Rcpp::export(.rf_warm_libraries)]]

@@ -73,6 +73,25 @@ test_that("helper functions are traced as functions and inlined", {
   expect_equal(ex$kernel_count, 1)
 })
 
+test_that("traced functions reached by name, through a default or a computed lookup are rfuse's", {
+  # The mask binds only the traced functions the code names (trace_function's cost grew with
+  # all of them): names in strings, argument defaults and inner functions count, and code that
+  # looks a function up by a computed name gets all of them.
+  x <- rnd(4, 3); y <- rnd(4, 3)
+  expect_matches_base(function(x, y) do.call("pmax", list(x, y)) + 1, x, y)
+  expect_matches_base(function(x, y, f = rowSums) f(x) - f(y), x, y)
+  expect_matches_base(function(x) { g <- function(z) colMeans(z); g(x) * 2 }, x)
+  expect_matches_base(function(x, y) Reduce(pmin, list(x, y, x * 2)), x, y)
+  expect_matches_base(function(x) match.fun(paste0("row", "Sums"))(x), x)
+  expect_matches_base(function(x) get(paste0("col", "Sums"))(x) / 2, x)
+  # The trace's mask holds what the body names, not every traced function.
+  mask <- environment(rfuse:::mask_function(function(x) pmax(x, 0)))
+  expect_true(exists("pmax", envir = mask, inherits = FALSE))
+  expect_false(exists("rowSums", envir = mask, inherits = FALSE))
+  computed <- environment(rfuse:::mask_function(function(x) get("rowSums")(x)))
+  expect_true(exists("rowSums", envir = computed, inherits = FALSE))
+})
+
 test_that("results keep base R's structure, lists included", {
   x <- rnd(3, 2)
   f <- function(x) list(total = sum(x), scaled = x / 2, n = nrow(x))
