@@ -231,8 +231,11 @@ if (want("W7") || want("W7bf16") || want("W7drop")) {
 # residual dropout, masks drawn by the program each step); no PyTorch counterpart in torch_best.py.
 if (want("W7drop")) {
   layer <- nn_transformer_encoder_layer(d, 8, ff, batch_first = TRUE, norm_first = TRUE, activation = "gelu")
-  fit <- rf_fit(layer, xr, yr, loss = nnf_mse_loss, steps = iters + 1, batch_size = B, optimizer = "adamw",
-                lr = 1e-4, weight_decay = 0.01, progress = FALSE, precision = "bf16-mixed")
+  fit7drop <- function(steps = iters + 1)
+    rf_fit(layer, xr, yr, loss = nnf_mse_loss, steps = steps, batch_size = B, optimizer = "adamw",
+           lr = 1e-4, weight_decay = 0.01, progress = FALSE, precision = "bf16-mixed")
+  profile_fit("W7drop", 3, fit7drop)
+  fit <- fit7drop()
   record("W7drop", "rf_fit step, bf16-mixed, dropout = 0.1", 1000 * fit$step_seconds, "(the layer's default dropout)")
 }
 

@@ -14,6 +14,7 @@ test_that("a pass pipeline string runs exactly the passes it names", {
 
 test_that("a bad pipeline is an error at rf_jit(), naming what is wrong", {
   expect_error(rf_jit(function(x) x, pipeline = "fastest"), "unknown rfuse pipeline 'fastest'")
+  expect_error(rf_jit(function(x) x, pipeline = "fastest"), "unknown rfuse pipeline 'fastest'") # (only passes are remembered)
   expect_error(rf_jit(function(x) x, pipeline = "builtin.module(no-such-pass)"), "does not parse")
   expect_error(rf_jit(function(x) x, pipeline = "builtin.module(canonicalize"), "builtin.module")
   expect_error(rf_jit(function(x) x, pipeline = c("default", "no-fusion")), "one string")
