@@ -114,7 +114,7 @@ masked_traced_function <- function(nm) {
 # replacement functions of the symbols. NULL (any name) where the code can look a function up by
 # a name it computes.
 computed_lookup_names <- c("eval", "evalq", "eval.parent", "parse", "str2lang", "str2expression",
-                           "get", "get0", "mget", "match.fun", "getFunction")
+                           "get", "get0", "mget", "match.fun", "getFunction", "do.call")
 reachable_names <- function(f) {
   code <- as.call(c(as.name("{"), body(f), as.list(formals(f)))) # (an empty default is an empty argument)
   syms <- unique(all.names(code))

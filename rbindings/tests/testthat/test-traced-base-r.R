@@ -84,6 +84,9 @@ test_that("traced functions reached by name, through a default or a computed loo
   expect_matches_base(function(x, y) Reduce(pmin, list(x, y, x * 2)), x, y)
   expect_matches_base(function(x) match.fun(paste0("row", "Sums"))(x), x)
   expect_matches_base(function(x) get(paste0("col", "Sums"))(x) / 2, x)
+  # A function's name given as a (static) argument, which the body cannot name.
+  how <- function(x, fn) do.call(fn, list(x)) * 2
+  expect_equal(rf_jit(how, static = "fn", dtype = "float64")(x, "rowSums"), how(x, "rowSums"))
   # The trace's mask holds what the body names, not every traced function.
   mask <- environment(rfuse:::mask_function(function(x) pmax(x, 0)))
   expect_true(exists("pmax", envir = mask, inherits = FALSE))
