@@ -21,6 +21,9 @@
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
+#     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
+#     (RFUSE_W6_ALGOS), twice each, alternately.
 # aot: the ahead-of-time path (issue 18): rfuse-bench exports every workload (RFUSE_BENCH_ONLY
 #        picks) as an artifact while timing the JIT; then each artifact runs in a fresh process of
 #        rfuse-aot-run whose library path holds only rfuse_rt's libraries (no MLIR, LLVM, NVRTC:
@@ -105,7 +108,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
+if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
    { [ "$what" = lib-ab ] && [ -x /opt/r/usr/lib/R/bin/R ]; }; then # (lib-ab: R where unpacked)
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
@@ -178,6 +181,17 @@ if [ "$what" = aot ]; then
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
   "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20
+fi
+if [ "$what" = w6 ]; then
+  timeout 200 python3 benchmarks/torch_w6.py 2>&1 | tee "$out/torch-w6.log" | grep -E "^W6|Error"
+  for round in 1 2; do
+    for algo in written-out ${RFUSE_W6_ALGOS:-auto standard persist_static_small_h persist_dynamic}; do
+      if [ "$algo" = written-out ]; then rnn=FALSE; a=auto; else rnn=TRUE; a=$algo; fi
+      echo "== W6, $algo (round $round)"
+      RFUSE_CUDNN_RNN=$rnn RFUSE_CUDNN_RNN_ALGO=$a RFUSE_BENCH_ONLY=W6 OUT="$out" timeout 150 Rscript benchmarks/r-bench.R 2>&1 |
+        tee "$out/r-bench-w6-$algo-$round.log" | grep -E "^W6|rror"
+    done
+  done
 fi
 if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-bench (RFUSE_BENCH_ONLY)
   # RFUSE_R_TESTS: the test files (default: the device, profile and tensor tests).

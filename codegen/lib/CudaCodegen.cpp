@@ -1509,6 +1509,37 @@ bool planPool(Operation *op, KernelPlan &plan, std::string &why) {
   return true;
 }
 
+// rfuse.recurrent / rfuse.recurrent_backward: one cuDNN RNN call (its RNN API takes f32, f16
+// and f64; bfloat16 recurrent layers stay with the interpreter).
+template <class RecurrentOpT> bool planRecurrent(RecurrentOpT op, KernelPlan &plan, std::string &why) {
+  RecurrentCall c;
+  c.backward = isa<RecurrentBackwardOp>(op.getOperation());
+  c.dtype = dtypeOf(op.getX());
+  if (c.dtype != DType::F32 && c.dtype != DType::F16 && c.dtype != DType::F64) {
+    why = "a " + std::string(dtypeName(c.dtype)) + " recurrent layer (cuDNN's RNN API takes f32, f16 and f64)";
+    return false;
+  }
+  auto x = llvm::cast<RankedTensorType>(op.getX().getType());
+  c.batch = x.getShape()[0];
+  c.steps = x.getShape()[1];
+  c.inputSize = x.getShape()[2];
+  c.hidden = llvm::cast<RankedTensorType>(op.getH0().getType()).getShape()[1];
+  if (c.batch == 0 || c.steps == 0 || c.inputSize == 0 || c.hidden == 0) {
+    why = "an empty recurrent layer";
+    return false;
+  }
+  switch (op.getMode()) {
+  case RecurrentMode::lstm: c.cell = RecurrentCall::Cell::Lstm; break;
+  case RecurrentMode::gru: c.cell = RecurrentCall::Cell::Gru; break;
+  case RecurrentMode::rnn_tanh: c.cell = RecurrentCall::Cell::RnnTanh; break;
+  case RecurrentMode::rnn_relu: c.cell = RecurrentCall::Cell::RnnRelu; break;
+  }
+  plan.library = LibraryCall{};
+  plan.library->kind = LibraryCall::Kind::Recurrent;
+  plan.library->recurrent = c;
+  return true;
+}
+
 // The launch grid for the target: grid-stride kernels one wave of 32 blocks per SM at most, row
 // kernels a block per row (or one resident wave), column kernels a thread per output.
 void chooseGrid(KernelSpec &k, const CudaTarget &target, const CodegenOptions &options) {
@@ -1676,6 +1707,12 @@ KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarge
   } else if (isConvolutionOp(op)) {
     plan.kind = "conv_epilogue";
     ok = planConv(r, name, plan, why);
+  } else if (auto rec = dyn_cast<RecurrentOp>(op)) {
+    plan.kind = "recurrent";
+    ok = planRecurrent(rec, plan, why);
+  } else if (auto rec = dyn_cast<RecurrentBackwardOp>(op)) {
+    plan.kind = "recurrent";
+    ok = planRecurrent(rec, plan, why);
   } else if (auto a = dyn_cast<AttentionOp>(op)) {
     plan.kind = "attention";
     plan.kernel = emitAttention(a, name, why);

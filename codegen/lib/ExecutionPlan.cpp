@@ -179,7 +179,8 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
       // A one-op kernel takes each distinct operand once (mul(x, x) has one input); a kernel
       // call, the interpreter, attention and pooling (operands by position) take them as they are.
       bool byPosition = call || s.kind == Step::Kind::Host || isa<AttentionOp, AttentionBackwardOp>(op) ||
-                        (s.library && s.library->kind == LibraryCall::Kind::Pool);
+                        (s.library && (s.library->kind == LibraryCall::Kind::Pool ||
+                                       s.library->kind == LibraryCall::Kind::Recurrent));
       if (!byPosition) {
         std::vector<int> distinct;
         for (int sl : s.in)

@@ -14,6 +14,11 @@ double LibraryCall::flops() const {
   }
   case Kind::Pool:
     return 0;
+  case Kind::Recurrent: { // the two products of every step; the gradient does them twice more
+    const RecurrentCall &r = recurrent;
+    double forward = 2.0 * r.batch * r.steps * r.gates() * r.hidden * (r.inputSize + r.hidden);
+    return r.backward ? 3 * forward : forward;
+  }
   }
   return 0;
 }
@@ -33,6 +38,10 @@ size_t LibraryCall::productBytes() const {
     const PoolGeometry &p = pool.geometry;
     int64_t n = p.backward ? p.n * p.c * p.h * p.w : p.n * p.c * p.oh * p.ow;
     return (size_t)n * dtypeSize(pool.dtype);
+  }
+  case Kind::Recurrent: {
+    const RecurrentCall &r = recurrent;
+    return (size_t)(r.batch * r.steps * (r.backward ? r.inputSize : r.hidden)) * dtypeSize(r.dtype);
   }
   }
   return 0;
@@ -72,6 +81,13 @@ std::string LibraryCall::describe() const {
     const PoolGeometry &p = pool.geometry;
     os << (p.isMax ? "max" : "avg") << " pool" << (p.backward ? " backward " : " ") << p.n << "x" << p.c << "x"
        << p.h << "x" << p.w << " k" << p.kh << "x" << p.kw << " s" << p.strideH << " " << dtypeName(pool.dtype);
+    break;
+  }
+  case Kind::Recurrent: {
+    const RecurrentCall &r = recurrent;
+    static const char *cells[] = {"lstm", "gru", "rnn tanh", "rnn relu"};
+    os << cells[(int)r.cell] << (r.backward ? " backward " : " ") << r.batch << "x" << r.steps << "x" << r.inputSize
+       << " hidden " << r.hidden << " " << dtypeName(r.dtype);
     break;
   }
   }

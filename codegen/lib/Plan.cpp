@@ -60,6 +60,7 @@ std::string Step::describe(Backend backend) const {
   if (backend == Backend::Cpu) {
     switch (library->kind) {
     case LibraryCall::Kind::Pool: return "pooling loops (f64)";
+    case LibraryCall::Kind::Recurrent: return "recurrent loops (f64)";
     case LibraryCall::Kind::Conv: return cpuFunction ? "im2col + BLAS + compiled epilogue" : "im2col + BLAS";
     case LibraryCall::Kind::Matmul: return cpuFunction ? "BLAS + compiled epilogue" : "BLAS";
     }

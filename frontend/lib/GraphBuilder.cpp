@@ -532,6 +532,32 @@ TracedValue GraphBuilder::gatherAt(TracedValue x, TracedValue indices, int64_t d
   return impl->wrap(impl->create<GatherOp>("gather", type, v, i, impl->b.getI64IntegerAttr(dim)));
 }
 
+std::vector<TracedValue> GraphBuilder::recurrent(const std::string &mode, TracedValue x, TracedValue h0, TracedValue c0,
+                                                 TracedValue wIh, TracedValue wHh, TracedValue bIh, TracedValue bHh) {
+  auto m = symbolizeRecurrentMode(mode);
+  if (!m)
+    Impl::shapeFail("recurrent", "mode must be lstm, gru, rnn_tanh or rnn_relu, not '" + mode + "'");
+  bool lstm = *m == RecurrentMode::lstm;
+  if (lstm != c0.valid())
+    Impl::shapeFail("recurrent", lstm ? "an LSTM needs a cell state c0" : "only an LSTM has a cell state");
+  Value xv = impl->get(x, "recurrent"), hv = impl->get(h0, "recurrent");
+  Value cv = lstm ? impl->get(c0, "recurrent") : Value();
+  auto xt = Impl::typeOf(xv), ht = Impl::typeOf(hv);
+  if (xt.getRank() != 3 || ht.getRank() != 2)
+    Impl::shapeFail("recurrent", "needs x [batch, steps, input] and h0 [batch, hidden]");
+  auto y = RankedTensorType::get({xt.getShape()[0], xt.getShape()[1], ht.getShape()[1]}, xt.getElementType());
+  SmallVector<Type> types = {y, ht};
+  if (lstm)
+    types.push_back(ht);
+  auto op = impl->createOp<RecurrentOp>("recurrent", types, RecurrentModeAttr::get(&impl->ctx, *m), xv, hv, cv,
+                                        impl->get(wIh, "recurrent"), impl->get(wHh, "recurrent"),
+                                        impl->get(bIh, "recurrent"), impl->get(bHh, "recurrent"));
+  std::vector<TracedValue> out;
+  for (Value r : op->getResults())
+    out.push_back(impl->wrap(r));
+  return out;
+}
+
 std::pair<TracedValue, TracedValue> GraphBuilder::sort(TracedValue x, int64_t dim, bool descending, bool nanLargest) {
   Value v = impl->get(x, "sort");
   auto t = Impl::typeOf(v);

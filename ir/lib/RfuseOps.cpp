@@ -494,6 +494,58 @@ LogicalResult AttentionBackwardOp::verify() {
   return success();
 }
 
+// rfuse.recurrent's operands: x [B, T, I], h0 (c0 for an LSTM only) [B, H], w_ih [G H, I],
+// w_hh [G H, H], biases [G H], one float type.
+static LogicalResult verifyRecurrentOperands(Operation *op, RecurrentMode mode, Value x, Value h0, Value c0,
+                                             Value wih, Value whh, Value bih, Value bhh) {
+  auto t = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()); };
+  if (t(x).getRank() != 3 || t(h0).getRank() != 2)
+    return op->emitOpError("needs x [B, T, I] and h0 [B, H], not ") << t(x) << " and " << t(h0);
+  int64_t B = t(x).getShape()[0], I = t(x).getShape()[2], H = t(h0).getShape()[1];
+  int64_t G = mode == RecurrentMode::lstm ? 4 : mode == RecurrentMode::gru ? 3 : 1;
+  if (t(h0).getShape()[0] != B)
+    return op->emitOpError("h0 ") << t(h0) << " must have x's batch size " << B;
+  if ((mode == RecurrentMode::lstm) != (bool)c0)
+    return op->emitOpError(mode == RecurrentMode::lstm ? "an LSTM needs a cell state c0" : "only an LSTM has a cell state");
+  if (c0 && t(c0) != t(h0))
+    return op->emitOpError("c0 ") << t(c0) << " must have h0's type " << t(h0);
+  auto is = [&](Value v, ArrayRef<int64_t> shape) { return t(v).getShape() == shape; };
+  if (!is(wih, {G * H, I}) || !is(whh, {G * H, H}) || !is(bih, {G * H}) || !is(bhh, {G * H}))
+    return op->emitOpError("needs w_ih [") << G * H << ", " << I << "], w_hh [" << G * H << ", " << H << "] and biases ["
+                                            << G * H << "] (" << G << " gates of " << H << ")";
+  Type e = t(x).getElementType();
+  for (Value v : {h0, wih, whh, bih, bhh})
+    if (t(v).getElementType() != e)
+      return op->emitOpError("needs one float type for every operand, not ") << e << " and " << t(v).getElementType();
+  return success();
+}
+
+LogicalResult RecurrentOp::verify() {
+  if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
+    return failure();
+  auto x = getX().getType(), h = getH0().getType();
+  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType());
+  if (getY().getType() != y || getHN().getType() != h || (bool)getCN() != (bool)getC0() ||
+      (getCN() && getCN().getType() != h))
+    return emitOpError("results must be y ") << y << ", h_n " << h << (getC0() ? " and c_n of h0's type" : "");
+  return success();
+}
+
+LogicalResult RecurrentBackwardOp::verify() {
+  if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
+    return failure();
+  auto x = getX().getType(), h = getH0().getType();
+  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType());
+  if (getGradY().getType() != y || getGradHN().getType() != h || (bool)getGradCN() != (bool)getC0() ||
+      (getGradCN() && getGradCN().getType() != h))
+    return emitOpError("needs grad_y ") << y << " and grad_h_n " << h << (getC0() ? " and grad_c_n" : "");
+  if (getGradX().getType() != x || getGradH0().getType() != h || (bool)getGradC0() != (bool)getC0() ||
+      getGradWIh().getType() != getWIh().getType() || getGradWHh().getType() != getWHh().getType() ||
+      getGradBIh().getType() != getBIh().getType() || getGradBHh().getType() != getBHh().getType())
+    return emitOpError("the gradients must have their operands' types");
+  return success();
+}
+
 LogicalResult SolveOp::verify() {
   auto a = getA().getType(), b = getB().getType(), r = getResult().getType();
   if (a.getRank() != 2 || a.getShape()[0] != a.getShape()[1])

@@ -434,6 +434,29 @@ LogicalResult buildVjp(Operation *op, OpBuilder &builder, ArrayRef<Value> result
 }
 
 
+// recurrent: one backward op over the whole sequence; a result the loss does not reach gets a
+// zero cotangent.
+LogicalResult RecurrentOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(getNumOperands(), Value());
+  if (llvm::none_of(resultGrads, [](Value g) { return (bool)g; }))
+    return success();
+  Emit e{builder, getLoc()};
+  auto cotangent = [&](unsigned k) { return resultGrads[k] ? resultGrads[k] : e.zero(getResult(k)); };
+  Value gcn = getCN() ? cotangent(2) : Value();
+  SmallVector<Type> types = {getX().getType(), getH0().getType()};
+  if (getC0())
+    types.push_back(getC0().getType());
+  for (Value w : {getWIh(), getWHh(), getBIh(), getBHh()})
+    types.push_back(w.getType());
+  auto bw = builder.create<RecurrentBackwardOp>(getLoc(), types, getModeAttr(), getX(), getH0(), getC0(), getWIh(),
+                                                getWHh(), getBIh(), getBHh(), cotangent(0), cotangent(1), gcn);
+  // Operands and results both run x, h0, (c0), w_ih, w_hh, b_ih, b_hh.
+  for (unsigned i = 0; i < getNumOperands(); ++i)
+    operandGrads[i] = bw->getResult(i);
+  return success();
+}
+
 // custom_vjp: the user's backward function, called on the residuals and the outputs' cotangents
 // (zeros for an output the loss does not reach); it returns the float inputs' cotangents.
 LogicalResult CustomVjpOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,

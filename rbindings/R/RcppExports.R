@@ -141,6 +141,10 @@
     .Call(`_rfuse_rf_b_sort`, b, x, dim, descending, nan_largest)
 }
 
+.rf_b_recurrent <- function(b, mode, x, h0, c0, w_ih, w_hh, b_ih, b_hh) {
+    .Call(`_rfuse_rf_b_recurrent`, b, mode, x, h0, c0, w_ih, w_hh, b_ih, b_hh)
+}
+
 .rf_b_scatter_add <- function(b, x, indices, dim, size) {
     .Call(`_rfuse_rf_b_scatter_add`, b, x, indices, dim, size)
 }
@@ -263,6 +267,10 @@
 
 .rf_option_table <- function() {
     .Call(`_rfuse_rf_option_table`)
+}
+
+.rf_option_get <- function(name) {
+    .Call(`_rfuse_rf_option_get`, name)
 }
 
 .rf_option_set <- function(name, value) {

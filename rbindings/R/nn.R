@@ -816,6 +816,7 @@ rnn_forward <- function(self, mode, input, hx) {
   }
   x <- input
   h_n <- list(); c_n <- list()
+  library_layers <- recurrent_library(input)
   for (l in seq_len(self$num_layers) - 1L) {
     outs <- list()
     for (dir in seq_len(dirs)) {
@@ -823,11 +824,20 @@ rnn_forward <- function(self, mode, input, hx) {
       w_ih <- get(paste0("weight_ih", sfx), envir = self); w_hh <- get(paste0("weight_hh", sfx), envir = self)
       b_ih <- if (self$bias) get(paste0("bias_ih", sfx), envir = self)
       b_hh <- if (self$bias) get(paste0("bias_hh", sfx), envir = self)
+      k <- l * dirs + dir
+      if (library_layers) {
+        cell <- if (mode == "rnn") paste0("rnn_", self$nonlinearity) else mode
+        r <- recurrent_layer(cell, x, self$batch_first, state0(1L, k), if (mode == "lstm") state0(2L, k),
+                             w_ih, w_hh, b_ih, b_hh, reverse = dir == 2L, call)
+        outs[[dir]] <- r$y
+        h_n[[k]] <- r$h
+        if (mode == "lstm") c_n[[k]] <- r$c
+        next
+      }
       # Every step's input projection at once: (steps * batch) x gates*H.
       xd <- t_size(x)
       proj <- nnf_linear(t_set_dims(x, c(xd[1] * xd[2], xd[3])), w_ih, b_ih)
       proj <- t_set_dims(proj, c(xd[1], xd[2], t_size(w_ih)[1]))
-      k <- l * dirs + dir
       h <- state0(1L, k); cst <- if (mode == "lstm") state0(2L, k)
       seq_out <- vector("list", steps)
       order <- if (dir == 1L) seq_len(steps) else rev(seq_len(steps))
@@ -861,6 +871,36 @@ rnn_forward <- function(self, mode, input, hx) {
   }
   hn <- t_stack(h_n, 1L, call)
   if (mode == "lstm") list(x, list(hn, t_stack(c_n, 1L, call))) else list(x, hn)
+}
+
+# Whether a recurrent layer traced now runs as one rfuse.recurrent op per layer and direction
+# (cuDNN's RNN call and its gradient): for programs traced for a GPU, unless the cudnn_rnn option
+# is off. Elsewhere the steps are written out (on the CPU a product and a fused cell kernel each).
+recurrent_library <- function(input) {
+  is_sym(input) && isTRUE(.rf_state$device %in% recurrent_library_devices) &&
+    identical(rf_guard(.rf_option_get("cudnn_rnn")), "TRUE")
+}
+# (test-recurrent.R adds "cpu", where the interpreter runs the op, to check the op's frontend)
+recurrent_library_devices <- "cuda"
+
+# One layer and direction as rfuse.recurrent: `x` in torch dims (batch first or not), the
+# initial states [batch, hidden] (c0: the LSTM's, else NULL), torch's weights (biases NULL for
+# bias = FALSE: zeros). The reverse direction runs on the time-reversed sequence. Returns the
+# output in x's layout and the last states.
+recurrent_layer <- function(cell, x, batch_first, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, call) {
+  xb <- if (batch_first) x else t_permute(x, c(2L, 1L, 3L), call)
+  d <- t_size(xb); H <- t_size(w_hh)[2]; dtype <- xb$dtype
+  id_of <- function(v) sym_rowmajor(to_dtype(as_sym(v, call), dtype, call))
+  bias_id <- function(b) id_of(if (is.null(b)) numeric(t_size(w_ih)[1]) else b)
+  xid <- sym_rowmajor(xb)
+  if (reverse) xid <- emit(.rf_b_reverse, xid, 1L, call = call)
+  ids <- emit(.rf_b_recurrent, cell, xid, id_of(h0), if (is.null(c0)) -1L else id_of(c0), id_of(w_ih), id_of(w_hh),
+              bias_id(b_ih), bias_id(b_hh), call = call)
+  yid <- if (reverse) emit(.rf_b_reverse, ids[1], 1L, call = call) else ids[1]
+  y <- sym_from_rowmajor(yid, c(d[1], d[2], H), dtype)
+  list(y = if (batch_first) y else t_permute(y, c(2L, 1L, 3L), call),
+       h = sym_from_rowmajor(ids[2], c(d[1], H), dtype),
+       c = if (length(ids) > 2) sym_from_rowmajor(ids[3], c(d[1], H), dtype))
 }
 
 #' @rdname nn_layers

@@ -466,6 +466,25 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_recurrent
+IntegerVector rf_b_recurrent(SEXP b, std::string mode, int x, int h0, int c0, int w_ih, int w_hh, int b_ih, int b_hh);
+RcppExport SEXP _rfuse_rf_b_recurrent(SEXP bSEXP, SEXP modeSEXP, SEXP xSEXP, SEXP h0SEXP, SEXP c0SEXP, SEXP w_ihSEXP, SEXP w_hhSEXP, SEXP b_ihSEXP, SEXP b_hhSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< std::string >::type mode(modeSEXP);
+    Rcpp::traits::input_parameter< int >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type h0(h0SEXP);
+    Rcpp::traits::input_parameter< int >::type c0(c0SEXP);
+    Rcpp::traits::input_parameter< int >::type w_ih(w_ihSEXP);
+    Rcpp::traits::input_parameter< int >::type w_hh(w_hhSEXP);
+    Rcpp::traits::input_parameter< int >::type b_ih(b_ihSEXP);
+    Rcpp::traits::input_parameter< int >::type b_hh(b_hhSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_recurrent(b, mode, x, h0, c0, w_ih, w_hh, b_ih, b_hh));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_scatter_add
 int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size);
 RcppExport SEXP _rfuse_rf_b_scatter_add(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP, SEXP sizeSEXP) {
@@ -872,6 +891,17 @@ BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_option_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_option_get
+std::string rf_option_get(std::string name);
+RcppExport SEXP _rfuse_rf_option_get(SEXP nameSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_option_get(name));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -1378,6 +1408,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_random_uniform", (DL_FUNC) &_rfuse_rf_b_random_uniform, 3},
     {"_rfuse_rf_b_scan", (DL_FUNC) &_rfuse_rf_b_scan, 4},
     {"_rfuse_rf_b_sort", (DL_FUNC) &_rfuse_rf_b_sort, 5},
+    {"_rfuse_rf_b_recurrent", (DL_FUNC) &_rfuse_rf_b_recurrent, 9},
     {"_rfuse_rf_b_scatter_add", (DL_FUNC) &_rfuse_rf_b_scatter_add, 5},
     {"_rfuse_rf_b_take_along", (DL_FUNC) &_rfuse_rf_b_take_along, 4},
     {"_rfuse_rf_b_solve", (DL_FUNC) &_rfuse_rf_b_solve, 4},
@@ -1409,6 +1440,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_first_nonfinite", (DL_FUNC) &_rfuse_rf_first_nonfinite, 3},
     {"_rfuse_rf_run", (DL_FUNC) &_rfuse_rf_run, 5},
     {"_rfuse_rf_option_table", (DL_FUNC) &_rfuse_rf_option_table, 0},
+    {"_rfuse_rf_option_get", (DL_FUNC) &_rfuse_rf_option_get, 1},
     {"_rfuse_rf_option_set", (DL_FUNC) &_rfuse_rf_option_set, 2},
     {"_rfuse_rf_build_dir", (DL_FUNC) &_rfuse_rf_build_dir, 0},
     {"_rfuse_rf_batch_template", (DL_FUNC) &_rfuse_rf_batch_template, 4},

@@ -175,6 +175,18 @@ IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_larges
   });
 }
 
+// [[Rcpp::export(.rf_b_recurrent)]]
+IntegerVector rf_b_recurrent(SEXP b, std::string mode, int x, int h0, int c0, int w_ih, int w_hh, int b_ih, int b_hh) {
+  return guarded([&] {
+    std::vector<rfuse::TracedValue> r = builder(b).recurrent(mode, tv(x), tv(h0), c0 >= 0 ? tv(c0) : rfuse::TracedValue{},
+                                                              tv(w_ih), tv(w_hh), tv(b_ih), tv(b_hh));
+    IntegerVector ids(r.size());
+    for (size_t k = 0; k < r.size(); ++k)
+      ids[k] = r[k].id;
+    return ids;
+  });
+}
+
 // [[Rcpp::export(.rf_b_scatter_add)]]
 int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size) {
   return guarded([&] { return builder(b).scatterAdd(tv(x), tv(indices), dim, size).id; });
@@ -641,6 +653,11 @@ DataFrame rf_option_table() {
                              _["default"] = def, _["value"] = value, _["description"] = description,
                              _["stringsAsFactors"] = false);
   });
+}
+
+// [[Rcpp::export(.rf_option_get)]]
+std::string rf_option_get(std::string name) {
+  return guarded([&] { return rfuse::getOption(name); });
 }
 
 // [[Rcpp::export(.rf_option_set)]]

@@ -74,6 +74,15 @@ const std::vector<Spec> &specs() {
         "attention of bfloat16 / f16 products compiles to one op (flash-attention kernels on the GPU, the interpreter on the CPU); "
         "FALSE: op by op. Programs compiled after it is set"},
        Kind::Bool, {}, 0, RFUSE_BOOL(fuseAttention)},
+      {{"cudnn_rnn", "RFUSE_CUDNN_RNN", "TRUE, FALSE", "TRUE",
+        "recurrent layers (nn_lstm, nn_gru, nn_rnn) traced for a GPU run as one cuDNN RNN call per layer and direction "
+        "(forward and gradient); FALSE: written out step by step (a product and a fused cell kernel per step). Programs traced after it is set"},
+       Kind::Bool, {}, 0, RFUSE_BOOL(cudnnRnn)},
+      {{"cudnn_rnn_algo", "RFUSE_CUDNN_RNN_ALGO", "auto, standard, persist_static, persist_static_small_h, persist_dynamic",
+        "auto", "cuDNN's RNN algorithm; auto: persist_static where cuDNN takes it, else standard (an algorithm cuDNN "
+        "refuses for a layer falls back to standard)"},
+       Kind::Choice, {"auto", "standard", "persist_static", "persist_static_small_h", "persist_dynamic"}, 0,
+       RFUSE_TEXT(cudnnRnnAlgo)},
       {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",
         "from its second run, a GPU program is captured once into a CUDA graph and replayed"},
        Kind::Bool, {}, 0, RFUSE_BOOL(cudaGraphs)},

@@ -71,11 +71,18 @@ void StepLoop::run(StepBackend &backend) {
       std::vector<Buffer> ins;
       for (int sl : s.in)
         ins.push_back(buffer(backend, sl));
+      if (call.kind == LibraryCall::Kind::Recurrent) { // (every output its own, no epilogue)
+        std::vector<Buffer> outs;
+        for (int sl : s.out)
+          outs.push_back(buffer(backend, sl));
+        backend.runLibrary(*this, i, ins, outs);
+        break;
+      }
       // The result goes to output 0 unless an epilogue computes the outputs from it.
       bool temp = s.hasEpilogue() && !call.productIsOutput;
       size_t productBytes = call.productBytes();
       Buffer product = temp ? temporary(backend, productBytes) : buffer(backend, s.out[0]);
-      backend.runLibrary(*this, i, ins, product);
+      backend.runLibrary(*this, i, ins, {product});
       if (s.hasEpilogue()) {
         std::vector<Buffer> eins = {product}, eouts;
         for (int k : call.epilogueInputs)

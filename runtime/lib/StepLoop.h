@@ -39,8 +39,10 @@ public:
   /// are the library's result then the epilogue inputs: reads `ins`, writes `outs`.
   virtual void runKernel(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
                          const std::vector<Buffer> &outs) = 0;
-  /// A library call writing its result into `product`.
-  virtual void runLibrary(StepLoop &loop, size_t step, const std::vector<Buffer> &ins, Buffer product) = 0;
+  /// A library call writing its result into `products[0]` (a recurrent call: output k into
+  /// `products[k]`, every output of its step).
+  virtual void runLibrary(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
+                          const std::vector<Buffer> &products) = 0;
   /// A collective: input k reduced over the process group's ranks into output k.
   virtual void runCollective(StepLoop &loop, size_t step, const std::vector<Buffer> &ins,
                              const std::vector<Buffer> &outs) = 0;

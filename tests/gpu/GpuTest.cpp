@@ -2,6 +2,7 @@
 // must equal the reference interpreter. Without a usable GPU every test skips with the reason.
 #include "../unit/CorpusUtil.h"
 #include "../unit/RandomGraph.h"
+#include "../unit/RecurrentUtil.h"
 #include "../unit/TestUtil.h"
 
 #include "rfuse/Frontend/GraphBuilder.h"
@@ -298,6 +299,37 @@ TEST_F(Gpu, GradientsOnTheGpuEqualTheCpus) {
     }
     }
   }
+}
+
+// Recurrent layers through cuDNN's RNN API (rfuse.recurrent and its gradient, one cuDNN call
+// each) equal the interpreter's step-by-step loops: every cell, f32 (TF32 off) and f64, forward
+// and gradient, over three runs (the later two replay a CUDA graph), with each of cuDNN's
+// algorithms the cudnn_rnn_algo option names (one it refuses falls back to the standard one).
+TEST_F(Gpu, RecurrentLayersThroughCudnnEqualTheInterpreter) {
+  for (const char *algo : {"auto", "standard", "persist_static_small_h", "persist_dynamic"}) {
+    setOption("cudnn_rnn_algo", algo);
+    for (DType dt : {DType::F32, DType::F64})
+      for (test::RecurrentCase c : test::recurrentCases()) {
+        c.batch *= 8; // (a batch cuDNN's persistent kernels take)
+        c.hidden *= 8;
+        std::string text = test::recurrentModule(c, dt, false), what = c.mode + " " + algo + " " + dtypeName(dt);
+        std::vector<HostTensor> in = test::recurrentInputs(c, dt, 5);
+        auto forward = compileProgram(text, "default");
+        auto gradient = compileGradientProgram(text, "default", GradientRequest{});
+        std::vector<HostTensor> ref = interpretText(text, "main", in), gref = gradient->run(in, Device::Cpu);
+        double tol = dt == DType::F32 ? 2e-5 : 1e-10;
+        for (int rep = 0; rep < 3; ++rep) {
+          std::vector<HostTensor> got = forward->run(in, Device::Cuda), ggot = gradient->run(in, Device::Cuda);
+          ASSERT_EQ(got.size(), ref.size()) << what;
+          ASSERT_EQ(ggot.size(), gref.size()) << what;
+          for (size_t i = 0; i < ref.size(); ++i)
+            EXPECT_LE(test::relativeL2(got[i], ref[i]), tol) << what << " output " << i << " run " << rep;
+          for (size_t i = 0; i < gref.size(); ++i)
+            EXPECT_LE(test::relativeL2(ggot[i], gref[i]), tol) << what << " gradient " << i << " run " << rep;
+        }
+      }
+  }
+  setOption("cudnn_rnn_algo", "auto");
 }
 
 // A small ResNet's SGD-momentum training step (strided and 1x1 convolutions, batch norm, the

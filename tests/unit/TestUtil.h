@@ -46,6 +46,19 @@ inline double maxRelError(const std::vector<double> &a, const std::vector<double
   return m;
 }
 
+/// ||a - b|| / ||b|| over the float values (shapes must match; NaN anywhere gives NaN, which
+/// fails any comparison).
+inline double relativeL2(const HostTensor &a, const HostTensor &b) {
+  if (a.shape != b.shape || a.f.size() != b.f.size())
+    return INFINITY;
+  double num = 0, den = 0;
+  for (size_t k = 0; k < a.f.size(); ++k) {
+    num += (a.f[k] - b.f[k]) * (a.f[k] - b.f[k]);
+    den += b.f[k] * b.f[k];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
 /// "tensor<3x4xf32>"
 inline std::string tensorType(const std::vector<int64_t> &shape, const std::string &elem) {
   std::string s = "tensor<";

@@ -24,10 +24,18 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulCall, batch, m, n, k, transposeA, trans
                                    transposeLhsFirst, f32Result)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ConvCall, dtype, geometry, inputIndex, filterIndex, gradOutputIndex, biasIndex)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PoolCall, dtype, geometry)
+NLOHMANN_JSON_SERIALIZE_ENUM(RecurrentCall::Cell, {{RecurrentCall::Cell::Lstm, "lstm"},
+                                                   {RecurrentCall::Cell::Gru, "gru"},
+                                                   {RecurrentCall::Cell::RnnTanh, "rnn_tanh"},
+                                                   {RecurrentCall::Cell::RnnRelu, "rnn_relu"}})
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RecurrentCall, cell, backward, dtype, batch, steps, inputSize, hidden)
 NLOHMANN_JSON_SERIALIZE_ENUM(LibraryCall::Kind, {{LibraryCall::Kind::Matmul, "matmul"},
                                                  {LibraryCall::Kind::Conv, "conv"},
-                                                 {LibraryCall::Kind::Pool, "pool"}})
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LibraryCall, kind, matmul, conv, pool, epilogueInputs, productIsOutput)
+                                                 {LibraryCall::Kind::Pool, "pool"},
+                                                 {LibraryCall::Kind::Recurrent, "recurrent"}})
+// (with defaults: plans written before recurrent calls existed have no "recurrent")
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LibraryCall, kind, matmul, conv, pool, recurrent, epilogueInputs,
+                                                productIsOutput)
 NLOHMANN_JSON_SERIALIZE_ENUM(Step::Kind, {{Step::Kind::Kernel, "kernel"}, {Step::Kind::Library, "library"},
                                           {Step::Kind::Alias, "alias"}, {Step::Kind::Constant, "constant"},
                                           {Step::Kind::Host, "host"}, {Step::Kind::Collective, "collective"}})

@@ -126,10 +126,10 @@ struct CpuProgram::Impl : runtime::StepBackend {
         std::memcpy((void *)outs[k], (const void *)ins[k], plan.slots[s.in[k]].bytes);
   }
 
-  void runLibrary(StepLoop &, size_t i, const std::vector<Buffer> &insB, Buffer productB) override {
+  void runLibrary(StepLoop &, size_t i, const std::vector<Buffer> &insB, const std::vector<Buffer> &products) override {
     const LibraryCall &call = *plan.steps[i].library;
     std::vector<void *> ins = pointers(insB);
-    void *y = (void *)productB;
+    void *y = (void *)products[0];
     // Zero extents: an empty result, or (k = 0) a sum of nothing, without calling the library
     // (BLAS rejects a zero leading dimension).
     if (call.productBytes() == 0)
@@ -173,6 +173,8 @@ struct CpuProgram::Impl : runtime::StepBackend {
         narrow(p.dtype, acc, y);
       break;
     }
+    case LibraryCall::Kind::Recurrent: // (the CPU's plan leaves recurrent layers to the interpreter)
+      throw std::logic_error("a recurrent library call in a CPU plan");
     }
   }
 

@@ -33,6 +33,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
     std::unique_ptr<CublasLtMatmul> matmul;
     std::unique_ptr<CudnnConv> conv;
     std::unique_ptr<CudnnPool> pool;
+    std::unique_ptr<CudnnRecurrent> recurrent;
   };
   std::vector<StepState> state;
   std::vector<std::string> fallbacks;
@@ -75,6 +76,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
         case LibraryCall::Kind::Matmul: state[i].matmul = std::make_unique<CublasLtMatmul>(); break;
         case LibraryCall::Kind::Conv: state[i].conv = std::make_unique<CudnnConv>(); break;
         case LibraryCall::Kind::Pool: state[i].pool = std::make_unique<CudnnPool>(); break;
+        case LibraryCall::Kind::Recurrent: state[i].recurrent = std::make_unique<CudnnRecurrent>(); break;
         }
       }
     }
@@ -142,8 +144,15 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 
 
-  void runLibrary(StepLoop &loop, size_t i, const std::vector<Buffer> &ins, Buffer product) override {
+  void runLibrary(StepLoop &loop, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &products) override {
     const LibraryCall &call = *plan.steps[i].library;
+    Buffer product = products[0];
+    if (call.kind == LibraryCall::Kind::Recurrent) {
+      state[i].recurrent->run(dev, call.recurrent, std::vector<CUdeviceptr>(ins.begin(), ins.end()),
+                              std::vector<CUdeviceptr>(products.begin(), products.end()), options.tf32,
+                              options.cudnnRnnAlgo);
+      return;
+    }
     // Zero extents: an empty result, or (k = 0) zeros, without calling the library.
     if (call.productBytes() == 0)
       return;
@@ -174,6 +183,8 @@ struct GpuProgram::Impl : runtime::StepBackend {
     case LibraryCall::Kind::Pool:
       state[i].pool->run(dev, call.pool, std::vector<CUdeviceptr>(ins.begin(), ins.end()), product);
       break;
+    case LibraryCall::Kind::Recurrent:
+      break; // (above)
     }
   }
 

@@ -542,4 +542,239 @@ void CudnnPool::run(Device &dev, const PoolCall &spec, const std::vector<CUdevic
        "PoolingBackward");
 }
 
+// ---- cuDNN RNN --------------------------------------------------------------------------------
+
+namespace {
+cudnnRNNAlgo_t rnnAlgorithm(const std::string &name) {
+  if (name == "persist_static" || name == "auto")
+    return CUDNN_RNN_ALGO_PERSIST_STATIC;
+  if (name == "persist_static_small_h")
+    return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
+  if (name == "persist_dynamic")
+    return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
+  return CUDNN_RNN_ALGO_STANDARD;
+}
+} // namespace
+
+CudnnRecurrent::~CudnnRecurrent() { destroy(); }
+
+const char *CudnnRecurrent::algorithmName() const {
+  switch (algo) {
+  case CUDNN_RNN_ALGO_PERSIST_STATIC: return "persist_static";
+  case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: return "persist_static_small_h";
+  case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: return "persist_dynamic";
+  default: return "standard";
+  }
+}
+
+void CudnnRecurrent::destroy() {
+  const CudnnApi &api = cudnn();
+  if (rnn)
+    api.cudnnDestroyRNNDescriptor(rnn);
+  if (xDesc)
+    api.cudnnDestroyRNNDataDescriptor(xDesc);
+  if (yDesc)
+    api.cudnnDestroyRNNDataDescriptor(yDesc);
+  if (hDesc)
+    api.cudnnDestroyTensorDescriptor(hDesc);
+  if (dropout)
+    api.cudnnDestroyDropoutDescriptor(dropout);
+  rnn = nullptr;
+  xDesc = yDesc = nullptr;
+  hDesc = nullptr;
+  dropout = nullptr;
+  Device &dev = Device::get();
+  for (auto [p, n] : {std::pair{&weights, weightBytes}, {&weightGrads, weightBytes}, {&seqLengths, hostSeqLengths.size() * 4},
+                      {&work, workBytes}, {&reserve, reserveBytes}, {&yScratch, yBytes}})
+    if (*p) {
+      dev.release(*p, n);
+      *p = 0;
+    }
+  parts.clear();
+  ready = false;
+}
+
+// Descriptors, the weight space (zeroed: its padding stays 0) and where each weight lives in it,
+// the sequence lengths on the device, the workspace and (for the gradient) the reserve space and
+// the forward's output it is recomputed into. A status other than success (an algorithm cuDNN
+// does not take for this layer) is returned before anything runs.
+cudnnStatus_t CudnnRecurrent::prepare(Device &dev, const codegen::RecurrentCall &c, bool tf32,
+                                      cudnnRNNAlgo_t algorithm) {
+  destroy();
+  const CudnnApi &api = cudnn();
+  algo = algorithm;
+  cudnnDataType_t dt = cudnnType(c.dtype), prec = c.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  // As PyTorch: tensor cores for f16, TF32 allowed for f32 unless switched off.
+  cudnnMathType_t math = c.dtype == DType::F16               ? CUDNN_TENSOR_OP_MATH
+                         : c.dtype == DType::F32 && !tf32 ? CUDNN_FMA_MATH
+                                                           : CUDNN_DEFAULT_MATH;
+  cudnnRNNMode_t mode = c.cell == codegen::RecurrentCall::Cell::Lstm  ? CUDNN_LSTM
+                        : c.cell == codegen::RecurrentCall::Cell::Gru ? CUDNN_GRU
+                        : c.cell == codegen::RecurrentCall::Cell::RnnTanh ? CUDNN_RNN_TANH
+                                                                           : CUDNN_RNN_RELU;
+  ok(api.cudnnCreateDropoutDescriptor(&dropout), "CreateDropoutDescriptor");
+  ok(api.cudnnSetDropoutDescriptor(dropout, dev.dnn(), 0.0f, nullptr, 0, 0), "SetDropoutDescriptor");
+  ok(api.cudnnCreateRNNDescriptor(&rnn), "CreateRNNDescriptor");
+  if (cudnnStatus_t st = api.cudnnSetRNNDescriptor_v8(rnn, algo, mode, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
+                                                      CUDNN_LINEAR_INPUT, dt, prec, math, (int32_t)c.inputSize,
+                                                      (int32_t)c.hidden, (int32_t)c.hidden, 1, dropout,
+                                                      CUDNN_RNN_PADDED_IO_ENABLED);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  hostSeqLengths.assign((size_t)c.batch, (int32_t)c.steps);
+  ok(api.cudnnCreateRNNDataDescriptor(&xDesc), "CreateRNNDataDescriptor");
+  ok(api.cudnnCreateRNNDataDescriptor(&yDesc), "CreateRNNDataDescriptor");
+  ok(api.cudnnSetRNNDataDescriptor(xDesc, dt, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
+                                   (int)c.inputSize, hostSeqLengths.data(), nullptr),
+     "SetRNNDataDescriptor");
+  ok(api.cudnnSetRNNDataDescriptor(yDesc, dt, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
+                                   (int)c.hidden, hostSeqLengths.data(), nullptr),
+     "SetRNNDataDescriptor");
+  ok(api.cudnnCreateTensorDescriptor(&hDesc), "CreateTensorDescriptor");
+  int dims[3] = {1, (int)c.batch, (int)c.hidden}, strides[3] = {(int)(c.batch * c.hidden), (int)c.hidden, 1};
+  ok(api.cudnnSetTensorNdDescriptor(hDesc, dt, 3, dims, strides), "SetTensorNdDescriptor");
+  ok(api.cudnnGetRNNWeightSpaceSize(dev.dnn(), rnn, &weightBytes), "GetRNNWeightSpaceSize");
+  if (cudnnStatus_t st = api.cudnnGetRNNTempSpaceSizes(dev.dnn(), rnn,
+                                                       c.backward ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+                                                       xDesc, &workBytes, &reserveBytes);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  weights = dev.alloc(weightBytes);
+  check(driver().cuMemsetD8Async(weights, 0, weightBytes, dev.stream), "cuMemsetD8Async", "zeroing cuDNN's weight space");
+  if (c.backward) {
+    weightGrads = dev.alloc(weightBytes);
+    yBytes = (size_t)(c.batch * c.steps * c.hidden) * dtypeSize(c.dtype);
+    yScratch = dev.alloc(yBytes);
+  }
+  seqLengths = dev.alloc(hostSeqLengths.size() * 4);
+  check(driver().cuMemcpyHtoDAsync(seqLengths, hostSeqLengths.data(), hostSeqLengths.size() * 4, dev.stream),
+        "cuMemcpyHtoDAsync", "the recurrent layer's sequence lengths");
+  if (workBytes)
+    work = dev.alloc(workBytes);
+  if (reserveBytes)
+    reserve = dev.alloc(reserveBytes);
+  // Each gate's matrix and bias: linear layers 0..G-1 act on the input (w_ih's rows g H ..),
+  // G..2G-1 on the state (w_hh's); torch's gate order is cuDNN's.
+  cudnnTensorDescriptor_t mDesc, bDesc;
+  ok(api.cudnnCreateTensorDescriptor(&mDesc), "CreateTensorDescriptor");
+  ok(api.cudnnCreateTensorDescriptor(&bDesc), "CreateTensorDescriptor");
+  size_t es = dtypeSize(c.dtype), H = (size_t)c.hidden;
+  int G = c.gates();
+  for (int layer = 0; layer < 2 * G; ++layer) {
+    void *m = nullptr, *b = nullptr;
+    cudnnStatus_t st = api.cudnnGetRNNWeightParams(dev.dnn(), rnn, 0, weightBytes, (const void *)weights, layer, mDesc,
+                                                   &m, bDesc, &b);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      api.cudnnDestroyTensorDescriptor(mDesc);
+      api.cudnnDestroyTensorDescriptor(bDesc);
+      ok(st, "GetRNNWeightParams");
+    }
+    bool input = layer < G;
+    size_t gate = (size_t)(input ? layer : layer - G), k = input ? (size_t)c.inputSize : H;
+    auto add = [&](int operand, size_t operandOffset, void *at, size_t bytes) {
+      size_t spaceOffset = (size_t)((CUdeviceptr)at - weights);
+      if (!parts.empty()) {
+        Part &p = parts.back();
+        if (p.operand == operand && p.operandOffset + p.bytes == operandOffset && p.spaceOffset + p.bytes == spaceOffset) {
+          p.bytes += bytes;
+          return;
+        }
+      }
+      parts.push_back({operand, operandOffset, spaceOffset, bytes});
+    };
+    add(input ? 0 : 1, gate * H * k * es, m, H * k * es);
+    add(input ? 2 : 3, gate * H * es, b, H * es);
+  }
+  api.cudnnDestroyTensorDescriptor(mDesc);
+  api.cudnnDestroyTensorDescriptor(bDesc);
+  // Parts of one operand may alternate with another's (matrix, bias, matrix, ...): merge again
+  // after ordering by operand.
+  std::stable_sort(parts.begin(), parts.end(), [](const Part &a, const Part &b) {
+    return a.operand != b.operand ? a.operand < b.operand : a.operandOffset < b.operandOffset;
+  });
+  std::vector<Part> merged;
+  for (const Part &p : parts) {
+    if (!merged.empty() && merged.back().operand == p.operand &&
+        merged.back().operandOffset + merged.back().bytes == p.operandOffset &&
+        merged.back().spaceOffset + merged.back().bytes == p.spaceOffset)
+      merged.back().bytes += p.bytes;
+    else
+      merged.push_back(p);
+  }
+  parts = merged;
+  preparedTf32 = tf32;
+  ready = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CudnnRecurrent::execute(Device &dev, const codegen::RecurrentCall &c, const std::vector<CUdeviceptr> &ins,
+                                      const std::vector<CUdeviceptr> &outs) {
+  const CudnnApi &api = cudnn();
+  bool lstm = c.cell == codegen::RecurrentCall::Cell::Lstm;
+  size_t w0 = lstm ? 3 : 2; // the first weight operand (and, in the gradient, the first weight gradient)
+  CUdeviceptr x = ins[0], h0 = ins[1], c0 = lstm ? ins[2] : 0;
+  for (const Part &p : parts)
+    check(driver().cuMemcpyDtoDAsync(weights + p.spaceOffset, ins[w0 + p.operand] + p.operandOffset, p.bytes, dev.stream),
+          "cuMemcpyDtoDAsync", "a recurrent layer's weights into cuDNN's weight space");
+  auto ptr = [](CUdeviceptr p) { return (void *)p; };
+  if (!c.backward)
+    return api.cudnnRNNForward(dev.dnn(), rnn, CUDNN_FWD_MODE_INFERENCE, (const int32_t *)seqLengths, xDesc, ptr(x),
+                               yDesc, ptr(outs[0]), hDesc, ptr(h0), ptr(outs[1]), hDesc, ptr(c0),
+                               lstm ? ptr(outs[2]) : nullptr, weightBytes, ptr(weights), workBytes, ptr(work), 0, nullptr);
+  CUdeviceptr gy = ins[w0 + 4], ghn = ins[w0 + 5], gcn = lstm ? ins[w0 + 6] : 0;
+  if (cudnnStatus_t st = api.cudnnRNNForward(dev.dnn(), rnn, CUDNN_FWD_MODE_TRAINING, (const int32_t *)seqLengths, xDesc,
+                                             ptr(x), yDesc, ptr(yScratch), hDesc, ptr(h0), nullptr, hDesc, ptr(c0),
+                                             nullptr, weightBytes, ptr(weights), workBytes, ptr(work), reserveBytes,
+                                             ptr(reserve));
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (cudnnStatus_t st = api.cudnnRNNBackwardData_v8(dev.dnn(), rnn, (const int32_t *)seqLengths, yDesc, ptr(yScratch),
+                                                     ptr(gy), xDesc, ptr(outs[0]), hDesc, ptr(h0), ptr(ghn),
+                                                     ptr(outs[1]), hDesc, ptr(c0), ptr(gcn),
+                                                     lstm ? ptr(outs[2]) : nullptr, weightBytes, ptr(weights),
+                                                     workBytes, ptr(work), reserveBytes, ptr(reserve));
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  // (cuDNN adds the weight gradients to what the space holds)
+  check(driver().cuMemsetD8Async(weightGrads, 0, weightBytes, dev.stream), "cuMemsetD8Async",
+        "zeroing cuDNN's weight gradients");
+  if (cudnnStatus_t st = api.cudnnRNNBackwardWeights_v8(dev.dnn(), rnn, CUDNN_WGRAD_MODE_ADD, (const int32_t *)seqLengths,
+                                                        xDesc, ptr(x), hDesc, ptr(h0), yDesc, ptr(yScratch), weightBytes,
+                                                        ptr(weightGrads), workBytes, ptr(work), reserveBytes,
+                                                        ptr(reserve));
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  for (const Part &p : parts)
+    check(driver().cuMemcpyDtoDAsync(outs[w0 + p.operand] + p.operandOffset, weightGrads + p.spaceOffset, p.bytes,
+                                     dev.stream),
+          "cuMemcpyDtoDAsync", "a recurrent layer's weight gradients out of cuDNN's weight space");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+void CudnnRecurrent::run(Device &dev, const codegen::RecurrentCall &c, const std::vector<CUdeviceptr> &ins,
+                         const std::vector<CUdeviceptr> &outs, bool tf32, const std::string &algorithm) {
+  bool first = !ready || preparedTf32 != tf32;
+  FirstCallTimer timer(first, c.backward ? "cudnn rnn backward" : "cudnn rnn");
+  if (first) {
+    cudnnRNNAlgo_t wanted = rnnAlgorithm(algorithm);
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    timer.plan([&] { st = prepare(dev, c, tf32, wanted); });
+    // An algorithm cuDNN does not take for this layer (a persistent kernel's limits on the batch,
+    // the hidden size, the layout): the standard one, which takes every layer.
+    if (st != CUDNN_STATUS_SUCCESS && wanted != CUDNN_RNN_ALGO_STANDARD)
+      timer.plan([&] { st = prepare(dev, c, tf32, CUDNN_RNN_ALGO_STANDARD); });
+    ok(st, "RNN set-up");
+    st = execute(dev, c, ins, outs);
+    if (st == CUDNN_STATUS_SUCCESS || algo == CUDNN_RNN_ALGO_STANDARD) {
+      ok(st, c.backward ? "RNN backward" : "RNN forward");
+      return;
+    }
+    // Refused at the call itself: again with the standard algorithm (this run's outputs are
+    // written again in full).
+    timer.plan([&] { st = prepare(dev, c, tf32, CUDNN_RNN_ALGO_STANDARD); });
+    ok(st, "RNN set-up");
+  }
+  ok(execute(dev, c, ins, outs), c.backward ? "RNN backward" : "RNN forward");
+}
+
 } // namespace rfuse::cuda

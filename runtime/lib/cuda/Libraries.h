@@ -75,6 +75,43 @@ private:
   cudnnPoolingDescriptor_t pool = nullptr;
 };
 
+/// A recurrent layer (or its gradient) through cuDNN's RNN API: `ins` and `outs` are the op's
+/// operands and results by position (RecurrentCall). The layer's weights are copied into cuDNN's
+/// weight space before each call (and the weight gradients out of it); the gradient runs the
+/// forward again in training mode for cuDNN's reserve space, then cudnnRNNBackwardData_v8 and
+/// cudnnRNNBackwardWeights_v8. Descriptors, the weight space, the workspace and the reserve are
+/// made on the first run and kept (graph replays reuse their addresses).
+class CudnnRecurrent {
+public:
+  ~CudnnRecurrent();
+  void run(Device &dev, const codegen::RecurrentCall &call, const std::vector<CUdeviceptr> &ins,
+           const std::vector<CUdeviceptr> &outs, bool tf32, const std::string &algorithm);
+  /// The algorithm the layer runs with ("standard", "persist_static", ...), once it has run.
+  const char *algorithmName() const;
+
+private:
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnRNNDataDescriptor_t xDesc = nullptr, yDesc = nullptr;
+  cudnnTensorDescriptor_t hDesc = nullptr;
+  cudnnDropoutDescriptor_t dropout = nullptr;
+  CUdeviceptr weights = 0, weightGrads = 0, seqLengths = 0, work = 0, reserve = 0, yScratch = 0;
+  size_t weightBytes = 0, workBytes = 0, reserveBytes = 0, yBytes = 0;
+  std::vector<int32_t> hostSeqLengths;
+  /// Where each part of the four weight operands (w_ih, w_hh, b_ih, b_hh: 0..3) lives in the
+  /// weight space, adjacent parts merged.
+  struct Part {
+    int operand;
+    size_t operandOffset, spaceOffset, bytes;
+  };
+  std::vector<Part> parts;
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  bool ready = false, preparedTf32 = false;
+  cudnnStatus_t prepare(Device &dev, const codegen::RecurrentCall &call, bool tf32, cudnnRNNAlgo_t algorithm);
+  cudnnStatus_t execute(Device &dev, const codegen::RecurrentCall &call, const std::vector<CUdeviceptr> &ins,
+                        const std::vector<CUdeviceptr> &outs);
+  void destroy();
+};
+
 } // namespace rfuse::cuda
 
 #endif

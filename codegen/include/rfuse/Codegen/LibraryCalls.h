@@ -53,19 +53,32 @@ struct PoolCall {
   PoolGeometry geometry;
 };
 
+/// A recurrent layer over a whole sequence (rfuse.recurrent), or its gradient
+/// (rfuse.recurrent_backward). Operands and results are the op's, by position; the library writes
+/// every result (several outputs, no epilogue).
+struct RecurrentCall {
+  enum class Cell { Lstm, Gru, RnnTanh, RnnRelu } cell = Cell::Lstm;
+  bool backward = false;
+  DType dtype = DType::F32;
+  int64_t batch = 0, steps = 0, inputSize = 0, hidden = 0;
+  int gates() const { return cell == Cell::Lstm ? 4 : cell == Cell::Gru ? 3 : 1; }
+};
+
 /// One library call of a step, and how the step's epilogue (the region's other ops, compiled
 /// separately) reads its result.
 struct LibraryCall {
-  enum class Kind { Matmul, Conv, Pool } kind = Kind::Matmul;
+  enum class Kind { Matmul, Conv, Pool, Recurrent } kind = Kind::Matmul;
   MatmulCall matmul;
   ConvCall conv;
   PoolCall pool;
+  RecurrentCall recurrent;
   /// The epilogue's inputs after the product: step input indices.
   std::vector<int> epilogueInputs;
   /// The step's output 0 is the library's result itself (else the result is a temporary).
   bool productIsOutput = true;
 
-  /// Bytes of the library's result.
+  /// Bytes of the library's result (of its first result for a recurrent call, which writes
+  /// every output of its step itself).
   size_t productBytes() const;
   /// Floating-point operations (a multiply-add counts two; pools count none).
   double flops() const;

@@ -62,6 +62,14 @@ def Rfuse_ScanKind : I32EnumAttr<"ScanKind", "cumulative operation", [
 }
 def Rfuse_ScanKindAttr : EnumAttr<Rfuse_Dialect, Rfuse_ScanKind, "scan_kind">;
 
+def Rfuse_RecurrentMode : I32EnumAttr<"RecurrentMode", "a recurrent layer's cell", [
+    I32EnumAttrCase<"lstm", 0>, I32EnumAttrCase<"gru", 1>, I32EnumAttrCase<"rnn_tanh", 2>,
+    I32EnumAttrCase<"rnn_relu", 3>]> {
+  let cppNamespace = "::rfuse";
+  let genSpecializedAttr = 0;
+}
+def Rfuse_RecurrentModeAttr : EnumAttr<Rfuse_Dialect, Rfuse_RecurrentMode, "recurrent_mode">;
+
 def Rfuse_CollectiveReduction : I32EnumAttr<"CollectiveReduction", "how an all-reduce combines the ranks' values", [
     I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>]> {
   let cppNamespace = "::rfuse";

@@ -693,6 +693,58 @@ def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Rfuse_RecurrentOp : Rfuse_Op<"recurrent", [Pure, DeclareOpInterfaceMethods<Rfuse_VjpOpInterface, ["buildVjp"]>]> {
+  let summary = "One recurrent layer (LSTM, GRU or Elman RNN) over a whole sequence, one direction.";
+  let description = [{
+    torch's `nn_lstm` / `nn_gru` / `nn_rnn` layer for one direction: `x` [B, T, I] (batch
+    first), the initial state `h0` [B, H] (and, for an LSTM, `c0` [B, H]), weights `w_ih`
+    [G H, I] and `w_hh` [G H, H] and biases `b_ih`, `b_hh` [G H], G = 4 (gates i, f, g, o), 3
+    (r, z, n) or 1, laid out as torch's. Results: every step's hidden state `y` [B, T, H], the
+    last `h_n` [B, H] (and the LSTM's last cell state `c_n`). One float type throughout.
+    GRU: n = tanh(x W_in + b_in + r (h W_hn + b_hn)), as torch and cuDNN compute it.
+
+    On the GPU one cuDNN RNN call runs it (cudnnRNNForward; its gradient cudnnRNNBackwardData_v8 /
+    cudnnRNNBackwardWeights_v8); otherwise the interpreter. The R frontend records it for
+    programs traced for a GPU; for the CPU it writes the steps out (a product and a fused cell
+    kernel per step).
+
+    Example:
+    ```mlir
+    %y, %hn, %cn = rfuse.recurrent %x, %h0 cell %c0 weights %wih, %whh, %bih, %bhh mode = lstm : (tensor<8x5x3xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<16x3xf32>, tensor<16x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x5x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+    ```
+  }];
+  let arguments = (ins Rfuse_RecurrentModeAttr:$mode, Rfuse_FloatTensor:$x, Rfuse_FloatTensor:$h0,
+                   Optional<Rfuse_FloatTensor>:$c0, Rfuse_FloatTensor:$w_ih, Rfuse_FloatTensor:$w_hh,
+                   Rfuse_FloatTensor:$b_ih, Rfuse_FloatTensor:$b_hh);
+  let results = (outs Rfuse_FloatTensor:$y, Rfuse_FloatTensor:$h_n, Optional<Rfuse_FloatTensor>:$c_n);
+  let assemblyFormat = [{
+    $x `,` $h0 (`cell` $c0^)? `weights` $w_ih `,` $w_hh `,` $b_ih `,` $b_hh `mode` `=` $mode attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rfuse_RecurrentBackwardOp : Rfuse_Op<"recurrent_backward", [Pure, AttrSizedOperandSegments]> {
+  let summary = "The gradients of rfuse.recurrent's input, initial state, weights and biases.";
+  let description = [{
+    From the forward's operands and the cotangents of its results (`grad_y` [B, T, H], `grad_h_n`
+    [B, H] and, for an LSTM, `grad_c_n`): `grad_x`, `grad_h0` (`grad_c0`), `grad_w_ih`,
+    `grad_w_hh`, `grad_b_ih`, `grad_b_hh`, each of its operand's type (backpropagation through
+    time; `grad_b_ih` equals `grad_b_hh` except for the GRU's n gate). On the GPU the forward is
+    run again in training mode for cuDNN's reserve space, then cuDNN's backward calls.
+  }];
+  let arguments = (ins Rfuse_RecurrentModeAttr:$mode, Rfuse_FloatTensor:$x, Rfuse_FloatTensor:$h0,
+                   Optional<Rfuse_FloatTensor>:$c0, Rfuse_FloatTensor:$w_ih, Rfuse_FloatTensor:$w_hh,
+                   Rfuse_FloatTensor:$b_ih, Rfuse_FloatTensor:$b_hh, Rfuse_FloatTensor:$grad_y,
+                   Rfuse_FloatTensor:$grad_h_n, Optional<Rfuse_FloatTensor>:$grad_c_n);
+  let results = (outs Rfuse_FloatTensor:$grad_x, Rfuse_FloatTensor:$grad_h0, Optional<Rfuse_FloatTensor>:$grad_c0,
+                 Rfuse_FloatTensor:$grad_w_ih, Rfuse_FloatTensor:$grad_w_hh, Rfuse_FloatTensor:$grad_b_ih,
+                 Rfuse_FloatTensor:$grad_b_hh);
+  let assemblyFormat = [{
+    $x `,` $h0 (`cell` $c0^)? `weights` $w_ih `,` $w_hh `,` $b_ih `,` $b_hh `grads` $grad_y `,` $grad_h_n (`cell_grad` $grad_c_n^)? `mode` `=` $mode attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Rfuse_Conv2dOp : Rfuse_Op<"conv2d", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpInterface]> {
   let summary = "2-D convolution (cross-correlation) with stride, padding, dilation, groups.";
   let description = [{

@@ -21,6 +21,9 @@ struct RuntimeOptions {
   bool profileSteps = false;    ///< time each GPU step (no graphs); rfuse-bench prints the table
   bool cpuJit = true;           ///< false: the CPU backend runs everything on the interpreter
   bool fuseAttention = true;    ///< rfuse-fuse-attention in the default pipeline's compiles
+  /// Recurrent layers traced for a GPU: one cuDNN RNN call (rfuse.recurrent) or written out
+  bool cudnnRnn = true;
+  std::string cudnnRnnAlgo = "auto"; ///< auto | standard | persist_static | persist_static_small_h | persist_dynamic
   int cpuThreads = 0;           ///< CPU threads; 0: the machine's cores
   bool diskCache = true;        ///< the kernel cache on disk (and in memory)
   std::string cacheDir;         ///< the disk cache's directory
