@@ -192,6 +192,9 @@ if (want("W6") || want("W6bf16")) {
   if (want("W6")) {
     check("W6", as.array(jm(xt)), as.array(net(rf_tensor(xr))), 1e-3)
     record("W6", "forward, jitted model on a device tensor", batch_ms(function() jm(xt)))
+    profile_fit("W6", 3, function(n) for (i in seq_len(n)) jm(xt))
+    profile_fit("W6step", 3, function(n)
+      rf_fit(net, xr, y, loss = nnf_cross_entropy, steps = n, lr = 0.01, momentum = 0.9, progress = FALSE))
     fit <- rf_fit(net, xr, y, loss = nnf_cross_entropy, steps = iters + 1, lr = 0.01, momentum = 0.9, progress = FALSE)
     record("W6step", "rf_fit step, SGD momentum", 1000 * fit$step_seconds, "(default: TF32 products)")
   }

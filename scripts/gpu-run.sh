@@ -180,7 +180,8 @@ if [ "$what" = aot ]; then
   done
 fi
 if [ "$what" = gtest ]; then # the GPU gtests matching RFUSE_GTEST_FILTER
-  "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" 2>&1 | grep -vE "^\[ +(RUN|OK) " | tail -n 20
+  "$R/bin/rfuse-gpu-tests" --gtest_filter="${RFUSE_GTEST_FILTER:-*}" > "$out/gtest.log" 2>&1
+  grep -E "Failure" -A3 "$out/gtest.log" | head -n 40; grep -vE "^\[ +(RUN|OK) " "$out/gtest.log" | tail -n 12
 fi
 if [ "$what" = w6 ]; then
   timeout 200 python3 benchmarks/torch_w6.py 2>&1 | tee "$out/torch-w6.log" | grep -E "^W6|Error"

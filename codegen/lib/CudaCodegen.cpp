@@ -1520,8 +1520,8 @@ template <class RecurrentOpT> bool planRecurrent(RecurrentOpT op, KernelPlan &pl
     return false;
   }
   auto x = llvm::cast<RankedTensorType>(op.getX().getType());
-  c.batch = x.getShape()[0];
-  c.steps = x.getShape()[1];
+  c.steps = x.getShape()[0]; // (time first)
+  c.batch = x.getShape()[1];
   c.inputSize = x.getShape()[2];
   c.hidden = llvm::cast<RankedTensorType>(op.getH0().getType()).getShape()[1];
   if (c.batch == 0 || c.steps == 0 || c.inputSize == 0 || c.hidden == 0) {

@@ -544,7 +544,7 @@ std::vector<TracedValue> GraphBuilder::recurrent(const std::string &mode, Traced
   Value cv = lstm ? impl->get(c0, "recurrent") : Value();
   auto xt = Impl::typeOf(xv), ht = Impl::typeOf(hv);
   if (xt.getRank() != 3 || ht.getRank() != 2)
-    Impl::shapeFail("recurrent", "needs x [batch, steps, input] and h0 [batch, hidden]");
+    Impl::shapeFail("recurrent", "needs x [steps, batch, input] and h0 [batch, hidden]");
   auto y = RankedTensorType::get({xt.getShape()[0], xt.getShape()[1], ht.getShape()[1]}, xt.getElementType());
   SmallVector<Type> types = {y, ht};
   if (lstm)

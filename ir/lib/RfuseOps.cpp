@@ -494,14 +494,14 @@ LogicalResult AttentionBackwardOp::verify() {
   return success();
 }
 
-// rfuse.recurrent's operands: x [B, T, I], h0 (c0 for an LSTM only) [B, H], w_ih [G H, I],
+// rfuse.recurrent's operands: x [T, B, I], h0 (c0 for an LSTM only) [B, H], w_ih [G H, I],
 // w_hh [G H, H], biases [G H], one float type.
 static LogicalResult verifyRecurrentOperands(Operation *op, RecurrentMode mode, Value x, Value h0, Value c0,
                                              Value wih, Value whh, Value bih, Value bhh) {
   auto t = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()); };
   if (t(x).getRank() != 3 || t(h0).getRank() != 2)
-    return op->emitOpError("needs x [B, T, I] and h0 [B, H], not ") << t(x) << " and " << t(h0);
-  int64_t B = t(x).getShape()[0], I = t(x).getShape()[2], H = t(h0).getShape()[1];
+    return op->emitOpError("needs x [T, B, I] and h0 [B, H], not ") << t(x) << " and " << t(h0);
+  int64_t B = t(x).getShape()[1], I = t(x).getShape()[2], H = t(h0).getShape()[1];
   int64_t G = mode == RecurrentMode::lstm ? 4 : mode == RecurrentMode::gru ? 3 : 1;
   if (t(h0).getShape()[0] != B)
     return op->emitOpError("h0 ") << t(h0) << " must have x's batch size " << B;
@@ -524,7 +524,7 @@ LogicalResult RecurrentOp::verify() {
   if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
     return failure();
   auto x = getX().getType(), h = getH0().getType();
-  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType());
+  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType()); // [T, B, H]
   if (getY().getType() != y || getHN().getType() != h || (bool)getCN() != (bool)getC0() ||
       (getCN() && getCN().getType() != h))
     return emitOpError("results must be y ") << y << ", h_n " << h << (getC0() ? " and c_n of h0's type" : "");
@@ -535,7 +535,7 @@ LogicalResult RecurrentBackwardOp::verify() {
   if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
     return failure();
   auto x = getX().getType(), h = getH0().getType();
-  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType());
+  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType()); // [T, B, H]
   if (getGradY().getType() != y || getGradHN().getType() != h || (bool)getGradCN() != (bool)getC0() ||
       (getGradCN() && getGradCN().getType() != h))
     return emitOpError("needs grad_y ") << y << " and grad_h_n " << h << (getC0() ? " and grad_c_n" : "");

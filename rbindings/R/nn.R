@@ -885,22 +885,22 @@ recurrent_library_devices <- "cuda"
 
 # One layer and direction as rfuse.recurrent: `x` in torch dims (batch first or not), the
 # initial states [batch, hidden] (c0: the LSTM's, else NULL), torch's weights (biases NULL for
-# bias = FALSE: zeros). The reverse direction runs on the time-reversed sequence. Returns the
-# output in x's layout and the last states.
+# bias = FALSE: zeros). The op reads time first; the reverse direction runs on the time-reversed
+# sequence. Returns the output in x's layout and the last states.
 recurrent_layer <- function(cell, x, batch_first, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, call) {
-  xb <- if (batch_first) x else t_permute(x, c(2L, 1L, 3L), call)
-  d <- t_size(xb); H <- t_size(w_hh)[2]; dtype <- xb$dtype
+  xt <- if (batch_first) t_permute(x, c(2L, 1L, 3L), call) else x
+  d <- t_size(xt); H <- t_size(w_hh)[2]; dtype <- xt$dtype
   id_of <- function(v) sym_rowmajor(to_dtype(as_sym(v, call), dtype, call))
   bias_id <- function(b) id_of(if (is.null(b)) numeric(t_size(w_ih)[1]) else b)
-  xid <- sym_rowmajor(xb)
-  if (reverse) xid <- emit(.rf_b_reverse, xid, 1L, call = call)
+  xid <- sym_rowmajor(xt)
+  if (reverse) xid <- emit(.rf_b_reverse, xid, 0L, call = call)
   ids <- emit(.rf_b_recurrent, cell, xid, id_of(h0), if (is.null(c0)) -1L else id_of(c0), id_of(w_ih), id_of(w_hh),
               bias_id(b_ih), bias_id(b_hh), call = call)
-  yid <- if (reverse) emit(.rf_b_reverse, ids[1], 1L, call = call) else ids[1]
+  yid <- if (reverse) emit(.rf_b_reverse, ids[1], 0L, call = call) else ids[1]
   y <- sym_from_rowmajor(yid, c(d[1], d[2], H), dtype)
-  list(y = if (batch_first) y else t_permute(y, c(2L, 1L, 3L), call),
-       h = sym_from_rowmajor(ids[2], c(d[1], H), dtype),
-       c = if (length(ids) > 2) sym_from_rowmajor(ids[3], c(d[1], H), dtype))
+  list(y = if (batch_first) t_permute(y, c(2L, 1L, 3L), call) else y,
+       h = sym_from_rowmajor(ids[2], c(d[2], H), dtype),
+       c = if (length(ids) > 2) sym_from_rowmajor(ids[3], c(d[2], H), dtype))
 }
 
 #' @rdname nn_layers

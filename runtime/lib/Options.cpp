@@ -79,8 +79,9 @@ const std::vector<Spec> &specs() {
         "(forward and gradient); FALSE: written out step by step (a product and a fused cell kernel per step). Programs traced after it is set"},
        Kind::Bool, {}, 0, RFUSE_BOOL(cudnnRnn)},
       {{"cudnn_rnn_algo", "RFUSE_CUDNN_RNN_ALGO", "auto, standard, persist_static, persist_static_small_h, persist_dynamic",
-        "auto", "cuDNN's RNN algorithm; auto: persist_static where cuDNN takes it, else standard (an algorithm cuDNN "
-        "refuses for a layer falls back to standard)"},
+        "auto", "cuDNN's RNN algorithm for f32 and f16 layers (f64 always standard); auto: persist_static_small_h for "
+        "small hidden sizes as PyTorch picks it (LSTM and GRU up to 192, their gradients up to 128; plain RNNs 384 and "
+        "256), else standard. An algorithm cuDNN refuses for a layer falls back to standard"},
        Kind::Choice, {"auto", "standard", "persist_static", "persist_static_small_h", "persist_dynamic"}, 0,
        RFUSE_TEXT(cudnnRnnAlgo)},
       {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",

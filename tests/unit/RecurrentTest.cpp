@@ -60,7 +60,7 @@ TEST(Recurrent, LstmGradientEqualsCentralDifferences) {
 
 TEST(Recurrent, TheVerifierNamesWhatIsWrong) {
   GraphBuilder g("main");
-  TracedValue x = g.input({2, 3, 4}, DType::F32), h = g.input({2, 5}, DType::F32);
+  TracedValue x = g.input({3, 2, 4}, DType::F32), h = g.input({2, 5}, DType::F32); // 3 steps, batch 2
   TracedValue wih = g.input({20, 4}, DType::F32), whh = g.input({20, 5}, DType::F32), b = g.input({20}, DType::F32);
   TracedValue wrong = g.input({15, 4}, DType::F32);
   EXPECT_THROW(g.recurrent("lstm", x, h, TracedValue{}, wih, whh, b, b), ShapeError); // no cell state
@@ -76,7 +76,7 @@ TEST(Recurrent, TheVerifierNamesWhatIsWrong) {
 }
 
 TEST(Recurrent, TheGpuPlanIsOneCudnnCallPerDirectionOfTheStep) {
-  RecurrentCase c{"lstm", 4, 6, 8, 16};
+  RecurrentCase c{"lstm", 4, 6, 8, 16}; // batch 4, 6 steps
   auto program = compileGradientProgram(recurrentModule(c, DType::F32, false), "default", GradientRequest{});
   mlir::DialectRegistry registry;
   registerRfuseDialects(registry);

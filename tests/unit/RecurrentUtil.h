@@ -21,10 +21,10 @@ struct RecurrentCase {
   int64_t gates() const { return mode == "lstm" ? 4 : mode == "gru" ? 3 : 1; }
   std::vector<std::vector<int64_t>> shapes() const {
     int64_t B = batch, GH = gates() * hidden;
-    std::vector<std::vector<int64_t>> s = {{B, steps, input}, {B, hidden}};
+    std::vector<std::vector<int64_t>> s = {{steps, B, input}, {B, hidden}}; // (time first)
     if (lstm())
       s.push_back({B, hidden});
-    for (auto w : std::vector<std::vector<int64_t>>{{GH, input}, {GH, hidden}, {GH}, {GH}, {B, steps, hidden}, {B, hidden}})
+    for (auto w : std::vector<std::vector<int64_t>>{{GH, input}, {GH, hidden}, {GH}, {GH}, {steps, B, hidden}, {B, hidden}})
       s.push_back(w);
     if (lstm())
       s.push_back({B, hidden});
@@ -40,7 +40,7 @@ inline std::vector<TracedValue> writtenOutLayer(GraphBuilder &g, const Recurrent
   auto part = [&](TracedValue a, int64_t k) { return g.slice(a, {0, k * H}, {B, (k + 1) * H}, {1, 1}); };
   std::vector<TracedValue> ys;
   for (int64_t s = 0; s < c.steps; ++s) {
-    TracedValue xs = g.reshape(g.slice(x, {0, s, 0}, {B, s + 1, I}, {1, 1, 1}), {B, I});
+    TracedValue xs = g.reshape(g.slice(x, {s, 0, 0}, {s + 1, B, I}, {1, 1, 1}), {B, I});
     TracedValue gx = g.add(g.matmul(xs, wih, false, true), bih), gh = g.add(g.matmul(h, whh, false, true), bhh);
     if (c.mode == "lstm") {
       TracedValue a = g.add(gx, gh);
@@ -55,9 +55,9 @@ inline std::vector<TracedValue> writtenOutLayer(GraphBuilder &g, const Recurrent
       TracedValue a = g.add(gx, gh);
       h = c.mode == "rnn_tanh" ? g.tanh(a) : g.relu(a);
     }
-    ys.push_back(g.reshape(h, {B, 1, H}));
+    ys.push_back(g.reshape(h, {1, B, H}));
   }
-  std::vector<TracedValue> out = {g.concat(ys, 1), h};
+  std::vector<TracedValue> out = {g.concat(ys, 0), h};
   if (c.lstm())
     out.push_back(cs);
   return out;

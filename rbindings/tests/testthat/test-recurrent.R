@@ -32,8 +32,10 @@ test_that("rfuse.recurrent gives what the written-out steps give, every cell and
       out <- layer(x)
       list(out[[1]], if (lstm) out[[2]][[1]] else out[[2]])
     }
+    old <- rf_options(cudnn_rnn = FALSE) # (on a GPU machine too: the steps written out)
     steps <- rf_jit(f, dtype = "float64")(x)
     expect_false(grepl("rfuse.recurrent", rf_explain(f, x)$traced, fixed = TRUE), label = cfg$name)
+    rf_options(old)
     with_recurrent_op_on_cpu({
       g <- function(x) f(x) # (a new function: a new trace)
       expect_true(grepl("rfuse.recurrent", rf_explain(g, x)$traced, fixed = TRUE), label = cfg$name)

@@ -545,8 +545,15 @@ void CudnnPool::run(Device &dev, const PoolCall &spec, const std::vector<CUdevic
 // ---- cuDNN RNN --------------------------------------------------------------------------------
 
 namespace {
-cudnnRNNAlgo_t rnnAlgorithm(const std::string &name) {
-  if (name == "persist_static" || name == "auto")
+cudnnRNNAlgo_t rnnAlgorithm(const std::string &name, const codegen::RecurrentCall &c) {
+  if (c.dtype == DType::F64) // (cuDNN's persistent kernels are for f32 and f16)
+    return CUDNN_RNN_ALGO_STANDARD;
+  if (name == "auto") { // PyTorch's choice (aten/src/ATen/native/cudnn/RNN.cpp, get_algo)
+    bool gated = c.cell == codegen::RecurrentCall::Cell::Lstm || c.cell == codegen::RecurrentCall::Cell::Gru;
+    int64_t limit = c.backward ? (gated ? 128 : 256) : (gated ? 192 : 384);
+    return c.hidden <= limit ? CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H : CUDNN_RNN_ALGO_STANDARD;
+  }
+  if (name == "persist_static")
     return CUDNN_RNN_ALGO_PERSIST_STATIC;
   if (name == "persist_static_small_h")
     return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
@@ -624,10 +631,10 @@ cudnnStatus_t CudnnRecurrent::prepare(Device &dev, const codegen::RecurrentCall 
   hostSeqLengths.assign((size_t)c.batch, (int32_t)c.steps);
   ok(api.cudnnCreateRNNDataDescriptor(&xDesc), "CreateRNNDataDescriptor");
   ok(api.cudnnCreateRNNDataDescriptor(&yDesc), "CreateRNNDataDescriptor");
-  ok(api.cudnnSetRNNDataDescriptor(xDesc, dt, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
+  ok(api.cudnnSetRNNDataDescriptor(xDesc, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
                                    (int)c.inputSize, hostSeqLengths.data(), nullptr),
      "SetRNNDataDescriptor");
-  ok(api.cudnnSetRNNDataDescriptor(yDesc, dt, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
+  ok(api.cudnnSetRNNDataDescriptor(yDesc, dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)c.steps, (int)c.batch,
                                    (int)c.hidden, hostSeqLengths.data(), nullptr),
      "SetRNNDataDescriptor");
   ok(api.cudnnCreateTensorDescriptor(&hDesc), "CreateTensorDescriptor");
@@ -756,7 +763,7 @@ void CudnnRecurrent::run(Device &dev, const codegen::RecurrentCall &c, const std
   bool first = !ready || preparedTf32 != tf32;
   FirstCallTimer timer(first, c.backward ? "cudnn rnn backward" : "cudnn rnn");
   if (first) {
-    cudnnRNNAlgo_t wanted = rnnAlgorithm(algorithm);
+    cudnnRNNAlgo_t wanted = rnnAlgorithm(algorithm, c);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     timer.plan([&] { st = prepare(dev, c, tf32, wanted); });
     // An algorithm cuDNN does not take for this layer (a persistent kernel's limits on the batch,

@@ -13,7 +13,7 @@ struct Dims {
 };
 
 Dims dimsOf(Cell cell, const std::vector<HostTensor> &in) {
-  return {in[0].shape[0], in[0].shape[1], in[0].shape[2], in[1].shape[1],
+  return {in[0].shape[1], in[0].shape[0], in[0].shape[2], in[1].shape[1], // (x is [T, B, I])
           cell == Cell::Lstm ? 4 : cell == Cell::Gru ? 3 : 1};
 }
 
@@ -52,7 +52,7 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
   if (keep)
     t.act.reserve(d.T * A);
   for (int64_t s = 0; s < d.T; ++s) {
-    affine(wih, bih, &x.f[(b * d.T + s) * d.I], d.I, GH, gx.data());
+    affine(wih, bih, &x.f[(s * d.B + b) * d.I], d.I, GH, gx.data());
     affine(whh, bhh, h.data(), H, GH, gh.data());
     for (int64_t j = 0; j < H; ++j) {
       switch (cell) {
@@ -91,12 +91,12 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
 std::vector<HostTensor> recurrentForward(Cell cell, const std::vector<HostTensor> &in) {
   Dims d = dimsOf(cell, in);
   DType dt = in[0].dtype;
-  HostTensor y(dt, {d.B, d.T, d.H}), hn(dt, {d.B, d.H}), cn(dt, {d.B, d.H});
+  HostTensor y(dt, {d.T, d.B, d.H}), hn(dt, {d.B, d.H}), cn(dt, {d.B, d.H});
   for (int64_t b = 0; b < d.B; ++b) {
     Trace t = run(cell, d, in, b, false);
     for (int64_t s = 0; s < d.T; ++s)
       for (int64_t j = 0; j < d.H; ++j)
-        y.set((b * d.T + s) * d.H + j, t.h[(s + 1) * d.H + j]);
+        y.set((s * d.B + b) * d.H + j, t.h[(s + 1) * d.H + j]);
     for (int64_t j = 0; j < d.H; ++j) {
       hn.set(b * d.H + j, t.h[d.T * d.H + j]);
       if (cell == Cell::Lstm)
@@ -127,7 +127,7 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
     for (int64_t s = d.T - 1; s >= 0; --s) {
       const double *hprev = &t.h[s * H], *act = &t.act[s * (cell == Cell::Gru ? 4 * H : GH)];
       for (int64_t j = 0; j < H; ++j) {
-        double g = dh[j] + gy.f[(b * d.T + s) * H + j];
+        double g = dh[j] + gy.f[(s * d.B + b) * H + j];
         switch (cell) {
         case Cell::Lstm: {
           double i = act[4 * j], f = act[4 * j + 1], gg = act[4 * j + 2], o = act[4 * j + 3];
@@ -167,7 +167,7 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
       }
       if (cell != Cell::Gru)
         dgh = dgx;
-      const double *xs = &x.f[(b * d.T + s) * d.I];
+      const double *xs = &x.f[(s * d.B + b) * d.I];
       for (int64_t r = 0; r < GH; ++r) {
         dbih[r] += dgx[r];
         dbhh[r] += dgh[r];
@@ -180,7 +180,7 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
         double acc = 0;
         for (int64_t r = 0; r < GH; ++r)
           acc += dgx[r] * wih.f[r * d.I + k];
-        dx.set((b * d.T + s) * d.I + k, acc);
+        dx.set((s * d.B + b) * d.I + k, acc);
       }
       for (int64_t k = 0; k < H; ++k) {
         double acc = dprev[k];

@@ -11,7 +11,7 @@ namespace rfuse::interp {
 
 enum class Cell { Lstm, Gru, RnnTanh, RnnRelu };
 
-/// in: x [B, T, I], h0 [B, H], (c0), w_ih, w_hh, b_ih, b_hh. Returns y, h_n (, c_n), each in x's dtype.
+/// in: x [T, B, I], h0 [B, H], (c0), w_ih, w_hh, b_ih, b_hh. Returns y, h_n (, c_n), each in x's dtype.
 std::vector<HostTensor> recurrentForward(Cell cell, const std::vector<HostTensor> &in);
 
 /// in: the forward's operands, then grad_y, grad_h_n (, grad_c_n). Returns grad_x, grad_h0

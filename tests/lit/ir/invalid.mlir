@@ -1720,16 +1720,16 @@ func.func @random_uniform_seed(%k: tensor<3xi32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @recurrent_without_cell(%x: tensor<2x3x4xf32>, %h: tensor<2x5xf32>, %wih: tensor<20x4xf32>, %whh: tensor<20x5xf32>, %b: tensor<20xf32>) {
+func.func @recurrent_without_cell(%x: tensor<3x2x4xf32>, %h: tensor<2x5xf32>, %wih: tensor<20x4xf32>, %whh: tensor<20x5xf32>, %b: tensor<20xf32>) {
   // expected-error @+1 {{'rfuse.recurrent' op an LSTM needs a cell state c0}}
-  %y, %hn = rfuse.recurrent %x, %h weights %wih, %whh, %b, %b mode = lstm : (tensor<2x3x4xf32>, tensor<2x5xf32>, tensor<20x4xf32>, tensor<20x5xf32>, tensor<20xf32>, tensor<20xf32>) -> (tensor<2x3x5xf32>, tensor<2x5xf32>)
+  %y, %hn = rfuse.recurrent %x, %h weights %wih, %whh, %b, %b mode = lstm : (tensor<3x2x4xf32>, tensor<2x5xf32>, tensor<20x4xf32>, tensor<20x5xf32>, tensor<20xf32>, tensor<20xf32>) -> (tensor<3x2x5xf32>, tensor<2x5xf32>)
   return
 }
 
 // -----
 
-func.func @recurrent_gate_rows(%x: tensor<2x3x4xf32>, %h: tensor<2x5xf32>, %wih: tensor<20x4xf32>, %whh: tensor<20x5xf32>, %b: tensor<20xf32>) {
+func.func @recurrent_gate_rows(%x: tensor<3x2x4xf32>, %h: tensor<2x5xf32>, %wih: tensor<20x4xf32>, %whh: tensor<20x5xf32>, %b: tensor<20xf32>) {
   // expected-error @+1 {{'rfuse.recurrent' op needs w_ih [15, 4], w_hh [15, 5] and biases [15] (3 gates of 5)}}
-  %y, %hn = rfuse.recurrent %x, %h weights %wih, %whh, %b, %b mode = gru : (tensor<2x3x4xf32>, tensor<2x5xf32>, tensor<20x4xf32>, tensor<20x5xf32>, tensor<20xf32>, tensor<20xf32>) -> (tensor<2x3x5xf32>, tensor<2x5xf32>)
+  %y, %hn = rfuse.recurrent %x, %h weights %wih, %whh, %b, %b mode = gru : (tensor<3x2x4xf32>, tensor<2x5xf32>, tensor<20x4xf32>, tensor<20x5xf32>, tensor<20xf32>, tensor<20xf32>) -> (tensor<3x2x5xf32>, tensor<2x5xf32>)
   return
 }

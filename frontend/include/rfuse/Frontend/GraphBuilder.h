@@ -155,8 +155,8 @@ public:
   /// the op clamps them into range: the caller checks them).
   TracedValue gatherAt(TracedValue x, TracedValue indices, int64_t dim);
   /// One recurrent layer over the whole sequence (rfuse.recurrent): `mode` is "lstm", "gru",
-  /// "rnn_tanh" or "rnn_relu"; x [B, T, I], h0 [B, H], c0 (an LSTM's only; else empty), torch's
-  /// weights and biases. Returns y [B, T, H], h_n (and c_n).
+  /// "rnn_tanh" or "rnn_relu"; x [T, B, I], h0 [B, H], c0 (an LSTM's only; else empty), torch's
+  /// weights and biases. Returns y [T, B, H], h_n (and c_n).
   std::vector<TracedValue> recurrent(const std::string &mode, TracedValue x, TracedValue h0, TracedValue c0,
                                      TracedValue wIh, TracedValue wHh, TracedValue bIh, TracedValue bHh);
   /// x sorted along `dim` (stable; NaN last, or above +Inf with nanLargest: rfuse.sort) and the

@@ -696,11 +696,12 @@ def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
 def Rfuse_RecurrentOp : Rfuse_Op<"recurrent", [Pure, DeclareOpInterfaceMethods<Rfuse_VjpOpInterface, ["buildVjp"]>]> {
   let summary = "One recurrent layer (LSTM, GRU or Elman RNN) over a whole sequence, one direction.";
   let description = [{
-    torch's `nn_lstm` / `nn_gru` / `nn_rnn` layer for one direction: `x` [B, T, I] (batch
-    first), the initial state `h0` [B, H] (and, for an LSTM, `c0` [B, H]), weights `w_ih`
-    [G H, I] and `w_hh` [G H, H] and biases `b_ih`, `b_hh` [G H], G = 4 (gates i, f, g, o), 3
-    (r, z, n) or 1, laid out as torch's. Results: every step's hidden state `y` [B, T, H], the
-    last `h_n` [B, H] (and the LSTM's last cell state `c_n`). One float type throughout.
+    torch's `nn_lstm` / `nn_gru` / `nn_rnn` layer for one direction: `x` [T, B, I] (time
+    first, as cuDNN reads it fastest), the initial state `h0` [B, H] (and, for an LSTM, `c0` [B,
+    H]), weights `w_ih` [G H, I] and `w_hh` [G H, H] and biases `b_ih`, `b_hh` [G H], G = 4
+    (gates i, f, g, o), 3 (r, z, n) or 1, laid out as torch's. Results: every step's hidden
+    state `y` [T, B, H], the last `h_n` [B, H] (and the LSTM's last cell state `c_n`). One float
+    type throughout.
     GRU: n = tanh(x W_in + b_in + r (h W_hn + b_hn)), as torch and cuDNN compute it.
 
     On the GPU one cuDNN RNN call runs it (cudnnRNNForward; its gradient cudnnRNNBackwardData_v8 /
@@ -710,7 +711,7 @@ def Rfuse_RecurrentOp : Rfuse_Op<"recurrent", [Pure, DeclareOpInterfaceMethods<R
 
     Example:
     ```mlir
-    %y, %hn, %cn = rfuse.recurrent %x, %h0 cell %c0 weights %wih, %whh, %bih, %bhh mode = lstm : (tensor<8x5x3xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<16x3xf32>, tensor<16x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x5x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+    %y, %hn, %cn = rfuse.recurrent %x, %h0 cell %c0 weights %wih, %whh, %bih, %bhh mode = lstm : (tensor<5x8x3xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<16x3xf32>, tensor<16x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<5x8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
     ```
   }];
   let arguments = (ins Rfuse_RecurrentModeAttr:$mode, Rfuse_FloatTensor:$x, Rfuse_FloatTensor:$h0,
@@ -726,7 +727,7 @@ def Rfuse_RecurrentOp : Rfuse_Op<"recurrent", [Pure, DeclareOpInterfaceMethods<R
 def Rfuse_RecurrentBackwardOp : Rfuse_Op<"recurrent_backward", [Pure, AttrSizedOperandSegments]> {
   let summary = "The gradients of rfuse.recurrent's input, initial state, weights and biases.";
   let description = [{
-    From the forward's operands and the cotangents of its results (`grad_y` [B, T, H], `grad_h_n`
+    From the forward's operands and the cotangents of its results (`grad_y` [T, B, H], `grad_h_n`
     [B, H] and, for an LSTM, `grad_c_n`): `grad_x`, `grad_h0` (`grad_c0`), `grad_w_ih`,
     `grad_w_hh`, `grad_b_ih`, `grad_b_hh`, each of its operand's type (backpropagation through
     time; `grad_b_ih` equals `grad_b_hh` except for the GRU's n gate). On the GPU the forward is
