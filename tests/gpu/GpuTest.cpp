@@ -317,7 +317,9 @@ TEST_F(Gpu, RecurrentLayersThroughCudnnEqualTheInterpreter) {
         auto forward = compileProgram(text, "default");
         auto gradient = compileGradientProgram(text, "default", GradientRequest{});
         std::vector<HostTensor> ref = interpretText(text, "main", in), gref = gradient->run(in, Device::Cpu);
-        double tol = dt == DType::F32 ? 2e-5 : 1e-10;
+        // (f32: cuDNN's persistent kernels sum in another order than the standard algorithm's
+        // products: up to 4e-5 measured on an H100)
+        double tol = dt == DType::F32 ? 1e-4 : 1e-10;
         for (int rep = 0; rep < 3; ++rep) {
           std::vector<HostTensor> got = forward->run(in, Device::Cuda), ggot = gradient->run(in, Device::Cuda);
           ASSERT_EQ(got.size(), ref.size()) << what;

@@ -191,6 +191,7 @@ const CudnnApi &cudnn() {
     RF_BIND(cudnnCreateRNNDataDescriptor, "cudnnCreateRNNDataDescriptor");
     RF_BIND(cudnnDestroyRNNDataDescriptor, "cudnnDestroyRNNDataDescriptor");
     RF_BIND(cudnnSetRNNDataDescriptor, "cudnnSetRNNDataDescriptor");
+    RF_BIND(cudnnBuildRNNDynamic, "cudnnBuildRNNDynamic");
     RF_BIND(cudnnGetRNNWeightSpaceSize, "cudnnGetRNNWeightSpaceSize");
     RF_BIND(cudnnGetRNNTempSpaceSizes, "cudnnGetRNNTempSpaceSizes");
     RF_BIND(cudnnGetRNNWeightParams, "cudnnGetRNNWeightParams");

@@ -201,6 +201,7 @@ struct CudnnApi {
   cudnnStatus_t (*cudnnDestroyRNNDataDescriptor)(cudnnRNNDataDescriptor_t);
   cudnnStatus_t (*cudnnSetRNNDataDescriptor)(cudnnRNNDataDescriptor_t, cudnnDataType_t, cudnnRNNDataLayout_t, int, int,
                                              int, const int *, void *);
+  cudnnStatus_t (*cudnnBuildRNNDynamic)(cudnnHandle_t, cudnnRNNDescriptor_t, int);
   cudnnStatus_t (*cudnnGetRNNWeightSpaceSize)(cudnnHandle_t, cudnnRNNDescriptor_t, size_t *);
   cudnnStatus_t (*cudnnGetRNNTempSpaceSizes)(cudnnHandle_t, cudnnRNNDescriptor_t, cudnnForwardMode_t,
                                              cudnnRNNDataDescriptor_t, size_t *, size_t *);

@@ -628,6 +628,11 @@ cudnnStatus_t CudnnRecurrent::prepare(Device &dev, const codegen::RecurrentCall 
                                                       CUDNN_RNN_PADDED_IO_ENABLED);
       st != CUDNN_STATUS_SUCCESS)
     return st;
+  // The dynamic persistent algorithm's kernels are compiled for the batch size first (without
+  // this cuDNN runs them unbuilt and returns wrong values, not an error).
+  if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
+    if (cudnnStatus_t st = api.cudnnBuildRNNDynamic(dev.dnn(), rnn, (int)c.batch); st != CUDNN_STATUS_SUCCESS)
+      return st;
   hostSeqLengths.assign((size_t)c.batch, (int32_t)c.steps);
   ok(api.cudnnCreateRNNDataDescriptor(&xDesc), "CreateRNNDataDescriptor");
   ok(api.cudnnCreateRNNDataDescriptor(&yDesc), "CreateRNNDataDescriptor");
