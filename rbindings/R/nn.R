@@ -767,7 +767,9 @@ nn_softmax <- activation("nn_softmax", nnf_softmax, alist(dim = ))
 nn_log_softmax <- activation("nn_log_softmax", nnf_log_softmax, alist(dim = ))
 
 # ---- Recurrent layers ----------------------------------------------------------------------
-# Unrolled over the (static) sequence length: one matrix product computes every time step's
+# Programs traced for a GPU run each layer and direction as one rfuse.recurrent op (cuDNN's RNN
+# call, its gradient cuDNN's backward calls; see recurrent_library). Elsewhere the layer is
+# unrolled over the (static) sequence length: one matrix product computes every time step's
 # input projection, then each step is a handful of fused kernels. Parameters are named and
 # laid out as torch's (weight_ih_l0, weight_hh_l0_reverse, ...; gates i, f, g, o for the LSTM
 # and r, z, n for the GRU), so state dicts interchange.
