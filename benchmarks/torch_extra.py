@@ -6,13 +6,8 @@ import torch, torch.nn.functional as F, torchvision
 torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
 dev = "cuda"; res = {}
-def bench(fn, iters=30, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize(); ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts)//2]
+from torch_timing import bench as bench_median
+def bench(fn, iters=30, warm=5): return bench_median(fn, iters, warm)
 rn = torchvision.models.resnet18(num_classes=10).to(dev).to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(rn.parameters(), lr=0.1, momentum=0.9)
 xi = torch.randn(256, 3, 32, 32, device=dev).to(memory_format=torch.channels_last)

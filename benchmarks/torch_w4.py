@@ -4,13 +4,7 @@
 import time
 import torch, torch.nn.functional as F
 
-def bench(fn, iters=50, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize(); ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts) // 2]
+from torch_timing import bench
 
 xl = torch.randn(8192, 4096, device="cuda"); g = torch.randn(4096, device="cuda"); bb = torch.randn(4096, device="cuda")
 def w4(): return F.gelu(F.layer_norm(xl, (4096,), g, bb)) * 1.5 + xl

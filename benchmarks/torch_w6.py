@@ -7,13 +7,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
 
-def bench(fn, iters=50, warm=5):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize(); ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts) // 2]
+from torch_timing import bench
 
 def rec(name, key, fn):
     t0 = time.time(); fn(); torch.cuda.synchronize(); first = time.time() - t0

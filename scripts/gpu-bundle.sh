@@ -26,7 +26,7 @@ R CMD INSTALL --preclean --no-test-load --library="$stage/rfuse/R-library" rbind
   { cat "$stage/rfuse/R-install.log"; exit 1; }
 cp -r rbindings/tests "$stage/rfuse/R-tests"
 cp benchmarks/r-bench.R scripts/r-on-gpu-box.sh "$stage/rfuse/"
-cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" "$shared/device/torch_best.py" benchmarks/compare.py benchmarks/torch_extra.py benchmarks/torch_w4.py \
+cp "$shared/device/torch_baselines.py" "$shared/device/torch_baselines2.py" "$shared/device/torch_best.py" benchmarks/compare.py benchmarks/torch_extra.py benchmarks/torch_w4.py benchmarks/torch_timing.py \
    scripts/gpu-run.sh "$stage/rfuse/"
 tar -C "$stage" -cf - rfuse | xz -T2 "-${RFUSE_XZ_LEVEL:-6}" > .bundle/rfuse-gpu.tar.xz
 ls -la .bundle/rfuse-gpu.tar.xz

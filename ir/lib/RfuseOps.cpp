@@ -520,11 +520,16 @@ static LogicalResult verifyRecurrentOperands(Operation *op, RecurrentMode mode, 
   return success();
 }
 
+// The output of every step, [T, B, H], in x's element type.
+static RankedTensorType recurrentOutputType(RankedTensorType x, RankedTensorType h) {
+  return RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType());
+}
+
 LogicalResult RecurrentOp::verify() {
   if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
     return failure();
   auto x = getX().getType(), h = getH0().getType();
-  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType()); // [T, B, H]
+  auto y = recurrentOutputType(x, h);
   if (getY().getType() != y || getHN().getType() != h || (bool)getCN() != (bool)getC0() ||
       (getCN() && getCN().getType() != h))
     return emitOpError("results must be y ") << y << ", h_n " << h << (getC0() ? " and c_n of h0's type" : "");
@@ -535,7 +540,7 @@ LogicalResult RecurrentBackwardOp::verify() {
   if (failed(verifyRecurrentOperands(*this, getMode(), getX(), getH0(), getC0(), getWIh(), getWHh(), getBIh(), getBHh())))
     return failure();
   auto x = getX().getType(), h = getH0().getType();
-  auto y = RankedTensorType::get({x.getShape()[0], x.getShape()[1], h.getShape()[1]}, x.getElementType()); // [T, B, H]
+  auto y = recurrentOutputType(x, h);
   if (getGradY().getType() != y || getGradHN().getType() != h || (bool)getGradCN() != (bool)getC0() ||
       (getGradCN() && getGradCN().getType() != h))
     return emitOpError("needs grad_y ") << y << " and grad_h_n " << h << (getC0() ? " and grad_c_n" : "");
