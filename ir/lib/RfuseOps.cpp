@@ -232,9 +232,11 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
-OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getResult().getType())
     return getInput();
+  if (auto splat = llvm::dyn_cast_if_present<SplatElementsAttr>(adaptor.getInput()))
+    return SplatElementsAttr::get(getResult().getType(), splat.getSplatValue<Attribute>());
   if (auto inner = getInput().getDefiningOp<ReshapeOp>()) { // reshape(reshape(x)) = reshape(x)
     getInputMutable().assign(inner.getInput());
     return getResult();
@@ -591,9 +593,12 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
-OpFoldResult TransposeOp::fold(FoldAdaptor) {
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   if (llvm::equal(getPerm(), llvm::seq<int64_t>(0, getPerm().size())))
     return getInput();
+  // One value everywhere, in any order (a zero initial state in R's layout, say).
+  if (auto splat = llvm::dyn_cast_if_present<SplatElementsAttr>(adaptor.getInput()))
+    return SplatElementsAttr::get(getResult().getType(), splat.getSplatValue<Attribute>());
   // transpose(transpose(x, p1), p2) = transpose(x, p1 . p2): result dim i is x dim p1[p2[i]].
   if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
     SmallVector<int64_t> perm;

@@ -90,10 +90,11 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
 }
 
 // Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and
-// runs it twice (the second a replayed graph); every output must equal the interpreter's.
+// runs it twice (the second a replayed graph); every output must equal the interpreter's (within
+// the dtype's tolerance, or `tol`).
 void expectArtifactMatchesInterpreter(const std::string &name, const std::string &text,
                                       const std::vector<HostTensor> &inputs, const ExportOptions &options,
-                                      const std::string &expectDescription) {
+                                      const std::string &expectDescription, double tol = 0) {
   std::string path = std::string(::testing::TempDir()) + "/rfuse_gpu_artifact.rfuse";
   compileProgram(text, "default")->exportArtifact(path, options);
   rfuse_rt_program *p = nullptr;
@@ -129,7 +130,7 @@ void expectArtifactMatchesInterpreter(const std::string &name, const std::string
         num += (got.f[k] - ref[i].f[k]) * (got.f[k] - ref[i].f[k]);
         den += ref[i].f[k] * ref[i].f[k];
       }
-      EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(ref[i].dtype)) << name << " output " << i;
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tol > 0 ? tol : tolerance(ref[i].dtype)) << name << " output " << i;
     }
   }
   rfuse_rt_free(p);
@@ -332,6 +333,11 @@ TEST_F(Gpu, RecurrentLayersThroughCudnnEqualTheInterpreter) {
       }
   }
   setOption("cudnn_rnn_algo", "auto");
+  // Deployed: an exported LSTM layer runs through rfuse_rt like the interpreter.
+  test::RecurrentCase lstm{"lstm", 16, 5, 8, 32};
+  expectArtifactMatchesInterpreter("lstm artifact", test::recurrentModule(lstm, DType::F32, false),
+                                   test::recurrentInputs(lstm, DType::F32, 9), {{cuda::deviceInfo().arch()}, true},
+                                   "(cubins)", 1e-4);
 }
 
 // A small ResNet's SGD-momentum training step (strided and 1x1 convolutions, batch norm, the

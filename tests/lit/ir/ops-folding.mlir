@@ -1,7 +1,7 @@
 // The folders: x * 1 -> x (and the other exact identities of add, sub, div), a same-type cast /
 // reshape / broadcast_in_dim -> its input, the identity transpose, chains of transposes, reshapes
-// and broadcasts, and a broadcast of a splat constant -> a splat constant. Negative cases check
-// that nothing else folds.
+// and broadcasts, and a splat constant broadcast, transposed or reshaped -> a splat constant.
+// Negative cases check that nothing else folds.
 // RUN: rfuse-opt %s --canonicalize | FileCheck %s
 // The folded IR still round-trips.
 // RUN: rfuse-opt %s --canonicalize | rfuse-opt --mlir-print-op-generic | rfuse-opt | FileCheck %s
@@ -265,4 +265,18 @@ func.func @pow_small_integers(%x: tensor<4xf32>, %d: tensor<4xf64>)
   %4 = rfuse.pow %d, %dthree : tensor<4xf64>
   %5 = rfuse.pow %x, %half : tensor<4xf32>
   return %0, %1, %2, %3, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, tensor<4xf64>, tensor<4xf32>
+}
+
+// A splat constant transposed or reshaped is the splat of the new shape (no kernel runs for a
+// zero initial state moved into another layout).
+// CHECK-LABEL: func.func @splat_moves
+// CHECK-NEXT: %[[T:.+]] = rfuse.constant dense<0.000000e+00> : tensor<8x16xf32>
+// CHECK-NEXT: %[[R:.+]] = rfuse.constant dense<2.500000e+00> : tensor<4x32xf32>
+// CHECK-NEXT: return %[[T]], %[[R]]
+func.func @splat_moves() -> (tensor<8x16xf32>, tensor<4x32xf32>) {
+  %z = rfuse.constant dense<0.0> : tensor<16x8xf32>
+  %t = rfuse.transpose %z, perm = [1, 0] : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %c = rfuse.constant dense<2.5> : tensor<16x8xf32>
+  %r = rfuse.reshape %c : (tensor<16x8xf32>) -> tensor<4x32xf32>
+  return %t, %r : tensor<8x16xf32>, tensor<4x32xf32>
 }
