@@ -188,13 +188,67 @@ struct ReshapeOfUnitSlice : Counted<ReshapeOp> {
   }
 };
 
+// slice(reshape(transpose(y))) where the reshape merges two adjacent dims k, k + 1 of the
+// transpose's result and the slice takes whole runs of dim k + 1 from the merged dim (its start
+// and limit multiples of that dim's size, steps of 1): reshape(transpose(slice(y))), so that only
+// the slice is moved (R code reading one time step of a time-first output in R's layout: the
+// whole output was transposed for the one step). Only where the reshape and the transpose have
+// no other reader (else the large transpose is made anyway).
+struct SliceOfMergedTranspose : Counted<SliceOp> {
+  using Counted::Counted;
+  LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
+    auto r = s.getInput().getDefiningOp<ReshapeOp>();
+    auto t = r ? r.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
+    if (!t || !r->hasOneUse() || !t->hasOneUse())
+      return failure();
+    ArrayRef<int64_t> in = tensorOf(t.getResult()).getShape(), merged = tensorOf(r.getResult()).getShape();
+    if (merged.size() + 1 != in.size())
+      return failure();
+    int64_t k = -1;
+    for (size_t d = 0; d < merged.size(); ++d)
+      if (merged[d] != in[d]) {
+        k = d;
+        break;
+      }
+    if (k < 0 || merged[k] != in[k] * in[k + 1] ||
+        ArrayRef<int64_t>(merged).drop_front(k + 1) != ArrayRef<int64_t>(in).drop_front(k + 2))
+      return failure();
+    Window o(s);
+    int64_t run = in[k + 1];
+    if (o.strides[k] != 1 || o.start[k] % run || o.limit[k] % run || run == 0)
+      return failure();
+    Window w; // over the transpose's result: dim k in runs, dim k + 1 whole
+    for (size_t d = 0; d < in.size(); ++d) {
+      int64_t from = (int64_t)d < k ? d : (int64_t)d == k ? k : (int64_t)d == k + 1 ? -1 : d - 1;
+      w.start.push_back(from < 0 ? 0 : (int64_t)d == k ? o.start[k] / run : o.start[from]);
+      w.limit.push_back(from < 0 ? run : (int64_t)d == k ? o.limit[k] / run : o.limit[from]);
+      w.strides.push_back(from < 0 ? 1 : o.strides[from]);
+    }
+    ArrayRef<int64_t> perm = t.getPerm();
+    Window x; // over the transpose's input: result dim i is input dim perm[i]
+    x.start.resize(perm.size());
+    x.limit.resize(perm.size());
+    x.strides.resize(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      x.start[perm[i]] = w.start[i];
+      x.limit[perm[i]] = w.limit[i];
+      x.strides[perm[i]] = w.strides[i];
+    }
+    Value v = b.create<TransposeOp>(s.getLoc(), slice(b, s.getLoc(), t.getInput(), x), perm);
+    b.replaceOpWithNewOp<ReshapeOp>(s, s.getResult().getType(), v);
+    ++count;
+    return success();
+  }
+};
+
 struct SinkSlicesPass : impl::SinkSlicesBase<SinkSlicesPass> {
   using SinkSlicesBase::SinkSlicesBase;
   void runOnOperation() override {
     int64_t count = 0;
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<ComposeSlices, SliceOfBroadcast, SliceOfTranspose, SliceOfPointwise, ReshapeOfUnitSlice>(ctx, count);
+    patterns.add<ComposeSlices, SliceOfBroadcast, SliceOfTranspose, SliceOfPointwise, ReshapeOfUnitSlice,
+                 SliceOfMergedTranspose>(ctx, count);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     numSunk += count;

@@ -1,7 +1,8 @@
 // rfuse-sink-slices: slices move above the pointwise ops, broadcasts and transposes they read
 // (an LSTM step's four gate slices of `x_t W + h U + b` become sums of slices of the inputs),
-// slices of slices compose, and x[, t, ] of an [A, T, B] array reshaped to [A, B] becomes a
-// column range of its [A, T * B] view.
+// slices of slices compose, x[, t, ] of an [A, T, B] array reshaped to [A, B] becomes a
+// column range of its [A, T * B] view, and such a column range of a transposed value's view
+// moves above the transpose.
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-sink-slices))' | FileCheck %s
 // RUN: rfuse-opt %s --pass-pipeline='builtin.module(func.func(rfuse-sink-slices))' | rfuse-opt --mlir-print-op-generic | rfuse-opt | FileCheck %s
 
@@ -68,4 +69,29 @@ func.func @kept(%x: tensor<4x6xf32>, %y: tensor<4x3x5xf32>) -> (tensor<4xf32>, t
   %b = rfuse.slice %y {start = array<i64: 0, 1, 0>, limit = array<i64: 4, 2, 5>, strides = array<i64: 1, 1, 1>} : (tensor<4x3x5xf32>) -> tensor<4x1x5xf32>
   %br = rfuse.reshape %b : (tensor<4x1x5xf32>) -> tensor<20xf32>
   return %ar, %br : tensor<4xf32>, tensor<20xf32>
+}
+
+// One time step of a time-first [T, B, H] output read in R's layout ([H, T, B], viewed as
+// [H, T * B]): only that step is transposed (the slice moves above the transpose and the view).
+// CHECK-LABEL: func.func @last_step_of_a_transposed_output
+// CHECK-NEXT: %[[S:.*]] = rfuse.slice %arg0 {limit = array<i64: 6, 8, 16>, start = array<i64: 5, 0, 0>, strides = array<i64: 1, 1, 1>} : (tensor<6x8x16xf32>) -> tensor<1x8x16xf32>
+// CHECK-NEXT: %[[T:.*]] = rfuse.transpose %[[S]], perm = [2, 0, 1] : (tensor<1x8x16xf32>) -> tensor<16x1x8xf32>
+// CHECK-NEXT: %[[R:.*]] = rfuse.reshape %[[T]] : (tensor<16x1x8xf32>) -> tensor<16x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @last_step_of_a_transposed_output(%y: tensor<6x8x16xf32>) -> tensor<16x8xf32> {
+  %t = rfuse.transpose %y, perm = [2, 0, 1] : (tensor<6x8x16xf32>) -> tensor<16x6x8xf32>
+  %v = rfuse.reshape %t : (tensor<16x6x8xf32>) -> tensor<16x48xf32>
+  %s = rfuse.slice %v {limit = array<i64: 16, 48>, start = array<i64: 0, 40>, strides = array<i64: 1, 1>} : (tensor<16x48xf32>) -> tensor<16x8xf32>
+  return %s : tensor<16x8xf32>
+}
+
+// The transposed output read twice: nothing moves (the transpose is made anyway).
+// CHECK-LABEL: func.func @transposed_output_read_twice
+// CHECK: rfuse.transpose %arg0
+// CHECK: rfuse.slice %{{.*}} {limit = array<i64: 16, 48>, start = array<i64: 0, 40>
+func.func @transposed_output_read_twice(%y: tensor<6x8x16xf32>) -> (tensor<16x8xf32>, tensor<16x6x8xf32>) {
+  %t = rfuse.transpose %y, perm = [2, 0, 1] : (tensor<6x8x16xf32>) -> tensor<16x6x8xf32>
+  %v = rfuse.reshape %t : (tensor<16x6x8xf32>) -> tensor<16x48xf32>
+  %s = rfuse.slice %v {limit = array<i64: 16, 48>, start = array<i64: 0, 40>, strides = array<i64: 1, 1>} : (tensor<16x48xf32>) -> tensor<16x8xf32>
+  return %s, %t : tensor<16x8xf32>, tensor<16x6x8xf32>
 }
