@@ -766,7 +766,7 @@ cudnnStatus_t CudnnRecurrent::execute(Device &dev, const codegen::RecurrentCall 
 void CudnnRecurrent::run(Device &dev, const codegen::RecurrentCall &c, const std::vector<CUdeviceptr> &ins,
                          const std::vector<CUdeviceptr> &outs, bool tf32, const std::string &algorithm) {
   bool first = !ready || preparedTf32 != tf32;
-  FirstCallTimer timer(first, c.backward ? "cudnn rnn backward" : "cudnn rnn");
+  FirstCallTimer timer(first, c.backward ? "cuDNN RNN gradient" : "cuDNN RNN");
   if (first) {
     cudnnRNNAlgo_t wanted = rnnAlgorithm(algorithm, c);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
