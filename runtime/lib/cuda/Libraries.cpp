@@ -565,15 +565,6 @@ cudnnRNNAlgo_t rnnAlgorithm(const std::string &name, const codegen::RecurrentCal
 
 CudnnRecurrent::~CudnnRecurrent() { destroy(); }
 
-const char *CudnnRecurrent::algorithmName() const {
-  switch (algo) {
-  case CUDNN_RNN_ALGO_PERSIST_STATIC: return "persist_static";
-  case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: return "persist_static_small_h";
-  case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: return "persist_dynamic";
-  default: return "standard";
-  }
-}
-
 void CudnnRecurrent::destroy() {
   const CudnnApi &api = cudnn();
   if (rnn)

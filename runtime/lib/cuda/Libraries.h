@@ -86,8 +86,6 @@ public:
   ~CudnnRecurrent();
   void run(Device &dev, const codegen::RecurrentCall &call, const std::vector<CUdeviceptr> &ins,
            const std::vector<CUdeviceptr> &outs, bool tf32, const std::string &algorithm);
-  /// The algorithm the layer runs with ("standard", "persist_static", ...), once it has run.
-  const char *algorithmName() const;
 
 private:
   cudnnRNNDescriptor_t rnn = nullptr;
