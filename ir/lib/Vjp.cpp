@@ -444,14 +444,9 @@ LogicalResult RecurrentOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGr
   Emit e{builder, getLoc()};
   auto cotangent = [&](unsigned k) { return resultGrads[k] ? resultGrads[k] : e.zero(getResult(k)); };
   Value gcn = getCN() ? cotangent(2) : Value();
-  SmallVector<Type> types = {getX().getType(), getH0().getType()};
-  if (getC0())
-    types.push_back(getC0().getType());
-  for (Value w : {getWIh(), getWHh(), getBIh(), getBHh()})
-    types.push_back(w.getType());
-  auto bw = builder.create<RecurrentBackwardOp>(getLoc(), types, getModeAttr(), getX(), getH0(), getC0(), getWIh(),
-                                                getWHh(), getBIh(), getBHh(), cotangent(0), cotangent(1), gcn);
   // Operands and results both run x, h0, (c0), w_ih, w_hh, b_ih, b_hh.
+  auto bw = builder.create<RecurrentBackwardOp>(getLoc(), getOperandTypes(), getModeAttr(), getX(), getH0(), getC0(), getWIh(),
+                                                getWHh(), getBIh(), getBHh(), cotangent(0), cotangent(1), gcn);
   for (unsigned i = 0; i < getNumOperands(); ++i)
     operandGrads[i] = bw->getResult(i);
   return success();

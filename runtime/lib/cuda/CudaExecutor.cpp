@@ -147,12 +147,6 @@ struct GpuProgram::Impl : runtime::StepBackend {
   void runLibrary(StepLoop &loop, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &products) override {
     const LibraryCall &call = *plan.steps[i].library;
     Buffer product = products[0];
-    if (call.kind == LibraryCall::Kind::Recurrent) {
-      state[i].recurrent->run(dev, call.recurrent, std::vector<CUdeviceptr>(ins.begin(), ins.end()),
-                              std::vector<CUdeviceptr>(products.begin(), products.end()), options.tf32,
-                              options.cudnnRnnAlgo);
-      return;
-    }
     // Zero extents: an empty result, or (k = 0) zeros, without calling the library.
     if (call.productBytes() == 0)
       return;
@@ -183,8 +177,11 @@ struct GpuProgram::Impl : runtime::StepBackend {
     case LibraryCall::Kind::Pool:
       state[i].pool->run(dev, call.pool, std::vector<CUdeviceptr>(ins.begin(), ins.end()), product);
       break;
-    case LibraryCall::Kind::Recurrent:
-      break; // (above)
+    case LibraryCall::Kind::Recurrent: // (every output of the step; the plan refuses empty layers)
+      state[i].recurrent->run(dev, call.recurrent, std::vector<CUdeviceptr>(ins.begin(), ins.end()),
+                              std::vector<CUdeviceptr>(products.begin(), products.end()), options.tf32,
+                              options.cudnnRnnAlgo);
+      break;
     }
   }
 

@@ -675,23 +675,15 @@ cudnnStatus_t CudnnRecurrent::prepare(Device &dev, const codegen::RecurrentCall 
     bool input = layer < G;
     size_t gate = (size_t)(input ? layer : layer - G), k = input ? (size_t)c.inputSize : H;
     auto add = [&](int operand, size_t operandOffset, void *at, size_t bytes) {
-      size_t spaceOffset = (size_t)((CUdeviceptr)at - weights);
-      if (!parts.empty()) {
-        Part &p = parts.back();
-        if (p.operand == operand && p.operandOffset + p.bytes == operandOffset && p.spaceOffset + p.bytes == spaceOffset) {
-          p.bytes += bytes;
-          return;
-        }
-      }
-      parts.push_back({operand, operandOffset, spaceOffset, bytes});
+      parts.push_back({operand, operandOffset, (size_t)((CUdeviceptr)at - weights), bytes});
     };
     add(input ? 0 : 1, gate * H * k * es, m, H * k * es);
     add(input ? 2 : 3, gate * H * es, b, H * es);
   }
   api.cudnnDestroyTensorDescriptor(mDesc);
   api.cudnnDestroyTensorDescriptor(bDesc);
-  // Parts of one operand may alternate with another's (matrix, bias, matrix, ...): merge again
-  // after ordering by operand.
+  // Adjacent parts of one operand merged (cuDNN may lay matrices and biases out alternately):
+  // ordered by operand first.
   std::stable_sort(parts.begin(), parts.end(), [](const Part &a, const Part &b) {
     return a.operand != b.operand ? a.operand < b.operand : a.operandOffset < b.operandOffset;
   });

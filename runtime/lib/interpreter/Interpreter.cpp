@@ -34,16 +34,6 @@ using namespace mlir;
 namespace rfuse {
 namespace {
 
-interp::Cell cellOf(RecurrentMode m) {
-  switch (m) {
-  case RecurrentMode::lstm: return interp::Cell::Lstm;
-  case RecurrentMode::gru: return interp::Cell::Gru;
-  case RecurrentMode::rnn_tanh: return interp::Cell::RnnTanh;
-  case RecurrentMode::rnn_relu: return interp::Cell::RnnRelu;
-  }
-  return interp::Cell::Lstm;
-}
-
 std::string describe(Operation *op) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -251,8 +241,8 @@ private:
         .Case([&](MatmulOp m) { return std::vector<HostTensor>{matmul(m, in[0], in[1])}; })
         .Case([&](AttentionOp a) { return attention(a, in); })
         .Case([&](AttentionBackwardOp a) { return attentionBackward(a, in); })
-        .Case([&](RecurrentOp r) { return interp::recurrentForward(cellOf(r.getMode()), in); })
-        .Case([&](RecurrentBackwardOp r) { return interp::recurrentBackward(cellOf(r.getMode()), in); })
+        .Case([&](RecurrentOp r) { return interp::recurrentForward(r.getMode(), in); })
+        .Case([&](RecurrentBackwardOp r) { return interp::recurrentBackward(r.getMode(), in); })
         .Case([&](SolveOp s) { return std::vector<HostTensor>{solve(s, in[0], in[1])}; })
         .Case([&](CholeskyOp c) {
           HostTensor out = alloc(c.getResult());

@@ -10,11 +10,13 @@ double sigmoid(double a) { return 1 / (1 + std::exp(-a)); }
 
 struct Dims {
   int64_t B, T, I, H, G;
+  int64_t A; ///< activations a step keeps per batch row (GRU: 4 H, else G H)
 };
 
-Dims dimsOf(Cell cell, const std::vector<HostTensor> &in) {
-  return {in[0].shape[1], in[0].shape[0], in[0].shape[2], in[1].shape[1], // (x is [T, B, I])
-          cell == Cell::Lstm ? 4 : cell == Cell::Gru ? 3 : 1};
+Dims dimsOf(RecurrentMode cell, const std::vector<HostTensor> &in) {
+  int64_t H = in[1].shape[1], G = cell == RecurrentMode::lstm ? 4 : cell == RecurrentMode::gru ? 3 : 1;
+  return {in[0].shape[1], in[0].shape[0], in[0].shape[2], H, G, // (x is [T, B, I])
+          cell == RecurrentMode::gru ? 4 * H : G * H};
 }
 
 // out[g] = b[g] + sum_k w[g, k] v[k] for the G H rows of w.
@@ -28,18 +30,18 @@ void affine(const HostTensor &w, const HostTensor &b, const double *v, int64_t k
   }
 }
 
-// One batch row's forward over every step, keeping what the backward pass needs: the state
-// before each step (h, c) and the step's activations (LSTM: i f g o; GRU: r z n and the hidden
-// part of n's pre-activation; RNN: the new state).
+// One batch row's forward over every step, keeping what the backward pass needs: the states h_0
+// .. h_T (and c_0 .. c_T) and, with `keep`, each step's activations (LSTM: i f g o; GRU: r z n and
+// the hidden part of n's pre-activation; RNN: the new state).
 struct Trace {
   std::vector<double> h, c, act;
 };
 
-Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b, bool keep) {
+Trace run(RecurrentMode cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b, bool keep) {
   const HostTensor &x = in[0], &h0 = in[1];
-  bool lstm = cell == Cell::Lstm;
+  bool lstm = cell == RecurrentMode::lstm;
   const HostTensor &wih = in[lstm ? 3 : 2], &whh = in[lstm ? 4 : 3], &bih = in[lstm ? 5 : 4], &bhh = in[lstm ? 6 : 5];
-  int64_t H = d.H, GH = d.G * H, A = cell == Cell::Gru ? 4 * H : GH;
+  int64_t H = d.H, GH = d.G * H;
   Trace t;
   std::vector<double> h(&h0.f[b * H], &h0.f[(b + 1) * H]), c(H, 0.0), gx(GH), gh(GH);
   if (lstm)
@@ -50,13 +52,13 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
   if (lstm)
     t.c.insert(t.c.end(), c.begin(), c.end());
   if (keep)
-    t.act.reserve(d.T * A);
+    t.act.reserve(d.T * d.A);
   for (int64_t s = 0; s < d.T; ++s) {
     affine(wih, bih, &x.f[(s * d.B + b) * d.I], d.I, GH, gx.data());
     affine(whh, bhh, h.data(), H, GH, gh.data());
     for (int64_t j = 0; j < H; ++j) {
       switch (cell) {
-      case Cell::Lstm: {
+      case RecurrentMode::lstm: {
         double i = sigmoid(gx[j] + gh[j]), f = sigmoid(gx[H + j] + gh[H + j]), g = std::tanh(gx[2 * H + j] + gh[2 * H + j]),
                o = sigmoid(gx[3 * H + j] + gh[3 * H + j]);
         c[j] = f * c[j] + i * g;
@@ -65,7 +67,7 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
           t.act.insert(t.act.end(), {i, f, g, o});
         break;
       }
-      case Cell::Gru: {
+      case RecurrentMode::gru: {
         double r = sigmoid(gx[j] + gh[j]), z = sigmoid(gx[H + j] + gh[H + j]),
                n = std::tanh(gx[2 * H + j] + r * gh[2 * H + j]);
         if (keep)
@@ -73,11 +75,11 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
         h[j] = (1 - z) * n + z * h[j];
         break;
       }
-      case Cell::RnnTanh: h[j] = std::tanh(gx[j] + gh[j]); break;
-      case Cell::RnnRelu: h[j] = std::max(gx[j] + gh[j], 0.0); break;
+      case RecurrentMode::rnn_tanh: h[j] = std::tanh(gx[j] + gh[j]); break;
+      case RecurrentMode::rnn_relu: h[j] = std::max(gx[j] + gh[j], 0.0); break;
       }
     }
-    if (keep && (cell == Cell::RnnTanh || cell == Cell::RnnRelu))
+    if (keep && (cell == RecurrentMode::rnn_tanh || cell == RecurrentMode::rnn_relu))
       t.act.insert(t.act.end(), h.begin(), h.end());
     t.h.insert(t.h.end(), h.begin(), h.end());
     if (lstm)
@@ -88,7 +90,7 @@ Trace run(Cell cell, const Dims &d, const std::vector<HostTensor> &in, int64_t b
 
 } // namespace
 
-std::vector<HostTensor> recurrentForward(Cell cell, const std::vector<HostTensor> &in) {
+std::vector<HostTensor> recurrentForward(RecurrentMode cell, const std::vector<HostTensor> &in) {
   Dims d = dimsOf(cell, in);
   DType dt = in[0].dtype;
   HostTensor y(dt, {d.T, d.B, d.H}), hn(dt, {d.B, d.H}), cn(dt, {d.B, d.H});
@@ -99,18 +101,18 @@ std::vector<HostTensor> recurrentForward(Cell cell, const std::vector<HostTensor
         y.set((s * d.B + b) * d.H + j, t.h[(s + 1) * d.H + j]);
     for (int64_t j = 0; j < d.H; ++j) {
       hn.set(b * d.H + j, t.h[d.T * d.H + j]);
-      if (cell == Cell::Lstm)
+      if (cell == RecurrentMode::lstm)
         cn.set(b * d.H + j, t.c[d.T * d.H + j]);
     }
   }
-  if (cell == Cell::Lstm)
+  if (cell == RecurrentMode::lstm)
     return {y, hn, cn};
   return {y, hn};
 }
 
-std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTensor> &in) {
+std::vector<HostTensor> recurrentBackward(RecurrentMode cell, const std::vector<HostTensor> &in) {
   Dims d = dimsOf(cell, in);
-  bool lstm = cell == Cell::Lstm;
+  bool lstm = cell == RecurrentMode::lstm;
   size_t w0 = lstm ? 3 : 2, g0 = w0 + 4;
   const HostTensor &x = in[0], &wih = in[w0], &whh = in[w0 + 1];
   const HostTensor &gy = in[g0], &ghn = in[g0 + 1];
@@ -125,11 +127,11 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
       dc[j] = lstm ? in[g0 + 2].f[b * H + j] : 0.0;
     }
     for (int64_t s = d.T - 1; s >= 0; --s) {
-      const double *hprev = &t.h[s * H], *act = &t.act[s * (cell == Cell::Gru ? 4 * H : GH)];
+      const double *hprev = &t.h[s * H], *act = &t.act[s * d.A];
       for (int64_t j = 0; j < H; ++j) {
         double g = dh[j] + gy.f[(s * d.B + b) * H + j];
         switch (cell) {
-        case Cell::Lstm: {
+        case RecurrentMode::lstm: {
           double i = act[4 * j], f = act[4 * j + 1], gg = act[4 * j + 2], o = act[4 * j + 3];
           double c = t.c[(s + 1) * H + j], cprev = t.c[s * H + j];
           double tc = std::tanh(c), dcs = dc[j] + g * o * (1 - tc * tc);
@@ -141,7 +143,7 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
           dprev[j] = 0;
           break;
         }
-        case Cell::Gru: {
+        case RecurrentMode::gru: {
           double r = act[4 * j], z = act[4 * j + 1], n = act[4 * j + 2], hn = act[4 * j + 3];
           double dn = g * (1 - z) * (1 - n * n);
           dgx[j] = dn * hn * r * (1 - r);
@@ -153,19 +155,19 @@ std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTenso
           dprev[j] = g * z;
           break;
         }
-        case Cell::RnnTanh: {
+        case RecurrentMode::rnn_tanh: {
           double hn = act[j];
           dgx[j] = g * (1 - hn * hn);
           dprev[j] = 0;
           break;
         }
-        case Cell::RnnRelu:
+        case RecurrentMode::rnn_relu:
           dgx[j] = act[j] > 0 ? g : 0.0;
           dprev[j] = 0;
           break;
         }
       }
-      if (cell != Cell::Gru)
+      if (cell != RecurrentMode::gru)
         dgh = dgx;
       const double *xs = &x.f[(s * d.B + b) * d.I];
       for (int64_t r = 0; r < GH; ++r) {

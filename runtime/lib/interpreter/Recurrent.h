@@ -3,20 +3,19 @@
 #ifndef RFUSE_RUNTIME_INTERPRETER_RECURRENT_H
 #define RFUSE_RUNTIME_INTERPRETER_RECURRENT_H
 
+#include "rfuse/IR/RfuseDialect.h"
 #include "rfuse/Runtime/HostTensor.h"
 
 #include <vector>
 
 namespace rfuse::interp {
 
-enum class Cell { Lstm, Gru, RnnTanh, RnnRelu };
-
 /// in: x [T, B, I], h0 [B, H], (c0), w_ih, w_hh, b_ih, b_hh. Returns y, h_n (, c_n), each in x's dtype.
-std::vector<HostTensor> recurrentForward(Cell cell, const std::vector<HostTensor> &in);
+std::vector<HostTensor> recurrentForward(RecurrentMode cell, const std::vector<HostTensor> &in);
 
 /// in: the forward's operands, then grad_y, grad_h_n (, grad_c_n). Returns grad_x, grad_h0
 /// (, grad_c0), grad_w_ih, grad_w_hh, grad_b_ih, grad_b_hh.
-std::vector<HostTensor> recurrentBackward(Cell cell, const std::vector<HostTensor> &in);
+std::vector<HostTensor> recurrentBackward(RecurrentMode cell, const std::vector<HostTensor> &in);
 
 } // namespace rfuse::interp
 
