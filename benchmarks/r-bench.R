@@ -231,7 +231,8 @@ if (want("W7") || want("W7bf16") || want("W7drop")) {
   }
 }
 # W7drop: the same layer with the constructor's default dropout (0.1: attention, feed-forward and
-# residual dropout, masks drawn by the program each step); no PyTorch counterpart in torch_best.py.
+# residual dropout, masks drawn by the program each step; attention's inside its fused kernels).
+# PyTorch's counterpart: benchmarks/torch_w7drop.py (scripts/gpu-run.sh w7drop).
 if (want("W7drop")) {
   layer <- nn_transformer_encoder_layer(d, 8, ff, batch_first = TRUE, norm_first = TRUE, activation = "gelu")
   fit7drop <- function(steps = iters + 1)

@@ -24,6 +24,8 @@
 # w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
+# w7drop: W7 bf16 with the layer's default dropout (0.1) and without: PyTorch's rows
+#     (benchmarks/torch_w7drop.py), then benchmarks/r-bench.R's W7bf16 and W7drop, twice, alternately.
 # aot: the ahead-of-time path (issue 18): rfuse-bench exports every workload (RFUSE_BENCH_ONLY
 #        picks) as an artifact while timing the JIT; then each artifact runs in a fresh process of
 #        rfuse-aot-run whose library path holds only rfuse_rt's libraries (no MLIR, LLVM, NVRTC:
@@ -108,7 +110,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
+if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = w7drop ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
    { [ "$what" = lib-ab ] && [ -x /opt/r/usr/lib/R/bin/R ]; }; then # (lib-ab: R where unpacked)
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
@@ -192,6 +194,14 @@ if [ "$what" = w6 ]; then
       RFUSE_CUDNN_RNN=$rnn RFUSE_CUDNN_RNN_ALGO=$a RFUSE_BENCH_ONLY=W6 OUT="$out" timeout 150 Rscript benchmarks/r-bench.R 2>&1 |
         tee "$out/r-bench-w6-$algo-$round.log" | grep -E "^W6|rror"
     done
+  done
+fi
+if [ "$what" = w7drop ]; then
+  timeout 300 python3 benchmarks/torch_w7drop.py 2>&1 | tee "$out/torch-w7drop.log" | grep -E "^W7|Error"
+  for round in 1 2; do
+    echo "== W7bf16, W7drop (round $round)"
+    RFUSE_BENCH_ONLY=W7bf16,W7drop OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 |
+      tee "$out/r-bench-w7drop-$round.log" | grep -E "^W7|rror"
   done
 fi
 if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-bench (RFUSE_BENCH_ONLY)

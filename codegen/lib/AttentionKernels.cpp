@@ -5,9 +5,12 @@
 // (online softmax) and writes each row's log-sum-exp; the backward recomputes the probabilities
 // from it. The backward is one launch of two kinds of blocks: one kind per 64 keys accumulates
 // grad_k and grad_v over every query tile, the other per 64 queries accumulates grad_q over every
-// key tile (the scores computed twice instead of atomics on grad_q).
+// key tile (the scores computed twice instead of atomics on grad_q). Dropout draws each
+// probability's Philox number where it is used (forward, and again in both backward kinds), so
+// no mask is ever stored.
 #include "AttentionKernels.h"
 
+#include "rfuse/Codegen/CudaCodegen.h"
 #include "rfuse/IR/RfuseDialect.h"
 
 #include "llvm/Support/Format.h"
@@ -32,6 +35,10 @@ struct AttentionGeometry {
   bool causal = false;
   std::optional<std::array<int64_t, 3>> maskDims; // the mask operand's [B or 1, L or 1, S or 1]
   double fill = -INFINITY;                        // a masked score
+  // Dropout on the probabilities (the op's dropout_* attributes; its seed the last operand).
+  bool dropout = false;
+  double dropThreshold = 0, dropScale = 1;
+  std::array<int64_t, 3> dropStrides = {0, 0, 0};
 };
 
 // Both ops: operands q, k, v first, a `scale`, and their masks.
@@ -49,6 +56,13 @@ std::optional<AttentionGeometry> geometryOf(AttentionOpT op, std::string &why) {
   }
   if (auto v = op.getMaskValue())
     g.fill = v->convertToDouble();
+  if (op.getDropoutSeed()) {
+    g.dropout = true;
+    g.dropThreshold = op.getDropoutThreshold()->convertToDouble();
+    g.dropScale = op.getDropoutScale()->convertToDouble();
+    ArrayRef<int64_t> d = *op.getDropoutStrides();
+    g.dropStrides = {d[0], d[1], d[2]};
+  }
   if (g.dtype != DType::BF16 && g.dtype != DType::F16) {
     why = "attention on the GPU takes bfloat16 or float16 operands";
     return std::nullopt;
@@ -76,7 +90,10 @@ std::string prelude(const AttentionGeometry &g) {
   bool bf16 = g.dtype == DType::BF16;
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+  os << "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n";
+  if (g.dropout) // (rf_random_uniform: the draws rfuse.random_uniform makes)
+    os << scalarOpsSource() << "\n";
+  os
      << "#define RF_INF __int_as_float(0x7f800000)\n"
      << "typedef " << (bf16 ? "__nv_bfloat16" : "__half") << " rf_t;\n"
      // (the batch is the grid's: one source for every batch size of a dynamic-batch program)
@@ -114,6 +131,21 @@ __device__ __forceinline__ int rf_keys_end(int q0) { return SKIP_ABOVE_DIAGONAL 
 __device__ __forceinline__ int rf_queries_begin(int k0) { return SKIP_ABOVE_DIAGONAL ? k0 : 0; }
 )CUDA";
   }
+  // Dropout: probability (r, c) of batch b times DROP_SCALE where its draw (rfuse.random_uniform's
+  // at the flat index the strides give, under the key (k0, k1)) is at least DROP_THRESHOLD, else
+  // 0. (No dropout: 1, and all of it folds away.)
+  os << "constexpr bool DROPOUT = " << (g.dropout ? "true" : "false") << ";\n"
+     << "constexpr float DROP_THRESHOLD = " << floatLiteral(g.dropThreshold)
+     << ", DROP_SCALE = " << floatLiteral(g.dropScale) << ";\n"
+     << "constexpr long long DROP_B = " << g.dropStrides[0] << ", DROP_L = " << g.dropStrides[1]
+     << ", DROP_S = " << g.dropStrides[2] << ";\n"
+     << "__device__ __forceinline__ float rf_kept(unsigned k0, unsigned k1, int b, int r, int c) {\n";
+  if (g.dropout)
+    os << "  unsigned long long i = (unsigned long long)(b * DROP_B + r * DROP_L + c * DROP_S);\n"
+       << "  return rfuse::scalar::rf_random_uniform(i, k0, k1) >= DROP_THRESHOLD ? DROP_SCALE : 0.f;\n";
+  else
+    os << "  return 1.f;\n";
+  os << "}\n";
   os
      << "__device__ __forceinline__ void rf_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {\n"
      << "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << (bf16 ? "bf16.bf16" : "f16.f16")
@@ -251,6 +283,21 @@ std::string maskOfBatch(const AttentionGeometry &g) {
   return g.maskDims ? "  const bool* mb = mask + (long long)b * MASK_B;\n" : "  const bool* mb = nullptr;\n";
 }
 
+std::string dropoutParameter(const AttentionGeometry &g) {
+  return g.dropout ? "const int* __restrict__ seed, " : "";
+}
+
+// The dropout key's two words (dk0, dk1).
+std::string dropoutKey(const AttentionGeometry &g) {
+  return g.dropout ? "  const unsigned dk0 = (unsigned)seed[0], dk1 = (unsigned)seed[1];\n"
+                   : "  const unsigned dk0 = 0u, dk1 = 0u;\n";
+}
+
+// The kernel's inputs: the op's tensors before its mask, the mask and the seed.
+unsigned kernelInputs(const AttentionGeometry &g, unsigned tensors) {
+  return tensors + (g.maskDims ? 1 : 0) + (g.dropout ? 1 : 0);
+}
+
 } // namespace
 
 std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name, std::string &why) {
@@ -263,7 +310,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
                 "kernel " + name + ": softmax(" + std::to_string(g->queries) + " x " + std::to_string(g->keys) +
                     " scores) times v, head dim " + std::to_string(g->headDim) + ", a block per 64 queries of each batch",
                 "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, " +
-                    maskParameter(*g) + "rf_t* __restrict__ out, float* __restrict__ lse",
+                    maskParameter(*g) + dropoutParameter(*g) + "rf_t* __restrict__ out, float* __restrict__ lse",
                 g->headDim <= 64 ? 4 : 1) // (sm_90: ~120 registers at D = 64, no spill; 168 at 128)
      << (R"CUDA(  __shared__ __align__(16) rf_t ks[TILE * LDS];
   __shared__ __align__(16) rf_t vs[TILE * LDS];
@@ -280,7 +327,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
   for (int j = 0; j < HD / 8; ++j)
     o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m[2] = {-RF_INF, -RF_INF}, l[2] = {0.f, 0.f}; // rows gr and gr + 8, log2 domain
-)CUDA" + maskOfBatch(*g) + R"CUDA(  for (int k0 = 0; k0 < rf_keys_end(qBlock0); k0 += TILE) {
+)CUDA" + maskOfBatch(*g) + dropoutKey(*g) + R"CUDA(  for (int k0 = 0; k0 < rf_keys_end(qBlock0); k0 += TILE) {
     __syncthreads();
     rf_load_tile(ks, kb, k0, LK);
     rf_load_tile(vs, vb, k0, LK);
@@ -318,8 +365,8 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float p = exp2f(s[j][e] - mu[e >> 1]);
-        s[j][e] = p;
-        l[e >> 1] += p;
+        l[e >> 1] += p; // (the softmax's sum: of every probability, dropped or not)
+        s[j][e] = p * rf_kept(dk0, dk1, b, row0 + gr + 8 * (e >> 1), k0 + 8 * j + c2 + (e & 1));
       }
     rf_scores_times_tile(o, s, vs);
   }
@@ -334,7 +381,7 @@ std::optional<KernelSpec> emitAttention(AttentionOp op, const std::string &name,
   rf_store_rows(out + (long long)b * LQ * HD, o, row0, LQ, 1.f / l[0], 1.f / l[1]); // (every score masked: NaN)
 }
 )CUDA");
-  return spec(name, os.str(), g->batch * tiles(g->queries), g->maskDims ? 4 : 3, 2);
+  return spec(name, os.str(), g->batch * tiles(g->queries), kernelInputs(*g, 3), 2);
 }
 
 std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const std::string &name, std::string &why) {
@@ -349,7 +396,8 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
                     "; per batch a block per 64 keys, then one per 64 queries",
                 "const rf_t* __restrict__ q, const rf_t* __restrict__ k, const rf_t* __restrict__ v, "
                 "const rf_t* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, " +
-                    maskParameter(*g) + "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv",
+                    maskParameter(*g) + dropoutParameter(*g) +
+                    "rf_t* __restrict__ dq, rf_t* __restrict__ dk, rf_t* __restrict__ dv",
                 // (sm_90, D = 64: 168 registers and three blocks per SM, or ~200 and two unbounded;
                 // D = 128 needs every register: 255 and a few spills)
                 g->headDim <= 64 ? 3 : 1)
@@ -366,7 +414,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
   const float* lb = lse + (long long)b * LQ;
   const float* db = delta + (long long)b * LQ;
   float s[TILE / 8][4], dp[TILE / 8][4];
-)CUDA" + maskOfBatch(*g) + R"CUDA(  if (tile < KT) {
+)CUDA" + maskOfBatch(*g) + dropoutKey(*g) + R"CUDA(  if (tile < KT) {
     // grad_k and grad_v of 64 keys: the transposed scores (keys x queries) of every query tile.
     const int kBlock0 = tile * TILE, key0 = kBlock0 + warpRow;
     unsigned ka[HD / 16][4], va[HD / 16][4];
@@ -394,11 +442,13 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
       for (int j = 0; j < TILE / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          int col = 8 * j + c2 + (e & 1);
-          bool masked = rf_masked(mb, q0 + col, key0 + gr + 8 * (e >> 1));
+          int col = 8 * j + c2 + (e & 1), key = key0 + gr + 8 * (e >> 1);
+          bool masked = rf_masked(mb, q0 + col, key);
           float p = exp2f(rf_log2_score(s[j][e], masked) - rowLse[col]);
-          s[j][e] = p;
-          dp[j][e] = masked ? 0.f : p * (dp[j][e] - rowDelta[col]);
+          // dropout: P' = P D for grad_v, and dP = dP' D (D: what dropout multiplied by)
+          float kept = rf_kept(dk0, dk1, b, q0 + col, key);
+          s[j][e] = p * kept;
+          dp[j][e] = masked ? 0.f : p * (dp[j][e] * kept - rowDelta[col]);
         }
       rf_scores_times_tile(dvAcc, s, tb);  // dV += P^T dO
       rf_scores_times_tile(dkAcc, dp, ta); // dK += dS^T Q (scaled at the end)
@@ -436,7 +486,8 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
           int col = k0 + 8 * j + c2 + (e & 1);
           bool masked = rf_masked(mb, row0 + gr + 8 * (e >> 1), col);
           float p = col < LK ? exp2f(rf_log2_score(s[j][e], masked) - rl[e >> 1]) : 0.f;
-          dp[j][e] = masked ? 0.f : p * (dp[j][e] - rd[e >> 1]);
+          float kept = rf_kept(dk0, dk1, b, row0 + gr + 8 * (e >> 1), col);
+          dp[j][e] = masked ? 0.f : p * (dp[j][e] * kept - rd[e >> 1]);
         }
       rf_scores_times_tile(dqAcc, dp, ta); // dQ += dS K (scaled at the end)
     }
@@ -444,7 +495,7 @@ std::optional<KernelSpec> emitAttentionBackward(AttentionBackwardOp op, const st
   }
 }
 )CUDA");
-  return spec(name, os.str(), g->batch * (tiles(g->keys) + tiles(g->queries)), g->maskDims ? 7 : 6, 3);
+  return spec(name, os.str(), g->batch * (tiles(g->keys) + tiles(g->queries)), kernelInputs(*g, 6), 3);
 }
 
 } // namespace rfuse::cuda

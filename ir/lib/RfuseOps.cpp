@@ -468,6 +468,31 @@ static LogicalResult verifyAttentionMask(Operation *op, Value mask, bool causal,
   return success();
 }
 
+// Dropout: a seed (i32 [2]) with all three of its attributes or none of them; a threshold in
+// [0, 1], a finite positive scale and three non-negative strides.
+template <class AttentionOpT>
+static LogicalResult verifyAttentionDropout(AttentionOpT op) {
+  bool seed = (bool)op.getDropoutSeed(), threshold = op.getDropoutThreshold().has_value(),
+       scale = op.getDropoutScale().has_value(), strides = op.getDropoutStrides().has_value();
+  if (!seed && !threshold && !scale && !strides)
+    return success();
+  if (!seed || !threshold || !scale || !strides)
+    return op.emitOpError("dropout needs a dropout seed with dropout_threshold, dropout_scale and dropout_strides; "
+                          "some are missing");
+  auto st = cast<RankedTensorType>(op.getDropoutSeed().getType());
+  if (st.getShape() != ArrayRef<int64_t>{2})
+    return op.emitOpError("dropout seed must be i32 [2] (a key of two words), not ") << st;
+  double t = op.getDropoutThreshold()->convertToDouble(), c = op.getDropoutScale()->convertToDouble();
+  if (!(t >= 0 && t <= 1))
+    return op.emitOpError("dropout_threshold must be in [0, 1], not ") << t;
+  if (!(c > 0) || std::isinf(c))
+    return op.emitOpError("dropout_scale must be finite and positive, not ") << c;
+  ArrayRef<int64_t> d = *op.getDropoutStrides();
+  if (d.size() != 3 || llvm::any_of(d, [](int64_t x) { return x < 0; }))
+    return op.emitOpError("dropout_strides must be three non-negative strides (of b, l, s)");
+  return success();
+}
+
 std::array<int64_t, 3> rfuse::attentionMaskStrides(ArrayRef<int64_t> d) {
   return {d[0] == 1 ? 0 : d[1] * d[2], d[1] == 1 ? 0 : d[2], d[2] == 1 ? 0 : 1};
 }
@@ -475,7 +500,8 @@ std::array<int64_t, 3> rfuse::attentionMaskStrides(ArrayRef<int64_t> d) {
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), v = getV().getType();
   if (failed(verifyAttentionOperands(*this, q, getK().getType(), v)) ||
-      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, getK().getType())))
+      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, getK().getType())) ||
+      failed(verifyAttentionDropout(*this)))
     return failure();
   if (failed(verifyOutputShaped(*this, "out", getOut().getType(), q, v)))
     return failure();
@@ -485,7 +511,8 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionBackwardOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   if (failed(verifyAttentionOperands(*this, q, k, v)) ||
-      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, k)))
+      failed(verifyAttentionMask(*this, getMask(), getCausal(), getMaskValue(), q, k)) ||
+      failed(verifyAttentionDropout(*this)))
     return failure();
   if (failed(verifyOutputShaped(*this, "grad_out", getGradOut().getType(), q, v)) ||
       failed(verifyRowStatistic(*this, "lse", getLse().getType(), q)) ||

@@ -195,7 +195,8 @@ LogicalResult matmulVjp(MatmulOp mm, Emit &e, Value g, SmallVectorImpl<Value> &g
 }
 
 // attention: one backward op, given the forward's row log-sum-exp and delta = sum_d g * out (the
-// softmax's sum(g_P * P) over a row, computed from the output instead of the probabilities).
+// softmax's sum(g_P * P) over a row, computed from the output instead of the probabilities; with
+// dropout too: sum_s P dP = sum_s P' dP'). The seed has no gradient.
 LogicalResult attentionVjp(AttentionOp a, Emit &e, Value g, SmallVectorImpl<Value> &grads) {
   auto inF32 = [&](Value x) -> Value {
     auto t = tensorOf(x);
@@ -206,7 +207,9 @@ LogicalResult attentionVjp(AttentionOp a, Emit &e, Value g, SmallVectorImpl<Valu
   Value delta = e.reduceSum(e.mul(inF32(g), inF32(a.getOut())), {2}, false);
   auto bw = e.b.create<AttentionBackwardOp>(e.loc, a.getQ().getType(), a.getK().getType(), a.getV().getType(),
                                             a.getQ(), a.getK(), a.getV(), g, a.getLse(), delta, a.getMask(),
-                                            a.getScaleAttr(), a.getCausalAttr(), a.getMaskValueAttr());
+                                            a.getDropoutSeed(), a.getScaleAttr(), a.getCausalAttr(),
+                                            a.getMaskValueAttr(), a.getDropoutThresholdAttr(),
+                                            a.getDropoutScaleAttr(), a.getDropoutStridesAttr());
   grads[0] = bw.getGradQ();
   grads[1] = bw.getGradK();
   grads[2] = bw.getGradV();

@@ -11,6 +11,7 @@
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -60,9 +61,18 @@ struct MaskUse {
   bool additive = false;     // masked where the constant is -inf
 };
 
+// Dropout on the probabilities: P * (cast(u >= threshold) * scale), u rfuse.random_uniform's
+// draws (possibly transposed), in f32 as the R frontend traces nnf_dropout.
+struct DropoutUse {
+  Value seed;
+  double threshold = 0, scale = 1;
+  std::array<int64_t, 3> strides = {0, 0, 0}; // of the draws' flat index along b, l, s
+};
+
 struct Match {
   MatmulOp scores, product; // q k^T, and P v
   double scale = 1;
+  std::optional<DropoutUse> dropout;
   SmallVector<MaskUse> masks;
   double fill = -std::numeric_limits<double>::infinity(); // a masked score, after the scale
   // Every op of the pattern: what is erased once nothing reads it.
@@ -168,6 +178,75 @@ OnPath walkLayoutOps(OnPath at, Match &m) {
   return at;
 }
 
+// The dropout factor `factor` (cast(u >= threshold) times a constant) of a probability in
+// layout `axes`: the seed, threshold, scale and the draws' strides; its ops recorded.
+std::optional<DropoutUse> matchDropoutFactor(Value factor, ArrayRef<int64_t> axes, Match &m) {
+  SmallVector<Operation *> ops;
+  DropoutUse d;
+  Value kept = factor;
+  if (auto mul = factor.getDefiningOp<MulOp>()) {
+    Value x = mul.getLhs(), c = mul.getRhs();
+    std::optional<double> k = splatValue(c);
+    if (!k) {
+      std::swap(x, c);
+      k = splatValue(c);
+    }
+    if (!k || !(*k > 0) || std::isinf(*k) || !mul->hasOneUse())
+      return std::nullopt;
+    d.scale = *k;
+    kept = x;
+    ops.push_back(mul);
+  }
+  auto cast = kept.getDefiningOp<CastOp>();
+  if (!cast || !cast->hasOneUse() || !tensorOf(cast.getInput()).getElementType().isInteger(1))
+    return std::nullopt;
+  auto cmp = cast.getInput().getDefiningOp<CompareOp>();
+  if (!cmp || !cmp->hasOneUse() || cmp.getPredicate() != CmpPredicate::ge)
+    return std::nullopt;
+  std::optional<double> threshold = splatValue(cmp.getRhs());
+  if (!threshold || !(*threshold >= 0 && *threshold <= 1))
+    return std::nullopt;
+  d.threshold = *threshold;
+  ops.push_back(cast);
+  ops.push_back(cmp);
+  // The draws, through transposes, each dim holding one axis of the scores.
+  OnPath u{cmp.getLhs(), SmallVector<int64_t>(axes.begin(), axes.end())};
+  while (auto t = u.value.getDefiningOp<TransposeOp>()) {
+    if (!t->hasOneUse())
+      return std::nullopt;
+    ops.push_back(t);
+    u = {t.getInput(), axesBefore(t, u.axes)};
+  }
+  auto draws = u.value.getDefiningOp<RandomUniformOp>();
+  if (!draws || !draws->hasOneUse())
+    return std::nullopt;
+  ops.push_back(draws);
+  ArrayRef<int64_t> shape = tensorOf(draws.getResult()).getShape();
+  int64_t step = 1;
+  for (int64_t j = (int64_t)shape.size() - 1; j >= 0; --j) {
+    d.strides[u.axes[j]] = shape[j] == 1 ? 0 : step;
+    step *= shape[j];
+  }
+  d.seed = draws.getSeed();
+  m.ops.insert(ops.begin(), ops.end());
+  return d;
+}
+
+// A dropout at `def` on the path (P times its factor, in f32): recorded, and `at` moved to P.
+bool takeDropout(Operation *def, OnPath &at, Match &m) {
+  auto mul = dyn_cast_or_null<MulOp>(def);
+  if (!mul || m.dropout || !mul->hasOneUse() || !tensorOf(mul.getResult()).getElementType().isF32())
+    return false;
+  for (auto [p, factor] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}})
+    if (auto d = matchDropoutFactor(factor, at.axes, m)) {
+      m.dropout = *d;
+      m.ops.insert(mul);
+      at.value = p;
+      return true;
+    }
+  return false;
+}
+
 std::optional<Match> matchAttention(MatmulOp product) {
   Match m;
   m.product = product;
@@ -179,6 +258,8 @@ std::optional<Match> matchAttention(MatmulOp product) {
     return std::nullopt;
   // P, [B, L, S], back to the softmax (rounded to the narrow type on the way).
   OnPath p = walkLayoutOps({product.getLhs(), {0, 1, 2}}, m);
+  if (takeDropout(p.value.getDefiningOp(), p, m))
+    p = walkLayoutOps(p, m);
   auto div = p.value.getDefiningOp<DivOp>();
   if (!div || !div->hasOneUse() || !tensorOf(div.getResult()).getElementType().isF32())
     return std::nullopt;
@@ -402,10 +483,13 @@ struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
       }
       auto lseType = RankedTensorType::get({B, L}, b.getF32Type());
       bool fillsInf = m.fill == -std::numeric_limits<double>::infinity();
+      const std::optional<DropoutUse> &d = m.dropout;
       auto attention = b.create<AttentionOp>(
-          loc, m.product.getResult().getType(), lseType, q, k, v, mask.mask, b.getF64FloatAttr(m.scale),
-          mask.causal ? b.getUnitAttr() : UnitAttr(),
-          (mask.causal || mask.mask) && !fillsInf ? b.getF64FloatAttr(m.fill) : FloatAttr());
+          loc, m.product.getResult().getType(), lseType, q, k, v, mask.mask, d ? d->seed : Value(),
+          b.getF64FloatAttr(m.scale), mask.causal ? b.getUnitAttr() : UnitAttr(),
+          (mask.causal || mask.mask) && !fillsInf ? b.getF64FloatAttr(m.fill) : FloatAttr(),
+          d ? b.getF64FloatAttr(d->threshold) : FloatAttr(), d ? b.getF64FloatAttr(d->scale) : FloatAttr(),
+          d ? b.getDenseI64ArrayAttr(d->strides) : DenseI64ArrayAttr());
       m.product.getResult().replaceAllUsesWith(attention.getOut());
       // Erase what nothing reads any more, consumers before what they read (constants are left
       // to the canonicalizer; what something else still reads stays).

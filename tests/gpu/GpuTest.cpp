@@ -547,26 +547,45 @@ TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
   // Masks: causal (query l sees keys up to l; more queries than keys, and the diagonal inside a
   // key tile), a mask operand spread over queries or batches or full, a finite fill (masked
   // scores still weigh: no tile is skipped). Key 0 is never masked: no row is masked everywhere.
+  // Dropout (p = 0.25) with the draws in torch's layout [B, L, S] or R's [S, L, B] (the strides).
   struct Case {
     DType dt;
     int64_t b, l, s, d;
     bool causal = false;
     std::vector<int64_t> maskDims = {};
     double fill = -INFINITY;
+    std::vector<int64_t> dropStrides = {};
   };
   for (Case c : {Case{DType::BF16, 2, 100, 70, 64}, Case{DType::F16, 3, 33, 130, 128}, Case{DType::BF16, 4, 64, 64, 16},
                  Case{DType::F16, 2, 1, 5, 32}, Case{DType::BF16, 2, 100, 70, 64, true},
                  Case{DType::F16, 3, 33, 130, 128, false, {3, 1, 130}}, Case{DType::BF16, 4, 64, 64, 16, true, {1, 64, 64}},
                  Case{DType::F16, 2, 1, 5, 32, true, {2, 1, 5}, -2.0}, Case{DType::BF16, 2, 130, 150, 32, true, {2, 130, 150}},
-                 Case{DType::F16, 2, 90, 200, 64, true, {}, -3.0}}) {
+                 Case{DType::F16, 2, 90, 200, 64, true, {}, -3.0},
+                 Case{DType::BF16, 2, 100, 70, 64, false, {}, -INFINITY, {7000, 70, 1}},
+                 Case{DType::F16, 3, 33, 130, 128, false, {3, 1, 130}, -INFINITY, {1, 3, 99}},
+                 Case{DType::BF16, 2, 130, 150, 32, true, {}, -INFINITY, {1, 2, 260}}}) {
     std::string e = c.dt == DType::BF16 ? "bf16" : "f16";
     std::string q = test::tensorType({c.b, c.l, c.d}, e), kv = test::tensorType({c.b, c.s, c.d}, e);
     std::string of = test::tensorType({c.b, c.l, c.d}, "f32"), row = test::tensorType({c.b, c.l}, "f32");
     std::string mask = c.maskDims.empty() ? "" : test::tensorType(c.maskDims, "i1");
     std::string maskArg = mask.empty() ? "" : ", %m: " + mask, maskUse = mask.empty() ? "" : " mask %m",
                 maskType = mask.empty() ? "" : ", " + mask;
-    std::string attrs = std::string(c.causal ? " causal" : "") +
-                        (std::isinf(c.fill) ? "" : " {mask_value = " + std::to_string(c.fill) + " : f64}");
+    bool dropout = !c.dropStrides.empty();
+    if (dropout) {
+      maskArg += ", %seed: tensor<2xi32>";
+      maskUse += " dropout %seed";
+      maskType += ", tensor<2xi32>";
+    }
+    std::vector<std::string> dict;
+    if (!std::isinf(c.fill))
+      dict.push_back("mask_value = " + std::to_string(c.fill) + " : f64");
+    if (dropout)
+      dict.push_back("dropout_threshold = 0.25 : f64, dropout_scale = 1.3333333730697632 : f64, dropout_strides = "
+                     "array<i64: " + std::to_string(c.dropStrides[0]) + ", " + std::to_string(c.dropStrides[1]) + ", " +
+                     std::to_string(c.dropStrides[2]) + ">");
+    std::string attrs = std::string(c.causal ? " causal" : "");
+    for (size_t i = 0; i < dict.size(); ++i)
+      attrs += (i ? ", " : " {") + dict[i] + (i + 1 == dict.size() ? "}" : "");
     std::string text =
         "func.func @main(%q: " + q + ", %k: " + kv + ", %v: " + kv + ", %g: " + q + maskArg + ") -> (" + q + ", " + row +
         ", " + q + ", " + kv + ", " + kv + ") {\n" + "  %o, %lse = rfuse.attention %q, %k, %v" + maskUse +
@@ -585,6 +604,12 @@ TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
       for (int64_t k = 0; k < m.numel(); k += c.maskDims[2])
         m.i[k] = 0;
       in.push_back(m);
+    }
+    if (dropout) {
+      HostTensor seed(DType::I32, {2});
+      seed.i[0] = 77;
+      seed.i[1] = -2026;
+      in.push_back(seed);
     }
     std::string name = e + " " + std::to_string(c.l) + "x" + std::to_string(c.s) + " d" + std::to_string(c.d) +
                        (c.causal ? " causal" : "") + (mask.empty() ? "" : " mask " + mask) + attrs;

@@ -48,8 +48,10 @@ std::string causalAndPaddingLiteral(Shape sh) {
 // loss = sum((softmax(q k^T / sqrt(d)) v - t)^2), written as autocast leaves it: products in the
 // narrow type `elem`, the softmax (each row's maximum subtracted) in f32. (The lit test has the
 // maximum's stop_gradient after it; this, before it.) With RuntimeFinite the mask is a fifth
+// argument. With `dropout`, the probabilities are dropped as nnf_dropout traces it (p = 0.3),
+// the draws made [S, B, L] and transposed (strides b: L, l: 1, s: B L), the seed the last
 // argument.
-std::string attentionLoss(Shape sh, const std::string &elem, Masking masking = Masking::None) {
+std::string attentionLoss(Shape sh, const std::string &elem, Masking masking = Masking::None, bool dropout = false) {
   auto T = [&](std::vector<int64_t> s, const std::string &e) { return test::tensorType(s, e); };
   std::string q = T({sh.b, sh.l, sh.d}, elem), kv = T({sh.b, sh.s, sh.d}, elem), o = T({sh.b, sh.l, sh.d}, elem);
   std::string sn = T({sh.b, sh.l, sh.s}, elem), sf = T({sh.b, sh.l, sh.s}, "f32"), row = T({sh.b, sh.l, 1}, "f32");
@@ -58,7 +60,8 @@ std::string attentionLoss(Shape sh, const std::string &elem, Masking masking = M
   llvm::raw_string_ostream os(s);
   std::string mask = T({sh.b, sh.l, sh.s}, "i1");
   os << "func.func @loss(%q: " << q << ", %k: " << kv << ", %v: " << kv << ", %t: " << of
-     << (masking == Masking::RuntimeFinite ? ", %m: " + mask : "") << ") -> tensor<1xf32> {\n"
+     << (masking == Masking::RuntimeFinite ? ", %m: " + mask : "") << (dropout ? ", %seed: tensor<2xi32>" : "")
+     << ") -> tensor<1xf32> {\n"
      << "  %s = rfuse.matmul %q, %k {transpose_b = true} : (" << q << ", " << kv << ") -> " << sn << "\n"
      << "  %w = rfuse.cast %s : " << sn << " to " << sf << "\n"
      << "  %c = rfuse.constant dense<" << std::sqrt((double)sh.d) << "> : " << sf << "\n";
@@ -79,8 +82,19 @@ std::string attentionLoss(Shape sh, const std::string &elem, Masking masking = M
      << "  %e = rfuse.exp %zm : " << sf << "\n"
      << "  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (" << sf << ") -> " << row << "\n"
      << "  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (" << row << ") -> " << sf << "\n"
-     << "  %p = rfuse.div %e, %sb : " << sf << "\n"
-     << "  %pn = rfuse.cast %p : " << sf << " to " << sn << "\n"
+     << "  " << (dropout ? "%p0" : "%p") << " = rfuse.div %e, %sb : " << sf << "\n";
+  if (dropout) {
+    std::string drawn = T({sh.s, sh.b, sh.l}, "f32");
+    os << "  %u0 = rfuse.random_uniform %seed : tensor<2xi32> -> " << drawn << "\n"
+       << "  %u = rfuse.transpose %u0, perm = [1, 2, 0] : (" << drawn << ") -> " << sf << "\n"
+       << "  %thr = rfuse.constant dense<0.300000012> : " << sf << "\n"
+       << "  %keep = rfuse.compare ge, %u, %thr : " << sf << "\n"
+       << "  %kf = rfuse.cast %keep : " << T({sh.b, sh.l, sh.s}, "i1") << " to " << sf << "\n"
+       << "  %c7 = rfuse.constant dense<1.42857146> : " << sf << "\n"
+       << "  %factor = rfuse.mul %kf, %c7 : " << sf << "\n"
+       << "  %p = rfuse.mul %p0, %factor : " << sf << "\n";
+  }
+  os << "  %pn = rfuse.cast %p : " << sf << " to " << sn << "\n"
      << "  %o = rfuse.matmul %pn, %v : (" << sn << ", " << kv << ") -> " << o << "\n"
      << "  %ow = rfuse.cast %o : " << o << " to " << of << "\n"
      << "  %d = rfuse.sub %ow, %t : " << of << "\n"
@@ -115,10 +129,16 @@ double maxAbs(const std::vector<double> &v) {
 } // namespace
 
 TEST(Attention, FusedProgramEqualsTheOpByOpOneWithItsGradients) {
-  for (auto [elem, masking] : {std::pair{"bf16", Masking::None}, {"f16", Masking::None}, {"bf16", Masking::CausalAndPadding},
-                               {"f16", Masking::RuntimeFinite}}) {
+  struct Case {
+    const char *elem;
+    Masking masking;
+    bool dropout;
+  };
+  for (auto [elem, masking, dropout] : {Case{"bf16", Masking::None, false}, {"f16", Masking::None, false},
+                                        {"bf16", Masking::CausalAndPadding, false}, {"f16", Masking::RuntimeFinite, false},
+                                        {"bf16", Masking::None, true}, {"f16", Masking::CausalAndPadding, true}}) {
     for (Shape sh : {Shape{3, 37, 29, 16}, Shape{2, 70, 130, 32}}) {
-      std::string text = attentionLoss(sh, elem, masking);
+      std::string text = attentionLoss(sh, elem, masking, dropout);
       // (after the gradient, custom VJPs expand into their forward functions, as every pipeline
       // starts)
       const char *grad = "rfuse-autodiff{function=loss wrt=0,1,2},rfuse-drop-stop-gradients,rfuse-expand-custom-vjp,inline";
@@ -127,12 +147,23 @@ TEST(Attention, FusedProgramEqualsTheOpByOpOneWithItsGradients) {
       ASSERT_NE(fused.find("rfuse.attention_backward"), std::string::npos) << fused;
       ASSERT_EQ(unfused.find("rfuse.attention"), std::string::npos);
       if (masking == Masking::CausalAndPadding) // causal, and the padding as a [b, 1, s] mask
-        EXPECT_NE(fused.find("causal : (" + test::tensorType({sh.b, sh.l, sh.d}, elem)), std::string::npos) << fused;
+        EXPECT_NE(fused.find(dropout ? std::string("causal {dropout_scale")
+                                     : "causal : (" + test::tensorType({sh.b, sh.l, sh.d}, elem)),
+                  std::string::npos)
+            << fused;
       if (masking != Masking::None)
         EXPECT_NE(fused.find(masking == Masking::CausalAndPadding ? test::tensorType({sh.b, 1, sh.s}, "i1")
                                                                   : "mask_value = -3.000000e+01"),
                   std::string::npos)
             << fused;
+      if (dropout) { // the draws' layout as strides along [b, l, s]; no draws left in the program
+        EXPECT_NE(fused.find("dropout_strides = array<i64: " + std::to_string(sh.l) + ", 1, " +
+                             std::to_string(sh.b * sh.l) + ">"),
+                  std::string::npos)
+            << fused;
+        EXPECT_EQ(fused.find("rfuse.random_uniform"), std::string::npos) << fused;
+        EXPECT_NE(unfused.find("rfuse.random_uniform"), std::string::npos);
+      }
       DType dt = std::string(elem) == "bf16" ? DType::BF16 : DType::F16;
       std::mt19937_64 rng(11);
       std::vector<HostTensor> in = {test::randomTensor(dt, {sh.b, sh.l, sh.d}, rng, -1, 1),
@@ -145,11 +176,17 @@ TEST(Attention, FusedProgramEqualsTheOpByOpOneWithItsGradients) {
           m.i[sh.l * sh.s + s] = 1; // batch 0, row 1
         in.push_back(m);
       }
+      if (dropout) { // (a negative word: the key's bits as unsigned)
+        HostTensor seed(DType::I32, {2});
+        seed.i[0] = 20261207;
+        seed.i[1] = -12345;
+        in.push_back(seed);
+      }
       std::vector<HostTensor> got = interpretText(fused, "loss_grad", in), want = interpretText(unfused, "loss_grad", in);
       ASSERT_EQ(got.size(), 4u);
       ASSERT_EQ(want.size(), 4u);
       std::string where = std::string(elem) + " " + std::to_string(sh.l) + "x" + std::to_string(sh.s) + " masking " +
-                          std::to_string((int)masking);
+                          std::to_string((int)masking) + (dropout ? " dropout" : "");
       // The loss, and each gradient relative to its largest element: the two programs round
       // differently (the op-by-op one rounds the scores to the narrow type), within a few of its
       // units in the last place.
@@ -205,9 +242,11 @@ TEST(Attention, KernelsArePlannedPerTileAndCompileForEveryArchitecture) {
     EXPECT_EQ(p.kernel->grid, 7u * 2);
   });
   // Masked: the mask an input after q, k, v (and after the backward's six), causal a constant of
-  // the source.
-  for (Masking masking : {Masking::CausalAndPadding, Masking::RuntimeFinite}) {
-    std::string masked = afterPipeline(attentionLoss({4, 100, 70, 64}, "bf16", masking),
+  // the source. Dropout: the seed an input after those, the threshold, scale and strides
+  // constants of the source.
+  for (auto [masking, dropout] : {std::pair{Masking::CausalAndPadding, false}, {Masking::RuntimeFinite, false},
+                                  {Masking::RuntimeFinite, true}}) {
+    std::string masked = afterPipeline(attentionLoss({4, 100, 70, 64}, "bf16", masking, dropout),
                                        "builtin.module(func.func(rfuse-fuse-attention),"
                                        "rfuse-autodiff{function=loss wrt=0,1,2},rfuse-drop-stop-gradients,canonicalize)");
     auto maskedModule = mlir::parseSourceString<mlir::ModuleOp>(masked, &ctx);
@@ -219,10 +258,14 @@ TEST(Attention, KernelsArePlannedPerTileAndCompileForEveryArchitecture) {
       bool forward = mlir::isa<AttentionOp>(op);
       if (std::exchange(seen[forward], true))
         return;
-      std::string name = std::string(forward ? "attention_fwd" : "attention_bwd") + "_masked" + std::to_string((int)masking);
+      std::string name = std::string(forward ? "attention_fwd" : "attention_bwd") + "_masked" +
+                         std::to_string((int)masking) + (dropout ? "_dropout" : "");
       cuda::KernelPlan p = cuda::planOperation(op, name);
       ASSERT_TRUE(p.kernel) << p.unsupported;
-      EXPECT_EQ(p.kernel->numInputs, forward ? 4u : 7u);
+      EXPECT_EQ(p.kernel->numInputs, (forward ? 4u : 7u) + (dropout ? 1u : 0u));
+      EXPECT_NE(p.kernel->source.find(dropout ? "DROPOUT = true" : "DROPOUT = false"), std::string::npos);
+      if (dropout)
+        EXPECT_NE(p.kernel->source.find("DROP_B = 100, DROP_L = 1, DROP_S = 400"), std::string::npos) << p.kernel->source;
       bool causal = masking == Masking::CausalAndPadding;
       EXPECT_NE(p.kernel->source.find(causal ? "CAUSAL = true" : "CAUSAL = false"), std::string::npos);
       EXPECT_NE(p.kernel->source.find(causal ? "SKIP_ABOVE_DIAGONAL = true" : "SKIP_ABOVE_DIAGONAL = false"),
@@ -308,4 +351,22 @@ TEST(Attention, VerifierNamesWhatIsWrong) {
                       "tensor<2x9x16xbf16>, tensor<2x9x16xbf16>, tensor<2x3x9xi1>) -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)\n"
                       "  return\n}\n",
                       "mask must be i1 [B or 1, L or 1, S or 1] = [2 or 1, 8 or 1, 9 or 1]");
+  // Dropout: a seed without its attributes, attributes without a seed, a seed of three words, a
+  // threshold past 1, two strides.
+  auto dropout = [](const std::string &seedType, const std::string &seedOperand, const std::string &attrs) {
+    std::string t = "tensor<2x8x16xbf16>";
+    return "func.func @main(%q: " + t + ", %s: " + seedType + ") {\n  %o, %lse = rfuse.attention %q, %q, %q " +
+           seedOperand + "scale = 0.25 " + attrs + " : (" + t + ", " + t + ", " + t +
+           (seedOperand.empty() ? "" : ", " + seedType) + ") -> (" + t + ", tensor<2x8xf32>)\n  return\n}\n";
+  };
+  std::string all = "{dropout_threshold = 0.5, dropout_scale = 2.0, dropout_strides = array<i64: 64, 8, 1>}";
+  expectVerifierError(dropout("tensor<2xi32>", "dropout %s ", ""), "dropout needs a dropout seed with");
+  expectVerifierError(dropout("tensor<2xi32>", "", all), "dropout needs a dropout seed with");
+  expectVerifierError(dropout("tensor<3xi32>", "dropout %s ", all), "dropout seed must be i32 [2]");
+  expectVerifierError(dropout("tensor<2xi32>", "dropout %s ",
+                              "{dropout_threshold = 1.5, dropout_scale = 2.0, dropout_strides = array<i64: 64, 8, 1>}"),
+                      "dropout_threshold must be in [0, 1]");
+  expectVerifierError(dropout("tensor<2xi32>", "dropout %s ",
+                              "{dropout_threshold = 0.5, dropout_scale = 2.0, dropout_strides = array<i64: 8, 1>}"),
+                      "dropout_strides must be three non-negative strides");
 }

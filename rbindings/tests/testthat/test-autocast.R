@@ -225,6 +225,48 @@ for (dev in devices()) {
     expect_lt(abs(tail(mixed, 1) - tail(full, 1)), 0.05 * full[1])
   })
 
+  test_that(paste("bfloat16 attention with dropout is one fused op drawing what the op-by-op program draws on", dev), {
+    old <- on_device(dev); on.exit(options(old))
+    torch_manual_seed(10)
+    mha <- nn_multihead_attention(32, 2, dropout = 0.2, batch_first = TRUE) # training mode: dropout on
+    set.seed(10)
+    x <- array(rnorm(3 * 70 * 32), c(3, 70, 32))
+    run <- function(seed) {
+      f <- rf_jit(function(x) mha(x, x, x, need_weights = FALSE)[[1]], dtype = "float32")
+      set.seed(seed)
+      list(low = with_autocast(f(x), device_type = dev, dtype = "bfloat16"),
+           fused = with_autocast(rf_explain(f, x), device_type = dev, dtype = "bfloat16")$fused)
+    }
+    fused <- run(1)
+    # one op: its dropout keyed by the traced seed, the draws in R's layout [S, L, B] as strides
+    expect_match(fused$fused, "rfuse.attention [^\n]* dropout %[^\n]*dropout_strides = array<i64: 1, 6, 420>", perl = TRUE)
+    expect_false(grepl("rfuse.random_uniform", fused$fused, fixed = TRUE))
+    old_fuse <- rf_options(fuse_attention = FALSE)
+    off <- run(1)
+    rf_options(old_fuse)
+    expect_false(grepl("rfuse.attention ", off$fused, fixed = TRUE))
+    expect_lt(rel_err(fused$low, off$low), 3e-2) # the same draws: the same kept probabilities
+    expect_gt(max(abs(run(2)$low - fused$low)), 0.05) # another seed, other draws
+    mha$eval()
+    plain <- run(1)$low
+    expect_gt(max(abs(plain - fused$low)), 0.05) # dropout really dropped
+    mha$train()
+    # Training through the fused gradient with dropout: the same history as op by op.
+    y <- array(rnorm(3 * 70 * 32), c(3, 70, 32))
+    fit <- function(fuse) {
+      old_fuse <- rf_options(fuse_attention = fuse); on.exit(rf_options(old_fuse))
+      torch_manual_seed(11)
+      set.seed(11)
+      layer <- nn_transformer_encoder_layer(32, 2, 64, dropout = 0.1, batch_first = TRUE, norm_first = TRUE)
+      rf_fit(layer, x, y, loss = nnf_mse_loss, steps = 30, batch_size = 3, optimizer = "adamw", lr = 3e-3,
+             progress = FALSE, precision = "bf16-mixed", device = dev)$history
+    }
+    fused_history <- fit(TRUE)
+    off_history <- fit(FALSE)
+    expect_lt(tail(fused_history, 1), 0.8 * fused_history[1])
+    expect_lt(max(abs(fused_history - off_history)), 0.05 * fused_history[1])
+  })
+
   test_that(paste("precision = '16-mixed' skips overflowing steps, recovers, and never writes NaN weights on", dev), {
     old <- on_device(dev); on.exit(options(old))
     set.seed(9)

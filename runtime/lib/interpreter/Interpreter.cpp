@@ -657,8 +657,26 @@ private:
       return (causal && s > l) || (mask && mask->i[b * maskStride[0] + l * maskStride[1] + s * maskStride[2]] != 0);
     }
     double score(int64_t b, int64_t l, int64_t s, double scaled) const { return masked(b, l, s) ? fill : scaled; }
+    // Dropout: probability (b, l, s) is multiplied by this (0, or the scale where its draw is
+    // kept), as the program written out multiplies it in f32.
+    bool dropout = false;
+    unsigned seed0 = 0, seed1 = 0;
+    float dropThreshold = 0, dropScale = 1;
+    std::array<int64_t, 3> dropStride = {0, 0, 0};
+    float kept(int64_t b, int64_t l, int64_t s) const {
+      if (!dropout)
+        return 1;
+      auto i = (unsigned long long)(b * dropStride[0] + l * dropStride[1] + s * dropStride[2]);
+      return scalar::rf_random_uniform(i, seed0, seed1) >= dropThreshold ? dropScale : 0.f;
+    }
+    // A probability after dropout, rounded to q's type (as the product with v reads it).
+    double dropped(double p, int64_t b, int64_t l, int64_t s) const {
+      if (dropout)
+        p = (float)((float)p * kept(b, l, s));
+      return roundToDType(dt, p);
+    }
   };
-  // Both ops: q, k, v first; the mask (if any) at `maskOperand`.
+  // Both ops: q, k, v first; the mask (if any) at `maskOperand`, then the dropout seed (if any).
   template <class AttentionOpT>
   static AttentionShape attentionShape(AttentionOpT op, const std::vector<HostTensor> &in, unsigned maskOperand) {
     AttentionShape a{in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2],
@@ -669,6 +687,16 @@ private:
     if (op.getMask()) {
       a.mask = &in[maskOperand];
       a.maskStride = attentionMaskStrides(a.mask->shape);
+    }
+    if (op.getDropoutSeed()) {
+      const HostTensor &seed = in[maskOperand + (op.getMask() ? 1 : 0)];
+      a.dropout = true;
+      a.seed0 = (unsigned)(uint32_t)seed.i[0];
+      a.seed1 = (unsigned)(uint32_t)seed.i[1];
+      a.dropThreshold = (float)op.getDropoutThreshold()->convertToDouble();
+      a.dropScale = (float)op.getDropoutScale()->convertToDouble();
+      ArrayRef<int64_t> d = *op.getDropoutStrides();
+      a.dropStride = {d[0], d[1], d[2]};
     }
     return a;
   }
@@ -702,7 +730,7 @@ private:
           sum += (x = std::exp(x - m));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = 0; s < a.S; ++s) {
-          double p = roundToDType(a.dt, row[s] / sum);
+          double p = a.dropped(row[s] / sum, b, l, s);
           const double *vr = &in[2].f[(b * a.S + s) * a.Dv];
           for (int64_t d = 0; d < a.Dv; ++d)
             acc[d] += p * vr[d];
@@ -716,6 +744,8 @@ private:
   }
 
   // grad_q by rows of q, then grad_k and grad_v by rows of k (each thread owns what it writes).
+  // With dropout, dP' = grad_out v^T is the kept probabilities' gradient: dP = dP' times what
+  // dropout multiplied by.
   std::vector<HostTensor> attentionBackward(AttentionBackwardOp op, const std::vector<HostTensor> &in) {
     AttentionShape a = attentionShape(op, in, 6);
     const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
@@ -725,7 +755,7 @@ private:
     auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
       if (a.masked(b, l, s))
         return 0.0;
-      double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv);
+      double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv) * a.kept(b, l, s);
       return roundToDType(a.dt, p * (dp - delta.f[b * a.L + l]));
     };
     cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
@@ -754,7 +784,7 @@ private:
           int64_t r = b * a.L + l;
           const double *qr = &q.f[r * a.D], *kr = &k.f[c * a.D], *gr = &g.f[r * a.Dv];
           double p = probability(a.score(b, l, s, a.scale * dot(qr, kr, a.D)), r), ds = gradScore(p, b, l, s),
-                 pr = roundToDType(a.dt, p);
+                 pr = a.dropped(p, b, l, s);
           for (int64_t d = 0; d < a.D; ++d)
             accK[d] += ds * qr[d];
           for (int64_t d = 0; d < a.Dv; ++d)

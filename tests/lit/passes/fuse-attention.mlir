@@ -56,6 +56,62 @@ func.func @attention_r_layout(%q: tensor<3x8x32xf16>, %kt: tensor<3x32x8xf16>, %
   return %o : tensor<3x8x32xf16>
 }
 
+// Dropout on the probabilities as nnf_dropout traces it, in R's layout: the draws [S, L, B]
+// (flat index b + 3 l + 24 s), kept where at least the threshold, times 1 / (1 - p). The op takes
+// the seed, threshold, scale and the draws' strides along [B, L, S]; the draws are gone.
+// CHECK-LABEL: func.func @attention_dropout
+// CHECK-SAME:  (%[[Q:.*]]: tensor<3x8x32xf16>, %[[KT:.*]]: tensor<3x32x8xf16>, %[[V:.*]]: tensor<3x8x32xf16>, %[[SEED:.*]]: tensor<2xi32>)
+// CHECK-NEXT:  %[[K:.*]] = rfuse.transpose %[[KT]], perm = [0, 2, 1]
+// CHECK-NEXT:  %[[O:.*]], %{{.*}} = rfuse.attention %[[Q]], %[[K]], %[[V]] dropout %[[SEED]] scale = 1.250000e-01 {dropout_scale = 1.1111111640930176 : f64, dropout_strides = array<i64: 1, 3, 24>, dropout_threshold = 0.10000002384185791 : f64}
+// CHECK-NOT:   rfuse.random_uniform
+// CHECK-NEXT:  return %[[O]]
+func.func @attention_dropout(%q: tensor<3x8x32xf16>, %kt: tensor<3x32x8xf16>, %v: tensor<3x8x32xf16>, %seed: tensor<2xi32>) -> tensor<3x8x32xf16> {
+  %s = rfuse.matmul %q, %kt : (tensor<3x8x32xf16>, tensor<3x32x8xf16>) -> tensor<3x8x8xf16>
+  %st = rfuse.transpose %s, perm = [2, 1, 0] : (tensor<3x8x8xf16>) -> tensor<8x8x3xf16>
+  %w = rfuse.cast %st : tensor<8x8x3xf16> to tensor<8x8x3xf32>
+  %c = rfuse.constant dense<0.125> : tensor<1xf32>
+  %cb = rfuse.broadcast_in_dim %c, dims = [2] : (tensor<1xf32>) -> tensor<8x8x3xf32>
+  %z = rfuse.mul %cb, %w : tensor<8x8x3xf32>
+  %e = rfuse.exp %z : tensor<8x8x3xf32>
+  %sum = rfuse.reduce_sum %e, dims = [0] : (tensor<8x8x3xf32>) -> tensor<8x3xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [1, 2] : (tensor<8x3xf32>) -> tensor<8x8x3xf32>
+  %p = rfuse.div %e, %sb : tensor<8x8x3xf32>
+  %u = rfuse.random_uniform %seed : tensor<2xi32> -> tensor<8x8x3xf32>
+  %t = rfuse.constant dense<0.100000024> : tensor<1xf32>
+  %tb = rfuse.broadcast_in_dim %t, dims = [2] : (tensor<1xf32>) -> tensor<8x8x3xf32>
+  %keep = rfuse.compare ge, %u, %tb : tensor<8x8x3xf32>
+  %kf = rfuse.cast %keep : tensor<8x8x3xi1> to tensor<8x8x3xf32>
+  %k1 = rfuse.constant dense<1.11111116> : tensor<1xf32>
+  %k1b = rfuse.broadcast_in_dim %k1, dims = [2] : (tensor<1xf32>) -> tensor<8x8x3xf32>
+  %factor = rfuse.mul %kf, %k1b : tensor<8x8x3xf32>
+  %pd = rfuse.mul %p, %factor : tensor<8x8x3xf32>
+  %pt = rfuse.transpose %pd, perm = [2, 1, 0] : (tensor<8x8x3xf32>) -> tensor<3x8x8xf32>
+  %pn = rfuse.cast %pt : tensor<3x8x8xf32> to tensor<3x8x8xf16>
+  %o = rfuse.matmul %pn, %v : (tensor<3x8x8xf16>, tensor<3x8x32xf16>) -> tensor<3x8x32xf16>
+  return %o : tensor<3x8x32xf16>
+}
+
+// Dropout whose draws something else reads too (here returned): the pattern is not taken.
+// CHECK-LABEL: func.func @dropout_draws_read_elsewhere
+// CHECK-NOT:   rfuse.attention
+// CHECK:       return
+func.func @dropout_draws_read_elsewhere(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x16xbf16>, %seed: tensor<2xi32>) -> (tensor<2x8x16xbf16>, tensor<2x8x8xf32>) {
+  %s = rfuse.matmul %q, %k {transpose_b = true} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %w = rfuse.cast %s : tensor<2x8x8xbf16> to tensor<2x8x8xf32>
+  %e = rfuse.exp %w : tensor<2x8x8xf32>
+  %sum = rfuse.reduce_sum %e, dims = [2] {keep_dims = true} : (tensor<2x8x8xf32>) -> tensor<2x8x1xf32>
+  %sb = rfuse.broadcast_in_dim %sum, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x8xf32>
+  %p = rfuse.div %e, %sb : tensor<2x8x8xf32>
+  %u = rfuse.random_uniform %seed : tensor<2xi32> -> tensor<2x8x8xf32>
+  %t = rfuse.constant dense<0.5> : tensor<2x8x8xf32>
+  %keep = rfuse.compare ge, %u, %t : tensor<2x8x8xf32>
+  %kf = rfuse.cast %keep : tensor<2x8x8xi1> to tensor<2x8x8xf32>
+  %pd = rfuse.mul %p, %kf : tensor<2x8x8xf32>
+  %pn = rfuse.cast %pd : tensor<2x8x8xf32> to tensor<2x8x8xbf16>
+  %o = rfuse.matmul %pn, %v : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o, %u : tensor<2x8x16xbf16>, tensor<2x8x8xf32>
+}
+
 // Not fused: f32 products; probabilities also returned (torch's need_weights); a head dim of 24
 // (not a multiple of 16); a softmax over the queries instead of the keys; scores through an
 // integer cast.

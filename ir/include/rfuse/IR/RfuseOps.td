@@ -639,7 +639,7 @@ def Rfuse_MatmulOp : Rfuse_Op<"matmul", [Pure, InferTypeOpAdaptor, Rfuse_VjpOpIn
   let hasFolder = 1;
 }
 
-def Rfuse_AttentionOp : Rfuse_Op<"attention", [Pure, Rfuse_VjpOpInterface]> {
+def Rfuse_AttentionOp : Rfuse_Op<"attention", [Pure, AttrSizedOperandSegments, Rfuse_VjpOpInterface]> {
   let summary = "Scaled dot-product attention in one kernel: softmax(scale q k^T) v, and each row's log-sum-exp.";
   let description = [{
     `q` [B, L, D], `k` [B, S, D], `v` [B, S, Dv] of one float type. `out` [B, L, Dv] (q's type)
@@ -656,23 +656,33 @@ def Rfuse_AttentionOp : Rfuse_Op<"attention", [Pure, Rfuse_VjpOpInterface]> {
     `masked_fill(scores, mask, value)` after the scale makes it: a row with every score masked at
     -inf gives NaN, as the softmax written out does.
 
+    Dropout on the probabilities: with `dropout_seed` (two i32 words, rfuse.random_uniform's key)
+    probability (b, l, s) is kept, times `dropout_scale`, where the uniform draw at flat index
+    b * dropout_strides[0] + l * dropout_strides[1] + s * dropout_strides[2] (rfuse.random_uniform's
+    element there) is at least `dropout_threshold`, and is 0 otherwise: `P * (u >= threshold) *
+    scale` as the program written out computes it (in f32, before the rounding to q's type), with
+    its draws in that program's layout. `lse` stays the undropped softmax's.
+
     Example:
     ```mlir
     %o, %lse = rfuse.attention %q, %k, %v scale = 1.250000e-01 : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
     %o2, %lse2 = rfuse.attention %q, %k, %v mask %pad scale = 1.250000e-01 causal : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x1x256xi1>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
+    %o3, %lse3 = rfuse.attention %q, %k, %v dropout %seed scale = 1.250000e-01 {dropout_scale = 1.1111111640930176 : f64, dropout_strides = array<i64: 65536, 256, 1>, dropout_threshold = 0.10000002384185791 : f64} : (tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<16x256x64xbf16>, tensor<2xi32>) -> (tensor<16x256x64xbf16>, tensor<16x256xf32>)
     ```
   }];
   let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v,
-                   Optional<Rfuse_BoolTensor>:$mask, F64Attr:$scale, UnitAttr:$causal,
-                   OptionalAttr<F64Attr>:$mask_value);
+                   Optional<Rfuse_BoolTensor>:$mask, Optional<StaticShapeTensorOf<[I32]>>:$dropout_seed,
+                   F64Attr:$scale, UnitAttr:$causal, OptionalAttr<F64Attr>:$mask_value,
+                   OptionalAttr<F64Attr>:$dropout_threshold, OptionalAttr<F64Attr>:$dropout_scale,
+                   OptionalAttr<DenseI64ArrayAttr>:$dropout_strides);
   let results = (outs Rfuse_FloatTensor:$out, Rfuse_FloatTensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`mask` $mask^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`mask` $mask^)? (`dropout` $dropout_seed^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
 
-def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
+def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure, AttrSizedOperandSegments]> {
   let summary = "The gradients of rfuse.attention's q, k and v, in one kernel.";
   let description = [{
     From the forward's operands, the output's cotangent `grad_out` [B, L, D], the forward's `lse`
@@ -680,15 +690,19 @@ def Rfuse_AttentionBackwardOp : Rfuse_Op<"attention_backward", [Pure]> {
     recomputed from `lse`, dS = P (grad_out v^T - delta), and `grad_q` = scale dS k, `grad_k` =
     scale dS^T q, `grad_v` = P^T grad_out, each accumulated in f32 and returned in q's type (P and
     dS rounded to q's type before their products, as in the forward). `mask`, `causal` and
-    `mask_value` are the forward's.
+    `mask_value` are the forward's, and so is its dropout (the same draws): with P' the kept
+    probabilities times `dropout_scale`, `grad_v` = P'^T grad_out and dS = P (dP' D - delta),
+    D the kept positions times the scale (delta = sum_d grad_out * out is then still sum_s P dP).
   }];
   let arguments = (ins Rfuse_FloatTensor:$q, Rfuse_FloatTensor:$k, Rfuse_FloatTensor:$v,
                    Rfuse_FloatTensor:$grad_out, Rfuse_FloatTensor:$lse, Rfuse_FloatTensor:$delta,
-                   Optional<Rfuse_BoolTensor>:$mask, F64Attr:$scale, UnitAttr:$causal,
-                   OptionalAttr<F64Attr>:$mask_value);
+                   Optional<Rfuse_BoolTensor>:$mask, Optional<StaticShapeTensorOf<[I32]>>:$dropout_seed,
+                   F64Attr:$scale, UnitAttr:$causal, OptionalAttr<F64Attr>:$mask_value,
+                   OptionalAttr<F64Attr>:$dropout_threshold, OptionalAttr<F64Attr>:$dropout_scale,
+                   OptionalAttr<DenseI64ArrayAttr>:$dropout_strides);
   let results = (outs Rfuse_FloatTensor:$grad_q, Rfuse_FloatTensor:$grad_k, Rfuse_FloatTensor:$grad_v);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $grad_out `,` $lse `,` $delta (`mask` $mask^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $grad_out `,` $lse `,` $delta (`mask` $mask^)? (`dropout` $dropout_seed^)? `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -134,7 +134,11 @@ def FuseAttention : Pass<"rfuse-fuse-attention", "mlir::func::FuncOp"> {
     torch-style code subtracts each row's maximum), rounded to the narrow type and multiplied by
     v — becomes one `rfuse.attention` (and, through its VJP, one `rfuse.attention_backward`), so
     that the [B, L, S] scores and probabilities are never written to memory. Transposes and casts
-    between the ops (R's layout) are followed. It applies where the GPU kernel does: q, k and v
+    between the ops (R's layout) are followed. A dropout on the probabilities as traced code
+    writes it — P times `cast(u >= threshold) * scale` in f32, u the draws of
+    `rfuse.random_uniform` (possibly transposed) — becomes the op's dropout: its seed, threshold,
+    scale and the draws' strides along [B, L, S], so the kernels draw each kept position
+    themselves. It applies where the GPU kernel does: q, k and v
     bfloat16 or f16, rank 3, the head dim D = Dv a multiple of 16 up to 128; the scores,
     probabilities and max read by nothing else (torch's `need_weights`). Run before
     `rfuse-softmax-vjp` and `rfuse-autodiff`, after `rfuse-autocast` (which makes the narrow
