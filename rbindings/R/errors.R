@@ -7,12 +7,21 @@ rf_abort <- function(class, message, call = NULL) {
                  list(message = message, call = call)))
 }
 
-# Runs `expr` (a call into the C++ glue) and turns the glue's "class: message" errors into
-# classed R conditions.
+# The C++ glue's failures (src/glue.h's fail()): a classed condition whose call is the R call a
+# traced op came from (emit sets .rf_state$glue_call around its glue call), or none.
+rf_glue_failure <- function(class, text) {
+  call <- .rf_state$glue_call
+  .rf_state$glue_call <- NULL
+  rf_abort(class, text, call)
+}
+
+# Runs `expr` (a call into the C++ glue, whose failures are classed conditions already) and names
+# `call` in the condition that has no call. Without a call, nothing to add: no handler (tracing
+# makes hundreds of glue calls).
 rf_guard <- function(expr, call = NULL) {
-  tryCatch(expr, error = function(e) {
-    f <- classed_failure(conditionMessage(e))
-    if (!is.null(f)) rf_abort(f$class, f$text, call)
+  if (is.null(call)) return(expr)
+  tryCatch(expr, rfuse_error = function(e) {
+    if (is.null(conditionCall(e))) e$call <- call
     stop(e)
   })
 }

@@ -25,8 +25,15 @@
 
 namespace rfuse::r {
 
+// A classed R condition (class `cls`, inheriting from rfuse_error), signalled by R itself
+// (R/errors.R's rf_glue_failure) so that R code needs no handler around each glue call to class
+// it. R's error unwinds through Rcpp's protection as a C++ exception (LongjumpException, which
+// guarded() does not catch) to the entry point's end, and continues from there. On R's main
+// thread only (every caller is: compiles on worker threads throw C++ exceptions, rethrown here).
 [[noreturn]] inline void fail(const char *cls, const std::string &msg) {
-  throw Rcpp::exception((std::string(cls) + ": " + msg).c_str(), false);
+  Rcpp::Function signal = Rcpp::Environment::namespace_env("rfuse")["rf_glue_failure"];
+  signal(std::string(cls), msg);
+  throw Rcpp::exception((std::string(cls) + ": " + msg).c_str(), false); // (signal() never returns)
 }
 
 template <class F> auto guarded(F &&f) -> decltype(f()) {
