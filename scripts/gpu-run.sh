@@ -25,7 +25,8 @@
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
 # w7drop: W7 bf16 with the layer's default dropout (0.1) and without: PyTorch's rows
-#     (benchmarks/torch_w7drop.py), then benchmarks/r-bench.R's W7bf16 and W7drop, twice, alternately.
+#     (benchmarks/torch_w7drop.py; RFUSE_TORCH_SETTINGS picks settings), then benchmarks/r-bench.R's
+#     W7bf16 and W7drop, RFUSE_W7_ROUNDS times (default 2).
 # aot: the ahead-of-time path (issue 18): rfuse-bench exports every workload (RFUSE_BENCH_ONLY
 #        picks) as an artifact while timing the JIT; then each artifact runs in a fresh process of
 #        rfuse-aot-run whose library path holds only rfuse_rt's libraries (no MLIR, LLVM, NVRTC:
@@ -198,7 +199,7 @@ if [ "$what" = w6 ]; then
 fi
 if [ "$what" = w7drop ]; then
   timeout 300 python3 benchmarks/torch_w7drop.py 2>&1 | tee "$out/torch-w7drop.log" | grep -E "^W7|Error"
-  for round in 1 2; do
+  for round in $(seq "${RFUSE_W7_ROUNDS:-2}"); do
     echo "== W7bf16, W7drop (round $round)"
     RFUSE_BENCH_ONLY=W7bf16,W7drop OUT="$out" timeout 200 Rscript benchmarks/r-bench.R 2>&1 |
       tee "$out/r-bench-w7drop-$round.log" | grep -E "^W7|rror"

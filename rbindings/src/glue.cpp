@@ -1,7 +1,6 @@
 // Rcpp glue over rfuse's MLIR-free C++ API (GraphBuilder, Engine). Every entry point converts
-// rfuse's C++ exceptions into R errors whose message starts with the condition class
-// ("rfuse_shape_error: ..."); R/errors.R turns those into classed conditions. No C++ exception
-// ever crosses into R unconverted.
+// rfuse's C++ exceptions into classed R conditions (glue.h's fail()). No C++ exception ever
+// crosses into R unconverted.
 #include "glue.h"
 
 #include "rfuse/Frontend/CallKey.h"

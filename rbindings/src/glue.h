@@ -1,6 +1,6 @@
-// Helpers every file of the Rcpp glue shares: rfuse's C++ exceptions become R errors whose message
-// starts with the condition class ("rfuse_shape_error: ..."), which R/errors.R turns into classed
-// conditions; handles (external pointers) are checked before use.
+// Helpers every file of the Rcpp glue shares: rfuse's C++ exceptions become classed R conditions
+// (rfuse_shape_error, ..., signalled by R/errors.R's rf_glue_failure); handles (external
+// pointers) are checked before use.
 #ifndef RFUSE_RBINDINGS_GLUE_H
 #define RFUSE_RBINDINGS_GLUE_H
 
