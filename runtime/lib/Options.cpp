@@ -71,7 +71,8 @@ const std::vector<Spec> &specs() {
         "programs compiled with their own setting (training steps: rf_train's tf32) keep it"},
        Kind::Bool, {}, 0, RFUSE_BOOL(tf32)},
       {{"fuse_attention", "RFUSE_FUSE_ATTENTION", "TRUE, FALSE", "TRUE",
-        "attention of bfloat16 / f16 products compiles to one op (flash-attention kernels on the GPU, the interpreter on the CPU); "
+        "attention of bfloat16 / f16 products compiles to one op, its masks and dropout included (flash-attention kernels on "
+        "the GPU, the interpreter on the CPU); "
         "FALSE: op by op. Programs compiled after it is set"},
        Kind::Bool, {}, 0, RFUSE_BOOL(fuseAttention)},
       {{"cudnn_rnn", "RFUSE_CUDNN_RNN", "TRUE, FALSE", "TRUE",
