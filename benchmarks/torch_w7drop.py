@@ -4,7 +4,7 @@
 # fused kernels, with dropout inside them), torch.compile, and torch.compile with CUDA graphs.
 # CUDA-event medians of 30 runs (torch_best.py's timing). For scripts/gpu-run.sh w7drop; prints
 # one line a setting. RFUSE_TORCH_SETTINGS (comma-separated: eager, compile,
-# compile_reduce_overhead) picks settings; default all three.
+# compile_reduce_overhead) picks settings, RFUSE_TORCH_ROWS (W7drop, W7bf16) the rows; default all.
 import os, time
 import torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True
@@ -17,7 +17,10 @@ def rec(name, key, fn):
 
 settings = os.environ.get("RFUSE_TORCH_SETTINGS", "eager,compile,compile_reduce_overhead").split(",")
 xt = torch.randn(32, 256, 512, device="cuda"); yt = torch.randn(32, 256, 512, device="cuda")
+rows = os.environ.get("RFUSE_TORCH_ROWS", "W7drop,W7bf16").split(",")
 for name, p in (("W7drop", 0.1), ("W7bf16", 0.0)):
+    if name not in rows:
+        continue
     layer = nn.TransformerEncoderLayer(512, 8, 2048, dropout=p, batch_first=True, norm_first=True,
                                        activation="gelu").cuda()
     opt = torch.optim.AdamW(layer.parameters(), lr=1e-4, weight_decay=0.01, fused=True)

@@ -25,7 +25,7 @@
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
 # w7drop: W7 bf16 with the layer's default dropout (0.1) and without: PyTorch's rows
-#     (benchmarks/torch_w7drop.py; RFUSE_TORCH_SETTINGS picks settings), then benchmarks/r-bench.R's
+#     (benchmarks/torch_w7drop.py; RFUSE_TORCH_SETTINGS and RFUSE_TORCH_ROWS pick), then benchmarks/r-bench.R's
 #     W7bf16 and W7drop, RFUSE_W7_ROUNDS times (default 2).
 # aot: the ahead-of-time path (issue 18): rfuse-bench exports every workload (RFUSE_BENCH_ONLY
 #        picks) as an artifact while timing the JIT; then each artifact runs in a fresh process of
