@@ -244,8 +244,10 @@ TEST(Attention, KernelsArePlannedPerTileAndCompileForEveryArchitecture) {
   // Masked: the mask an input after q, k, v (and after the backward's six), causal a constant of
   // the source. Dropout: the seed an input after those, the threshold, scale and strides
   // constants of the source.
-  for (auto [masking, dropout] : {std::pair{Masking::CausalAndPadding, false}, {Masking::RuntimeFinite, false},
-                                  {Masking::RuntimeFinite, true}}) {
+  for (auto [maskingCase, dropoutCase] : {std::pair{Masking::CausalAndPadding, false}, {Masking::RuntimeFinite, false},
+                                          {Masking::RuntimeFinite, true}}) {
+    Masking masking = maskingCase; // (structured bindings are not captured by lambdas before C++20)
+    bool dropout = dropoutCase;
     std::string masked = afterPipeline(attentionLoss({4, 100, 70, 64}, "bf16", masking, dropout),
                                        "builtin.module(func.func(rfuse-fuse-attention),"
                                        "rfuse-autodiff{function=loss wrt=0,1,2},rfuse-drop-stop-gradients,canonicalize)");
