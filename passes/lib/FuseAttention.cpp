@@ -52,6 +52,19 @@ SmallVector<int64_t> axesBefore(TransposeOp t, ArrayRef<int64_t> axes) {
   return in;
 }
 
+// The row-major strides of a tensor of `shape` along the scores' axes [B, L, S], its dim j
+// holding axis axisOfDim[j] (a size-1 dim: stride 0).
+std::array<int64_t, 3> stridesAlongScores(ArrayRef<int64_t> shape, ArrayRef<int64_t> axisOfDim) {
+  std::array<int64_t, 3> stride = {0, 0, 0};
+  int64_t step = 1;
+  for (int64_t j = (int64_t)shape.size() - 1; j >= 0; --j) {
+    if (shape[j] != 1)
+      stride[axisOfDim[j]] = step;
+    step *= shape[j];
+  }
+  return stride;
+}
+
 // A mask on the scores: masked_fill (select(mask, fill, x), or select(mask, x, fill) for the
 // complement), or an added constant whose values are all 0 or -inf (torch's float masks).
 struct MaskUse {
@@ -221,12 +234,7 @@ std::optional<DropoutUse> matchDropoutFactor(Value factor, ArrayRef<int64_t> axe
   if (!draws || !draws->hasOneUse())
     return std::nullopt;
   ops.push_back(draws);
-  ArrayRef<int64_t> shape = tensorOf(draws.getResult()).getShape();
-  int64_t step = 1;
-  for (int64_t j = (int64_t)shape.size() - 1; j >= 0; --j) {
-    d.strides[u.axes[j]] = shape[j] == 1 ? 0 : step;
-    step *= shape[j];
-  }
+  d.strides = stridesAlongScores(tensorOf(draws.getResult()).getShape(), u.axes);
   d.seed = draws.getSeed();
   m.ops.insert(ops.begin(), ops.end());
   return d;
@@ -378,13 +386,10 @@ std::optional<std::vector<uint8_t>> maskedPositions(const Match &m, int64_t B, i
     }
     // Constant dim j is the value's dim dims[j] (size 1: spread), and value dim i holds axis
     // axes[i] of the scores: the constant's stride along each scores axis.
-    ArrayRef<int64_t> cShape = attr.getType().getShape();
-    int64_t stride[3] = {0, 0, 0}, step = 1;
-    for (int64_t j = (int64_t)cShape.size() - 1; j >= 0; --j) {
-      if (cShape[j] != 1)
-        stride[u.axes[dims[j]]] = step;
-      step *= cShape[j];
-    }
+    SmallVector<int64_t> axisOfDim;
+    for (int64_t dim : dims)
+      axisOfDim.push_back(u.axes[dim]);
+    std::array<int64_t, 3> stride = stridesAlongScores(attr.getType().getShape(), axisOfDim);
     for (int64_t b = 0, i = 0; b < B; ++b)
       for (int64_t l = 0; l < L; ++l)
         for (int64_t s = 0; s < S; ++s, ++i)

@@ -16,6 +16,7 @@
 #include "rfuse/Runtime/Artifact.h"
 #include "rfuse/rfuse_rt.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 
 #include <gtest/gtest.h>
@@ -583,9 +584,7 @@ TEST_F(Gpu, AttentionKernelsMatchTheInterpreter) {
       dict.push_back("dropout_threshold = 0.25 : f64, dropout_scale = 1.3333333730697632 : f64, dropout_strides = "
                      "array<i64: " + std::to_string(c.dropStrides[0]) + ", " + std::to_string(c.dropStrides[1]) + ", " +
                      std::to_string(c.dropStrides[2]) + ">");
-    std::string attrs = std::string(c.causal ? " causal" : "");
-    for (size_t i = 0; i < dict.size(); ++i)
-      attrs += (i ? ", " : " {") + dict[i] + (i + 1 == dict.size() ? "}" : "");
+    std::string attrs = std::string(c.causal ? " causal" : "") + (dict.empty() ? "" : " {" + llvm::join(dict, ", ") + "}");
     std::string text =
         "func.func @main(%q: " + q + ", %k: " + kv + ", %v: " + kv + ", %g: " + q + maskArg + ") -> (" + q + ", " + row +
         ", " + q + ", " + kv + ", " + kv + ") {\n" + "  %o, %lse = rfuse.attention %q, %k, %v" + maskUse +

@@ -669,10 +669,11 @@ private:
       auto i = (unsigned long long)(b * dropStride[0] + l * dropStride[1] + s * dropStride[2]);
       return scalar::rf_random_uniform(i, seed0, seed1) >= dropThreshold ? dropScale : 0.f;
     }
-    // A probability after dropout, rounded to q's type (as the product with v reads it).
-    double dropped(double p, int64_t b, int64_t l, int64_t s) const {
+    // A probability after dropout (`kept`: kept(b, l, s)), rounded to q's type (as the product
+    // with v reads it).
+    double dropped(double p, float kept) const {
       if (dropout)
-        p = (float)((float)p * kept(b, l, s));
+        p = (float)((float)p * kept);
       return roundToDType(dt, p);
     }
   };
@@ -730,7 +731,7 @@ private:
           sum += (x = std::exp(x - m));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = 0; s < a.S; ++s) {
-          double p = a.dropped(row[s] / sum, b, l, s);
+          double p = a.dropped(row[s] / sum, a.kept(b, l, s));
           const double *vr = &in[2].f[(b * a.S + s) * a.Dv];
           for (int64_t d = 0; d < a.Dv; ++d)
             acc[d] += p * vr[d];
@@ -750,12 +751,12 @@ private:
     AttentionShape a = attentionShape(op, in, 6);
     const HostTensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &lse = in[4], &delta = in[5];
     HostTensor dq = alloc(op.getGradQ()), dk = alloc(op.getGradK()), dv = alloc(op.getGradV());
-    // P from a score of row r, and dS of row (b, l) at key s.
+    // P from a score of row r, and dS of row (b, l) at key s (`kept`: a.kept(b, l, s)).
     auto probability = [&](double score, int64_t r) { return std::exp(score - lse.f[r]); };
-    auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s) {
+    auto gradScore = [&](double p, int64_t b, int64_t l, int64_t s, float kept) {
       if (a.masked(b, l, s))
         return 0.0;
-      double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv) * a.kept(b, l, s);
+      double dp = dot(&g.f[(b * a.L + l) * a.Dv], &v.f[(b * a.S + s) * a.Dv], a.Dv) * kept;
       return roundToDType(a.dt, p * (dp - delta.f[b * a.L + l]));
     };
     cpu::parallelFor(a.B * a.L, 0, a.S * (a.D + a.Dv), [&](int64_t begin, int64_t end) {
@@ -765,7 +766,7 @@ private:
         attentionScores(a, q, k, b, l, row);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = 0; s < a.S; ++s) {
-          double ds = gradScore(probability(row[s], r), b, l, s);
+          double ds = gradScore(probability(row[s], r), b, l, s, a.kept(b, l, s));
           const double *kr = &k.f[(b * a.S + s) * a.D];
           for (int64_t d = 0; d < a.D; ++d)
             acc[d] += ds * kr[d];
@@ -783,8 +784,9 @@ private:
         for (int64_t l = 0; l < a.L; ++l) {
           int64_t r = b * a.L + l;
           const double *qr = &q.f[r * a.D], *kr = &k.f[c * a.D], *gr = &g.f[r * a.Dv];
-          double p = probability(a.score(b, l, s, a.scale * dot(qr, kr, a.D)), r), ds = gradScore(p, b, l, s),
-                 pr = a.dropped(p, b, l, s);
+          float kept = a.kept(b, l, s);
+          double p = probability(a.score(b, l, s, a.scale * dot(qr, kr, a.D)), r), ds = gradScore(p, b, l, s, kept),
+                 pr = a.dropped(p, kept);
           for (int64_t d = 0; d < a.D; ++d)
             accK[d] += ds * qr[d];
           for (int64_t d = 0; d < a.Dv; ++d)
