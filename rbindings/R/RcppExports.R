@@ -69,8 +69,8 @@
     invisible(.Call(`_rfuse_rf_fast_record`, table, names, args, paramSlots, moduleVersion, program, inputIndex, dtypes, device, outDtype, outDevice, outRdim, outLen))
 }
 
-.rf_fast_call <- function(table, args, counters, prototypeEnv) {
-    .Call(`_rfuse_rf_fast_call`, table, args, counters, prototypeEnv)
+.rf_fast_call <- function(table, args, counters, prototypeEnv, autocast) {
+    .Call(`_rfuse_rf_fast_call`, table, args, counters, prototypeEnv, autocast)
 }
 
 .rf_builder_new <- function(entry) {

@@ -112,6 +112,11 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins, dynamic = NULL) 
   # A call on rf_tensors with a signature that ran before is one .Call (fast_call); any other
   # takes the R path, which records the signatures the fast one can take.
   jitted <- function(...) {
+    # (the fast path misses inside an autocast region, whose state is part of the program's key,
+    # and on list arguments, which are never tensors)
+    r <- .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype, .rf_autocast)
+    if (is.character(r)) rf_abort(r[[1]], r[[2]]) # a failure, as .rf_run_tensors reports them
+    if (!is.null(r)) return(r)
     # A model's list arguments (an LSTM's hx = list(h, c)): their tensors are the arguments of a
     # program per structure, which rebuilds the lists.
     if (!is.null(model) && has_list_args(list(...))) {
@@ -124,11 +129,7 @@ new_jit <- function(f, model, dtype, pipeline, static, plugins, dynamic = NULL) 
       }
       return(do.call(jf, lists$flat))
     }
-    # (inside an autocast region the R path runs: the region is part of the program's key)
-    r <- if (!autocast_active()) .rf_fast_call(fast, list(...), .rf_counters, .rf_tensor_prototype)
-    if (is.null(r)) return(jit_call(state, with_parameters(state, list(...))))
-    if (is.character(r)) rf_abort(r[[1]], r[[2]]) # a failure, as .rf_run_tensors reports them
-    r
+    jit_call(state, with_parameters(state, list(...)))
   }
   # When the jitted function goes, its programs go with it (at the next gc).
   reg.finalizer(environment(), cache_dropper(as.character(.rf_counters$next_id)))

@@ -15,7 +15,6 @@ List rf_export_program(SEXP program, std::string path, CharacterVector archs, bo
 RcppExport SEXP _rfuse_rf_export_program(SEXP programSEXP, SEXP pathSEXP, SEXP archsSEXP, SEXP ptxSEXP, SEXP cpuSEXP, SEXP metadataSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type program(programSEXP);
     Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type archs(archsSEXP);
@@ -31,7 +30,6 @@ List rf_load_artifact(std::string path);
 RcppExport SEXP _rfuse_rf_load_artifact(SEXP pathSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_load_artifact(path));
     return rcpp_result_gen;
@@ -42,7 +40,6 @@ List rf_load_artifact_memory(RawVector bytes, std::string name);
 RcppExport SEXP _rfuse_rf_load_artifact_memory(SEXP bytesSEXP, SEXP nameSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< RawVector >::type bytes(bytesSEXP);
     Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_load_artifact_memory(bytes, name));
@@ -54,7 +51,6 @@ SEXP rf_artifact_metadata(SEXP handle, std::string name);
 RcppExport SEXP _rfuse_rf_artifact_metadata(SEXP handleSEXP, SEXP nameSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_artifact_metadata(handle, name));
@@ -66,7 +62,6 @@ List rf_run_artifact(SEXP handle, List values);
 RcppExport SEXP _rfuse_rf_run_artifact(SEXP handleSEXP, SEXP valuesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< List >::type values(valuesSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_run_artifact(handle, values));
@@ -78,7 +73,6 @@ SEXP rf_deferred_values(SEXP handle, SEXP rdim, SEXP perm, SEXP cls);
 RcppExport SEXP _rfuse_rf_deferred_values(SEXP handleSEXP, SEXP rdimSEXP, SEXP permSEXP, SEXP clsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< SEXP >::type rdim(rdimSEXP);
     Rcpp::traits::input_parameter< SEXP >::type perm(permSEXP);
@@ -92,7 +86,6 @@ SEXP rf_deferred_tensor_copy(SEXP x, std::string dtype, std::string device, SEXP
 RcppExport SEXP _rfuse_rf_deferred_tensor_copy(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP, SEXP rdimSEXP, SEXP permSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
@@ -107,7 +100,6 @@ bool rf_deferred_pending(SEXP x);
 RcppExport SEXP _rfuse_rf_deferred_pending(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_deferred_pending(x));
     return rcpp_result_gen;
@@ -117,7 +109,6 @@ END_RCPP
 void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int masterPort, double timeout, std::string device);
 RcppExport SEXP _rfuse_rf_process_group_init(SEXP rankSEXP, SEXP worldSizeSEXP, SEXP masterAddrSEXP, SEXP masterPortSEXP, SEXP timeoutSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< int >::type rank(rankSEXP);
     Rcpp::traits::input_parameter< int >::type worldSize(worldSizeSEXP);
     Rcpp::traits::input_parameter< std::string >::type masterAddr(masterAddrSEXP);
@@ -132,7 +123,6 @@ END_RCPP
 void rf_process_group_destroy();
 RcppExport SEXP _rfuse_rf_process_group_destroy() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_process_group_destroy();
     return R_NilValue;
 END_RCPP
@@ -142,7 +132,6 @@ List rf_process_group_info();
 RcppExport SEXP _rfuse_rf_process_group_info() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_process_group_info());
     return rcpp_result_gen;
 END_RCPP
@@ -151,7 +140,6 @@ END_RCPP
 void rf_all_reduce(List handles, bool mean);
 RcppExport SEXP _rfuse_rf_all_reduce(SEXP handlesSEXP, SEXP meanSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type handles(handlesSEXP);
     Rcpp::traits::input_parameter< bool >::type mean(meanSEXP);
     rf_all_reduce(handles, mean);
@@ -162,7 +150,6 @@ END_RCPP
 void rf_broadcast(List handles, int root);
 RcppExport SEXP _rfuse_rf_broadcast(SEXP handlesSEXP, SEXP rootSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type handles(handlesSEXP);
     Rcpp::traits::input_parameter< int >::type root(rootSEXP);
     rf_broadcast(handles, root);
@@ -174,7 +161,6 @@ SEXP rf_fast_table();
 RcppExport SEXP _rfuse_rf_fast_table() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_fast_table());
     return rcpp_result_gen;
 END_RCPP
@@ -183,7 +169,6 @@ END_RCPP
 void rf_fast_forget();
 RcppExport SEXP _rfuse_rf_fast_forget() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_fast_forget();
     return R_NilValue;
 END_RCPP
@@ -193,7 +178,6 @@ double rf_fast_hits();
 RcppExport SEXP _rfuse_rf_fast_hits() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_fast_hits());
     return rcpp_result_gen;
 END_RCPP
@@ -202,7 +186,6 @@ END_RCPP
 void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double moduleVersion, SEXP program, IntegerVector inputIndex, CharacterVector dtypes, std::string device, SEXP outDtype, SEXP outDevice, SEXP outRdim, double outLen);
 RcppExport SEXP _rfuse_rf_fast_record(SEXP tableSEXP, SEXP namesSEXP, SEXP argsSEXP, SEXP paramSlotsSEXP, SEXP moduleVersionSEXP, SEXP programSEXP, SEXP inputIndexSEXP, SEXP dtypesSEXP, SEXP deviceSEXP, SEXP outDtypeSEXP, SEXP outDeviceSEXP, SEXP outRdimSEXP, SEXP outLenSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type table(tableSEXP);
     Rcpp::traits::input_parameter< SEXP >::type names(namesSEXP);
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
@@ -221,16 +204,16 @@ BEGIN_RCPP
 END_RCPP
 }
 // rf_fast_call
-SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv);
-RcppExport SEXP _rfuse_rf_fast_call(SEXP tableSEXP, SEXP argsSEXP, SEXP countersSEXP, SEXP prototypeEnvSEXP) {
+SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv, SEXP autocast);
+RcppExport SEXP _rfuse_rf_fast_call(SEXP tableSEXP, SEXP argsSEXP, SEXP countersSEXP, SEXP prototypeEnvSEXP, SEXP autocastSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type table(tableSEXP);
     Rcpp::traits::input_parameter< SEXP >::type args(argsSEXP);
     Rcpp::traits::input_parameter< SEXP >::type counters(countersSEXP);
     Rcpp::traits::input_parameter< SEXP >::type prototypeEnv(prototypeEnvSEXP);
-    rcpp_result_gen = Rcpp::wrap(rf_fast_call(table, args, counters, prototypeEnv));
+    Rcpp::traits::input_parameter< SEXP >::type autocast(autocastSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_fast_call(table, args, counters, prototypeEnv, autocast));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -239,7 +222,6 @@ SEXP rf_builder_new(std::string entry);
 RcppExport SEXP _rfuse_rf_builder_new(SEXP entrySEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type entry(entrySEXP);
     rcpp_result_gen = Rcpp::wrap(rf_builder_new(entry));
     return rcpp_result_gen;
@@ -250,7 +232,6 @@ int rf_b_input(SEXP b, IntegerVector shape, std::string dtype, std::string name)
 RcppExport SEXP _rfuse_rf_b_input(SEXP bSEXP, SEXP shapeSEXP, SEXP dtypeSEXP, SEXP nameSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
@@ -264,7 +245,6 @@ int rf_b_constant(SEXP b, NumericVector values, IntegerVector shape, std::string
 RcppExport SEXP _rfuse_rf_b_constant(SEXP bSEXP, SEXP valuesSEXP, SEXP shapeSEXP, SEXP dtypeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
@@ -278,7 +258,6 @@ int rf_b_unary(SEXP b, std::string op, int x);
 RcppExport SEXP _rfuse_rf_b_unary(SEXP bSEXP, SEXP opSEXP, SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type op(opSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -291,7 +270,6 @@ int rf_b_binary(SEXP b, std::string op, int x, int y);
 RcppExport SEXP _rfuse_rf_b_binary(SEXP bSEXP, SEXP opSEXP, SEXP xSEXP, SEXP ySEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type op(opSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -305,7 +283,6 @@ int rf_b_select(SEXP b, int cond, int x, int y);
 RcppExport SEXP _rfuse_rf_b_select(SEXP bSEXP, SEXP condSEXP, SEXP xSEXP, SEXP ySEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type cond(condSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -319,7 +296,6 @@ int rf_b_cast(SEXP b, int x, std::string dtype);
 RcppExport SEXP _rfuse_rf_b_cast(SEXP bSEXP, SEXP xSEXP, SEXP dtypeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
@@ -332,7 +308,6 @@ int rf_b_broadcast(SEXP b, int x, IntegerVector shape, IntegerVector dims);
 RcppExport SEXP _rfuse_rf_b_broadcast(SEXP bSEXP, SEXP xSEXP, SEXP shapeSEXP, SEXP dimsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
@@ -346,7 +321,6 @@ int rf_b_transpose(SEXP b, int x, IntegerVector perm);
 RcppExport SEXP _rfuse_rf_b_transpose(SEXP bSEXP, SEXP xSEXP, SEXP permSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type perm(permSEXP);
@@ -359,7 +333,6 @@ int rf_b_reshape(SEXP b, int x, IntegerVector shape);
 RcppExport SEXP _rfuse_rf_b_reshape(SEXP bSEXP, SEXP xSEXP, SEXP shapeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
@@ -372,7 +345,6 @@ int rf_b_slice(SEXP b, int x, IntegerVector start, IntegerVector limit, IntegerV
 RcppExport SEXP _rfuse_rf_b_slice(SEXP bSEXP, SEXP xSEXP, SEXP startSEXP, SEXP limitSEXP, SEXP stridesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type start(startSEXP);
@@ -387,7 +359,6 @@ int rf_b_reverse(SEXP b, int x, IntegerVector dims);
 RcppExport SEXP _rfuse_rf_b_reverse(SEXP bSEXP, SEXP xSEXP, SEXP dimsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type dims(dimsSEXP);
@@ -400,7 +371,6 @@ int rf_b_pad(SEXP b, int x, IntegerVector low, IntegerVector high, IntegerVector
 RcppExport SEXP _rfuse_rf_b_pad(SEXP bSEXP, SEXP xSEXP, SEXP lowSEXP, SEXP highSEXP, SEXP interiorSEXP, SEXP valueSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type low(lowSEXP);
@@ -416,7 +386,6 @@ int rf_b_concat(SEXP b, IntegerVector xs, int dim);
 RcppExport SEXP _rfuse_rf_b_concat(SEXP bSEXP, SEXP xsSEXP, SEXP dimSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type xs(xsSEXP);
     Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
@@ -429,7 +398,6 @@ int rf_b_random_uniform(SEXP b, int seed, IntegerVector shape);
 RcppExport SEXP _rfuse_rf_b_random_uniform(SEXP bSEXP, SEXP seedSEXP, SEXP shapeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type seed(seedSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
@@ -442,7 +410,6 @@ int rf_b_scan(SEXP b, int x, int dim, std::string kind);
 RcppExport SEXP _rfuse_rf_b_scan(SEXP bSEXP, SEXP xSEXP, SEXP dimSEXP, SEXP kindSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
@@ -456,7 +423,6 @@ IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_larges
 RcppExport SEXP _rfuse_rf_b_sort(SEXP bSEXP, SEXP xSEXP, SEXP dimSEXP, SEXP descendingSEXP, SEXP nan_largestSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type dim(dimSEXP);
@@ -471,7 +437,6 @@ IntegerVector rf_b_recurrent(SEXP b, std::string mode, int x, int h0, int c0, in
 RcppExport SEXP _rfuse_rf_b_recurrent(SEXP bSEXP, SEXP modeSEXP, SEXP xSEXP, SEXP h0SEXP, SEXP c0SEXP, SEXP w_ihSEXP, SEXP w_hhSEXP, SEXP b_ihSEXP, SEXP b_hhSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type mode(modeSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -490,7 +455,6 @@ int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size);
 RcppExport SEXP _rfuse_rf_b_scatter_add(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP, SEXP sizeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
@@ -505,7 +469,6 @@ int rf_b_take_along(SEXP b, int x, int indices, int dim);
 RcppExport SEXP _rfuse_rf_b_take_along(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
@@ -519,7 +482,6 @@ int rf_b_solve(SEXP b, int a, int rhs, double tolerance);
 RcppExport SEXP _rfuse_rf_b_solve(SEXP bSEXP, SEXP aSEXP, SEXP rhsSEXP, SEXP toleranceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type a(aSEXP);
     Rcpp::traits::input_parameter< int >::type rhs(rhsSEXP);
@@ -533,7 +495,6 @@ int rf_b_cholesky(SEXP b, int a);
 RcppExport SEXP _rfuse_rf_b_cholesky(SEXP bSEXP, SEXP aSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type a(aSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_cholesky(b, a));
@@ -545,7 +506,6 @@ int rf_b_log_determinant(SEXP b, int a);
 RcppExport SEXP _rfuse_rf_b_log_determinant(SEXP bSEXP, SEXP aSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type a(aSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_log_determinant(b, a));
@@ -557,7 +517,6 @@ int rf_b_gather_at(SEXP b, int x, int indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather_at(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type indices(indicesSEXP);
@@ -571,7 +530,6 @@ int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim);
 RcppExport SEXP _rfuse_rf_b_gather(SEXP bSEXP, SEXP xSEXP, SEXP indicesSEXP, SEXP dimSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type indices(indicesSEXP);
@@ -585,7 +543,6 @@ int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep);
 RcppExport SEXP _rfuse_rf_b_reduce(SEXP bSEXP, SEXP kindSEXP, SEXP xSEXP, SEXP dimsSEXP, SEXP keepSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type kind(kindSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -600,7 +557,6 @@ int rf_b_matmul(SEXP b, int x, int y, bool ta, bool tb);
 RcppExport SEXP _rfuse_rf_b_matmul(SEXP bSEXP, SEXP xSEXP, SEXP ySEXP, SEXP taSEXP, SEXP tbSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type y(ySEXP);
@@ -615,7 +571,6 @@ int rf_b_conv2d(SEXP b, int x, int w, int bias, IntegerVector strides, IntegerVe
 RcppExport SEXP _rfuse_rf_b_conv2d(SEXP bSEXP, SEXP xSEXP, SEXP wSEXP, SEXP biasSEXP, SEXP stridesSEXP, SEXP paddingSEXP, SEXP dilationSEXP, SEXP groupsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     Rcpp::traits::input_parameter< int >::type w(wSEXP);
@@ -633,7 +588,6 @@ int rf_b_pool2d(SEXP b, std::string kind, int x, IntegerVector kernel, IntegerVe
 RcppExport SEXP _rfuse_rf_b_pool2d(SEXP bSEXP, SEXP kindSEXP, SEXP xSEXP, SEXP kernelSEXP, SEXP stridesSEXP, SEXP paddingSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type kind(kindSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
@@ -648,7 +602,6 @@ END_RCPP
 void rf_b_begin_function(SEXP b, std::string name);
 RcppExport SEXP _rfuse_rf_b_begin_function(SEXP bSEXP, SEXP nameSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
     rf_b_begin_function(b, name);
@@ -660,7 +613,6 @@ int rf_b_end_function(SEXP b, IntegerVector results);
 RcppExport SEXP _rfuse_rf_b_end_function(SEXP bSEXP, SEXP resultsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type results(resultsSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_end_function(b, results));
@@ -672,7 +624,6 @@ IntegerVector rf_b_call(SEXP b, int fn, IntegerVector args);
 RcppExport SEXP _rfuse_rf_b_call(SEXP bSEXP, SEXP fnSEXP, SEXP argsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type fn(fnSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type args(argsSEXP);
@@ -685,7 +636,6 @@ IntegerVector rf_b_custom_vjp(SEXP b, int forward, int backward, IntegerVector a
 RcppExport SEXP _rfuse_rf_b_custom_vjp(SEXP bSEXP, SEXP forwardSEXP, SEXP backwardSEXP, SEXP argsSEXP, SEXP numOutputsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type forward(forwardSEXP);
     Rcpp::traits::input_parameter< int >::type backward(backwardSEXP);
@@ -699,7 +649,6 @@ END_RCPP
 void rf_b_set_location(SEXP b, std::string description);
 RcppExport SEXP _rfuse_rf_b_set_location(SEXP bSEXP, SEXP descriptionSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type description(descriptionSEXP);
     rf_b_set_location(b, description);
@@ -710,7 +659,6 @@ END_RCPP
 void rf_b_set_autocast(SEXP b, std::string dtype);
 RcppExport SEXP _rfuse_rf_b_set_autocast(SEXP bSEXP, SEXP dtypeSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     rf_b_set_autocast(b, dtype);
@@ -722,7 +670,6 @@ IntegerVector rf_b_shape(SEXP b, int x);
 RcppExport SEXP _rfuse_rf_b_shape(SEXP bSEXP, SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< int >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_shape(b, x));
@@ -734,7 +681,6 @@ List rf_b_finish(SEXP b, IntegerVector results);
 RcppExport SEXP _rfuse_rf_b_finish(SEXP bSEXP, SEXP resultsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type results(resultsSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_b_finish(b, results));
@@ -746,7 +692,6 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses);
 RcppExport SEXP _rfuse_rf_compile(SEXP textSEXP, SEXP pipelineSEXP, SEXP recordPassesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
     Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
     Rcpp::traits::input_parameter< bool >::type recordPasses(recordPassesSEXP);
@@ -759,7 +704,6 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
 RcppExport SEXP _rfuse_rf_compile_grad(SEXP textSEXP, SEXP pipelineSEXP, SEXP wrtSEXP, SEXP recomputeSEXP, SEXP optimizerSEXP, SEXP lrSEXP, SEXP momentumSEXP, SEXP weightDecaySEXP, SEXP beta1SEXP, SEXP beta2SEXP, SEXP epsSEXP, SEXP lrInputSEXP, SEXP tf32SEXP, SEXP allReduceSEXP, SEXP autocastSEXP, SEXP lossScaleSEXP, SEXP growthIntervalSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
     Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type wrt(wrtSEXP);
@@ -786,7 +730,6 @@ List rf_program_info(SEXP p);
 RcppExport SEXP _rfuse_rf_program_info(SEXP pSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_program_info(p));
     return rcpp_result_gen;
@@ -797,7 +740,6 @@ std::string rf_device();
 RcppExport SEXP _rfuse_rf_device() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_device());
     return rcpp_result_gen;
 END_RCPP
@@ -807,7 +749,6 @@ std::string rf_device_description();
 RcppExport SEXP _rfuse_rf_device_description() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_device_description());
     return rcpp_result_gen;
 END_RCPP
@@ -817,7 +758,6 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames, 
 RcppExport SEXP _rfuse_rf_call_key(SEXP argsSEXP, SEXP namesSEXP, SEXP staticNamesSEXP, SEXP batchArgsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type names(namesSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type staticNames(staticNamesSEXP);
@@ -830,7 +770,6 @@ END_RCPP
 void rf_check_pipeline(std::string pipeline);
 RcppExport SEXP _rfuse_rf_check_pipeline(SEXP pipelineSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type pipeline(pipelineSEXP);
     rf_check_pipeline(pipeline);
     return R_NilValue;
@@ -840,7 +779,6 @@ END_RCPP
 void rf_load_plugin(std::string path);
 RcppExport SEXP _rfuse_rf_load_plugin(SEXP pathSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type path(pathSEXP);
     rf_load_plugin(path);
     return R_NilValue;
@@ -851,7 +789,6 @@ CharacterVector rf_available_pipelines();
 RcppExport SEXP _rfuse_rf_available_pipelines() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_available_pipelines());
     return rcpp_result_gen;
 END_RCPP
@@ -861,7 +798,6 @@ std::string rf_first_nonfinite(SEXP p, List args, CharacterVector dtypes);
 RcppExport SEXP _rfuse_rf_first_nonfinite(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
@@ -874,7 +810,6 @@ SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string
 RcppExport SEXP _rfuse_rf_run(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP outDimsSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
@@ -889,7 +824,6 @@ DataFrame rf_option_table();
 RcppExport SEXP _rfuse_rf_option_table() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_option_table());
     return rcpp_result_gen;
 END_RCPP
@@ -899,7 +833,6 @@ std::string rf_option_get(std::string name);
 RcppExport SEXP _rfuse_rf_option_get(SEXP nameSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_option_get(name));
     return rcpp_result_gen;
@@ -909,7 +842,6 @@ END_RCPP
 void rf_option_set(std::string name, std::string value);
 RcppExport SEXP _rfuse_rf_option_set(SEXP nameSEXP, SEXP valueSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
     Rcpp::traits::input_parameter< std::string >::type value(valueSEXP);
     rf_option_set(name, value);
@@ -921,7 +853,6 @@ std::string rf_build_dir();
 RcppExport SEXP _rfuse_rf_build_dir() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_build_dir());
     return rcpp_result_gen;
 END_RCPP
@@ -931,7 +862,6 @@ SEXP rf_batch_template(SEXP a, double ba, SEXP b, double bb);
 RcppExport SEXP _rfuse_rf_batch_template(SEXP aSEXP, SEXP baSEXP, SEXP bSEXP, SEXP bbSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type a(aSEXP);
     Rcpp::traits::input_parameter< double >::type ba(baSEXP);
     Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
@@ -945,7 +875,6 @@ SEXP rf_specialize(SEXP templ, std::string text, double batch);
 RcppExport SEXP _rfuse_rf_specialize(SEXP templSEXP, SEXP textSEXP, SEXP batchSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type templ(templSEXP);
     Rcpp::traits::input_parameter< std::string >::type text(textSEXP);
     Rcpp::traits::input_parameter< double >::type batch(batchSEXP);
@@ -957,7 +886,6 @@ END_RCPP
 void rf_warm_builder();
 RcppExport SEXP _rfuse_rf_warm_builder() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_warm_builder();
     return R_NilValue;
 END_RCPP
@@ -966,7 +894,6 @@ END_RCPP
 void rf_warm_libraries();
 RcppExport SEXP _rfuse_rf_warm_libraries() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_warm_libraries();
     return R_NilValue;
 END_RCPP
@@ -976,7 +903,6 @@ Rcpp::NumericVector rf_compile_counts();
 RcppExport SEXP _rfuse_rf_compile_counts() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_compile_counts());
     return rcpp_result_gen;
 END_RCPP
@@ -985,7 +911,6 @@ END_RCPP
 void rf_clear_compiled_caches();
 RcppExport SEXP _rfuse_rf_clear_compiled_caches() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_clear_compiled_caches();
     return R_NilValue;
 END_RCPP
@@ -994,7 +919,6 @@ END_RCPP
 void rf_release_cached_memory();
 RcppExport SEXP _rfuse_rf_release_cached_memory() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_release_cached_memory();
     return R_NilValue;
 END_RCPP
@@ -1004,7 +928,6 @@ std::string rf_hash(SEXP x);
 RcppExport SEXP _rfuse_rf_hash(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_hash(x));
     return rcpp_result_gen;
@@ -1015,7 +938,6 @@ std::string rf_obj_address(SEXP x);
 RcppExport SEXP _rfuse_rf_obj_address(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_obj_address(x));
     return rcpp_result_gen;
@@ -1026,7 +948,6 @@ SEXP rf_new_weakref(SEXP key);
 RcppExport SEXP _rfuse_rf_new_weakref(SEXP keySEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type key(keySEXP);
     rcpp_result_gen = Rcpp::wrap(rf_new_weakref(key));
     return rcpp_result_gen;
@@ -1037,7 +958,6 @@ SEXP rf_weakref_key(SEXP ref);
 RcppExport SEXP _rfuse_rf_weakref_key(SEXP refSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type ref(refSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_weakref_key(ref));
     return rcpp_result_gen;
@@ -1048,7 +968,6 @@ SEXP rf_duplicate(SEXP x);
 RcppExport SEXP _rfuse_rf_duplicate(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_duplicate(x));
     return rcpp_result_gen;
@@ -1059,7 +978,6 @@ NumericVector rf_random_uniform(IntegerVector seed, double n);
 RcppExport SEXP _rfuse_rf_random_uniform(SEXP seedSEXP, SEXP nSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< IntegerVector >::type seed(seedSEXP);
     Rcpp::traits::input_parameter< double >::type n(nSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_random_uniform(seed, n));
@@ -1071,7 +989,6 @@ SEXP rf_aperm(SEXP x, Rcpp::IntegerVector perm);
 RcppExport SEXP _rfuse_rf_aperm(SEXP xSEXP, SEXP permSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< Rcpp::IntegerVector >::type perm(permSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_aperm(x, perm));
@@ -1083,7 +1000,6 @@ SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device);
 RcppExport SEXP _rfuse_rf_tensor_from_r(SEXP xSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
@@ -1096,7 +1012,6 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
 RcppExport SEXP _rfuse_rf_tensor_from_r_permuted(SEXP xSEXP, SEXP permSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type perm(permSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
@@ -1110,7 +1025,6 @@ SEXP rf_tensor_to_r(SEXP handle, SEXP rdim);
 RcppExport SEXP _rfuse_rf_tensor_to_r(SEXP handleSEXP, SEXP rdimSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< SEXP >::type rdim(rdimSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_to_r(handle, rdim));
@@ -1122,7 +1036,6 @@ SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device)
 RcppExport SEXP _rfuse_rf_tensor_empty(SEXP shapeSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
@@ -1135,7 +1048,6 @@ SEXP rf_tensor_zeros(IntegerVector shape, std::string dtype, std::string device)
 RcppExport SEXP _rfuse_rf_tensor_zeros(SEXP shapeSEXP, SEXP dtypeSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< IntegerVector >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
@@ -1148,7 +1060,6 @@ bool rf_tensor_valid(SEXP handle);
 RcppExport SEXP _rfuse_rf_tensor_valid(SEXP handleSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_valid(handle));
     return rcpp_result_gen;
@@ -1159,7 +1070,6 @@ SEXP rf_tensor_to_device(SEXP handle, std::string device);
 RcppExport SEXP _rfuse_rf_tensor_to_device(SEXP handleSEXP, SEXP deviceSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< std::string >::type device(deviceSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_to_device(handle, device));
@@ -1171,7 +1081,6 @@ SEXP rf_tensor_cast(SEXP handle, std::string dtype);
 RcppExport SEXP _rfuse_rf_tensor_cast(SEXP handleSEXP, SEXP dtypeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_tensor_cast(handle, dtype));
@@ -1182,7 +1091,6 @@ END_RCPP
 void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOffset, double count);
 RcppExport SEXP _rfuse_rf_tensor_copy_elements(SEXP dstSEXP, SEXP dstOffsetSEXP, SEXP srcSEXP, SEXP srcOffsetSEXP, SEXP countSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type dst(dstSEXP);
     Rcpp::traits::input_parameter< double >::type dstOffset(dstOffsetSEXP);
     Rcpp::traits::input_parameter< SEXP >::type src(srcSEXP);
@@ -1197,7 +1105,6 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
 RcppExport SEXP _rfuse_rf_run_tensors(SEXP pSEXP, SEXP argsSEXP, SEXP dtypesSEXP, SEXP deviceSEXP, SEXP outputsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type p(pSEXP);
     Rcpp::traits::input_parameter< List >::type args(argsSEXP);
     Rcpp::traits::input_parameter< CharacterVector >::type dtypes(dtypesSEXP);
@@ -1212,7 +1119,6 @@ DataFrame rf_timeline();
 RcppExport SEXP _rfuse_rf_timeline() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_timeline());
     return rcpp_result_gen;
 END_RCPP
@@ -1221,7 +1127,6 @@ END_RCPP
 void rf_timeline_mark(std::string what);
 RcppExport SEXP _rfuse_rf_timeline_mark(SEXP whatSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< std::string >::type what(whatSEXP);
     rf_timeline_mark(what);
     return R_NilValue;
@@ -1232,7 +1137,6 @@ NumericVector rf_transfer_stats();
 RcppExport SEXP _rfuse_rf_transfer_stats() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_transfer_stats());
     return rcpp_result_gen;
 END_RCPP
@@ -1242,7 +1146,6 @@ NumericVector rf_device_memory();
 RcppExport SEXP _rfuse_rf_device_memory() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_device_memory());
     return rcpp_result_gen;
 END_RCPP
@@ -1251,7 +1154,6 @@ END_RCPP
 void rf_synchronize();
 RcppExport SEXP _rfuse_rf_synchronize() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_synchronize();
     return R_NilValue;
 END_RCPP
@@ -1260,7 +1162,6 @@ END_RCPP
 void rf_tensor_copy_from_r(SEXP handle, SEXP x);
 RcppExport SEXP _rfuse_rf_tensor_copy_from_r(SEXP handleSEXP, SEXP xSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type handle(handleSEXP);
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rf_tensor_copy_from_r(handle, x);
@@ -1272,7 +1173,6 @@ double rf_host_copy_seconds(double bytes);
 RcppExport SEXP _rfuse_rf_host_copy_seconds(SEXP bytesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< double >::type bytes(bytesSEXP);
     rcpp_result_gen = Rcpp::wrap(rf_host_copy_seconds(bytes));
     return rcpp_result_gen;
@@ -1282,7 +1182,6 @@ END_RCPP
 void rf_profile_start();
 RcppExport SEXP _rfuse_rf_profile_start() {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rf_profile_start();
     return R_NilValue;
 END_RCPP
@@ -1292,7 +1191,6 @@ DataFrame rf_profile_stop();
 RcppExport SEXP _rfuse_rf_profile_stop() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_profile_stop());
     return rcpp_result_gen;
 END_RCPP
@@ -1302,7 +1200,6 @@ List rf_sitrep_info();
 RcppExport SEXP _rfuse_rf_sitrep_info() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(rf_sitrep_info());
     return rcpp_result_gen;
 END_RCPP
@@ -1312,7 +1209,6 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
 RcppExport SEXP _rfuse_rf_training_loop(SEXP programSEXP, SEXP inputs1SEXP, SEXP inputs2SEXP, SEXP outputs1SEXP, SEXP outputs2SEXP, SEXP sourcesSEXP, SEXP batches1SEXP, SEXP batches2SEXP, SEXP batchSizeSEXP, SEXP batchesPerEpochSEXP, SEXP tablesSEXP, SEXP values1SEXP, SEXP values2SEXP, SEXP lossHistorySEXP, SEXP loss1SEXP, SEXP loss2SEXP, SEXP keptHistoriesSEXP, SEXP kept1SEXP, SEXP kept2SEXP, SEXP deviceSEXP, SEXP tailProgramSEXP, SEXP tailInputs1SEXP, SEXP tailInputs2SEXP, SEXP tailOutputs1SEXP, SEXP tailOutputs2SEXP, SEXP tailBatches1SEXP, SEXP tailBatches2SEXP, SEXP tailSizeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type program(programSEXP);
     Rcpp::traits::input_parameter< List >::type inputs1(inputs1SEXP);
     Rcpp::traits::input_parameter< List >::type inputs2(inputs2SEXP);
@@ -1349,7 +1245,6 @@ END_RCPP
 void rf_training_loop_rows(SEXP loop, SEXP rows);
 RcppExport SEXP _rfuse_rf_training_loop_rows(SEXP loopSEXP, SEXP rowsSEXP) {
 BEGIN_RCPP
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type loop(loopSEXP);
     Rcpp::traits::input_parameter< SEXP >::type rows(rowsSEXP);
     rf_training_loop_rows(loop, rows);
@@ -1361,7 +1256,6 @@ double rf_training_loop_run(SEXP loop, double first, double last, double firstSl
 RcppExport SEXP _rfuse_rf_training_loop_run(SEXP loopSEXP, SEXP firstSEXP, SEXP lastSEXP, SEXP firstSlotSEXP, SEXP secondsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type loop(loopSEXP);
     Rcpp::traits::input_parameter< double >::type first(firstSEXP);
     Rcpp::traits::input_parameter< double >::type last(lastSEXP);
@@ -1390,7 +1284,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_fast_forget", (DL_FUNC) &_rfuse_rf_fast_forget, 0},
     {"_rfuse_rf_fast_hits", (DL_FUNC) &_rfuse_rf_fast_hits, 0},
     {"_rfuse_rf_fast_record", (DL_FUNC) &_rfuse_rf_fast_record, 13},
-    {"_rfuse_rf_fast_call", (DL_FUNC) &_rfuse_rf_fast_call, 4},
+    {"_rfuse_rf_fast_call", (DL_FUNC) &_rfuse_rf_fast_call, 5},
     {"_rfuse_rf_builder_new", (DL_FUNC) &_rfuse_rf_builder_new, 1},
     {"_rfuse_rf_b_input", (DL_FUNC) &_rfuse_rf_b_input, 4},
     {"_rfuse_rf_b_constant", (DL_FUNC) &_rfuse_rf_b_constant, 4},

@@ -65,7 +65,7 @@ std::shared_ptr<const StepProgram> rfuse::r::stepProgramPtr(SEXP p) {
 
 // Writes `program` as an artifact at `path`, with the R side's entries (`metadata`: raw vectors by
 // entry name, "r/signature.rds" the call's signature).
-// [[Rcpp::export(.rf_export_program)]]
+// [[Rcpp::export(.rf_export_program, rng = false)]]
 List rf_export_program(SEXP program, std::string path, CharacterVector archs, bool ptx, bool cpu, List metadata) {
   return guarded([&] {
     ExportOptions o;
@@ -112,7 +112,7 @@ List loadedForR(rfuse_rt_program *p) {
 } // namespace
 
 // Loads an artifact for this GPU (see loadedForR).
-// [[Rcpp::export(.rf_load_artifact)]]
+// [[Rcpp::export(.rf_load_artifact, rng = false)]]
 List rf_load_artifact(std::string path) {
   return guarded([&] {
     rfuse::TimelineSpan span("loading an artifact");
@@ -124,7 +124,7 @@ List rf_load_artifact(std::string path) {
 }
 
 // The same from an artifact's bytes (one kept inside another artifact's metadata).
-// [[Rcpp::export(.rf_load_artifact_memory)]]
+// [[Rcpp::export(.rf_load_artifact_memory, rng = false)]]
 List rf_load_artifact_memory(RawVector bytes, std::string name) {
   return guarded([&] {
     rfuse_rt_program *p = nullptr;
@@ -135,7 +135,7 @@ List rf_load_artifact_memory(RawVector bytes, std::string name) {
 }
 
 // A metadata entry of a loaded artifact ("r/..."), or NULL.
-// [[Rcpp::export(.rf_artifact_metadata)]]
+// [[Rcpp::export(.rf_artifact_metadata, rng = false)]]
 SEXP rf_artifact_metadata(SEXP handle, std::string name) {
   return guarded([&]() -> SEXP {
     const void *data = nullptr;
@@ -150,7 +150,7 @@ SEXP rf_artifact_metadata(SEXP handle, std::string name) {
 
 // Runs a loaded artifact on R values (already checked against its inputs in R): each converted to
 // its input's dtype, the outputs back as R vectors (doubles, logicals for i1, integers for i32).
-// [[Rcpp::export(.rf_run_artifact)]]
+// [[Rcpp::export(.rf_run_artifact, rng = false)]]
 List rf_run_artifact(SEXP handle, List values) {
   return guarded([&] {
     rfuse_rt_program *p = loadedArtifact(handle);

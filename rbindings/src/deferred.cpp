@@ -148,7 +148,7 @@ void rf_register_deferred_values(DllInfo *dll) {
 // convolution's layout); of class `cls` (NULL: none). The class is set here: R's `class<-` on
 // the result would wrap it in an ALTREP wrapper (a shared vector of 64 or more elements), which
 // .rf_deferred_tensor_copy would not see through.
-// [[Rcpp::export(.rf_deferred_values)]]
+// [[Rcpp::export(.rf_deferred_values, rng = false)]]
 SEXP rf_deferred_values(SEXP handle, SEXP rdim, SEXP perm, SEXP cls) {
   return guarded([&]() -> SEXP {
     const Tensor &t = tensorOf(handle);
@@ -205,7 +205,7 @@ bool sameInts(SEXP a, SEXP b) {
 // same dims and permutation); NULL otherwise (ordinary doubles, values already made, another
 // layout). A copy, never the tensor itself: the new one is trained in place, and `x` keeps its
 // values.
-// [[Rcpp::export(.rf_deferred_tensor_copy)]]
+// [[Rcpp::export(.rf_deferred_tensor_copy, rng = false)]]
 SEXP rf_deferred_tensor_copy(SEXP x, std::string dtype, std::string device, SEXP rdim, SEXP perm) {
   return guarded([&]() -> SEXP {
     if (!ALTREP(x) || !R_altrep_inherits(x, deferredClass) || R_altrep_data2(x) != R_NilValue)
@@ -221,7 +221,7 @@ SEXP rf_deferred_tensor_copy(SEXP x, std::string dtype, std::string device, SEXP
 }
 
 // Whether `x` is trained values not yet made (a test's view of the deferral).
-// [[Rcpp::export(.rf_deferred_pending)]]
+// [[Rcpp::export(.rf_deferred_pending, rng = false)]]
 bool rf_deferred_pending(SEXP x) {
   return ALTREP(x) && R_altrep_inherits(x, deferredClass) && R_altrep_data2(x) == R_NilValue;
 }

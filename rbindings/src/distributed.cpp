@@ -7,7 +7,7 @@ using rfuse::r::fail;
 using rfuse::r::guarded;
 using rfuse::r::tensorOf;
 
-// [[Rcpp::export(.rf_process_group_init)]]
+// [[Rcpp::export(.rf_process_group_init, rng = false)]]
 void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int masterPort, double timeout,
                            std::string device) {
   guarded([&] {
@@ -26,12 +26,12 @@ void rf_process_group_init(int rank, int worldSize, std::string masterAddr, int 
   });
 }
 
-// [[Rcpp::export(.rf_process_group_destroy)]]
+// [[Rcpp::export(.rf_process_group_destroy, rng = false)]]
 void rf_process_group_destroy() {
   guarded([] { rfuse::destroyProcessGroup(); });
 }
 
-// [[Rcpp::export(.rf_process_group_info)]]
+// [[Rcpp::export(.rf_process_group_info, rng = false)]]
 List rf_process_group_info() {
   return guarded([] {
     rfuse::ProcessGroupInfo i = rfuse::processGroupInfo();
@@ -50,13 +50,13 @@ std::vector<rfuse::Tensor> tensorsOf(List handles) {
 } // namespace
 
 // In place: each tensor's sum or mean over the ranks.
-// [[Rcpp::export(.rf_all_reduce)]]
+// [[Rcpp::export(.rf_all_reduce, rng = false)]]
 void rf_all_reduce(List handles, bool mean) {
   guarded([&] { rfuse::allReduce(tensorsOf(handles), mean); });
 }
 
 // In place: rank `root`'s values into every rank's tensors.
-// [[Rcpp::export(.rf_broadcast)]]
+// [[Rcpp::export(.rf_broadcast, rng = false)]]
 void rf_broadcast(List handles, int root) {
   guarded([&] { rfuse::broadcast(tensorsOf(handles), root); });
 }

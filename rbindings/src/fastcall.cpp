@@ -44,6 +44,9 @@ struct Record {
   rfuse::Device device = rfuse::Device::Cpu;
   SEXP outDtype = R_NilValue, outDevice = R_NilValue, outRdim = R_NilValue;
   double outLen = 0;
+  // The result's fields as R values, made once and shared by every result (not mutable: R copies
+  // them before any change).
+  SEXP outDtypeValue = R_NilValue, outDeviceValue = R_NilValue, outLenValue = R_NilValue;
   uint64_t generation = 0;
   Rcpp::List kept; // every SEXP above, alive (Rcpp's precious list) as long as the record
 };
@@ -110,27 +113,35 @@ void finalizeTable(SEXP handle) {
   R_ClearExternalPtr(handle);
 }
 
+// A value shared by every result of a record.
+SEXP shared(SEXP v) {
+  if (v != R_NilValue)
+    MARK_NOT_MUTABLE(v);
+  return v;
+}
+
 // A new rf_tensor: a copy of the prototype (an S4 object) with a fresh environment, as
-// make_tensor() makes them in R.
-SEXP makeTensor(SEXP prototype, SEXP buf, SEXP dtype, SEXP device, SEXP rdim, double len) {
+// make_tensor() makes them in R. The environment is not hashed: six fields are found faster by
+// a scan than a hash table is made.
+SEXP makeTensor(SEXP prototype, SEXP buf, const Record &r) {
   static SEXP bufS = sym("buf"), nodeS = sym("node"), dtypeS = sym("dtype"), deviceS = sym("device"),
               rdimS = sym("rdim"), lenS = sym("len"), envS = sym("env");
-  SEXP env = PROTECT(R_NewEnv(R_EmptyEnv, TRUE, 8));
-  Rf_defineVar(bufS, buf, env);
+  SEXP env = PROTECT(R_NewEnv(R_EmptyEnv, FALSE, 0));
+  Rf_defineVar(lenS, r.outLenValue, env);
+  Rf_defineVar(rdimS, r.outRdim, env);
+  Rf_defineVar(deviceS, r.outDeviceValue, env);
+  Rf_defineVar(dtypeS, r.outDtypeValue, env);
   Rf_defineVar(nodeS, R_NilValue, env);
-  Rf_defineVar(dtypeS, PROTECT(Rf_ScalarString(dtype)), env);
-  Rf_defineVar(deviceS, PROTECT(Rf_ScalarString(device)), env);
-  Rf_defineVar(rdimS, rdim, env);
-  Rf_defineVar(lenS, PROTECT(Rf_ScalarReal(len)), env);
+  Rf_defineVar(bufS, buf, env);
   SEXP t = PROTECT(Rf_shallow_duplicate(prototype));
   Rf_setAttrib(t, envS, env);
-  UNPROTECT(5);
+  UNPROTECT(2);
   return t;
 }
 
 } // namespace
 
-// [[Rcpp::export(.rf_fast_table)]]
+// [[Rcpp::export(.rf_fast_table, rng = false)]]
 SEXP rf_fast_table() {
   SEXP handle = PROTECT(R_MakeExternalPtr(new Table, R_NilValue, R_NilValue));
   R_RegisterCFinalizerEx(handle, finalizeTable, FALSE);
@@ -139,14 +150,14 @@ SEXP rf_fast_table() {
 }
 
 // Forgets every record of every table (rf_cache_clear()).
-// [[Rcpp::export(.rf_fast_forget)]]
+// [[Rcpp::export(.rf_fast_forget, rng = false)]]
 void rf_fast_forget() { ++generation; }
 
-// [[Rcpp::export(.rf_fast_hits)]]
+// [[Rcpp::export(.rf_fast_hits, rng = false)]]
 double rf_fast_hits() { return (double)fastHits.load(); }
 
 // Records the signature of a call the R path just ran (see jit_call_tensors).
-// [[Rcpp::export(.rf_fast_record)]]
+// [[Rcpp::export(.rf_fast_record, rng = false)]]
 void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double moduleVersion, SEXP program,
                     IntegerVector inputIndex, CharacterVector dtypes, std::string device, SEXP outDtype,
                     SEXP outDevice, SEXP outRdim, double outLen) {
@@ -157,7 +168,13 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
     Table &t = *found;
     Record r;
     r.names = names;
-    r.kept = List::create(names, paramSlots, outRdim, outDtype, outDevice);
+    Shield<SEXP> dtypeValue(Rf_ScalarString(STRING_ELT(outDtype, 0)));
+    Shield<SEXP> deviceValue(Rf_ScalarString(STRING_ELT(outDevice, 0)));
+    Shield<SEXP> lenValue(Rf_ScalarReal(outLen));
+    r.kept = List::create(names, paramSlots, outRdim, outDtype, outDevice, dtypeValue, deviceValue, lenValue);
+    r.outDtypeValue = shared(dtypeValue);
+    r.outDeviceValue = shared(deviceValue);
+    r.outLenValue = shared(lenValue);
     for (R_xlen_t k = 0; k < args.size(); ++k) {
       SEXP a = args[k];
       if (!isTensorObject(a))
@@ -177,8 +194,9 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
     r.device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
     r.outDtype = STRING_ELT(outDtype, 0);
     r.outDevice = STRING_ELT(outDevice, 0);
-    r.outRdim = outRdim;
+    r.outRdim = shared(outRdim);
     r.outLen = outLen;
+
     r.generation = generation;
     // The same signature again (new parameter values, say) replaces its record.
     for (Record &old : t.records)
@@ -193,11 +211,15 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
   });
 }
 
-// The call's result, or NULL when no record matches (the caller then takes the R path).
-// [[Rcpp::export(.rf_fast_call)]]
-SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv) {
+// The call's result, or NULL when no record matches (the caller then takes the R path) or an
+// autocast region is open (`autocast`: rfuse's autocast state; the region is part of a program's key).
+// [[Rcpp::export(.rf_fast_call, rng = false)]]
+SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv, SEXP autocast) {
   Table *found = tableOf(table);
   if (!found || found->records.empty())
+    return R_NilValue;
+  static SEXP cudaS = sym("cuda"), cpuS = sym("cpu");
+  if (!Rf_isNull(field(autocast, cudaS)) || !Rf_isNull(field(autocast, cpuS)))
     return R_NilValue;
   Table &t = *found;
   for (const Record &r : t.records)
@@ -243,7 +265,7 @@ SEXP rf_fast_call(SEXP table, SEXP args, SEXP counters, SEXP prototypeEnv) {
         std::vector<Tensor> results =
             rfuse::r::retryAfterCollection([&] { return r.program->run(inputs, r.device); });
         SEXP buf = PROTECT(rfuse::r::wrapTensor(std::move(results[0])));
-        SEXP out = makeTensor(field(prototypeEnv, valueS), buf, r.outDtype, r.outDevice, r.outRdim, r.outLen);
+        SEXP out = makeTensor(field(prototypeEnv, valueS), buf, r);
         UNPROTECT(1);
         ++fastHits;
         if (rfuse::allocationPressure()) { // dropped results go back to the allocator (see collect_if_pressed)

@@ -24,17 +24,17 @@ using rfuse::r::dtypeOf;
 using rfuse::r::toShape;
 using rfuse::r::tv;
 
-// [[Rcpp::export(.rf_builder_new)]]
+// [[Rcpp::export(.rf_builder_new, rng = false)]]
 SEXP rf_builder_new(std::string entry) {
   return guarded([&] { return XPtr<GraphBuilder>(new GraphBuilder(entry), true); });
 }
 
-// [[Rcpp::export(.rf_b_input)]]
+// [[Rcpp::export(.rf_b_input, rng = false)]]
 int rf_b_input(SEXP b, IntegerVector shape, std::string dtype, std::string name) {
   return guarded([&] { return builder(b).input(toShape(shape), dtypeOf(dtype), name).id; });
 }
 
-// [[Rcpp::export(.rf_b_constant)]]
+// [[Rcpp::export(.rf_b_constant, rng = false)]]
 int rf_b_constant(SEXP b, NumericVector values, IntegerVector shape, std::string dtype) {
   return guarded([&] {
     return builder(b)
@@ -44,7 +44,7 @@ int rf_b_constant(SEXP b, NumericVector values, IntegerVector shape, std::string
   });
 }
 
-// [[Rcpp::export(.rf_b_unary)]]
+// [[Rcpp::export(.rf_b_unary, rng = false)]]
 int rf_b_unary(SEXP b, std::string op, int x) {
   return guarded([&] {
     GraphBuilder &g = builder(b);
@@ -80,7 +80,7 @@ int rf_b_unary(SEXP b, std::string op, int x) {
   });
 }
 
-// [[Rcpp::export(.rf_b_binary)]]
+// [[Rcpp::export(.rf_b_binary, rng = false)]]
 int rf_b_binary(SEXP b, std::string op, int x, int y) {
   return guarded([&] {
     GraphBuilder &g = builder(b);
@@ -105,47 +105,47 @@ int rf_b_binary(SEXP b, std::string op, int x, int y) {
   });
 }
 
-// [[Rcpp::export(.rf_b_select)]]
+// [[Rcpp::export(.rf_b_select, rng = false)]]
 int rf_b_select(SEXP b, int cond, int x, int y) {
   return guarded([&] { return builder(b).select(tv(cond), tv(x), tv(y)).id; });
 }
 
-// [[Rcpp::export(.rf_b_cast)]]
+// [[Rcpp::export(.rf_b_cast, rng = false)]]
 int rf_b_cast(SEXP b, int x, std::string dtype) {
   return guarded([&] { return builder(b).cast(tv(x), dtypeOf(dtype)).id; });
 }
 
-// [[Rcpp::export(.rf_b_broadcast)]]
+// [[Rcpp::export(.rf_b_broadcast, rng = false)]]
 int rf_b_broadcast(SEXP b, int x, IntegerVector shape, IntegerVector dims) {
   return guarded([&] { return builder(b).broadcastInDim(tv(x), toShape(shape), toShape(dims)).id; });
 }
 
-// [[Rcpp::export(.rf_b_transpose)]]
+// [[Rcpp::export(.rf_b_transpose, rng = false)]]
 int rf_b_transpose(SEXP b, int x, IntegerVector perm) {
   return guarded([&] { return builder(b).transpose(tv(x), toShape(perm)).id; });
 }
 
-// [[Rcpp::export(.rf_b_reshape)]]
+// [[Rcpp::export(.rf_b_reshape, rng = false)]]
 int rf_b_reshape(SEXP b, int x, IntegerVector shape) {
   return guarded([&] { return builder(b).reshape(tv(x), toShape(shape)).id; });
 }
 
-// [[Rcpp::export(.rf_b_slice)]]
+// [[Rcpp::export(.rf_b_slice, rng = false)]]
 int rf_b_slice(SEXP b, int x, IntegerVector start, IntegerVector limit, IntegerVector strides) {
   return guarded([&] { return builder(b).slice(tv(x), toShape(start), toShape(limit), toShape(strides)).id; });
 }
 
-// [[Rcpp::export(.rf_b_reverse)]]
+// [[Rcpp::export(.rf_b_reverse, rng = false)]]
 int rf_b_reverse(SEXP b, int x, IntegerVector dims) {
   return guarded([&] { return builder(b).reverse(tv(x), toShape(dims)).id; });
 }
 
-// [[Rcpp::export(.rf_b_pad)]]
+// [[Rcpp::export(.rf_b_pad, rng = false)]]
 int rf_b_pad(SEXP b, int x, IntegerVector low, IntegerVector high, IntegerVector interior, double value) {
   return guarded([&] { return builder(b).pad(tv(x), toShape(low), toShape(high), toShape(interior), value).id; });
 }
 
-// [[Rcpp::export(.rf_b_concat)]]
+// [[Rcpp::export(.rf_b_concat, rng = false)]]
 int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
   return guarded([&] {
     std::vector<TracedValue> vs;
@@ -155,18 +155,18 @@ int rf_b_concat(SEXP b, IntegerVector xs, int dim) {
   });
 }
 
-// [[Rcpp::export(.rf_b_random_uniform)]]
+// [[Rcpp::export(.rf_b_random_uniform, rng = false)]]
 int rf_b_random_uniform(SEXP b, int seed, IntegerVector shape) {
   return guarded([&] { return builder(b).randomUniform(tv(seed), toShape(shape)).id; });
 }
 
-// [[Rcpp::export(.rf_b_scan)]]
+// [[Rcpp::export(.rf_b_scan, rng = false)]]
 int rf_b_scan(SEXP b, int x, int dim, std::string kind) {
   return guarded([&] { return builder(b).scan(tv(x), dim, kind).id; });
 }
 
 // The sorted values' and the positions' ids.
-// [[Rcpp::export(.rf_b_sort)]]
+// [[Rcpp::export(.rf_b_sort, rng = false)]]
 IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_largest) {
   return guarded([&] {
     auto [values, indices] = builder(b).sort(tv(x), dim, descending, nan_largest);
@@ -174,7 +174,7 @@ IntegerVector rf_b_sort(SEXP b, int x, int dim, bool descending, bool nan_larges
   });
 }
 
-// [[Rcpp::export(.rf_b_recurrent)]]
+// [[Rcpp::export(.rf_b_recurrent, rng = false)]]
 IntegerVector rf_b_recurrent(SEXP b, std::string mode, int x, int h0, int c0, int w_ih, int w_hh, int b_ih, int b_hh) {
   return guarded([&] {
     std::vector<rfuse::TracedValue> r = builder(b).recurrent(mode, tv(x), tv(h0), c0 >= 0 ? tv(c0) : rfuse::TracedValue{},
@@ -186,42 +186,42 @@ IntegerVector rf_b_recurrent(SEXP b, std::string mode, int x, int h0, int c0, in
   });
 }
 
-// [[Rcpp::export(.rf_b_scatter_add)]]
+// [[Rcpp::export(.rf_b_scatter_add, rng = false)]]
 int rf_b_scatter_add(SEXP b, int x, int indices, int dim, int size) {
   return guarded([&] { return builder(b).scatterAdd(tv(x), tv(indices), dim, size).id; });
 }
 
-// [[Rcpp::export(.rf_b_take_along)]]
+// [[Rcpp::export(.rf_b_take_along, rng = false)]]
 int rf_b_take_along(SEXP b, int x, int indices, int dim) {
   return guarded([&] { return builder(b).takeAlong(tv(x), tv(indices), dim).id; });
 }
 
-// [[Rcpp::export(.rf_b_solve)]]
+// [[Rcpp::export(.rf_b_solve, rng = false)]]
 int rf_b_solve(SEXP b, int a, int rhs, double tolerance) {
   return guarded([&] { return builder(b).solve(tv(a), tv(rhs), tolerance).id; });
 }
 
-// [[Rcpp::export(.rf_b_cholesky)]]
+// [[Rcpp::export(.rf_b_cholesky, rng = false)]]
 int rf_b_cholesky(SEXP b, int a) {
   return guarded([&] { return builder(b).cholesky(tv(a)).id; });
 }
 
-// [[Rcpp::export(.rf_b_log_determinant)]]
+// [[Rcpp::export(.rf_b_log_determinant, rng = false)]]
 int rf_b_log_determinant(SEXP b, int a) {
   return guarded([&] { return builder(b).logDeterminant(tv(a)).id; });
 }
 
-// [[Rcpp::export(.rf_b_gather_at)]]
+// [[Rcpp::export(.rf_b_gather_at, rng = false)]]
 int rf_b_gather_at(SEXP b, int x, int indices, int dim) {
   return guarded([&] { return builder(b).gatherAt(tv(x), tv(indices), dim).id; });
 }
 
-// [[Rcpp::export(.rf_b_gather)]]
+// [[Rcpp::export(.rf_b_gather, rng = false)]]
 int rf_b_gather(SEXP b, int x, IntegerVector indices, int dim) {
   return guarded([&] { return builder(b).gather(tv(x), toShape(indices), dim).id; });
 }
 
-// [[Rcpp::export(.rf_b_reduce)]]
+// [[Rcpp::export(.rf_b_reduce, rng = false)]]
 int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep) {
   return guarded([&] {
     GraphBuilder &g = builder(b);
@@ -234,12 +234,12 @@ int rf_b_reduce(SEXP b, std::string kind, int x, IntegerVector dims, bool keep) 
   });
 }
 
-// [[Rcpp::export(.rf_b_matmul)]]
+// [[Rcpp::export(.rf_b_matmul, rng = false)]]
 int rf_b_matmul(SEXP b, int x, int y, bool ta, bool tb) {
   return guarded([&] { return builder(b).matmul(tv(x), tv(y), ta, tb).id; });
 }
 
-// [[Rcpp::export(.rf_b_conv2d)]]
+// [[Rcpp::export(.rf_b_conv2d, rng = false)]]
 int rf_b_conv2d(SEXP b, int x, int w, int bias, IntegerVector strides, IntegerVector padding,
                 IntegerVector dilation, int groups) {
   return guarded([&] {
@@ -252,7 +252,7 @@ int rf_b_conv2d(SEXP b, int x, int w, int bias, IntegerVector strides, IntegerVe
   });
 }
 
-// [[Rcpp::export(.rf_b_pool2d)]]
+// [[Rcpp::export(.rf_b_pool2d, rng = false)]]
 int rf_b_pool2d(SEXP b, std::string kind, int x, IntegerVector kernel, IntegerVector strides,
                 IntegerVector padding) {
   return guarded([&] {
@@ -265,12 +265,12 @@ int rf_b_pool2d(SEXP b, std::string kind, int x, IntegerVector kernel, IntegerVe
   });
 }
 
-// [[Rcpp::export(.rf_b_begin_function)]]
+// [[Rcpp::export(.rf_b_begin_function, rng = false)]]
 void rf_b_begin_function(SEXP b, std::string name) {
   guarded([&] { builder(b).beginFunction(name); });
 }
 
-// [[Rcpp::export(.rf_b_end_function)]]
+// [[Rcpp::export(.rf_b_end_function, rng = false)]]
 int rf_b_end_function(SEXP b, IntegerVector results) {
   return guarded([&] {
     std::vector<TracedValue> r;
@@ -280,7 +280,7 @@ int rf_b_end_function(SEXP b, IntegerVector results) {
   });
 }
 
-// [[Rcpp::export(.rf_b_call)]]
+// [[Rcpp::export(.rf_b_call, rng = false)]]
 IntegerVector rf_b_call(SEXP b, int fn, IntegerVector args) {
   return guarded([&] {
     std::vector<TracedValue> a;
@@ -293,7 +293,7 @@ IntegerVector rf_b_call(SEXP b, int fn, IntegerVector args) {
   });
 }
 
-// [[Rcpp::export(.rf_b_custom_vjp)]]
+// [[Rcpp::export(.rf_b_custom_vjp, rng = false)]]
 IntegerVector rf_b_custom_vjp(SEXP b, int forward, int backward, IntegerVector args, int numOutputs) {
   return guarded([&] {
     std::vector<TracedValue> a;
@@ -306,17 +306,17 @@ IntegerVector rf_b_custom_vjp(SEXP b, int forward, int backward, IntegerVector a
   });
 }
 
-// [[Rcpp::export(.rf_b_set_location)]]
+// [[Rcpp::export(.rf_b_set_location, rng = false)]]
 void rf_b_set_location(SEXP b, std::string description) {
   guarded([&] { builder(b).setSourceLocation(description); });
 }
 
-// [[Rcpp::export(.rf_b_set_autocast)]]
+// [[Rcpp::export(.rf_b_set_autocast, rng = false)]]
 void rf_b_set_autocast(SEXP b, std::string dtype) {
   guarded([&] { builder(b).setAutocast(dtype); });
 }
 
-// [[Rcpp::export(.rf_b_shape)]]
+// [[Rcpp::export(.rf_b_shape, rng = false)]]
 IntegerVector rf_b_shape(SEXP b, int x) {
   return guarded([&] {
     auto s = builder(b).shape(tv(x));
@@ -324,7 +324,7 @@ IntegerVector rf_b_shape(SEXP b, int x) {
   });
 }
 
-// [[Rcpp::export(.rf_b_finish)]]
+// [[Rcpp::export(.rf_b_finish, rng = false)]]
 List rf_b_finish(SEXP b, IntegerVector results) {
   return guarded([&] {
     GraphBuilder &g = builder(b);
@@ -339,7 +339,7 @@ List rf_b_finish(SEXP b, IntegerVector results) {
   });
 }
 
-// [[Rcpp::export(.rf_compile)]]
+// [[Rcpp::export(.rf_compile, rng = false)]]
 SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = false) {
   return guarded([&] {
     rfuse::CompileOptions options;
@@ -354,7 +354,7 @@ SEXP rf_compile(std::string text, std::string pipeline, bool recordPasses = fals
 // The gradient (or, with optimizer "sgd", a training step) of a traced scalar function with
 // respect to its traced arguments `wrt` (0-based). Failures to differentiate are
 // rfuse_autodiff_error conditions naming the op.
-// [[Rcpp::export(.rf_compile_grad)]]
+// [[Rcpp::export(.rf_compile_grad, rng = false)]]
 SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, bool recompute,
                      std::string optimizer, double lr, double momentum, double weightDecay,
                      double beta1, double beta2, double eps, bool lrInput = false,
@@ -399,7 +399,7 @@ SEXP rf_compile_grad(std::string text, std::string pipeline, IntegerVector wrt, 
 
 using rfuse::r::program;
 
-// [[Rcpp::export(.rf_program_info)]]
+// [[Rcpp::export(.rf_program_info, rng = false)]]
 List rf_program_info(SEXP p) {
   return guarded([&] {
     const rfuse::CompileInfo &i = program(p).info();
@@ -435,12 +435,12 @@ List rf_program_info(SEXP p) {
   });
 }
 
-// [[Rcpp::export(.rf_device)]]
+// [[Rcpp::export(.rf_device, rng = false)]]
 std::string rf_device() {
   return guarded([&] { return rfuse::defaultDevice() == rfuse::Device::Cuda ? std::string("cuda") : std::string("cpu"); });
 }
 
-// [[Rcpp::export(.rf_device_description)]]
+// [[Rcpp::export(.rf_device_description, rng = false)]]
 std::string rf_device_description() {
   return guarded([&] {
     const rfuse::cuda::DeviceInfo &d = rfuse::cuda::deviceInfo();
@@ -451,7 +451,7 @@ std::string rf_device_description() {
 // The cache key of an rf_jit call (see R/jit.R: call_key and rfuse/Frontend/CallKey.h): which
 // arguments are static (named in `staticNames`, or logical scalars) is returned for R to add
 // their values. In C++ because it runs on every call.
-// [[Rcpp::export(.rf_call_key)]]
+// [[Rcpp::export(.rf_call_key, rng = false)]]
 List rf_call_key(List args, CharacterVector names, CharacterVector staticNames,
                  Rcpp::Nullable<LogicalVector> batchArgs = R_NilValue) {
   std::vector<rfuse::ArgSignature> sigs(args.size());
@@ -502,12 +502,12 @@ List rf_call_key(List args, CharacterVector names, CharacterVector staticNames,
   return List::create(_["key"] = rfuse::callKey(sigs), _["static"] = isStatic);
 }
 
-// [[Rcpp::export(.rf_check_pipeline)]]
+// [[Rcpp::export(.rf_check_pipeline, rng = false)]]
 void rf_check_pipeline(std::string pipeline) {
   guarded([&] { rfuse::checkPipeline(pipeline); });
 }
 
-// [[Rcpp::export(.rf_load_plugin)]]
+// [[Rcpp::export(.rf_load_plugin, rng = false)]]
 void rf_load_plugin(std::string path) {
   try {
     rfuse::loadPassPlugin(path);
@@ -516,7 +516,7 @@ void rf_load_plugin(std::string path) {
   }
 }
 
-// [[Rcpp::export(.rf_available_pipelines)]]
+// [[Rcpp::export(.rf_available_pipelines, rng = false)]]
 CharacterVector rf_available_pipelines() {
   auto names = rfuse::availablePipelines();
   return CharacterVector(names.begin(), names.end());
@@ -533,7 +533,7 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
 // saving a tryCatch per call.
 // Names the op where the first NaN/Inf appears when the program runs on `args` (anomaly
 // detection; the interpreter, op by op).
-// [[Rcpp::export(.rf_first_nonfinite)]]
+// [[Rcpp::export(.rf_first_nonfinite, rng = false)]]
 std::string rf_first_nonfinite(SEXP p, List args, CharacterVector dtypes) {
   return guarded([&] {
     std::vector<rfuse::HostTensor> inputs;
@@ -555,7 +555,7 @@ std::string rf_first_nonfinite(SEXP p, List args, CharacterVector dtypes) {
   });
 }
 
-// [[Rcpp::export(.rf_run)]]
+// [[Rcpp::export(.rf_run, rng = false)]]
 SEXP rf_run(SEXP p, List args, CharacterVector dtypes, List outDims, std::string device) {
   try {
     return runProgram(p, args, dtypes, outDims, device);
@@ -636,7 +636,7 @@ List runProgram(SEXP p, List args, CharacterVector dtypes, List outDims, const s
   });
 }
 
-// [[Rcpp::export(.rf_option_table)]]
+// [[Rcpp::export(.rf_option_table, rng = false)]]
 DataFrame rf_option_table() {
   return guarded([&] {
     std::vector<std::string> name, env, accepted, def, value, description;
@@ -654,25 +654,25 @@ DataFrame rf_option_table() {
   });
 }
 
-// [[Rcpp::export(.rf_option_get)]]
+// [[Rcpp::export(.rf_option_get, rng = false)]]
 std::string rf_option_get(std::string name) {
   return guarded([&] { return rfuse::getOption(name); });
 }
 
-// [[Rcpp::export(.rf_option_set)]]
+// [[Rcpp::export(.rf_option_set, rng = false)]]
 void rf_option_set(std::string name, std::string value) {
   guarded([&] { rfuse::setOption(name, value); });
 }
 
 // The rfuse build this package was installed against (its lib/ holds the example pass plugin).
-// [[Rcpp::export(.rf_build_dir)]]
+// [[Rcpp::export(.rf_build_dir, rng = false)]]
 std::string rf_build_dir() { return RFUSE_BUILD_DIR; }
 
 // This process's compile work: pass-pipeline runs, programs read from the disk cache, NVRTC and
 // LLVM compiles (rf_cache_info()).
 // A program for every batch size from programs `a` and `b` of one traced function at batch sizes
 // `ba` and `bb` (rfuse::BatchTemplate): an external pointer, or a string saying why not.
-// [[Rcpp::export(.rf_batch_template)]]
+// [[Rcpp::export(.rf_batch_template, rng = false)]]
 SEXP rf_batch_template(SEXP a, double ba, SEXP b, double bb) {
   return guarded([&]() -> SEXP {
     std::string why;
@@ -685,7 +685,7 @@ SEXP rf_batch_template(SEXP a, double ba, SEXP b, double bb) {
 
 // The template's program at `batch` for the module `text` traced at that size (a program handle
 // as .rf_compile's), or a string saying why it needs a compile of its own.
-// [[Rcpp::export(.rf_specialize)]]
+// [[Rcpp::export(.rf_specialize, rng = false)]]
 SEXP rf_specialize(SEXP templ, std::string text, double batch) {
   return guarded([&]() -> SEXP {
     XPtr<std::shared_ptr<rfuse::BatchTemplate>> t(templ);
@@ -701,14 +701,14 @@ SEXP rf_specialize(SEXP templ, std::string text, double batch) {
 
 // Starts the graph builder's first-use costs on a thread of its own (the package's load calls it,
 // so that they overlap what R does before the first trace).
-// [[Rcpp::export(.rf_warm_builder)]]
+// [[Rcpp::export(.rf_warm_builder, rng = false)]]
 void rf_warm_builder() {
   guarded([&] { rfuse::warmGraphBuilderInBackground(); });
 }
 
 // Starts cuBLASLt's and cuDNN's initialization on threads of their own (a training loop calls it
 // before tracing its step, so that the libraries' start overlaps R's work).
-// [[Rcpp::export(.rf_warm_libraries)]]
+// [[Rcpp::export(.rf_warm_libraries, rng = false)]]
 void rf_warm_libraries() {
   guarded([&] {
     if (rfuse::cuda::gpuPresence().present)
@@ -716,7 +716,7 @@ void rf_warm_libraries() {
   });
 }
 
-// [[Rcpp::export(.rf_compile_counts)]]
+// [[Rcpp::export(.rf_compile_counts, rng = false)]]
 Rcpp::NumericVector rf_compile_counts() {
   return guarded([&] {
     rfuse::ProgramCacheStats p = rfuse::programCacheStats();
@@ -739,13 +739,13 @@ Rcpp::NumericVector rf_compile_counts() {
   });
 }
 
-// [[Rcpp::export(.rf_clear_compiled_caches)]]
+// [[Rcpp::export(.rf_clear_compiled_caches, rng = false)]]
 void rf_clear_compiled_caches() {
   guarded([&] { rfuse::clearCompiledCaches(); });
 }
 
 // After a collection has run the finalizers of dropped programs and tensors.
-// [[Rcpp::export(.rf_release_cached_memory)]]
+// [[Rcpp::export(.rf_release_cached_memory, rng = false)]]
 void rf_release_cached_memory() {
   guarded([&] { rfuse::releaseCachedMemory(); });
 }

@@ -55,7 +55,7 @@ void outChar(R_outpstream_t stream, int c) {
 } // namespace
 
 // A 128-bit hash (32 hex digits) of an R value's serialization: equal values, equal hashes.
-// [[Rcpp::export(".rf_hash")]]
+// [[Rcpp::export(".rf_hash", rng = false)]]
 std::string rf_hash(SEXP x) {
   SerialHash h;
   XXH3_128bits_reset(&h.state);
@@ -71,7 +71,7 @@ std::string rf_hash(SEXP x) {
 }
 
 // The address of the R object itself (not of an equal copy): identity, as a string.
-// [[Rcpp::export(".rf_obj_address")]]
+// [[Rcpp::export(".rf_obj_address", rng = false)]]
 std::string rf_obj_address(SEXP x) {
   char out[32];
   std::snprintf(out, sizeof out, "%p", static_cast<void *>(x));
@@ -80,14 +80,14 @@ std::string rf_obj_address(SEXP x) {
 
 // A weak reference to `key`: it does not keep `key` alive; .rf_weakref_key gives NULL once R has
 // collected it.
-// [[Rcpp::export(".rf_new_weakref")]]
+// [[Rcpp::export(".rf_new_weakref", rng = false)]]
 SEXP rf_new_weakref(SEXP key) {
   if (TYPEOF(key) != ENVSXP && TYPEOF(key) != EXTPTRSXP)
     stop("rfuse: a weak reference's key must be an environment or an external pointer");
   return R_MakeWeakRef(key, R_NilValue, R_NilValue, FALSE);
 }
 
-// [[Rcpp::export(".rf_weakref_key")]]
+// [[Rcpp::export(".rf_weakref_key", rng = false)]]
 SEXP rf_weakref_key(SEXP ref) {
   if (TYPEOF(ref) != WEAKREFSXP)
     stop("rfuse: not a weak reference");
@@ -95,12 +95,12 @@ SEXP rf_weakref_key(SEXP ref) {
 }
 
 // A deep copy in new memory (R's copy-on-modify would share it until written).
-// [[Rcpp::export(".rf_duplicate")]]
+// [[Rcpp::export(".rf_duplicate", rng = false)]]
 SEXP rf_duplicate(SEXP x) { return Rf_duplicate(x); }
 
 // rfuse.random_uniform's draws computed here (ScalarOps.h's Philox, the generator compiled
 // programs run): eager code draws what its traced program would, element for element.
-// [[Rcpp::export(".rf_random_uniform")]]
+// [[Rcpp::export(".rf_random_uniform", rng = false)]]
 NumericVector rf_random_uniform(IntegerVector seed, double n) {
   if (seed.size() != 2)
     stop("rfuse: a seed is two integers");

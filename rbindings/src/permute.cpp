@@ -7,7 +7,7 @@ using rfuse::r::fail;
 using rfuse::r::guarded;
 
 // aperm(x, perm) for a numeric or logical array without dimnames.
-// [[Rcpp::export(.rf_aperm)]]
+// [[Rcpp::export(.rf_aperm, rng = false)]]
 SEXP rf_aperm(SEXP x, Rcpp::IntegerVector perm) {
   return guarded([&]() -> SEXP {
     if (TYPEOF(x) != REALSXP && TYPEOF(x) != INTSXP && TYPEOF(x) != LGLSXP)

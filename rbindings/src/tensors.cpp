@@ -42,7 +42,13 @@ void finalizeTensor(SEXP handle) {
 SEXP wrapTensor(Tensor t) {
   SEXP handle = PROTECT(R_MakeExternalPtr(new Tensor(std::move(t)), R_NilValue, R_NilValue));
   R_RegisterCFinalizerEx(handle, finalizeTensor, TRUE);
-  Rf_setAttrib(handle, R_ClassSymbol, Rf_mkString("rfuse_buffer"));
+  static SEXP bufferClass = [] { // one class vector for every handle
+    SEXP c = Rf_mkString("rfuse_buffer");
+    R_PreserveObject(c);
+    MARK_NOT_MUTABLE(c);
+    return c;
+  }();
+  Rf_setAttrib(handle, R_ClassSymbol, bufferClass);
   UNPROTECT(1);
   return handle;
 }
@@ -116,7 +122,7 @@ static void refuseNA(SEXP x) {
   failOnNA(first.load());
 }
 
-// [[Rcpp::export(.rf_tensor_from_r)]]
+// [[Rcpp::export(.rf_tensor_from_r, rng = false)]]
 SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
   return guarded([&] {
     refuseNA(x);
@@ -127,7 +133,7 @@ SEXP rf_tensor_from_r(SEXP x, std::string dtype, std::string device) {
 // A tensor of aperm(x, perm)'s values and R dims, for a double array x, without making that array
 // in R: permuted on the host into rfuse's pooled memory, then converted and copied as
 // .rf_tensor_from_r does (rf_fit's conv filters: no R allocation, so no collection, on the way in).
-// [[Rcpp::export(.rf_tensor_from_r_permuted)]]
+// [[Rcpp::export(.rf_tensor_from_r_permuted, rng = false)]]
 SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, std::string device) {
   return guarded([&] {
     rfuse::TimelineSpan span("R values into a tensor, permuted", std::to_string(Rf_xlength(x)) + " values");
@@ -188,12 +194,12 @@ SEXP rf_tensor_from_r_permuted(SEXP x, IntegerVector perm, std::string dtype, st
   });
 }
 
-// [[Rcpp::export(.rf_tensor_to_r)]]
+// [[Rcpp::export(.rf_tensor_to_r, rng = false)]]
 SEXP rf_tensor_to_r(SEXP handle, SEXP rdim) {
   return guarded([&] { return rfuse::r::tensorToR(tensorOf(handle), rdim); });
 }
 
-// [[Rcpp::export(.rf_tensor_empty)]]
+// [[Rcpp::export(.rf_tensor_empty, rng = false)]]
 SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device) {
   return guarded([&] {
     return rfuse::r::wrapTensor(rfuse::r::retryAfterCollection(
@@ -201,7 +207,7 @@ SEXP rf_tensor_empty(IntegerVector shape, std::string dtype, std::string device)
   });
 }
 
-// [[Rcpp::export(.rf_tensor_zeros)]]
+// [[Rcpp::export(.rf_tensor_zeros, rng = false)]]
 SEXP rf_tensor_zeros(IntegerVector shape, std::string dtype, std::string device) {
   return guarded([&] {
     return rfuse::r::wrapTensor(rfuse::r::retryAfterCollection(
@@ -209,17 +215,17 @@ SEXP rf_tensor_zeros(IntegerVector shape, std::string dtype, std::string device)
   });
 }
 
-// [[Rcpp::export(.rf_tensor_valid)]]
+// [[Rcpp::export(.rf_tensor_valid, rng = false)]]
 bool rf_tensor_valid(SEXP handle) { return TYPEOF(handle) == EXTPTRSXP && R_ExternalPtrAddr(handle); }
 
-// [[Rcpp::export(.rf_tensor_to_device)]]
+// [[Rcpp::export(.rf_tensor_to_device, rng = false)]]
 SEXP rf_tensor_to_device(SEXP handle, std::string device) {
   return guarded([&] { return rfuse::r::wrapTensor(rfuse::toDevice(tensorOf(handle), deviceOf(device))); });
 }
 
 // The same values in another dtype, on the tensor's device: a one-op program (rfuse.cast's
 // rules), compiled once per (from, to, shape).
-// [[Rcpp::export(.rf_tensor_cast)]]
+// [[Rcpp::export(.rf_tensor_cast, rng = false)]]
 SEXP rf_tensor_cast(SEXP handle, std::string dtype) {
   return guarded([&] {
     const Tensor &t = tensorOf(handle);
@@ -254,7 +260,7 @@ SEXP rf_tensor_cast(SEXP handle, std::string dtype) {
   });
 }
 
-// [[Rcpp::export(.rf_tensor_copy_elements)]]
+// [[Rcpp::export(.rf_tensor_copy_elements, rng = false)]]
 void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOffset, double count) {
   guarded([&] { rfuse::copyElements(tensorOf(dst), (int64_t)dstOffset, tensorOf(src), (int64_t)srcOffset, (int64_t)count); });
 }
@@ -262,7 +268,7 @@ void rf_tensor_copy_elements(SEXP dst, double dstOffset, SEXP src, double srcOff
 // Runs a compiled program on handles (and plain R values, converted onto `device` first); returns
 // handles on `device`, or, with `outputs` (a list of handles), writes into those. The hot path
 // of every call on rf_tensors: failures come back as a value (class "rfuse_failure").
-// [[Rcpp::export(.rf_run_tensors)]]
+// [[Rcpp::export(.rf_run_tensors, rng = false)]]
 SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string device, SEXP outputs) {
   try {
     return guarded([&]() -> SEXP {
@@ -305,7 +311,7 @@ SEXP rf_run_tensors(SEXP p, List args, CharacterVector dtypes, std::string devic
 }
 
 // The start-up timeline (rfuse/Runtime/Timeline.h): one row per mark.
-// [[Rcpp::export(.rf_timeline)]]
+// [[Rcpp::export(.rf_timeline, rng = false)]]
 DataFrame rf_timeline() {
   std::vector<rfuse::TimelineMark> marks = rfuse::timelineMarks();
   NumericVector ms(marks.size());
@@ -322,10 +328,10 @@ DataFrame rf_timeline() {
 }
 
 // A mark from R code (rf_fit's phases).
-// [[Rcpp::export(.rf_timeline_mark)]]
+// [[Rcpp::export(.rf_timeline_mark, rng = false)]]
 void rf_timeline_mark(std::string what) { rfuse::timelineMark(std::move(what)); }
 
-// [[Rcpp::export(.rf_transfer_stats)]]
+// [[Rcpp::export(.rf_transfer_stats, rng = false)]]
 NumericVector rf_transfer_stats() {
   rfuse::TransferStats s = rfuse::transferStats();
   return NumericVector::create(_["host_to_device_bytes"] = (double)s.hostToDeviceBytes,
@@ -336,7 +342,7 @@ NumericVector rf_transfer_stats() {
                                _["device_to_host_seconds"] = s.deviceToHostSeconds);
 }
 
-// [[Rcpp::export(.rf_device_memory)]]
+// [[Rcpp::export(.rf_device_memory, rng = false)]]
 NumericVector rf_device_memory() {
   return guarded([&] {
     rfuse::DeviceMemory m = rfuse::deviceMemory();
@@ -345,14 +351,14 @@ NumericVector rf_device_memory() {
   });
 }
 
-// [[Rcpp::export(.rf_synchronize)]]
+// [[Rcpp::export(.rf_synchronize, rng = false)]]
 void rf_synchronize() {
   guarded([&] { rfuse::synchronizeDevice(); });
 }
 
 // R values into an existing tensor (same number of elements): a streamed batch into its buffer.
 // On the GPU the copy is queued through pinned staging and overlaps the step already running.
-// [[Rcpp::export(.rf_tensor_copy_from_r)]]
+// [[Rcpp::export(.rf_tensor_copy_from_r, rng = false)]]
 void rf_tensor_copy_from_r(SEXP handle, SEXP x) {
   guarded([&] {
     const Tensor &t = tensorOf(handle);
@@ -371,7 +377,7 @@ void rf_tensor_copy_from_r(SEXP handle, SEXP x) {
 
 // Seconds one thread takes to copy `bytes` in host memory (the best of three): the floor the
 // plain-array path is measured against (benchmarks/r-bench.R).
-// [[Rcpp::export(.rf_host_copy_seconds)]]
+// [[Rcpp::export(.rf_host_copy_seconds, rng = false)]]
 double rf_host_copy_seconds(double bytes) {
   return guarded([&] {
     size_t n = (size_t)bytes;
@@ -390,10 +396,10 @@ double rf_host_copy_seconds(double bytes) {
 
 // ---- rf_profile() and rf_sitrep() ------------------------------------------------------------
 
-// [[Rcpp::export(.rf_profile_start)]]
+// [[Rcpp::export(.rf_profile_start, rng = false)]]
 void rf_profile_start() { rfuse::startProfile(); }
 
-// [[Rcpp::export(.rf_profile_stop)]]
+// [[Rcpp::export(.rf_profile_stop, rng = false)]]
 DataFrame rf_profile_stop() {
   std::vector<rfuse::ProfileRecord> recs = rfuse::stopProfile();
   std::vector<std::string> program, step, how, source, device;
@@ -413,7 +419,7 @@ DataFrame rf_profile_stop() {
                            _["stringsAsFactors"] = false);
 }
 
-// [[Rcpp::export(.rf_sitrep_info)]]
+// [[Rcpp::export(.rf_sitrep_info, rng = false)]]
 List rf_sitrep_info() {
   const rfuse::cuda::DeviceInfo &d = rfuse::cuda::deviceInfo();
   rfuse::cuda::LibraryVersions v = rfuse::cuda::libraryVersions();

@@ -50,7 +50,7 @@ void finalizeLoop(SEXP handle) {
 }
 } // namespace
 
-// [[Rcpp::export(.rf_training_loop)]]
+// [[Rcpp::export(.rf_training_loop, rng = false)]]
 SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, List outputs2, List sources,
                       List batches1, List batches2, double batchSize, double batchesPerEpoch, List tables,
                       List values1, List values2, SEXP lossHistory, SEXP loss1, SEXP loss2, List keptHistories,
@@ -94,7 +94,7 @@ SEXP rf_training_loop(SEXP program, List inputs1, List inputs2, List outputs1, L
 }
 
 // The sample order of the epochs that follow (0-based, i32, on the loop's device).
-// [[Rcpp::export(.rf_training_loop_rows)]]
+// [[Rcpp::export(.rf_training_loop_rows, rng = false)]]
 void rf_training_loop_rows(SEXP loop, SEXP rows) {
   guarded([&] { loopOf(loop).setRows(tensorOf(rows)); });
 }
@@ -102,7 +102,7 @@ void rf_training_loop_rows(SEXP loop, SEXP rows) {
 // Runs steps first..last, or as many as are queued in `seconds` of this thread's time; returns the
 // last step run. Back in R, R sees an interrupt (or a time limit) between two such calls, with
 // every tensor valid: R's own check cannot run inside C++ without skipping its destructors.
-// [[Rcpp::export(.rf_training_loop_run)]]
+// [[Rcpp::export(.rf_training_loop_run, rng = false)]]
 double rf_training_loop_run(SEXP loop, double first, double last, double firstSlot, double seconds) {
   return guarded([&] {
     rfuse::TimelineSpan span("training loop run", "steps " + std::to_string((int64_t)first) + " to " +

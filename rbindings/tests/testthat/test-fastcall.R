@@ -102,3 +102,24 @@ test_that("jitted and gradient functions saved and restored compile again", {
   expect_equal(back[[1]](c(3, 4)), c(6, 8))
   expect_equal(back[[2]](c(3, 4)), c(6, 8), tolerance = 1e-6)
 })
+
+test_that("results of the fast path are independent tensors, and an autocast region misses it", {
+  jf <- rf_jit(function(x) x * 2)
+  xt <- rf_tensor(matrix(c(1, 2, 3, 4, 5, 6), 2), device = dev)
+  jf(xt)
+  fast <- rfuse:::.rf_fast_hits()
+  r1 <- jf(xt); r2 <- jf(xt)
+  expect_equal(rfuse:::.rf_fast_hits() - fast, 2)
+  # Their fields are shared R values: changing one result must not change the other.
+  attr(r1, "env")$rdim[1] <- 6L
+  expect_equal(dim(r1), c(6L, 3L))
+  expect_equal(dim(r2), c(2L, 3L))
+  expect_equal(as.array(r2), matrix(c(2, 4, 6, 8, 10, 12), 2))
+  expect_false(identical(attr(r1, "env"), attr(r2, "env")))
+  # Inside an autocast region the program's key differs: the R path runs it.
+  fast <- rfuse:::.rf_fast_hits()
+  with_autocast(device_type = dev, dtype = "bfloat16", jf(xt))
+  expect_equal(rfuse:::.rf_fast_hits() - fast, 0)
+  jf(xt)
+  expect_equal(rfuse:::.rf_fast_hits() - fast, 1)
+})

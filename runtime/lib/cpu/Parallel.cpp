@@ -18,10 +18,14 @@ namespace rfuse::cpu {
 unsigned cpuThreads() {
   if (int n = runtimeOptions().cpuThreads; n > 0)
     return (unsigned)n;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  // The process's CPUs, asked once (a system call: ~1 us, more than a small kernel takes).
+  static const unsigned machine = [] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+      return (unsigned)std::max(1, CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+  }();
+  return machine;
 }
 
 namespace {
@@ -108,9 +112,10 @@ private:
 
 void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
                  const std::function<void(int64_t, int64_t)> &body) {
-  unsigned threads = inPoolThread ? 1 : cpuThreads();
+  bool large = extent > 1 && extent * workPerUnit >= (1 << 15);
+  unsigned threads = inPoolThread || !large ? 1 : cpuThreads();
   int64_t chunk = maxChunk > 0 ? maxChunk : extent;
-  bool parallel = threads > 1 && extent > 1 && extent * workPerUnit >= (1 << 15);
+  bool parallel = threads > 1;
   if (parallel) {
     // Chunks start at multiples of 64: the vectorized loops then split every chunk into vector
     // body and scalar tail at the same elements whatever the thread count (vector and scalar
@@ -140,30 +145,51 @@ void parallelFor(int64_t extent, int64_t maxChunk, int64_t workPerUnit,
 }
 
 namespace {
-// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides}.
-std::vector<int64_t> descriptor(void *data, const std::vector<int64_t> &shape) {
-  std::vector<int64_t> d = {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0};
-  d.insert(d.end(), shape.begin(), shape.end());
-  std::vector<int64_t> strides(shape.size(), 1);
+// MLIR's memref descriptor of a contiguous buffer: {allocated, aligned, offset, sizes, strides},
+// appended to `out`.
+void appendDescriptor(std::vector<int64_t> &out, void *data, const std::vector<int64_t> &shape) {
+  out.insert(out.end(), {(int64_t)(intptr_t)data, (int64_t)(intptr_t)data, 0});
+  out.insert(out.end(), shape.begin(), shape.end());
+  size_t strides = out.size();
+  out.resize(strides + shape.size(), 1);
   for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  d.insert(d.end(), strides.begin(), strides.end());
-  return d;
+    out[strides + i] = out[strides + i + 1] * shape[i + 1];
 }
 } // namespace
 
 void invoke(const CpuFunction &f, PackedFunction fn, const std::vector<void *> &data) {
-  std::vector<std::vector<int64_t>> descs;
+  // Every argument's descriptor in one buffer, and (per chunk) the packed call's argument list on
+  // the stack when it is short: a small kernel's call allocates nothing.
+  std::vector<int64_t> descs;
+  std::vector<size_t> at;
+  at.reserve(data.size());
+  size_t total = 0;
   for (size_t i = 0; i < data.size(); ++i)
-    descs.push_back(descriptor(data[i], f.argShapes[i]));
+    total += 3 + 2 * f.argShapes[i].size();
+  descs.reserve(total);
+  for (size_t i = 0; i < data.size(); ++i) {
+    at.push_back(descs.size());
+    appendDescriptor(descs, data[i], f.argShapes[i]);
+  }
   parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
-    std::vector<void *> descPtrs;
-    for (auto &d : descs)
-      descPtrs.push_back(d.data());
-    std::vector<void *> args = {&begin, &end};
-    for (void *&p : descPtrs)
-      args.push_back(&p);
-    fn(args.data());
+    constexpr size_t inlineArgs = 32;
+    size_t n = data.size();
+    void *descPtrsInline[inlineArgs], *argsInline[inlineArgs + 2];
+    std::vector<void *> descPtrsHeap, argsHeap;
+    void **descPtrs = descPtrsInline, **args = argsInline;
+    if (n > inlineArgs) {
+      descPtrsHeap.resize(n);
+      argsHeap.resize(n + 2);
+      descPtrs = descPtrsHeap.data();
+      args = argsHeap.data();
+    }
+    args[0] = &begin;
+    args[1] = &end;
+    for (size_t i = 0; i < n; ++i) {
+      descPtrs[i] = descs.data() + at[i];
+      args[i + 2] = &descPtrs[i];
+    }
+    fn(args);
   });
 }
 
