@@ -640,6 +640,8 @@ public:
       k.rows = redLen;
       k.columns = outerLen;
       chooseColumnCache();
+      if (!columnCache)
+        chooseSplitTiles();
       k.blockSize = blockSize = columnCache ? cacheBlock : 32 * tileGroups;
       k.columnsPerBlock = columnCache ? cacheColumns : 32;
       k.dynamicSharedBytes = (int)cacheBytes;
@@ -654,7 +656,7 @@ public:
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
            : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : " outputs cached in shared memory, ") +
                                (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : "")
-           : "tiles of 32 outputs, ")
+           : "tiles of 32 outputs, " + (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : std::string()))
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the warp; every lane gets the result.
@@ -768,6 +770,18 @@ template <int OP, int CS, class T> __device__ T rf_cluster_columns_reduce(T v, T
          << "LL; base += (long long)gridDim.x * " << cacheColumns << "LL) {\n"
          << "    const bool live = true;\n"
          << "    const long long row = base + (threadIdx.x & " << cacheColumns - 1 << ");\n";
+    else if (clusterSize > 1)
+      // As above: the cluster's blocks take one tile, block `rank` its part of the reduced elements.
+      os << "  __shared__ double smem_raw[" << 32 * tileGroups << "];\n"
+         << "  __shared__ double rf_cluster_slots[" << 2 * reductionCount() * 32 << "];\n"
+         << "  const int ty = threadIdx.x >> 5;\n"
+         << "  const unsigned rank = blockIdx.x % " << clusterSize << "u;\n"
+         << "  const long long j0 = (long long)rank * " << redLen / clusterSize << "LL;\n"
+         << "  int parity = 0;\n"
+         << "  for (long long base = (long long)(blockIdx.x / " << clusterSize << "u) * 32LL; base < " << outerLen
+         << "LL; base += (long long)(gridDim.x / " << clusterSize << "u) * 32LL, parity ^= 1) {\n"
+         << "    const bool live = base + (threadIdx.x & 31) < " << outerLen << "LL;\n"
+         << "    const long long row = live ? base + (threadIdx.x & 31) : " << outerLen - 1 << "LL;\n";
     else
       os << "  __shared__ double smem_raw[" << 32 * tileGroups << "];\n"
          << "  const int ty = threadIdx.x >> 5;\n"
@@ -902,6 +916,29 @@ private:
     cached = inputs;
   }
 
+  // Plain 32-column tiles (read from global memory in every pass) when there are fewer tiles than
+  // SMs (a batch norm's statistics or their gradient over 256 channels: 8 tiles, each block
+  // walking 1,024 rows in 8 warps, latency-bound at ~15 GB/s): on sm_90, each tile's reduced
+  // elements are split over a cluster of 2, 4 or 8 blocks (the fewest that give every SM a
+  // block, at least 64 rows each), combined in block order through distributed shared memory as
+  // the cached tiles' clusters are (rf_cluster_columns_reduce).
+  void chooseSplitTiles() {
+    if (!options.columnClusters || smVersion() < 90)
+      return;
+    int64_t tiles = (outerLen + 31) / 32, sms = std::max(1, target.multiprocessors);
+    if (tiles >= sms)
+      return;
+    int cs = 2;
+    while (cs < 8 && tiles * cs < sms)
+      cs *= 2;
+    for (; cs >= 2; cs /= 2)
+      if (redLen % cs == 0 && redLen / cs >= 64)
+        break;
+    if (cs < 2)
+      return;
+    clusterSize = cs;
+  }
+
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
   // (loaded once, 128-bit wide when possible), so every pass after the first reads registers.
   int blockSize = 256, vec = 1;
@@ -1000,6 +1037,8 @@ private:
              "__launch_bounds__(" + std::to_string(cacheBlock) + ", 3) ";
     if (columnCache)
       return "__launch_bounds__(" + std::to_string(cacheBlock) + (options.columnTilesFromL2 ? ", 3) " : ", 1) ");
+    if (!rowMode && !blockPerOutput && clusterSize > 1)
+      return "__cluster_dims__(" + std::to_string(clusterSize) + ", 1, 1) ";
     if (!rowMode || minBlocks <= 0)
       return "";
     return "__launch_bounds__(" + std::to_string(warpRows ? 32 * kWarpRowsPerBlock : blockSize) + ", " +
@@ -1021,6 +1060,9 @@ private:
     if (blockMode)
       return "    for (long long j = " + tid() + "; j < " + std::to_string(redLen) + "LL; j += " +
              (warpRows ? std::string("32") : std::string("blockDim.x")) + ") {\n";
+    if (clusterSize > 1)
+      return "    for (long long j = j0 + ty; j < j0 + " + std::to_string(redLen / clusterSize) + "LL; j += " +
+             std::to_string(tileGroups) + "LL) {\n";
     return "    for (long long j = ty; j < " + std::to_string(redLen) + "LL; j += " + std::to_string(tileGroups) +
            "LL) {\n";
   }
@@ -1274,7 +1316,7 @@ private:
       if (v.empty())
         return false;
       flushRowCode();
-      os << (warpRows ? "    if (rf_lane == 0) " : blockMode ? "    if (threadIdx.x == 0) " : clusterSize > 1 ? "    if (ty == 0 && rank == 0) " : "    if (ty == 0 && live) ")
+      os << (warpRows ? "    if (rf_lane == 0) " : blockMode ? "    if (threadIdx.x == 0) " : clusterSize > 1 ? (columnCache ? "    if (ty == 0 && rank == 0) " : "    if (ty == 0 && rank == 0 && live) ") : "    if (ty == 0 && live) ")
          << storeStmt("out" + std::to_string(i), "row", v, dtypeOf(o)) << "\n";
     }
     if (anyFull && wideStores) {

@@ -129,7 +129,7 @@ const std::vector<Spec> &specs() {
         "those column tiles read their input again in every pass (from L2), 512 threads, three blocks per SM"},
        Kind::Bool, {}, 0, RFUSE_BOOL(codegen.columnTilesFromL2)},
       {{"column_clusters", "RFUSE_COLUMN_CLUSTERS", "TRUE, FALSE", "TRUE",
-        "on sm_90 and newer, those column tiles are 32 columns wide, split over a thread block cluster (distributed shared memory)"},
+        "on sm_90 and newer, those column tiles are 32 columns wide, split over a thread block cluster (distributed shared memory); so are other column tiles when there are fewer of them than SMs"},
        Kind::Bool, {}, 0, RFUSE_BOOL(codegen.columnClusters)},
       {{"lt_epilogues", "RFUSE_LT_EPILOGUES", "TRUE, FALSE", "TRUE",
         "cuBLASLt applies bias / ReLU / GELU / residual epilogues itself (FALSE: generated kernels)"},

@@ -97,6 +97,19 @@ std::vector<CorpusGraph> canonicalCorpus() {
       // (+ 4 keeps the outputs away from 0, where the sums' order would show at 1e-12 relative)
       return V{g.add(g.mul(g.gelu(g.add(g.mul(y, gamma), beta)), g.scalar(1.5, d)), g.scalar(4.0, d))};
     }, seed++));
+    // A batch norm's gradient over NHWC channels (ResNet-18's last stage: 256 x 2 x 2 images, 256
+    // channels): two chained channel sums, the second over values made from the first, and an
+    // output read from both, and the second sum itself. Eight tiles of 32 channels: on sm_90 each
+    // splits over a cluster of 8 blocks of 128 rows.
+    out.push_back(make("batchnorm_grad_cols" + sfx, {{256, 2, 2, 256}, {256, 2, 2, 256}, {256}}, dt,
+                       [](GraphBuilder &g, V &v) {
+      DType d = g.dtype(v[0]);
+      TracedValue s1 = g.reduceSum(g.mul(v[0], v[1]), {0, 1, 2}, true);
+      TracedValue scale = g.mul(g.broadcastInDim(v[2], {1, 1, 1, 256}, {3}), g.scalar(1.0 / 1024, d));
+      TracedValue y = g.add(v[1], g.mul(g.mul(s1, scale), v[0]));
+      TracedValue s2 = g.reduceSum(y, {0, 1, 2}, true);
+      return V{g.add(y, g.mul(s2, g.scalar(-1.0 / 1024, d))), s2}; // (and a per-channel output)
+    }, dt == DType::F32 ? 9001 : 9002)); // (a seed of its own: the graphs after it keep their inputs)
     out.push_back(make("softmax_cols_cached" + sfx, {{128, 8192}}, dt, [](GraphBuilder &g, V &v) {
       TracedValue m = g.reduceMax(v[0], {0}, true), e = g.exp(g.sub(v[0], m));
       return V{g.div(e, g.reduceSum(e, {0}, true)), m}; // (and the per-column max as an output)
