@@ -47,6 +47,9 @@
 #        path): the GPU gtests of RFUSE_GTEST_FILTER (default Gpu.Attention*) once each, then
 #        rfuse-step-profile over .bundle/diag/*.mlir and (where R is unpacked) benchmarks/r-bench.R
 #        (RFUSE_BENCH_ONLY) alternately, twice each.
+# r-ab: benchmarks/r-bench.R (RFUSE_BENCH_ONLY picks) under each setting of RFUSE_AB (words
+#        VAR=VALUE, e.g. "RFUSE_COLUMN_CLUSTERS=TRUE RFUSE_COLUMN_CLUSTERS=FALSE"), alternately,
+#        RFUSE_AB_ROUNDS times (default 2): a change behind an option, before and after, in one call.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
 set -uo pipefail
@@ -111,7 +114,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = w7drop ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
+if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = w7drop ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-ab ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
    { [ "$what" = lib-ab ] && [ -x /opt/r/usr/lib/R/bin/R ]; }; then # (lib-ab: R where unpacked)
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
@@ -236,6 +239,15 @@ if [ "$what" = r-bench ]; then
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
     timeout 500 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = r-ab ]; then
+  for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
+    for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
+      echo "== $setting (round $round)"
+      env "$setting" OUT="$out" timeout 300 Rscript benchmarks/r-bench.R 2>&1 |
+        tee "$out/r-ab-${setting//[^A-Za-z0-9]/_}-$round.log" | grep -E "^W|rror"
+    done
+  done
 fi
 if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R processes: cold, then warm cache
   export RFUSE_CACHE_DIR=/tmp/rfuse-warm-start-cache
