@@ -921,9 +921,9 @@ private:
   // walking 1,024 rows in 8 warps, latency-bound at ~15 GB/s): on sm_90, each tile's reduced
   // elements are split over a cluster of 2, 4 or 8 blocks (the fewest that give every SM a
   // block, at least 64 rows each), combined in block order through distributed shared memory as
-  // the cached tiles' clusters are (rf_cluster_columns_reduce).
+  // the cached tiles' clusters are (rf_cluster_columns_reduce). Option `column_split`.
   void chooseSplitTiles() {
-    if (!options.columnClusters || smVersion() < 90)
+    if (!options.columnSplit || !options.columnClusters || smVersion() < 90)
       return;
     int64_t tiles = (outerLen + 31) / 32, sms = std::max(1, target.multiprocessors);
     if (tiles >= sms)

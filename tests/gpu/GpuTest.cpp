@@ -90,6 +90,16 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
 }
 
+// `column_split` (off by default until this passes on a GPU): column reductions with fewer tiles
+// than SMs split over thread block clusters (sm_90), against the interpreter.
+TEST_F(Gpu, ColumnTilesSplitOverClustersMatchTheInterpreter) {
+  setOption("column_split", "1");
+  for (const test::CorpusGraph &g : test::canonicalCorpus())
+    if (g.name.find("_cols") != std::string::npos)
+      expectGpuMatchesInterpreter(g.name + " (column_split)", g.moduleText, g.inputs);
+  setOption("column_split", "0");
+}
+
 // Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and
 // runs it twice (the second a replayed graph); every output must equal the interpreter's (within
 // the dtype's tolerance, or `tol`).

@@ -137,9 +137,7 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(s.launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
       EXPECT_EQ(s.columnsPerBlock, 32) << g.name;
       EXPECT_EQ(s.blockSize, f32 ? 512 : 256) << g.name;
-      // f32: 2 x 2048 x 32 floats, 8 parts of 64 KiB; f64 (not cached): fewer tiles than SMs, so
-      // split over a cluster too (128 tiles: 2 blocks each; 32 tiles: 8).
-      int cluster = inputs == 2 ? 8 : f32 ? 1 : reduced == 256 ? 2 : 1;
+      int cluster = f32 && inputs == 2 ? 8 : 1; // 2 x 2048 x 32 floats: 8 parts of 64 KiB
       EXPECT_EQ(s.clusterSize, cluster) << g.name;
       EXPECT_EQ(s.dynamicSharedBytes, f32 ? inputs * reduced / cluster * 32 * 4 : 0) << g.name;
       EXPECT_EQ(s.grid % cluster, 0u) << g.name;
@@ -162,27 +160,37 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(a.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
                     a.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32 && fits) << g.name;
     }
-    // Few tiles, read from memory in every pass: split over a cluster on sm_90 only.
+    // Few tiles, read from memory in every pass: with `column_split`, split over a cluster on
+    // sm_90 only (and NVRTC compiles the split kernel); by default as before.
     if (g.name == "batchnorm_grad_cols_f32" || g.name == "batchnorm_grad_cols_f64") {
       ASSERT_EQ(k.plans.size(), 1u) << g.name << ": one kernel, not split into partial sums";
-      const cuda::KernelSpec &s = *k.plans[0].kernel;
+      EXPECT_EQ(k.plans[0].kernel->clusterSize, 1) << g.name << ": column_split is off by default";
+      CodegenOptions split;
+      split.columnSplit = true;
+      Kernels ks = kernelsOf(g.moduleText, {}, split);
+      const cuda::KernelSpec &s = *ks.plans[0].kernel;
       EXPECT_EQ(s.launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
       EXPECT_EQ(s.columnsPerBlock, 32) << g.name;
       EXPECT_EQ(s.clusterSize, 8) << g.name << ": 8 tiles on 132 SMs";
       EXPECT_EQ(s.grid, 64u) << g.name;
-      EXPECT_NE(k.sources[0].find("__cluster_dims__(8, 1, 1)"), std::string::npos) << g.name;
-      EXPECT_NE(k.sources[0].find("j < j0 + 128LL"), std::string::npos) << g.name;
-      EXPECT_NE(k.sources[0].find("if (ty == 0 && rank == 0 && live)"), std::string::npos) << g.name;
+      EXPECT_NE(ks.sources[0].find("__cluster_dims__(8, 1, 1)"), std::string::npos) << g.name;
+      EXPECT_NE(ks.sources[0].find("j < j0 + 128LL"), std::string::npos) << g.name;
+      EXPECT_NE(ks.sources[0].find("if (ty == 0 && rank == 0 && live)"), std::string::npos) << g.name;
+      if (cuda::nvrtcVersion() > 0) {
+        setOption("disk_cache", "0");
+        std::vector<cuda::CompiledKernel> out;
+        EXPECT_NO_THROW(out = cuda::compileKernels(ks.names, ks.sources, "sm_90")) << g.name;
+        setOption("disk_cache", "1");
+      }
       cuda::CudaTarget many = {};
       many.multiprocessors = 8; // as many tiles as SMs: no split
-      EXPECT_EQ(kernelsOf(g.moduleText, many).plans[0].kernel->clusterSize, 1) << g.name;
+      EXPECT_EQ(kernelsOf(g.moduleText, many, split).plans[0].kernel->clusterSize, 1) << g.name;
       cuda::CudaTarget ampere;
       ampere.arch = "sm_86";
       ampere.multiprocessors = 84;
-      EXPECT_EQ(kernelsOf(g.moduleText, ampere).plans[0].kernel->clusterSize, 1) << g.name << " on sm_86";
-      CodegenOptions off;
-      off.columnClusters = false;
-      EXPECT_EQ(kernelsOf(g.moduleText, {}, off).plans[0].kernel->clusterSize, 1) << g.name;
+      EXPECT_EQ(kernelsOf(g.moduleText, ampere, split).plans[0].kernel->clusterSize, 1) << g.name << " on sm_86";
+      split.columnClusters = false;
+      EXPECT_EQ(kernelsOf(g.moduleText, {}, split).plans[0].kernel->clusterSize, 1) << g.name;
     }
     if (g.name == "lstm_step_f32") { // the product, then one epilogue kernel over the [24, 16] state
       ASSERT_EQ(k.plans.size(), 1u) << "the step's slices are read in place, not copied";

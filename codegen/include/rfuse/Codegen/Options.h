@@ -22,6 +22,10 @@ struct CodegenOptions {
   /// On sm_90 and newer, those tiles are 32 columns wide, split along the reduction over a
   /// thread block cluster whose blocks combine their parts through distributed shared memory.
   bool columnClusters = true;
+  /// On sm_90 and newer, plain column tiles (read from memory in every pass) fewer than the SMs
+  /// split each tile's reduced elements over a thread block cluster of 2-8 blocks. Off until it
+  /// has run on a GPU (compiled by NVRTC and planned here; never executed).
+  bool columnSplit = false;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -32,7 +36,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs && f32ResultsOfNarrowProducts == o.f32ResultsOfNarrowProducts;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
