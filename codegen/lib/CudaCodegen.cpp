@@ -918,7 +918,7 @@ private:
 
   // Plain 32-column tiles (read from global memory in every pass) when there are fewer tiles than
   // SMs (a batch norm's statistics or their gradient over 256 channels: 8 tiles, each block
-  // walking 1,024 rows in 8 warps, latency-bound at ~15 GB/s): on sm_90, each tile's reduced
+  // walking 1,024 rows in 8 warps: ~0.05 ms for 4 MiB, ~70 GB/s): on sm_90, each tile's reduced
   // elements are split over a cluster of 2, 4 or 8 blocks (the fewest that give every SM a
   // block, at least 64 rows each), combined in block order through distributed shared memory as
   // the cached tiles' clusters are (rf_cluster_columns_reduce). Option `column_split`.

@@ -196,7 +196,6 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
     r.outDevice = STRING_ELT(outDevice, 0);
     r.outRdim = shared(outRdim);
     r.outLen = outLen;
-
     r.generation = generation;
     // The same signature again (new parameter values, say) replaces its record.
     for (Record &old : t.records)
