@@ -42,11 +42,9 @@ struct Record {
   std::vector<int> inputIndex;   // 0-based positions in (args..., params...)
   std::vector<rfuse::DType> dtypes;
   rfuse::Device device = rfuse::Device::Cpu;
-  SEXP outDtype = R_NilValue, outDevice = R_NilValue, outRdim = R_NilValue;
-  double outLen = 0;
   // The result's fields as R values, made once and shared by every result (not mutable: R copies
   // them before any change).
-  SEXP outDtypeValue = R_NilValue, outDeviceValue = R_NilValue, outLenValue = R_NilValue;
+  SEXP outDtypeValue = R_NilValue, outDeviceValue = R_NilValue, outRdim = R_NilValue, outLenValue = R_NilValue;
   uint64_t generation = 0;
   Rcpp::List kept; // every SEXP above, alive (Rcpp's precious list) as long as the record
 };
@@ -192,10 +190,7 @@ void rf_fast_record(SEXP table, SEXP names, List args, List paramSlots, double m
     for (R_xlen_t k = 0; k < dtypes.size(); ++k)
       r.dtypes.push_back(rfuse::r::dtypeOf(as<std::string>(dtypes[k])));
     r.device = device == "cuda" ? rfuse::Device::Cuda : rfuse::Device::Cpu;
-    r.outDtype = STRING_ELT(outDtype, 0);
-    r.outDevice = STRING_ELT(outDevice, 0);
     r.outRdim = shared(outRdim);
-    r.outLen = outLen;
     r.generation = generation;
     // The same signature again (new parameter values, say) replaces its record.
     for (Record &old : t.records)

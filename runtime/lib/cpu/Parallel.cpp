@@ -159,36 +159,26 @@ void appendDescriptor(std::vector<int64_t> &out, void *data, const std::vector<i
 
 void invoke(const CpuFunction &f, PackedFunction fn, const std::vector<void *> &data) {
   // Every argument's descriptor in one buffer, and (per chunk) the packed call's argument list on
-  // the stack when it is short: a small kernel's call allocates nothing.
-  std::vector<int64_t> descs;
-  std::vector<size_t> at;
-  at.reserve(data.size());
-  size_t total = 0;
-  for (size_t i = 0; i < data.size(); ++i)
+  // the stack when it is short: a small kernel's call allocates little.
+  size_t n = data.size(), total = 0;
+  for (size_t i = 0; i < n; ++i)
     total += 3 + 2 * f.argShapes[i].size();
-  descs.reserve(total);
-  for (size_t i = 0; i < data.size(); ++i) {
-    at.push_back(descs.size());
+  std::vector<int64_t> descs;
+  descs.reserve(total); // (no reallocation: the pointers below stay valid)
+  std::vector<void *> descPtrs(n);
+  for (size_t i = 0; i < n; ++i) {
+    descPtrs[i] = descs.data() + descs.size();
     appendDescriptor(descs, data[i], f.argShapes[i]);
   }
   parallelFor(f.extent, f.maxChunk, f.workPerUnit, [&](int64_t begin, int64_t end) {
     constexpr size_t inlineArgs = 32;
-    size_t n = data.size();
-    void *descPtrsInline[inlineArgs], *argsInline[inlineArgs + 2];
-    std::vector<void *> descPtrsHeap, argsHeap;
-    void **descPtrs = descPtrsInline, **args = argsInline;
-    if (n > inlineArgs) {
-      descPtrsHeap.resize(n);
-      argsHeap.resize(n + 2);
-      descPtrs = descPtrsHeap.data();
-      args = argsHeap.data();
-    }
+    void *argsInline[inlineArgs + 2];
+    std::vector<void *> argsHeap(n > inlineArgs ? n + 2 : 0);
+    void **args = n > inlineArgs ? argsHeap.data() : argsInline;
     args[0] = &begin;
     args[1] = &end;
-    for (size_t i = 0; i < n; ++i) {
-      descPtrs[i] = descs.data() + at[i];
+    for (size_t i = 0; i < n; ++i)
       args[i + 2] = &descPtrs[i];
-    }
     fn(args);
   });
 }
