@@ -758,10 +758,10 @@ std::string GraphBuilder::moduleText(bool withLocations) const {
   return os.str();
 }
 
-uint64_t GraphBuilder::signatureHash() const {
-  // The printed IR without locations captures ops, attributes, shapes, dtypes and structure.
-  return llvm::xxh3_64bits(moduleText(/*withLocations=*/false));
-}
+uint64_t GraphBuilder::signatureHash() const { return signatureHashOf(moduleText(/*withLocations=*/false)); }
+
+// The printed IR without locations captures ops, attributes, shapes, dtypes and structure.
+uint64_t GraphBuilder::signatureHashOf(const std::string &moduleText) { return llvm::xxh3_64bits(moduleText); }
 
 std::vector<int64_t> GraphBuilder::shape(TracedValue v) const {
   auto s = Impl::typeOf(impl->peek(v, "shape")).getShape();

@@ -21,6 +21,14 @@
     .Call(`_rfuse_rf_run_artifact`, handle, values)
 }
 
+.rf_code_names <- function(expr, strings) {
+    .Call(`_rfuse_rf_code_names`, expr, strings)
+}
+
+.rf_shorten_call <- function(call, depth) {
+    .Call(`_rfuse_rf_shorten_call`, call, depth)
+}
+
 .rf_deferred_values <- function(handle, rdim, perm, cls) {
     .Call(`_rfuse_rf_deferred_values`, handle, rdim, perm, cls)
 }

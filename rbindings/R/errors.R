@@ -35,16 +35,8 @@ classed_failure <- function(msg) {
 # A call as text for messages and source locations: sub-calls nested deeper than `depth` show
 # as `...`, so the text of each op of a deeply nested expression costs O(1), not its whole depth
 # (deparsing every op's full call made tracing quadratic).
-call_text <- function(call, depth = 3L) {
-  shorten <- function(e, d) {
-    if (is_sym(e)) return(as.name("<traced value>")) # R put the value itself into the call (round())
-    if (!is.call(e)) return(e)
-    if (d >= depth) return(as.name("..."))
-    for (i in seq_along(e)[-1]) if (!is.null(e[[i]]) && (is.call(e[[i]]) || is_sym(e[[i]]))) e[[i]] <- shorten(e[[i]], d + 1L)
-    e
-  }
-  paste(deparse(shorten(call, 0L), width.cutoff = 60L, nlines = 3L), collapse = " ")
-}
+call_text <- function(call, depth = 3L)
+  paste(deparse(.rf_shorten_call(call, depth), width.cutoff = 60L, nlines = 3L), collapse = " ")
 
 rf_unsupported <- function(fname, call = NULL, why = "it is not supported by rfuse yet") {
   where <- if (is.null(call)) "" else paste0(" in `", call_text(call), "`")

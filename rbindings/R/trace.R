@@ -26,34 +26,10 @@ group_generic_names <- c(
   "sinh", "tanh", "acosh", "asinh", "atanh", "lgamma", "gamma", "digamma", "trigamma",
   "cumsum", "cumprod", "cummax", "cummin", "all", "any", "prod", "range")
 
-# What `pick` gives for each part of an expression (calls, pairlists, lists and the character
-# constants in them), in one character vector without repeats. Iterative: a deeply nested
-# expression (that base R evaluates) must not overflow the C stack here.
-collect_in_code <- function(expr, pick) {
-  out <- vector("list", 64L); n_out <- 0L
-  stack <- vector("list", 64L); stack[[1]] <- expr; top <- 1L
-  while (top > 0L) {
-    e <- stack[[top]]
-    top <- top - 1L
-    got <- pick(e)
-    if (length(got)) {
-      n_out <- n_out + 1L
-      if (n_out > length(out)) length(out) <- 2L * length(out)
-      out[[n_out]] <- got
-    }
-    if (!(is.call(e) || is.pairlist(e) || is.expression(e) || is.list(e))) next
-    for (part in as.list(e)) if (!missing(part) && (is.call(part) || is.pairlist(part) || is.list(part) || is.character(part))) {
-      top <- top + 1L
-      if (top > length(stack)) length(stack) <- 2L * length(stack)
-      stack[top] <- list(part)
-    }
-  }
-  unique(as.character(unlist(out[seq_len(n_out)])))
-}
-
-# Names of the functions called anywhere in an expression.
-called_names <- function(expr)
-  collect_in_code(expr, function(e) if (is.call(e) && is.symbol(e[[1]])) as.character(e[[1]]))
+# Names of the functions called anywhere in an expression, and its character constants (each
+# without repeats; C++, src/code.cpp: the walk in R was a tenth of a small function's trace).
+called_names <- function(expr) .rf_code_names(expr, FALSE)
+string_constants <- function(expr) .rf_code_names(expr, TRUE)
 
 # Library functions live directly in a namespace (or base); any other closure is user code —
 # defined at top level, in a script, in a test, or inside another function.
@@ -127,9 +103,6 @@ reachable_names <- function(f) {
   # An assignment to `f(x)` (x[i] <- v, dim(y) <- d) calls `f<-`, which the code does not name.
   c(syms, paste0(syms, "<-"), string_constants(code))
 }
-
-# The character constants anywhere in an expression.
-string_constants <- function(expr) collect_in_code(expr, function(e) if (is.character(e)) e)
 
 # A copy of `f` whose environment is a mask over its own: rfuse's traced functions, guards for
 # every other function its body calls, helper tracers for the user's own functions.

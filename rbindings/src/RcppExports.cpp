@@ -68,6 +68,28 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_code_names
+SEXP rf_code_names(SEXP expr, bool strings);
+RcppExport SEXP _rfuse_rf_code_names(SEXP exprSEXP, SEXP stringsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type expr(exprSEXP);
+    Rcpp::traits::input_parameter< bool >::type strings(stringsSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_code_names(expr, strings));
+    return rcpp_result_gen;
+END_RCPP
+}
+// rf_shorten_call
+SEXP rf_shorten_call(SEXP call, int depth);
+RcppExport SEXP _rfuse_rf_shorten_call(SEXP callSEXP, SEXP depthSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type call(callSEXP);
+    Rcpp::traits::input_parameter< int >::type depth(depthSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_shorten_call(call, depth));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_deferred_values
 SEXP rf_deferred_values(SEXP handle, SEXP rdim, SEXP perm, SEXP cls);
 RcppExport SEXP _rfuse_rf_deferred_values(SEXP handleSEXP, SEXP rdimSEXP, SEXP permSEXP, SEXP clsSEXP) {
@@ -1272,6 +1294,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_load_artifact_memory", (DL_FUNC) &_rfuse_rf_load_artifact_memory, 2},
     {"_rfuse_rf_artifact_metadata", (DL_FUNC) &_rfuse_rf_artifact_metadata, 2},
     {"_rfuse_rf_run_artifact", (DL_FUNC) &_rfuse_rf_run_artifact, 2},
+    {"_rfuse_rf_code_names", (DL_FUNC) &_rfuse_rf_code_names, 2},
+    {"_rfuse_rf_shorten_call", (DL_FUNC) &_rfuse_rf_shorten_call, 2},
     {"_rfuse_rf_deferred_values", (DL_FUNC) &_rfuse_rf_deferred_values, 4},
     {"_rfuse_rf_deferred_tensor_copy", (DL_FUNC) &_rfuse_rf_deferred_tensor_copy, 5},
     {"_rfuse_rf_deferred_pending", (DL_FUNC) &_rfuse_rf_deferred_pending, 1},

@@ -332,10 +332,10 @@ List rf_b_finish(SEXP b, IntegerVector results) {
     for (int id : results)
       r.push_back(tv(id));
     g.finish(r);
+    std::string text = g.moduleText();
     char hash[17];
-    std::snprintf(hash, sizeof hash, "%016llx", (unsigned long long)g.signatureHash());
-    return List::create(_["text"] = g.moduleText(), _["hash"] = std::string(hash),
-                        _["located"] = g.moduleText(true));
+    std::snprintf(hash, sizeof hash, "%016llx", (unsigned long long)GraphBuilder::signatureHashOf(text));
+    return List::create(_["text"] = text, _["hash"] = std::string(hash), _["located"] = g.moduleText(true));
   });
 }
 

@@ -78,6 +78,30 @@ test_that("a deeply nested expression that base R evaluates traces too", {
   expect_identical(rf_jit(f, dtype = "float64")(c(1, 2)), f(c(1, 2)))
 })
 
+test_that("a call's text cuts calls nested three deep and names traced values put into it", {
+  call_text <- rfuse:::call_text
+  expect_identical(call_text(quote(f(g(h(k(x)), y), 2))), "f(g(h(...), y), 2)")
+  expect_identical(call_text(quote(a + b * (c - exp(d)))), "a + b * (...)") # (parentheses are a call)
+  s <- rfuse:::new_sym(1L, NULL, 3L, "f32")
+  cl <- as.call(list(as.name("round"), s, 2))
+  expect_identical(call_text(cl), "round(`<traced value>`, 2)")
+  expect_identical(deparse(cl[[2]]$len), "3L") # (the call itself is left as it was)
+  # The texts of errors name the user's call.
+  expect_error(rf_jit(function(x) foo_not_here(exp(x)))(1), regexp = "foo_not_here")
+})
+
+test_that("the names a body calls and its strings are found however deep or wide it is", {
+  called <- rfuse:::called_names; strings <- rfuse:::string_constants
+  expect_setequal(called(quote({ y <- f(x); g(h(y), "k")[[1]]; do.call("pmax", list(x, 1)) })),
+                  c("{", "<-", "f", "g", "h", "[[", "do.call", "list"))
+  expect_setequal(strings(quote(sapply(l, "[", list(a = "b", c(d = "e"))))), c("[", "b", "e"))
+  expect_identical(called(quote(x)), character())
+  deep <- quote(x)
+  for (i in 1:50000) deep <- call("f", deep)
+  expect_identical(called(deep), "f")
+  expect_setequal(strings(as.call(c(as.name("c"), as.list(letters)))), letters)
+})
+
 test_that("a torch function rfuse does not have is a classed refusal naming it, eager or traced", {
   expect_error(torch_median(rf_tensor(c(3, 1, 2))), class = "rfuse_unsupported", regexp = "`torch_median\\(\\)` is a torch function rfuse does not have")
   expect_error(rf_jit(function(x) torch_cummax(x, 1))(c(3, 1, 2)), class = "rfuse_unsupported", regexp = "torch_cummax")

@@ -213,6 +213,8 @@ public:
   /// A stable 64-bit hash of the graph's structure, shapes and dtypes (input names and source
   /// locations excluded), for compile caches. Equal graphs hash equal across processes.
   uint64_t signatureHash() const;
+  /// signatureHash() of a module's text without locations (moduleText(false)), printed once.
+  static uint64_t signatureHashOf(const std::string &moduleText);
 
   // --- Introspection ------------------------------------------------------------------------
   std::vector<int64_t> shape(TracedValue v) const;
