@@ -109,6 +109,10 @@
     .Call(`_rfuse_rf_b_cast`, b, x, dtype)
 }
 
+.rf_b_pointwise_fast <- function(b, op, e1, e2, dtype) {
+    .Call(`_rfuse_rf_b_pointwise_fast`, b, op, e1, e2, dtype)
+}
+
 .rf_b_broadcast <- function(b, x, shape, dims) {
     .Call(`_rfuse_rf_b_broadcast`, b, x, shape, dims)
 }

@@ -3,6 +3,10 @@
 # function's environment.
 
 arith_ops <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "div", "^" = "pow")
+# The ops whose common case (traced values of one structure, or one and a double scalar, in the
+# trace's float dtype, without integer bounds or attributes) is recorded in one call
+# (.rf_b_pointwise_fast) instead of through align2: what those rules give in that case.
+fast_arith_ops <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "div")
 compare_ops <- c("==" = "eq", "!=" = "ne", "<" = "lt", "<=" = "le", ">" = "gt", ">=" = "ge")
 
 is_const_value <- function(x, v) !is_sym(x) && length(x) == 1L && is.numeric(x) && !is.na(x) && x == v
@@ -19,6 +23,9 @@ generic_call <- function(generic) {
 #' @export
 Ops.rf_sym <- function(e1, e2) {
   call <- generic_call(.Generic)
+  if (!missing(e2) && !is.na(kind <- fast_arith_ops[.Generic]) &&
+      !is.null(r <- emit(.rf_b_pointwise_fast, kind, e1, e2, trace_float(), call = call)))
+    return(r)
   r <- ops_sym(.Generic, e1, if (!missing(e2)) e2, missing(e2), call)
   from <- if (missing(e2) || (rlen(e1) == r$len && length(sym_attrs(e1)))) e1 else e2
   if (rlen(from) == r$len && length(a <- sym_attrs(from))) r <- with_attrs(r, a)
@@ -442,6 +449,7 @@ pminmax <- function(kind, args, call) {
   # Of integers or logicals an integer.
   int <- all(vapply(args, is_int_value, TRUE))
   Reduce(function(a, b) {
+    if (!int && !is.null(r <- emit(.rf_b_pointwise_fast, kind, a, b, trace_float(), call = call))) return(r)
     if (!is.null(nd <- native_int_dtype(a, b))) return(int_binary(kind, a, b, nd, call, lenient = TRUE))
     ab <- align2(a, b, call, "arith", lenient = TRUE)
     new_sym(emit(.rf_b_binary, kind, ab$a$id, ab$b$id, call = call), ab$target$rdim,

@@ -325,6 +325,20 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// rf_b_pointwise_fast
+SEXP rf_b_pointwise_fast(SEXP b, std::string op, SEXP e1, SEXP e2, std::string dtype);
+RcppExport SEXP _rfuse_rf_b_pointwise_fast(SEXP bSEXP, SEXP opSEXP, SEXP e1SEXP, SEXP e2SEXP, SEXP dtypeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type b(bSEXP);
+    Rcpp::traits::input_parameter< std::string >::type op(opSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type e1(e1SEXP);
+    Rcpp::traits::input_parameter< SEXP >::type e2(e2SEXP);
+    Rcpp::traits::input_parameter< std::string >::type dtype(dtypeSEXP);
+    rcpp_result_gen = Rcpp::wrap(rf_b_pointwise_fast(b, op, e1, e2, dtype));
+    return rcpp_result_gen;
+END_RCPP
+}
 // rf_b_broadcast
 int rf_b_broadcast(SEXP b, int x, IntegerVector shape, IntegerVector dims);
 RcppExport SEXP _rfuse_rf_b_broadcast(SEXP bSEXP, SEXP xSEXP, SEXP shapeSEXP, SEXP dimsSEXP) {
@@ -1316,6 +1330,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_rfuse_rf_b_binary", (DL_FUNC) &_rfuse_rf_b_binary, 4},
     {"_rfuse_rf_b_select", (DL_FUNC) &_rfuse_rf_b_select, 4},
     {"_rfuse_rf_b_cast", (DL_FUNC) &_rfuse_rf_b_cast, 3},
+    {"_rfuse_rf_b_pointwise_fast", (DL_FUNC) &_rfuse_rf_b_pointwise_fast, 5},
     {"_rfuse_rf_b_broadcast", (DL_FUNC) &_rfuse_rf_b_broadcast, 4},
     {"_rfuse_rf_b_transpose", (DL_FUNC) &_rfuse_rf_b_transpose, 3},
     {"_rfuse_rf_b_reshape", (DL_FUNC) &_rfuse_rf_b_reshape, 3},

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 using namespace Rcpp;
 using rfuse::GraphBuilder;
@@ -113,6 +114,123 @@ int rf_b_select(SEXP b, int cond, int x, int y) {
 // [[Rcpp::export(.rf_b_cast, rng = false)]]
 int rf_b_cast(SEXP b, int x, std::string dtype) {
   return guarded([&] { return builder(b).cast(tv(x), dtypeOf(dtype)).id; });
+}
+
+namespace {
+// A traced value (R/sym.R's new_sym: a list of id, rdim, len, dtype, ib and maybe attrs, class
+// rf_sym) with no integer bound and no attributes, in `dtype`: what pointwiseFast takes.
+struct PlainSym {
+  int id;
+  SEXP rdim, len;
+  std::vector<int64_t> shape; // tshape(rdim, len)
+};
+bool plainSym(SEXP x, const char *dtype, PlainSym &s) {
+  if (TYPEOF(x) != VECSXP || !Rf_inherits(x, "rf_sym"))
+    return false;
+  SEXP names = Rf_getAttrib(x, R_NamesSymbol), id = R_NilValue, dt = R_NilValue;
+  if (TYPEOF(names) != STRSXP || XLENGTH(names) != XLENGTH(x))
+    return false;
+  s.rdim = s.len = R_NilValue;
+  for (R_xlen_t i = 0; i < XLENGTH(x); ++i) {
+    const char *n = CHAR(STRING_ELT(names, i));
+    SEXP v = VECTOR_ELT(x, i);
+    if (!std::strcmp(n, "id")) id = v;
+    else if (!std::strcmp(n, "rdim")) s.rdim = v;
+    else if (!std::strcmp(n, "len")) s.len = v;
+    else if (!std::strcmp(n, "dtype")) dt = v;
+    else if (v != R_NilValue) return false; // an integer bound (ib), attributes, anything else
+  }
+  if (TYPEOF(id) != INTSXP || XLENGTH(id) != 1 || TYPEOF(dt) != STRSXP || XLENGTH(dt) != 1 ||
+      std::strcmp(CHAR(STRING_ELT(dt, 0)), dtype) || (TYPEOF(s.len) != INTSXP && TYPEOF(s.len) != REALSXP) ||
+      XLENGTH(s.len) != 1 || (s.rdim != R_NilValue && TYPEOF(s.rdim) != INTSXP && TYPEOF(s.rdim) != REALSXP))
+    return false;
+  auto number = [](SEXP v, R_xlen_t i) { return TYPEOF(v) == INTSXP ? (INTEGER(v)[i] == NA_INTEGER ? -1.0 : INTEGER(v)[i]) : REAL(v)[i]; };
+  s.id = INTEGER(id)[0];
+  double len = number(s.len, 0);
+  if (!(len >= 1))
+    return false;
+  s.shape.clear();
+  if (s.rdim == R_NilValue)
+    s.shape.push_back((int64_t)len);
+  for (R_xlen_t i = s.rdim == R_NilValue ? -1 : XLENGTH(s.rdim) - 1; i >= 0; --i) {
+    double d = number(s.rdim, i);
+    if (!(d >= 1))
+      return false;
+    s.shape.push_back((int64_t)d);
+  }
+  return true;
+}
+// A plain double scalar (no attributes, not NA or NaN).
+bool plainScalar(SEXP x, double &v) {
+  if (TYPEOF(x) != REALSXP || XLENGTH(x) != 1 || ATTRIB(x) != R_NilValue || ISNAN(REAL(x)[0]))
+    return false;
+  v = REAL(x)[0];
+  return true;
+}
+} // namespace
+
+// The common case of R's arithmetic and pmax/pmin on traced values in one call: two traced
+// values of one structure, or one and a double scalar, all in the trace's float dtype without
+// integer bounds or attributes. Records what ops_sym and pminmax record for it (the scalar as a
+// [1] constant broadcast into the last dim, then the op) and returns the result as new_sym makes
+// it; NULL (nothing recorded) for every other case, which R's own rules then handle.
+// [[Rcpp::export(.rf_b_pointwise_fast, rng = false)]]
+SEXP rf_b_pointwise_fast(SEXP b, std::string op, SEXP e1, SEXP e2, std::string dtype) {
+  return guarded([&]() -> SEXP {
+    PlainSym x, y;
+    double v = 0;
+    bool sym1 = plainSym(e1, dtype.c_str(), x), sym2 = plainSym(e2, dtype.c_str(), y);
+    const PlainSym *s = nullptr;
+    if (sym1 && sym2) {
+      // One structure: both vectors of one length, or both arrays of one dim (R's rules differ
+      // from there on), with lengths of one type, as R's max() of them would give.
+      bool same = (x.rdim == R_NilValue) == (y.rdim == R_NilValue) && x.shape == y.shape &&
+                  TYPEOF(x.len) == TYPEOF(y.len);
+      if (!same)
+        return R_NilValue;
+      s = &x;
+    } else if (sym1 && plainScalar(e2, v)) {
+      s = &x;
+    } else if (sym2 && plainScalar(e1, v)) {
+      s = &y;
+    } else {
+      return R_NilValue;
+    }
+    GraphBuilder &g = builder(b);
+    rfuse::DType dt = dtypeOf(dtype);
+    auto operand = [&](bool isSym, const PlainSym &p) -> TracedValue {
+      if (isSym)
+        return tv(p.id);
+      // (as expand_to: equal shapes as they are, one element reshaped, more broadcast)
+      TracedValue c = g.constant({v}, {1}, dt);
+      if (s->shape == std::vector<int64_t>{1})
+        return c;
+      if (Rf_asReal(s->len) == 1)
+        return g.reshape(c, s->shape);
+      return g.broadcastInDim(c, s->shape, {(int64_t)s->shape.size() - 1});
+    };
+    TracedValue a = operand(sym1, x), c = operand(sym2, y);
+    TracedValue r = op == "add"   ? g.add(a, c)
+                    : op == "sub" ? g.sub(a, c)
+                    : op == "mul" ? g.mul(a, c)
+                    : op == "div" ? g.div(a, c)
+                    : op == "max" ? g.maximum(a, c)
+                    : op == "min" ? g.minimum(a, c)
+                                  : (fail("rfuse_error", "unknown pointwise op '" + op + "'"), a);
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 5));
+    SET_VECTOR_ELT(out, 0, Rf_ScalarInteger(r.id));
+    SET_VECTOR_ELT(out, 1, s->rdim);
+    SET_VECTOR_ELT(out, 2, s->len);
+    SET_VECTOR_ELT(out, 3, Rf_mkString(dtype.c_str()));
+    SEXP names = PROTECT(Rf_allocVector(STRSXP, 5));
+    const char *fields[] = {"id", "rdim", "len", "dtype", "ib"};
+    for (int i = 0; i < 5; ++i)
+      SET_STRING_ELT(names, i, Rf_mkChar(fields[i]));
+    Rf_setAttrib(out, R_NamesSymbol, names);
+    Rf_setAttrib(out, R_ClassSymbol, Rf_mkString("rf_sym"));
+    UNPROTECT(2);
+    return out;
+  });
 }
 
 // [[Rcpp::export(.rf_b_broadcast, rng = false)]]

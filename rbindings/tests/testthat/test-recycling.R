@@ -29,3 +29,42 @@ test_that("non-conformable shapes are rfuse_shape_error with R's wording", {
                "dims \\[product 4\\] do not match the length of object \\[5\\]",
                class = "rfuse_shape_error")
 })
+
+test_that("arithmetic's one-call path records what R's rules record, and leaves every other case to them", {
+  ns <- asNamespace("rfuse")
+  trace_ir <- function(f, args, fast = TRUE) {
+    if (!fast) { # the rules alone: the one-call path declines everything
+      real <- ns$.rf_b_pointwise_fast
+      unlockBinding(".rf_b_pointwise_fast", ns); assign(".rf_b_pointwise_fast", function(...) NULL, envir = ns)
+      on.exit({ assign(".rf_b_pointwise_fast", real, envir = ns); lockBinding(".rf_b_pointwise_fast", ns) })
+    }
+    tr <- ns$trace_function(f, args, "f32", rep(FALSE, length(args)))
+    list(hash = tr$hash, ops = lengths(regmatches(tr$text, gregexpr("rfuse\\.[a-z_]+", tr$text))))
+  }
+  calls <- 0L
+  real <- ns$.rf_b_pointwise_fast
+  counting <- function(...) { r <- real(...); if (!is.null(r)) calls <<- calls + 1L; r }
+  cases <- list(
+    list(function(x, a) pmax(x * a + 1, 0) / (1 + exp(-x)) - 0.5, list(rnd(5), rnd(5)), TRUE),
+    list(function(x) 2 / x, list(rnd(3, 4)), TRUE),                 # the scalar first, a matrix
+    list(function(x) x + 1, list(array(2, c(1, 1))), TRUE),         # one element: reshaped
+    list(function(x) x * 3, list(array(rnd(6), c(1, 2, 3))), TRUE),
+    list(function(x, v) x + v, list(rnd(4, 3), rnd(4)), FALSE),     # recycled: R's rules
+    list(function(x, y) x - y, list(rnd(2, 3), rnd(6)), FALSE),     # an array and a vector
+    list(function(x, i) x * i, list(rnd(3), 2L), FALSE),            # an integer: its bound
+    list(function(i, j) i + j, list(1:3, 4:6), FALSE),
+    list(function(x) x + NA_real_, list(rnd(3)), FALSE),
+    list(function(x) c(a = 2) * x, list(rnd(2)), FALSE)             # a named scalar
+  )
+  for (k in seq_along(cases)) {
+    f <- cases[[k]][[1]]; args <- cases[[k]][[2]]
+    calls <- 0L
+    unlockBinding(".rf_b_pointwise_fast", ns); assign(".rf_b_pointwise_fast", counting, envir = ns)
+    fast <- tryCatch(trace_ir(f, args), finally = { assign(".rf_b_pointwise_fast", real, envir = ns); lockBinding(".rf_b_pointwise_fast", ns) })
+    expect_identical(fast, trace_ir(f, args, fast = FALSE), info = deparse(f))
+    expect_identical(calls > 0L, cases[[k]][[3]], info = deparse(f))
+    ref <- do.call(f, args)
+    if (anyNA(ref)) expect_identical(is.na(do.call(rf_jit(f), args)), is.na(ref))
+    else do.call(expect_matches_base, c(list(f), args))
+  }
+})
