@@ -90,14 +90,16 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
     expectGpuMatchesInterpreter(g.name, g.moduleText, g.inputs);
 }
 
-// `column_split` (off by default until this passes on a GPU): column reductions with fewer tiles
-// than SMs split over thread block clusters (sm_90), against the interpreter.
+// `column_split` (the default): column reductions with fewer tiles than SMs split over thread
+// block clusters (sm_90), against the interpreter; and the tiles left whole, as without it.
 TEST_F(Gpu, ColumnTilesSplitOverClustersMatchTheInterpreter) {
+  for (const char *split : {"1", "0"}) {
+    setOption("column_split", split);
+    for (const test::CorpusGraph &g : test::canonicalCorpus())
+      if (g.name.find("_cols") != std::string::npos)
+        expectGpuMatchesInterpreter(g.name + " (column_split " + split + ")", g.moduleText, g.inputs);
+  }
   setOption("column_split", "1");
-  for (const test::CorpusGraph &g : test::canonicalCorpus())
-    if (g.name.find("_cols") != std::string::npos)
-      expectGpuMatchesInterpreter(g.name + " (column_split)", g.moduleText, g.inputs);
-  setOption("column_split", "0");
 }
 
 // Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and

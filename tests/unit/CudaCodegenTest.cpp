@@ -137,7 +137,10 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(s.launch, cuda::LaunchKind::ThreadPerColumn) << g.name;
       EXPECT_EQ(s.columnsPerBlock, 32) << g.name;
       EXPECT_EQ(s.blockSize, f32 ? 512 : 256) << g.name;
-      int cluster = f32 && inputs == 2 ? 8 : 1; // 2 x 2048 x 32 floats: 8 parts of 64 KiB
+      // f32: 2 x 2048 x 32 floats are 8 parts of 64 KiB. f64 is not cached: its plain tiles,
+      // fewer than the SMs, split their rows (column_split) where each block keeps >= 64 rows.
+      int cluster = f32 ? (inputs == 2 ? 8 : 1) : g.name == "layernorm_cols_cached_f64" ? 2
+                                                : g.name == "layernorm_cols_cluster_f64" ? 8 : 1;
       EXPECT_EQ(s.clusterSize, cluster) << g.name;
       EXPECT_EQ(s.dynamicSharedBytes, f32 ? inputs * reduced / cluster * 32 * 4 : 0) << g.name;
       EXPECT_EQ(s.grid % cluster, 0u) << g.name;
@@ -160,13 +163,15 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(a.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
                     a.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32 && fits) << g.name;
     }
-    // Few tiles, read from memory in every pass: with `column_split`, split over a cluster on
-    // sm_90 only (and NVRTC compiles the split kernel); by default as before.
+    // Few tiles, read from memory in every pass: with `column_split` (the default), split over a
+    // cluster on sm_90 only (and NVRTC compiles the split kernel); without it, one block a tile.
     if (g.name == "batchnorm_grad_cols_f32" || g.name == "batchnorm_grad_cols_f64") {
       ASSERT_EQ(k.plans.size(), 1u) << g.name << ": one kernel, not split into partial sums";
-      EXPECT_EQ(k.plans[0].kernel->clusterSize, 1) << g.name << ": column_split is off by default";
-      CodegenOptions split;
-      split.columnSplit = true;
+      CodegenOptions whole;
+      whole.columnSplit = false;
+      Kernels kw = kernelsOf(g.moduleText, {}, whole);
+      EXPECT_EQ(kw.plans[0].kernel->clusterSize, 1) << g.name << ": without column_split";
+      CodegenOptions split; // (the default)
       Kernels ks = kernelsOf(g.moduleText, {}, split);
       const cuda::KernelSpec &s = *ks.plans[0].kernel;
       EXPECT_EQ(s.launch, cuda::LaunchKind::ThreadPerColumn) << g.name;

