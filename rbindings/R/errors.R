@@ -35,8 +35,12 @@ classed_failure <- function(msg) {
 # A call as text for messages and source locations: sub-calls nested deeper than `depth` show
 # as `...`, so the text of each op of a deeply nested expression costs O(1), not its whole depth
 # (deparsing every op's full call made tracing quadratic).
-call_text <- function(call, depth = 3L)
-  paste(deparse(.rf_shorten_call(call, depth), width.cutoff = 60L, nlines = 3L), collapse = " ")
+call_text <- function(call, depth = 3L) {
+  e <- .rf_shorten_call(call, depth)
+  # (deparse's own default for `backtick`, without mode(): half of deparse's time for a call)
+  paste(deparse(e, width.cutoff = 60L, backtick = is.call(e) || is.expression(e) || is.function(e), nlines = 3L),
+        collapse = " ")
+}
 
 rf_unsupported <- function(fname, call = NULL, why = "it is not supported by rfuse yet") {
   where <- if (is.null(call)) "" else paste0(" in `", call_text(call), "`")

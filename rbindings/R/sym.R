@@ -179,7 +179,8 @@ sym_attrs <- function(x) if (is_sym(x)) x$attrs else {
   a[intersect(names(a), c("names", "dimnames", "class"))]
 }
 with_attrs <- function(s, attrs) {
-  attrs <- Filter(Negate(is.null), attrs)
+  if (is.null(attrs) && is.null(.subset2(s, "attrs"))) return(s) # (most values: nothing to do)
+  attrs <- attrs[!vapply(attrs, is.null, NA)]
   s$attrs <- if (length(attrs)) attrs
   s
 }

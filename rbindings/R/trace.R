@@ -127,7 +127,7 @@ mask_function <- function(f, side_effect_guards = TRUE, torch_ops = FALSE) {
   }
   if (side_effect_guards) {
     add_side_effect_guards(mask)
-    watch_outside_numbers(mask, env, setdiff(all.names(body(f)), c(ls(mask, all.names = TRUE), own)))
+    watch_outside_numbers(mask, env, setdiff(all.names(body(f)), c(ls(mask, all.names = TRUE, sorted = FALSE), own)))
   }
   add_control_flow_guards(mask)
   if (torch_ops) list2env(torch_operators(), envir = mask)
@@ -437,7 +437,7 @@ trace_function <- function(f, args, dtype, static_args, device = current_device(
   saved <- as.list(.rf_state)
   started <- if (is.null(saved$builder)) Sys.time() # the outermost trace's time (rf_cache_info)
   on.exit({
-    rm(list = ls(.rf_state, all.names = TRUE), envir = .rf_state)
+    rm(list = ls(.rf_state, all.names = TRUE, sorted = FALSE), envir = .rf_state)
     for (nm in names(saved)) assign(nm, saved[[nm]], envir = .rf_state)
     if (!is.null(started))
       .rf_counters$trace_seconds <- .rf_counters$trace_seconds + as.numeric(Sys.time() - started, units = "secs")
