@@ -118,7 +118,7 @@ int rf_b_cast(SEXP b, int x, std::string dtype) {
 
 namespace {
 // A traced value (R/sym.R's new_sym: a list of id, rdim, len, dtype, ib and maybe attrs, class
-// rf_sym) with no integer bound and no attributes, in `dtype`: what pointwiseFast takes.
+// rf_sym) with no integer bound and no attributes, in `dtype`: what rf_b_pointwise_fast takes.
 struct PlainSym {
   int id;
   SEXP rdim, len;
@@ -172,8 +172,9 @@ bool plainScalar(SEXP x, double &v) {
 // The common case of R's arithmetic and pmax/pmin on traced values in one call: two traced
 // values of one structure, or one and a double scalar, all in the trace's float dtype without
 // integer bounds or attributes. Records what ops_sym and pminmax record for it (the scalar as a
-// [1] constant broadcast into the last dim, then the op) and returns the result as new_sym makes
-// it; NULL (nothing recorded) for every other case, which R's own rules then handle.
+// [1] constant, broadcast into the last dim or reshaped to one element's shape, then the op) and
+// returns the result as new_sym makes it; NULL (nothing recorded) for every other case, which
+// R's own rules then handle.
 // [[Rcpp::export(.rf_b_pointwise_fast, rng = false)]]
 SEXP rf_b_pointwise_fast(SEXP b, std::string op, SEXP e1, SEXP e2, std::string dtype) {
   return guarded([&]() -> SEXP {
