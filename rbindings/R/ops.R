@@ -6,7 +6,7 @@ arith_ops <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "div", "^" = "pow")
 # The ops whose common case (traced values of one structure, or one and a double scalar, in the
 # trace's float dtype, without integer bounds or attributes) is recorded in one call
 # (.rf_b_pointwise_fast) instead of through align2: what those rules give in that case.
-fast_arith_ops <- c("+" = "add", "-" = "sub", "*" = "mul", "/" = "div")
+fast_arith_ops <- arith_ops[c("+", "-", "*", "/")]
 compare_ops <- c("==" = "eq", "!=" = "ne", "<" = "lt", "<=" = "le", ">" = "gt", ">=" = "ge")
 
 is_const_value <- function(x, v) !is_sym(x) && length(x) == 1L && is.numeric(x) && !is.na(x) && x == v

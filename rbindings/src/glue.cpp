@@ -81,29 +81,33 @@ int rf_b_unary(SEXP b, std::string op, int x) {
   });
 }
 
+namespace {
+// The builder's binary op of R's name for it (.rf_b_binary's and .rf_b_pointwise_fast's).
+TracedValue binaryOp(GraphBuilder &g, const std::string &op, TracedValue x, TracedValue y) {
+  if (op == "add") return g.add(x, y);
+  if (op == "sub") return g.sub(x, y);
+  if (op == "mul") return g.mul(x, y);
+  if (op == "div") return g.div(x, y);
+  if (op == "pow") return g.pow(x, y);
+  if (op == "atan2") return g.atan2(x, y);
+  if (op == "max") return g.maximum(x, y);
+  if (op == "min") return g.minimum(x, y);
+  if (op == "and") return g.logicalAnd(x, y);
+  if (op == "or") return g.logicalOr(x, y);
+  using P = rfuse::ComparePredicate;
+  if (op == "eq") return g.compare(P::Eq, x, y);
+  if (op == "ne") return g.compare(P::Ne, x, y);
+  if (op == "lt") return g.compare(P::Lt, x, y);
+  if (op == "le") return g.compare(P::Le, x, y);
+  if (op == "gt") return g.compare(P::Gt, x, y);
+  if (op == "ge") return g.compare(P::Ge, x, y);
+  fail("rfuse_error", "unknown binary op '" + op + "'");
+}
+} // namespace
+
 // [[Rcpp::export(.rf_b_binary, rng = false)]]
 int rf_b_binary(SEXP b, std::string op, int x, int y) {
-  return guarded([&] {
-    GraphBuilder &g = builder(b);
-    if (op == "add") return g.add(tv(x), tv(y)).id;
-    if (op == "sub") return g.sub(tv(x), tv(y)).id;
-    if (op == "mul") return g.mul(tv(x), tv(y)).id;
-    if (op == "div") return g.div(tv(x), tv(y)).id;
-    if (op == "pow") return g.pow(tv(x), tv(y)).id;
-    if (op == "atan2") return g.atan2(tv(x), tv(y)).id;
-    if (op == "max") return g.maximum(tv(x), tv(y)).id;
-    if (op == "min") return g.minimum(tv(x), tv(y)).id;
-    if (op == "and") return g.logicalAnd(tv(x), tv(y)).id;
-    if (op == "or") return g.logicalOr(tv(x), tv(y)).id;
-    using P = rfuse::ComparePredicate;
-    if (op == "eq") return g.compare(P::Eq, tv(x), tv(y)).id;
-    if (op == "ne") return g.compare(P::Ne, tv(x), tv(y)).id;
-    if (op == "lt") return g.compare(P::Lt, tv(x), tv(y)).id;
-    if (op == "le") return g.compare(P::Le, tv(x), tv(y)).id;
-    if (op == "gt") return g.compare(P::Gt, tv(x), tv(y)).id;
-    if (op == "ge") return g.compare(P::Ge, tv(x), tv(y)).id;
-    fail("rfuse_error", "unknown binary op '" + op + "'");
-  });
+  return guarded([&] { return binaryOp(builder(b), op, tv(x), tv(y)).id; });
 }
 
 // [[Rcpp::export(.rf_b_select, rng = false)]]
@@ -210,14 +214,11 @@ SEXP rf_b_pointwise_fast(SEXP b, std::string op, SEXP e1, SEXP e2, std::string d
         return g.reshape(c, s->shape);
       return g.broadcastInDim(c, s->shape, {(int64_t)s->shape.size() - 1});
     };
+    // (ops whose result is in the operands' float dtype, as the result claims)
+    if (op != "add" && op != "sub" && op != "mul" && op != "div" && op != "max" && op != "min")
+      fail("rfuse_error", "the one-call path takes add, sub, mul, div, max or min, not '" + op + "'");
     TracedValue a = operand(sym1, x), c = operand(sym2, y);
-    TracedValue r = op == "add"   ? g.add(a, c)
-                    : op == "sub" ? g.sub(a, c)
-                    : op == "mul" ? g.mul(a, c)
-                    : op == "div" ? g.div(a, c)
-                    : op == "max" ? g.maximum(a, c)
-                    : op == "min" ? g.minimum(a, c)
-                                  : (fail("rfuse_error", "unknown pointwise op '" + op + "'"), a);
+    TracedValue r = binaryOp(g, op, a, c);
     SEXP out = PROTECT(Rf_allocVector(VECSXP, 5));
     SET_VECTOR_ELT(out, 0, Rf_ScalarInteger(r.id));
     SET_VECTOR_ELT(out, 1, s->rdim);
