@@ -35,6 +35,14 @@ void registerCpuDialects(DialectRegistry &registry) {
                   cf::ControlFlowDialect, affine::AffineDialect>();
 }
 
+void loadKernelDialects(MLIRContext *ctx) {
+  DialectRegistry registry;
+  registerCpuDialects(registry);
+  ctx->appendDialectRegistry(registry);
+  ctx->loadDialect<linalg::LinalgDialect, memref::MemRefDialect, arith::ArithDialect, math::MathDialect,
+                   func::FuncDialect, scf::SCFDialect>();
+}
+
 LogicalResult lowerToLLVMDialect(ModuleOp module) {
   PassManager pm(module.getContext());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());

@@ -21,13 +21,9 @@ namespace {
 
 // Lowers one step for the CPU into a module of its own, under a fixed name, so equal kernels of
 // different programs share one compiled function (the JIT keys its cache by the text).
-void planCpuStep(Step &s, Operation *op, ModuleOp module, const std::string &diagnosticsOwner) {
-  MLIRContext *ctx = module.getContext();
-  std::string diags;
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &d) {
-    diags += d.str() + "\n";
-    return success();
-  });
+void planCpuStep(Step &s, Operation *op, ModuleOp module) {
+  // (a kernel the lowering declines says why in `why`; its diagnostics are not printed)
+  ScopedDiagnosticHandler handler(module.getContext(), [](Diagnostic &) { return success(); });
   OwningOpRef<ModuleOp> staging = ModuleOp::create(module.getLoc());
   std::optional<cpu::CpuKernel> k;
   std::string why;
@@ -49,9 +45,7 @@ void planCpuStep(Step &s, Operation *op, ModuleOp module, const std::string &dia
   s.kernelKind = k->kind == cpu::CpuKernel::Kind::Reduction ? "reduction" : "pointwise";
   s.library = k->library;
   s.cpuFunction = k->function;
-  if (k->function) {
-    if (failed(cpu::lowerToLLVMDialect(*staging)))
-      throw std::runtime_error("the CPU lowering of " + diagnosticsOwner + " failed:\n" + diags);
+  if (k->function) { // (the JIT lowers it to the LLVM dialect when no cached object has it)
     llvm::raw_string_ostream os(s.cpuModule);
     staging->print(os);
   }
@@ -120,12 +114,8 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
   auto fn = module.lookupSymbol<func::FuncOp>(entry);
   if (!fn)
     throw std::runtime_error("no function '" + entry + "'");
-  if (target.backend == Backend::Cpu && !module.getContext()->getLoadedDialect("llvm")) {
-    DialectRegistry cpuDialects;
-    cpu::registerCpuDialects(cpuDialects);
-    module.getContext()->appendDialectRegistry(cpuDialects);
-    module.getContext()->loadAllAvailableDialects();
-  }
+  if (target.backend == Backend::Cpu && !module.getContext()->getLoadedDialect("linalg"))
+    cpu::loadKernelDialects(module.getContext());
   ExecutionPlan plan;
   plan.target = target;
   plan.entry = entry;
@@ -173,7 +163,7 @@ ExecutionPlan buildExecutionPlan(ModuleOp module, const std::string &entry, cons
       s.collectiveMean = ar.getReduction() == CollectiveReduction::mean;
     } else {
       if (target.backend == Backend::Cpu)
-        planCpuStep(s, &op, module, s.label);
+        planCpuStep(s, &op, module);
       else
         planCudaStep(s, &op, module, plan.steps.size(), target.cuda, options);
       // A one-op kernel takes each distinct operand once (mul(x, x) has one input); a kernel

@@ -51,18 +51,11 @@ struct LowerKernelsToCpuPass : impl::LowerKernelsToCpuBase<LowerKernelsToCpuPass
           continue;
         // A kernel's functions are named after it; a lone op's after its host and position.
         std::string name = (isa<func::CallOp>(s.op) ? s.label : host + "_" + std::to_string(i) + "_" + s.label) + "_cpu";
-        OwningOpRef<ModuleOp> m;
-        if (stage == "llvm") {
-          m = parseSourceString<ModuleOp>(s.cpuModule, module.getContext());
-        } else { // the step again, stopped before the LLVM dialect
-          m = ModuleOp::create(module.getLoc());
-          std::string why;
-          auto call = dyn_cast<func::CallOp>(s.op);
-          auto callee = call ? module.lookupSymbol<func::FuncOp>(call.getCallee()) : func::FuncOp();
-          if (callee)
-            cpu::lowerKernel(callee, *m, "rfuse_cpu_kernel", why);
-          else
-            cpu::lowerOperation(s.op, *m, "rfuse_cpu_kernel", why);
+        // The step's module as the plan keeps it (linalg, scf, memref), then on to the LLVM dialect.
+        OwningOpRef<ModuleOp> m = parseSourceString<ModuleOp>(s.cpuModule, module.getContext());
+        if (m && stage == "llvm" && failed(cpu::lowerToLLVMDialect(*m))) {
+          module.emitError() << "the CPU lowering of " << s.label << " to the LLVM dialect failed";
+          return signalPassFailure();
         }
         if (!m) {
           module.emitError() << "the lowered " << s.label << " does not parse";

@@ -189,7 +189,8 @@ struct HostJit {
     return llvm::Error::success();
   }
 
-  // An engine for `text` (one lowered function named `name`); with `objectDump` it keeps the
+  // An engine for `text` (one function named `name` as lowerKernel leaves it, lowered here to the
+  // LLVM dialect); with `objectDump` it keeps the
   // object code for dumpToObjectFile. Holds the mutex (the caller's).
   std::unique_ptr<ExecutionEngine> build(const std::string &text, const std::string &name, bool objectDump) {
     std::string diags;
@@ -200,6 +201,8 @@ struct HostJit {
     OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, ctx.get());
     if (!module)
       throw InterpreterError("the CPU JIT cannot parse the lowered " + name + ":\n" + diags);
+    if (failed(lowerToLLVMDialect(*module)))
+      throw InterpreterError("the CPU lowering of " + name + " to the LLVM dialect failed:\n" + diags);
     ExecutionEngineOptions options;
     auto transformer = [this](llvm::Module *m) { return optimize(m); };
     options.transformer = transformer;
@@ -221,7 +224,7 @@ struct HostJit {
   std::string diskKey(const std::string &text) {
     std::string cpu = tm ? tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str() : "";
     return cacheKeyHex(llvm::xxh3_64bits(text + "\n//cpu " + cpu + "\n//rfuse " + RFUSE_VERSION + " " + RFUSE_BUILD_ID +
-                                         "\n//cpu object 1"));
+                                         "\n//cpu object 2"));
   }
 
   // A cached object linked into a JITDylib of its own (every lowered function has the same
@@ -334,8 +337,8 @@ struct HostJit {
 
 } // namespace
 
-std::string compileObject(const std::string &llvmDialectText, const std::string &name) {
-  return HostJit::get().object(llvmDialectText, name);
+std::string compileObject(const std::string &kernelText, const std::string &name) {
+  return HostJit::get().object(kernelText, name);
 }
 
 std::pair<std::string, std::string> jitTarget() {
@@ -364,8 +367,8 @@ JitCounts jitCacheCounts() {
   return {jit.compiles, jit.reused, jit.diskHits};
 }
 
-std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name) {
-  return HostJit::get().compile(llvmDialectText, name);
+std::shared_ptr<CompiledFunction> jitCompile(const std::string &kernelText, const std::string &name) {
+  return HostJit::get().compile(kernelText, name);
 }
 
 } // namespace rfuse::cpu

@@ -22,20 +22,21 @@ struct CompiledFunction {
   PackedFunction fn = nullptr;
 };
 
-/// Compiles `llvmDialectText` (a module holding the function `name`), or returns the process's
+/// Compiles `kernelText` (a module holding the function `name` as cpu::lowerKernel leaves it:
+/// the LLVM dialect is reached here, only on a miss), or returns the process's
 /// earlier compile of the same text, or loads the object a compile of it left in the disk cache
 /// (cache_dir, keyed by the text, the host CPU and rfuse's build; skipped with disk_cache off).
 /// Throws InterpreterError.
-std::shared_ptr<CompiledFunction> jitCompile(const std::string &llvmDialectText, const std::string &name);
+std::shared_ptr<CompiledFunction> jitCompile(const std::string &kernelText, const std::string &name);
 
 /// The CPU executor's loader of JIT-compiled functions (jitCompile of each step's module).
 struct CpuFunctionRef;
 std::function<CpuFunctionRef(size_t, const codegen::Step &)> jitFunctionLoader();
 
-/// An object file (ELF) of `llvmDialectText`'s function `name`, compiled as jitCompile compiles
+/// An object file (ELF) of `kernelText`'s function `name`, compiled as jitCompile compiles
 /// it (same pipeline and host CPU), with MLIR's packed wrapper `_mlir__mlir_ciface_<name>`: what
 /// an ahead-of-time artifact links into its shared library. Throws InterpreterError.
-std::string compileObject(const std::string &llvmDialectText, const std::string &name);
+std::string compileObject(const std::string &kernelText, const std::string &name);
 /// The host CPU the JIT compiles for: LLVM's name and its "+feature,..." string.
 std::pair<std::string, std::string> jitTarget();
 

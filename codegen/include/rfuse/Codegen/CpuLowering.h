@@ -47,6 +47,11 @@ std::optional<CpuKernel> lowerOperation(mlir::Operation *op, mlir::ModuleOp targ
 /// Registers the dialects the lowering and the LLVM path need in `registry`.
 void registerCpuDialects(mlir::DialectRegistry &registry);
 
+/// Registers those in `ctx` and loads the ones `lowerKernel` builds (not the LLVM dialect and its
+/// conversions: a plan keeps its functions before the LLVM dialect, lowered by the JIT only when
+/// no cached object has them).
+void loadKernelDialects(mlir::MLIRContext *ctx);
+
 /// Lowers the functions `lowerKernel` appended to `module` (linalg, scf, memref, math) to the
 /// LLVM dialect, ready for MLIR's ExecutionEngine. Fails with MLIR's diagnostics.
 mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);

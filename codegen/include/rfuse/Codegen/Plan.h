@@ -46,7 +46,9 @@ struct Step {
   /// Kernel: the kernel. Library: the epilogue over the library's result, if any.
   std::optional<cuda::KernelSpec> cudaKernel;
   std::optional<cpu::CpuFunction> cpuFunction;
-  std::string cpuModule; ///< cpuFunction's module in the LLVM dialect (the JIT's input)
+  /// cpuFunction's module as lowerKernel leaves it (linalg, scf, memref, arith, math): the JIT's
+  /// input and its cache key; it reaches the LLVM dialect only when no cached object has it.
+  std::string cpuModule;
   std::optional<LibraryCall> library;
   std::string why; ///< Host: why the interpreter runs it
   /// Collective: an all-reduce of input k into output k for every k (one bucket), averaging
