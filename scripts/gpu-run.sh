@@ -21,6 +21,8 @@
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# ncu-r: Nsight Compute (speed of light, memory, warp states) on the first RFUSE_NCU_COUNT kernels
+#     matching RFUSE_NCU_KERNEL that r-bench.R's RFUSE_BENCH_ONLY workloads run (a diagnostic).
 # w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
@@ -114,7 +116,7 @@ fi
 if [ "$what" = torch-best ]; then
   (cd "$R" && OUT="$out" PYTHONUNBUFFERED=1 timeout 540 python3 torch_best.py 2>&1 | tee "$out/torch-best.log" | tail -n 40)
 fi
-if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = w7drop ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-ab ] || [ "$what" = r-quick ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
+if [ "$what" = r ] || [ "$what" = w6 ] || [ "$what" = w7drop ] || [ "$what" = ddp-bench ] || [ "$what" = column-cache ] || [ "$what" = warm-start ] || [ "$what" = r-bench ] || [ "$what" = r-ab ] || [ "$what" = r-quick ] || [ "$what" = ncu-r ] || [ "$what" = r-each ] || [ "$what" = r-diag ] || [ "$what" = r-corpus ] ||
    { [ "$what" = lib-ab ] && [ -x /opt/r/usr/lib/R/bin/R ]; }; then # (lib-ab: R where unpacked)
   if [ ! -x /opt/r/usr/lib/R/bin/R ]; then echo "no R under /opt/r: run 'gpu-run.sh r-setup' with .rdeb first"; exit 3; fi
   # The environment r-on-gpu-box.sh sets up (R was unpacked by the r-setup call).
@@ -213,6 +215,12 @@ if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-be
   export RFUSE_R_TESTS="${RFUSE_R_TESTS:-test-device.R test-profile.R test-tensors.R}"
   (cd "$R/R-tests" && timeout 300 Rscript -e 'library(testthat); library(rfuse); for (f in strsplit(Sys.getenv("RFUSE_R_TESTS"), " ")[[1]]) test_file(file.path("testthat", f), reporter = "summary")' 2>&1 | tee "$out/r-tests.log" | grep -vE "^ *$" | tail -n 40)
   OUT="$out" timeout 250 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = ncu-r ]; then # Nsight Compute on r-bench.R's RFUSE_BENCH_ONLY kernels (a diagnostic)
+  timeout 400 ncu --target-processes all --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats \
+    -k "regex:${RFUSE_NCU_KERNEL:-main_k0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.log" 2>&1
+  grep -vE "^==PROF==" "$out/ncu.log" | grep -vE "^ *-+ *$" | tail -n "${RFUSE_NCU_LINES:-90}"
 fi
 if [ "$what" = lib-ab ]; then
   for round in 1 2; do

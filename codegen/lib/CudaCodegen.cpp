@@ -646,6 +646,7 @@ public:
       k.columnsPerBlock = columnCache ? cacheColumns : 32;
       k.dynamicSharedBytes = (int)cacheBytes;
       k.clusterSize = clusterSize;
+      k.residentClusters = prefetch;
     }
     std::string body;
     if (!emitBody(body, why))
@@ -654,7 +655,7 @@ public:
     llvm::raw_string_ostream os(src);
     os << "// rfuse reduction kernel " << name << ": "
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
-           : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : " outputs cached in shared memory, ") +
+           : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : prefetch ? " outputs cached in shared memory, the next prefetched, " : " outputs cached in shared memory, ") +
                                (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : "")
            : "tiles of 32 outputs, " + (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : std::string()))
        << outerLen << " x " << redLen
@@ -757,9 +758,10 @@ template <int OP, int CS, class T> __device__ T rf_cluster_columns_reduce(T v, T
          << "  const unsigned rank = blockIdx.x % " << clusterSize << "u;\n"
          << "  const long long j0 = (long long)rank * " << redLen / clusterSize << "LL;\n"
          << "  int parity = 0;\n"
+         << (prefetch ? tileCopier() : std::string())
          << "  for (long long base = (long long)(blockIdx.x / " << clusterSize << "u) * " << cacheColumns
          << "LL; base < " << outerLen << "LL; base += (long long)(gridDim.x / " << clusterSize << "u) * "
-         << cacheColumns << "LL, parity ^= 1) {\n"
+         << cacheColumns << "LL, parity ^= 1" << (prefetch ? ", rf_half ^= 1" : "") << ") {\n"
          << "    const bool live = true;\n"
          << "    const long long row = base + (threadIdx.x & " << cacheColumns - 1 << ");\n";
     else if (columnCache)
@@ -830,6 +832,10 @@ private:
   int cacheColumns = 8, cacheBlock = 1024, cacheRowsPerStep = 128;
   int clusterSize = 1; // blocks per tile (32-column tiles only)
   bool columnCache = false;
+  // The cluster tiles with CodegenOptions::columnPrefetch: two tiles' shared memory a block, the
+  // next tile copied in (cp.async) while the current one computes; the clusters loop over the
+  // tiles, as many as are resident at once (KernelSpec::residentClusters).
+  bool prefetch = false;
   int64_t cacheBytes = 0; // dynamic shared memory of the block
 
   int reductionCount() const {
@@ -881,9 +887,16 @@ private:
       cacheRowsPerStep = 16;
       clusterSize = cs;
       columnCache = true;
+      // (prefetch copies whole rows of the tile: the reduced dims lead, the kept ones follow; a
+      // tile of one block keeps its plain loop)
+      prefetch = options.columnPrefetch && cs > 1 && L.prefix && !L.suffix && part % 32 == 0;
+      if (prefetch) {
+        cacheBlock = 1024;
+        cacheRowsPerStep = 32;
+      }
       chunks = part / cacheRowsPerStep;
       vec = 1;
-      cacheBytes = (int64_t)inputs.size() * part * 32 * 4;
+      cacheBytes = (prefetch ? 2 : 1) * (int64_t)inputs.size() * part * 32 * 4;
       cached = inputs;
       return true;
     }
@@ -1034,7 +1047,7 @@ private:
   std::string launchBounds() const {
     if (columnCache && cacheColumns == 32)
       return (clusterSize > 1 ? "__cluster_dims__(" + std::to_string(clusterSize) + ", 1, 1) " : std::string()) +
-             "__launch_bounds__(" + std::to_string(cacheBlock) + ", 3) ";
+             "__launch_bounds__(" + std::to_string(cacheBlock) + (prefetch ? ", 1) " : ", 3) ");
     if (columnCache)
       return "__launch_bounds__(" + std::to_string(cacheBlock) + (options.columnTilesFromL2 ? ", 3) " : ", 1) ");
     if (!rowMode && !blockPerOutput && clusterSize > 1)
@@ -1068,9 +1081,59 @@ private:
   }
   std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
 
+  // With prefetch: the kernel's rf_copy_tile(base, half), which starts the asynchronous copies
+  // (cp.async) of this block's part of the tile at `base` into half `half` of the tile memory
+  // (layout as the loads without prefetch make: [part][32] per input), 16 bytes a copy where
+  // the input's rows are 16-byte aligned, else 4; then its first call, before the tile loop.
+  std::string tileCopier() const {
+    int64_t part = redLen / clusterSize, perInput = part * cacheColumns;
+    std::string out = "  const long long rf_tile_stride = (long long)(gridDim.x / " + std::to_string(clusterSize) +
+                      "u) * 32LL;\n  int rf_half = 0;\n  auto rf_copy_tile = [&](long long tile, int half) {\n";
+    for (auto [n, in] : llvm::enumerate(cached)) {
+      int i = llvm::find(r.inputs, in) - r.inputs.begin();
+      std::string src = "in" + std::to_string(i);
+      std::string dst = "reinterpret_cast<float*>(rf_cache_smem) + half * " +
+                        std::to_string((int64_t)cached.size() * perInput) + "LL + " + std::to_string((int64_t)n * perInput) + "LL";
+      std::string g = "reinterpret_cast<const float*>(" + src + ") + (j0 + (c >> 3)) * " + std::to_string(outerLen) +
+                      "LL + tile + (c & 7) * 4";
+      out += "    {\n      float* d = " + dst + ";\n";
+      if (outerLen % 4 == 0)
+        out += "      if ((reinterpret_cast<unsigned long long>(" + src + ") & 15) == 0) {\n"
+               "        for (int c = threadIdx.x; c < " + std::to_string(part * 8) + "; c += " + std::to_string(cacheBlock) + ") {\n"
+               "          const unsigned a = (unsigned)__cvta_generic_to_shared(d + (c >> 3) * 32 + (c & 7) * 4);\n"
+               "          asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(a), \"l\"(" + g + ") : \"memory\");\n"
+               "        }\n      } else\n";
+      out += "      for (int c = threadIdx.x; c < " + std::to_string(perInput) + "; c += " + std::to_string(cacheBlock) + ") {\n"
+             "        const unsigned a = (unsigned)__cvta_generic_to_shared(d + c);\n"
+             "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\" :: \"r\"(a), \"l\"(reinterpret_cast<const float*>(" + src +
+             ") + (j0 + (c >> 5)) * " + std::to_string(outerLen) + "LL + tile + (c & 31)) : \"memory\");\n      }\n";
+      out += "    }\n";
+    }
+    out += "  };\n  if ((long long)(blockIdx.x / " + std::to_string(clusterSize) + "u) * 32LL < " + std::to_string(outerLen) +
+           "LL) rf_copy_tile((long long)(blockIdx.x / " + std::to_string(clusterSize) + "u) * 32LL, 0);\n  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n";
+    return out;
+  }
+
   // Loads this row's elements of the cached inputs into registers.
   std::string rowPrologue() const {
     std::string out;
+    if (prefetch) {
+      // This tile was copied in by the previous step (or before the loop); the next one goes to
+      // the other half while this one computes.
+      out += "    __syncthreads(); // the previous tile's last readers are done with the other half\n";
+      out += "    if (base + rf_tile_stride < " + std::to_string(outerLen) + "LL) rf_copy_tile(base + rf_tile_stride, rf_half ^ 1);\n";
+      out += "    asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 1;\" ::: \"memory\"); // (this one's)\n";
+      out += "    __syncthreads(); // and every thread's\n";
+      for (auto [n, in] : llvm::enumerate(cached)) {
+        int i = llvm::find(r.inputs, in) - r.inputs.begin();
+        std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
+        out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + rf_half * " +
+               std::to_string((int64_t)cached.size() * (redLen / clusterSize) * cacheColumns) + "LL + " +
+               std::to_string((int64_t)n * (redLen / clusterSize) * cacheColumns) + "LL + (threadIdx.x % " +
+               std::to_string(cacheColumns) + ");\n";
+      }
+      return out;
+    }
     if (columnCache) {
       // Each cached input's tile: [redLen][cacheColumns] of its storage type in dynamic shared memory.
       out += "    __syncthreads(); // the previous tile's last readers are done\n";

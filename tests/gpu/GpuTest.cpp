@@ -102,6 +102,17 @@ TEST_F(Gpu, ColumnTilesSplitOverClustersMatchTheInterpreter) {
   setOption("column_split", "1");
 }
 
+// `column_prefetch`: the cluster tiles copy the next tile in while the current one computes, as
+// many clusters as are resident looping over the tiles (more tiles than clusters in
+// layernorm_cols_cluster), against the interpreter.
+TEST_F(Gpu, PrefetchedColumnTilesMatchTheInterpreter) {
+  setOption("column_prefetch", "1");
+  for (const test::CorpusGraph &g : test::canonicalCorpus())
+    if (g.name.find("_cols") != std::string::npos)
+      expectGpuMatchesInterpreter(g.name + " (column_prefetch)", g.moduleText, g.inputs);
+  setOption("column_prefetch", "0");
+}
+
 // Exports `text` (archs: cubins; the newest also as PTX), loads it through rfuse_rt's C API and
 // runs it twice (the second a replayed graph); every output must equal the interpreter's (within
 // the dtype's tolerance, or `tol`).

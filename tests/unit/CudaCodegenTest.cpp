@@ -163,6 +163,38 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
       EXPECT_EQ(a.sources[0].find("rf_tile_columns_reduce<") != std::string::npos &&
                     a.sources[0].find("extern __shared__ double rf_cache_smem[]") != std::string::npos, f32 && fits) << g.name;
     }
+    // `column_prefetch`: the cluster tiles of two inputs (2 x 256 x 32 floats a block) get two
+    // tiles' shared memory and 1024 threads, copy the next tile with cp.async, and launch only
+    // the resident clusters; NVRTC compiles it. Off (the default), the plain cluster tiles.
+    if (g.name == "layernorm_cols_cluster_f32") {
+      EXPECT_FALSE(k.plans[0].kernel->residentClusters) << g.name;
+      CodegenOptions pre;
+      pre.columnPrefetch = true;
+      Kernels kp = kernelsOf(g.moduleText, {}, pre);
+      ASSERT_EQ(kp.plans.size(), 1u);
+      const cuda::KernelSpec &s = *kp.plans[0].kernel;
+      EXPECT_EQ(s.clusterSize, 8);
+      EXPECT_EQ(s.blockSize, 1024);
+      EXPECT_EQ(s.dynamicSharedBytes, 2 * 2 * 256 * 32 * 4);
+      EXPECT_TRUE(s.residentClusters);
+      EXPECT_EQ(s.grid % 8, 0u);
+      const std::string &src = kp.sources[0];
+      EXPECT_NE(src.find("__launch_bounds__(1024, 1)"), std::string::npos);
+      EXPECT_NE(src.find("cp.async.cg.shared.global [%0], [%1], 16;"), std::string::npos);
+      EXPECT_NE(src.find("cp.async.ca.shared.global [%0], [%1], 4;"), std::string::npos) << "misaligned inputs";
+      EXPECT_NE(src.find("cp.async.wait_group 1;"), std::string::npos);
+      EXPECT_NE(src.find("the next prefetched"), std::string::npos);
+      if (cuda::nvrtcVersion() > 0) {
+        setOption("disk_cache", "0");
+        std::vector<cuda::CompiledKernel> out;
+        EXPECT_NO_THROW(out = cuda::compileKernels(kp.names, kp.sources, "sm_90")) << src;
+        setOption("disk_cache", "1");
+      }
+      cuda::CudaTarget ampere;
+      ampere.arch = "sm_86";
+      ampere.multiprocessors = 84;
+      EXPECT_FALSE(kernelsOf(g.moduleText, ampere, pre).plans[0].kernel->residentClusters) << "no clusters on sm_86";
+    }
     // Few tiles, read from memory in every pass: with `column_split` (the default), split over a
     // cluster on sm_90 only (and NVRTC compiles the split kernel); without it, one block a tile.
     if (g.name == "batchnorm_grad_cols_f32" || g.name == "batchnorm_grad_cols_f64") {

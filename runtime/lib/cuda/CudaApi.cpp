@@ -79,6 +79,8 @@ const DriverApi &driver() {
     RF_BIND(cuMemHostAlloc, "cuMemHostAlloc");
     RF_BIND(cuMemFreeHost, "cuMemFreeHost");
     RF_BIND(cuDriverGetVersion, "cuDriverGetVersion");
+    std::string optional;
+    bind(lib, a.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", optional);
     a.loaded = ok;
     return a;
   }();

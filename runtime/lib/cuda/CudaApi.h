@@ -59,6 +59,9 @@ struct DriverApi {
   CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
   CUresult (*cuMemFreeHost)(void *);
   CUresult (*cuDriverGetVersion)(int *);
+  // Optional (CUDA 12 drivers and newer; null where absent): how many clusters of a kernel are
+  // resident at once, for kernels whose clusters loop over their tiles.
+  CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction, const CUlaunchConfig *);
 };
 
 struct NvrtcApi {

@@ -30,6 +30,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   // Per step: loaded kernels and the library state (descriptors, tuned algorithms).
   struct StepState {
     CUfunction fn = nullptr; // the kernel, or the epilogue after a library call
+    unsigned grid = 0;       // the kernel's launch grid, where it differs from its spec's
     std::unique_ptr<CublasLtMatmul> matmul;
     std::unique_ptr<CudnnConv> conv;
     std::unique_ptr<CudnnPool> pool;
@@ -94,6 +95,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
       if (int smem = plan.steps[owners[k]].cudaKernel->dynamicSharedBytes; smem > 0)
         check(driver().cuFuncSetAttribute(ref.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
               "cuFuncSetAttribute", "kernel " + names[k] + " asks for " + std::to_string(smem) + " bytes of shared memory");
+      residentGrid(*plan.steps[owners[k]].cudaKernel, state[owners[k]]);
       kernelKeys.push_back(ref.key);
     }
     for (const Step &s : plan.steps)
@@ -124,7 +126,28 @@ struct GpuProgram::Impl : runtime::StepBackend {
   Buffer allocate(size_t bytes) override { return dev.alloc(bytes); }
   void release(Buffer b, size_t bytes) override { dev.release(b, bytes); }
 
-  void launch(const KernelSpec &k, CUfunction fn, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) {
+  // A kernel whose clusters loop over its tiles launches only the clusters that are resident at
+  // once (KernelSpec::residentClusters); where the driver cannot say, its planned grid (one
+  // cluster a tile) runs, correct but without the overlap.
+  void residentGrid(const KernelSpec &k, StepState &st) {
+    if (!k.residentClusters || k.clusterSize < 1 || !driver().cuOccupancyMaxActiveClusters)
+      return;
+    CUlaunchConfig config{};
+    config.gridDimX = k.grid;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = (unsigned)k.blockSize;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = (unsigned)k.dynamicSharedBytes;
+    config.hStream = dev.stream;
+    int clusters = 0;
+    if (driver().cuOccupancyMaxActiveClusters(&clusters, st.fn, &config) == CUDA_SUCCESS && clusters > 0)
+      st.grid = (unsigned)std::min<int64_t>(k.grid, (int64_t)clusters * k.clusterSize);
+  }
+
+  void launch(const KernelSpec &k, CUfunction fn, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs,
+              unsigned grid = 0) {
+    if (grid == 0)
+      grid = k.grid;
     std::vector<CUdeviceptr> args(ins.begin(), ins.end());
     args.insert(args.end(), outs.begin(), outs.end());
     std::vector<void *> params;
@@ -133,14 +156,14 @@ struct GpuProgram::Impl : runtime::StepBackend {
     long long batch = k.batch;
     if (k.takesBatch)
       params.push_back(&batch);
-    check(driver().cuLaunchKernel(fn, k.grid, 1, 1, k.blockSize, 1, 1, (unsigned)k.dynamicSharedBytes, dev.stream,
+    check(driver().cuLaunchKernel(fn, grid, 1, 1, k.blockSize, 1, 1, (unsigned)k.dynamicSharedBytes, dev.stream,
                                   params.data(), nullptr),
-          "cuLaunchKernel", "launching kernel " + k.name + " (grid " + std::to_string(k.grid) + ", block " +
+          "cuLaunchKernel", "launching kernel " + k.name + " (grid " + std::to_string(grid) + ", block " +
                                 std::to_string(k.blockSize) + ")");
   }
 
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    launch(*plan.steps[i].cudaKernel, state[i].fn, ins, outs);
+    launch(*plan.steps[i].cudaKernel, state[i].fn, ins, outs, state[i].grid);
   }
 
 

@@ -33,6 +33,10 @@ struct KernelSpec {
   /// plain launch forms the clusters); `grid` is a multiple of it.
   int clusterSize = 1;
   unsigned grid = 1;     ///< blocks to launch (chosen for the target)
+  /// The kernel's clusters loop over its tiles (each prefetching its next one), so the launcher
+  /// lowers `grid` to the clusters the device holds at once (cuOccupancyMaxActiveClusters):
+  /// more would wait for a whole cluster's tiles to finish.
+  bool residentClusters = false;
   /// Parameters in order: the region's inputs, then its outputs (device pointers), then, when
   /// takesBatch, `long long rf_batch` = `batch` (a kernel shared by every batch size of a
   /// dynamic-shape program, see BatchTemplate in Engine.h).

@@ -26,6 +26,10 @@ struct CodegenOptions {
   /// split each tile's reduced elements over a thread block cluster of 2-8 blocks (ResNet-18's
   /// step on an H100 from R: 3.01 -> 2.44 ms).
   bool columnSplit = true;
+  /// On sm_90 and newer, the cluster tiles (columnClusters) are copied into shared memory
+  /// asynchronously (cp.async), the next tile while the current one computes, by as many
+  /// clusters as are resident at once (blocks of 1024 threads, two tiles' shared memory each).
+  bool columnPrefetch = false;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -36,7 +40,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && columnPrefetch == o.columnPrefetch && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs && f32ResultsOfNarrowProducts == o.f32ResultsOfNarrowProducts;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
