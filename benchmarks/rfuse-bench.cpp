@@ -139,6 +139,20 @@ int main() {
     g.finish({g.add(g.mul(g.gelu(layerNorm(g, x, gm, bt)), g.scalar(1.5, DType::F32)), x)});
   }, {{8192, 4096}, {4096}, {4096}}, DType::F32, 2.0 * 4 * 8192 * 4096, 0);
 
+  // W4 as R traces it: an 8192 x 4096 R matrix is [4096][8192] here (column-major), the layer
+  // norm over its rows a reduction over the leading dim, (x - mean) / sqrt(var + eps) as R's
+  // sweep() writes it (r-bench.R's W4 from C++: the cluster tiles and column_prefetch).
+  run("W4r_layernorm_gelu_residual_R_layout", [&](GraphBuilder &g) {
+    TracedValue x = g.input({4096, 8192}, DType::F32), gm = g.input({4096}, DType::F32),
+                bt = g.input({4096}, DType::F32);
+    auto rows = [&](TracedValue v) { return g.broadcastInDim(v, {4096, 8192}, {1}); };
+    auto cols = [&](TracedValue v) { return g.broadcastInDim(v, {4096, 8192}, {0}); };
+    TracedValue xc = g.sub(x, rows(g.reduceMean(x, {0})));
+    TracedValue sd = g.sqrt(g.add(g.reduceMean(g.mul(xc, xc), {0}), g.scalar(1e-5, DType::F32)));
+    TracedValue y = g.add(g.mul(g.div(xc, rows(sd)), cols(gm)), cols(bt));
+    g.finish({g.add(g.mul(g.gelu(y), g.scalar(1.5, DType::F32)), x)});
+  }, {{4096, 8192}, {4096}, {4096}}, DType::F32, 2.0 * 4 * 8192 * 4096, 0);
+
   for (DType dt : {DType::F32, DType::BF16}) {
     std::string k = dt == DType::F32 ? "float32" : "bfloat16";
     double flops = 2.0 * 4096 * 4096 * 4096;
