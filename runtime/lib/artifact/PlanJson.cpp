@@ -52,7 +52,7 @@ void to_json(nlohmann::json &j, const KernelSpec &k) {
   j = {{"name", k.name}, {"launch", k.launch}, {"elements", k.elements}, {"vectorWidth", k.vectorWidth},
        {"rows", k.rows}, {"rowLength", k.rowLength}, {"rowsPerBlock", k.rowsPerBlock}, {"columns", k.columns},
        {"columnsPerBlock", k.columnsPerBlock}, {"blockSize", k.blockSize},
-       {"dynamicSharedBytes", k.dynamicSharedBytes}, {"clusterSize", k.clusterSize}, {"grid", k.grid}, {"numInputs", k.numInputs},
+       {"dynamicSharedBytes", k.dynamicSharedBytes}, {"clusterSize", k.clusterSize}, {"residentClusters", k.residentClusters}, {"grid", k.grid}, {"numInputs", k.numInputs},
        {"numOutputs", k.numOutputs}};
 }
 void from_json(const nlohmann::json &j, KernelSpec &k) {
@@ -68,6 +68,7 @@ void from_json(const nlohmann::json &j, KernelSpec &k) {
   j.at("blockSize").get_to(k.blockSize);
   j.at("dynamicSharedBytes").get_to(k.dynamicSharedBytes);
   k.clusterSize = j.value("clusterSize", 1); // (absent before clusters: none)
+  k.residentClusters = j.value("residentClusters", false); // (absent before column_prefetch)
   j.at("grid").get_to(k.grid);
   j.at("numInputs").get_to(k.numInputs);
   j.at("numOutputs").get_to(k.numOutputs);
