@@ -21,6 +21,9 @@
 #          default .bundle/corpus, which the device tool carries with .bundle); RFUSE_CORPUS_PATTERN
 #          picks files by a regular expression (a share that fits one call's time).
 # gtest: the GPU gtests matching RFUSE_GTEST_FILTER.
+# bench-ab: rfuse-bench (C++, no R) alternating the settings in RFUSE_AB (e.g.
+#     "RFUSE_COLUMN_PREFETCH=TRUE RFUSE_COLUMN_PREFETCH=FALSE"), RFUSE_AB_ROUNDS rounds (default 2),
+#     RFUSE_BENCH_ONLY picking workloads by prefix; then PyTorch's W4 (torch_w4.py) when W4 is picked.
 # ncu-r: Nsight Compute (speed of light, memory, warp states) on the first RFUSE_NCU_COUNT kernels
 #     matching RFUSE_NCU_KERNEL that r-bench.R's RFUSE_BENCH_ONLY workloads run (a diagnostic).
 # w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
@@ -247,6 +250,15 @@ if [ "$what" = r-bench ]; then
   echo "== rfuse from R (benchmarks/r-bench.R)"
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
     timeout 500 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
+fi
+if [ "$what" = bench-ab ]; then
+  for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
+    for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
+      echo "== $setting (round $round)"
+      env "$setting" OUT=/tmp timeout 200 "$R/bin/rfuse-bench" 2>&1 | grep -E "^(W|mm)|rror"
+    done
+  done
+  case "${RFUSE_BENCH_ONLY:-}" in W4*) (cd "$R" && timeout 150 python3 torch_w4.py 2>&1 | grep -E "^W4|Error") ;; esac
 fi
 if [ "$what" = r-ab ]; then
   for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do

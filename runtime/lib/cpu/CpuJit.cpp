@@ -190,8 +190,8 @@ struct HostJit {
   }
 
   // An engine for `text` (one function named `name` as lowerKernel leaves it, lowered here to the
-  // LLVM dialect); with `objectDump` it keeps the
-  // object code for dumpToObjectFile. Holds the mutex (the caller's).
+  // LLVM dialect); with `objectDump` it keeps the object code for dumpToObjectFile. Holds the
+  // mutex (the caller's).
   std::unique_ptr<ExecutionEngine> build(const std::string &text, const std::string &name, bool objectDump) {
     std::string diags;
     ScopedDiagnosticHandler handler(ctx.get(), [&](Diagnostic &d) {

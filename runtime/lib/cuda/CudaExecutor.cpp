@@ -130,7 +130,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   // once (KernelSpec::residentClusters); where the driver cannot say, its planned grid (one
   // cluster a tile) runs, correct but without the overlap.
   void residentGrid(const KernelSpec &k, StepState &st) {
-    if (!k.residentClusters || k.clusterSize < 1 || !driver().cuOccupancyMaxActiveClusters)
+    if (!k.residentClusters || !driver().cuOccupancyMaxActiveClusters)
       return;
     CUlaunchConfig config{};
     config.gridDimX = k.grid;
