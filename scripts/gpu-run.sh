@@ -25,7 +25,9 @@
 #     "RFUSE_COLUMN_PREFETCH=TRUE RFUSE_COLUMN_PREFETCH=FALSE"), RFUSE_AB_ROUNDS rounds (default 2),
 #     RFUSE_BENCH_ONLY picking workloads by prefix; then PyTorch's W4 (torch_w4.py) when W4 is picked.
 # ncu-r: Nsight Compute (speed of light, memory, warp states) on the first RFUSE_NCU_COUNT kernels
-#     matching RFUSE_NCU_KERNEL that r-bench.R's RFUSE_BENCH_ONLY workloads run (a diagnostic).
+#     matching RFUSE_NCU_KERNEL that r-bench.R's RFUSE_BENCH_ONLY workloads run (a diagnostic);
+#     with RFUSE_NCU_METRICS (e.g. gpu__time_duration.sum) a CSV row a kernel instead, after
+#     RFUSE_NCU_SKIP launches (a training step's kernels one by one: W5's per-kernel times).
 # w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
@@ -220,10 +222,16 @@ if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-be
   OUT="$out" timeout 250 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
 fi
 if [ "$what" = ncu-r ]; then # Nsight Compute on r-bench.R's RFUSE_BENCH_ONLY kernels (a diagnostic)
-  timeout 400 ncu --target-processes all --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
-    --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats \
-    -k "regex:${RFUSE_NCU_KERNEL:-main_k0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.log" 2>&1
-  grep -vE "^==PROF==" "$out/ncu.log" | grep -vE "^ *-+ *$" | tail -n "${RFUSE_NCU_LINES:-90}"
+  if [ -n "${RFUSE_NCU_METRICS:-}" ]; then # one CSV row a kernel: e.g. every kernel's duration over a step's launches
+    timeout 500 ncu --target-processes all --clock-control none --metrics "$RFUSE_NCU_METRICS" --csv --print-units base \
+      -k "regex:${RFUSE_NCU_KERNEL:-.}" -s "${RFUSE_NCU_SKIP:-0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.csv" 2> "$out/ncu.err"
+    grep -c '"' "$out/ncu.csv"; tail -n 3 "$out/ncu.err"
+  else
+    timeout 400 ncu --target-processes all --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats \
+      -k "regex:${RFUSE_NCU_KERNEL:-main_k0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.log" 2>&1
+    grep -vE "^==PROF==" "$out/ncu.log" | grep -vE "^ *-+ *$" | tail -n "${RFUSE_NCU_LINES:-90}"
+  fi
 fi
 if [ "$what" = lib-ab ]; then
   for round in 1 2; do
