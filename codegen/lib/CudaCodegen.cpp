@@ -1081,12 +1081,25 @@ private:
   }
   std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
 
+  // Elements of one cached input a block holds for one tile: its part of the reduced elements
+  // times the tile's columns.
+  int64_t tilePartElements() const { return redLen / clusterSize * cacheColumns; }
+  // Declares xin<i>, the cached input's tile in dynamic shared memory at this thread's column
+  // (inputs one after another; with prefetch, in the half rf_half of two tiles' memory).
+  std::string tilePointer(size_t n, Value in) const {
+    int i = llvm::find(r.inputs, in) - r.inputs.begin();
+    std::string st = storageType(dtypeOf(in));
+    return "    " + st + "* xin" + std::to_string(i) + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + " +
+           (prefetch ? "rf_half * " + std::to_string((int64_t)cached.size() * tilePartElements()) + "LL + " : std::string()) +
+           std::to_string((int64_t)n * tilePartElements()) + "LL + (threadIdx.x % " + std::to_string(cacheColumns) + ");\n";
+  }
+
   // With prefetch: the kernel's rf_copy_tile(base, half), which starts the asynchronous copies
   // (cp.async) of this block's part of the tile at `base` into half `half` of the tile memory
   // (layout as the loads without prefetch make: [part][32] per input), 16 bytes a copy where
   // the input's rows are 16-byte aligned, else 4; then its first call, before the tile loop.
   std::string tileCopier() const {
-    int64_t part = redLen / clusterSize, perInput = part * cacheColumns;
+    int64_t part = redLen / clusterSize, perInput = tilePartElements();
     std::string out = "  const long long rf_tile_stride = (long long)(gridDim.x / " + std::to_string(clusterSize) +
                       "u) * 32LL;\n  int rf_half = 0;\n  auto rf_copy_tile = [&](long long tile, int half) {\n";
     for (auto [n, in] : llvm::enumerate(cached)) {
@@ -1124,14 +1137,8 @@ private:
       out += "    if (base + rf_tile_stride < " + std::to_string(outerLen) + "LL) rf_copy_tile(base + rf_tile_stride, rf_half ^ 1);\n";
       out += "    asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 1;\" ::: \"memory\"); // (this one's)\n";
       out += "    __syncthreads(); // and every thread's\n";
-      for (auto [n, in] : llvm::enumerate(cached)) {
-        int i = llvm::find(r.inputs, in) - r.inputs.begin();
-        std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
-        out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + rf_half * " +
-               std::to_string((int64_t)cached.size() * (redLen / clusterSize) * cacheColumns) + "LL + " +
-               std::to_string((int64_t)n * (redLen / clusterSize) * cacheColumns) + "LL + (threadIdx.x % " +
-               std::to_string(cacheColumns) + ");\n";
-      }
+      for (auto [n, in] : llvm::enumerate(cached))
+        out += tilePointer(n, in);
       return out;
     }
     if (columnCache) {
@@ -1139,10 +1146,8 @@ private:
       out += "    __syncthreads(); // the previous tile's last readers are done\n";
       for (auto [n, in] : llvm::enumerate(cached)) {
         int i = llvm::find(r.inputs, in) - r.inputs.begin();
-        std::string st = storageType(dtypeOf(in)), nm = "xin" + std::to_string(i);
-        out += "    " + st + "* " + nm + " = reinterpret_cast<" + st + "*>(rf_cache_smem) + " +
-               std::to_string((int64_t)n * (redLen / clusterSize) * cacheColumns) + "LL + (threadIdx.x % " +
-               std::to_string(cacheColumns) + ");\n"; // (a block holds its part of each input)
+        std::string nm = "xin" + std::to_string(i);
+        out += tilePointer(n, in); // (a block holds its part of each input)
         out += "    #pragma unroll 16\n    for (int k = 0; k < " + std::to_string(chunks) +
                "; ++k) {\n" + tileIndices("      ") + "      " + nm + "[" + cacheIndex() + "] = in" +
                std::to_string(i) + "[" + fullIndex() + "];\n    }\n";

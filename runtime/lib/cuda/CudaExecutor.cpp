@@ -30,7 +30,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   // Per step: loaded kernels and the library state (descriptors, tuned algorithms).
   struct StepState {
     CUfunction fn = nullptr; // the kernel, or the epilogue after a library call
-    unsigned grid = 0;       // the kernel's launch grid, where it differs from its spec's
+    unsigned grid = 0;       // the kernel's launch grid: its spec's, or fewer (residentGrid)
     std::unique_ptr<CublasLtMatmul> matmul;
     std::unique_ptr<CudnnConv> conv;
     std::unique_ptr<CudnnPool> pool;
@@ -95,6 +95,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
       if (int smem = plan.steps[owners[k]].cudaKernel->dynamicSharedBytes; smem > 0)
         check(driver().cuFuncSetAttribute(ref.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
               "cuFuncSetAttribute", "kernel " + names[k] + " asks for " + std::to_string(smem) + " bytes of shared memory");
+      state[owners[k]].grid = plan.steps[owners[k]].cudaKernel->grid;
       residentGrid(*plan.steps[owners[k]].cudaKernel, state[owners[k]]);
       kernelKeys.push_back(ref.key);
     }
@@ -144,10 +145,8 @@ struct GpuProgram::Impl : runtime::StepBackend {
       st.grid = (unsigned)std::min<int64_t>(k.grid, (int64_t)clusters * k.clusterSize);
   }
 
-  void launch(const KernelSpec &k, CUfunction fn, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs,
-              unsigned grid = 0) {
-    if (grid == 0)
-      grid = k.grid;
+  void launch(const KernelSpec &k, CUfunction fn, unsigned grid, const std::vector<Buffer> &ins,
+              const std::vector<Buffer> &outs) {
     std::vector<CUdeviceptr> args(ins.begin(), ins.end());
     args.insert(args.end(), outs.begin(), outs.end());
     std::vector<void *> params;
@@ -163,7 +162,7 @@ struct GpuProgram::Impl : runtime::StepBackend {
   }
 
   void runKernel(StepLoop &, size_t i, const std::vector<Buffer> &ins, const std::vector<Buffer> &outs) override {
-    launch(*plan.steps[i].cudaKernel, state[i].fn, ins, outs, state[i].grid);
+    launch(*plan.steps[i].cudaKernel, state[i].fn, state[i].grid, ins, outs);
   }
 
 
