@@ -28,6 +28,9 @@
 #     matching RFUSE_NCU_KERNEL that r-bench.R's RFUSE_BENCH_ONLY workloads run (a diagnostic);
 #     with RFUSE_NCU_METRICS (e.g. gpu__time_duration.sum) a CSV row a kernel instead, after
 #     RFUSE_NCU_SKIP launches (a training step's kernels one by one: W5's per-kernel times).
+#     RFUSE_NCU_CACHE_CONTROL=none keeps L2 warm between kernels (ncu flushes it by default), as in
+#     a real step. ncu-torch-w5: the same metric over PyTorch's W5 steps (benchmarks/torch_w5_kernels.py;
+#     RFUSE_TORCH_W5_SETTINGS, RFUSE_TORCH_W5_STEPS), CSVs ncu-torch-<setting>.csv.
 # w6: W6 (the LSTM-128) alone: PyTorch's rows (benchmarks/torch_w6.py), then benchmarks/r-bench.R's
 #     W6 with the steps written out (cudnn_rnn FALSE) and with each of cuDNN's RNN algorithms
 #     (RFUSE_W6_ALGOS), twice each, alternately.
@@ -55,7 +58,7 @@
 #        rfuse-step-profile over .bundle/diag/*.mlir and (where R is unpacked) benchmarks/r-bench.R
 #        (RFUSE_BENCH_ONLY) alternately, twice each.
 # r-ab: benchmarks/r-bench.R (RFUSE_BENCH_ONLY picks) under each setting of RFUSE_AB (words
-#        VAR=VALUE, e.g. "RFUSE_COLUMN_CLUSTERS=TRUE RFUSE_COLUMN_CLUSTERS=FALSE"), alternately,
+#        VAR=VALUE, several joined by commas, e.g. "RFUSE_COLUMN_CLUSTERS=TRUE RFUSE_COLUMN_CLUSTERS=FALSE"), alternately,
 #        RFUSE_AB_ROUNDS times (default 2): a change behind an option, before and after, in one call.
 # rfuse: rfuse-bench once (RFUSE_BENCH_ONLY=<prefix> picks workloads; RFUSE_* settings pass
 #        through, for experiments). quick: that, then benchmarks/torch_extra.py.
@@ -223,7 +226,8 @@ if [ "$what" = r-quick ]; then # the device, profile and tensor tests, then r-be
 fi
 if [ "$what" = ncu-r ]; then # Nsight Compute on r-bench.R's RFUSE_BENCH_ONLY kernels (a diagnostic)
   if [ -n "${RFUSE_NCU_METRICS:-}" ]; then # one CSV row a kernel: e.g. every kernel's duration over a step's launches
-    timeout 500 ncu --target-processes all --clock-control none --metrics "$RFUSE_NCU_METRICS" --csv --print-units base \
+    timeout 500 ncu --target-processes all --clock-control none --cache-control "${RFUSE_NCU_CACHE_CONTROL:-all}" \
+      --metrics "$RFUSE_NCU_METRICS" --csv --print-units base \
       -k "regex:${RFUSE_NCU_KERNEL:-.}" -s "${RFUSE_NCU_SKIP:-0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.csv" 2> "$out/ncu.err"
     grep -c '"' "$out/ncu.csv"; tail -n 3 "$out/ncu.err"
   else
@@ -232,6 +236,14 @@ if [ "$what" = ncu-r ]; then # Nsight Compute on r-bench.R's RFUSE_BENCH_ONLY ke
       -k "regex:${RFUSE_NCU_KERNEL:-main_k0}" -c "${RFUSE_NCU_COUNT:-1}" Rscript benchmarks/r-bench.R > "$out/ncu.log" 2>&1
     grep -vE "^==PROF==" "$out/ncu.log" | grep -vE "^ *-+ *$" | tail -n "${RFUSE_NCU_LINES:-90}"
   fi
+fi
+if [ "$what" = ncu-torch-w5 ]; then # PyTorch's W5 step kernel by kernel (benchmarks/torch_w5_kernels.py), a diagnostic
+  for key in ${RFUSE_TORCH_W5_SETTINGS:-compile_reduce_overhead}; do
+    timeout 400 ncu --target-processes all --clock-control none --cache-control "${RFUSE_NCU_CACHE_CONTROL:-all}" \
+      --profile-from-start off --metrics gpu__time_duration.sum --csv --print-units base \
+      python3 benchmarks/torch_w5_kernels.py "$key" "${RFUSE_TORCH_W5_STEPS:-3}" > "$out/ncu-torch-$key.csv" 2> "$out/ncu-torch-$key.err"
+    echo "$key: $(grep -c '"' "$out/ncu-torch-$key.csv") rows"; tail -n 2 "$out/ncu-torch-$key.err"
+  done
 fi
 if [ "$what" = lib-ab ]; then
   for round in 1 2; do
@@ -272,7 +284,7 @@ if [ "$what" = r-ab ]; then
   for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
     for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
       echo "== $setting (round $round)"
-      env "$setting" OUT="$out" timeout 300 Rscript benchmarks/r-bench.R 2>&1 |
+      env ${setting//,/ } OUT="$out" timeout 300 Rscript benchmarks/r-bench.R 2>&1 |
         tee "$out/r-ab-${setting//[^A-Za-z0-9]/_}-$round.log" | grep -E "^W|rror"
     done
   done

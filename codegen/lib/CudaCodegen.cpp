@@ -657,7 +657,8 @@ public:
        << (rowMode ? "a block per row, " : blockPerOutput ? "a block per output, "
            : columnCache ? "tiles of " + std::to_string(cacheColumns) + (cached.empty() ? " outputs read again from L2, " : prefetch ? " outputs cached in shared memory, the next prefetched, " : " outputs cached in shared memory, ") +
                                (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : "")
-           : "tiles of 32 outputs, " + (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : std::string()))
+           : "tiles of 32 outputs, " + (clusterSize > 1 ? "split over a cluster of " + std::to_string(clusterSize) + " blocks, " : std::string()) +
+                 (splitSteps == 0 ? std::string() : cached.empty() ? std::string("unrolled, ") : std::to_string(cached.size()) + " inputs in registers, "))
        << outerLen << " x " << redLen
        << "\n" << describeOps(r.ops, r.loc) << "\n" << prelude() << R"(
 // Reduces v over the warp; every lane gets the result.
@@ -950,7 +951,19 @@ private:
     if (cs < 2)
       return;
     clusterSize = cs;
+    // Option column_split_registers: a loop of constant trip count (its loads issued back to back
+    // once unrolled), and the inputs read in more than one pass loaded into registers once, before
+    // the first: a batch norm's 3 passes then wait on memory once, not three times.
+    int64_t part = redLen / cs;
+    if (!options.columnSplitRegisters || part % tileGroups != 0 || part / tileGroups > 32)
+      return;
+    splitSteps = part / tileGroups;
+    SmallVector<Value> inputs = columnCacheInputs();
+    if ((int64_t)inputs.size() * splitSteps <= 64)
+      cached = inputs;
   }
+  // Steps of a split tile's constant-trip loop (0: the plain loop).
+  int64_t splitSteps = 0;
 
   // Row mode with short rows: each thread keeps its elements of the F-shaped inputs in registers
   // (loaded once, 128-bit wide when possible), so every pass after the first reads registers.
@@ -1073,6 +1086,8 @@ private:
     if (blockMode)
       return "    for (long long j = " + tid() + "; j < " + std::to_string(redLen) + "LL; j += " +
              (warpRows ? std::string("32") : std::string("blockDim.x")) + ") {\n";
+    if (clusterSize > 1 && splitSteps > 0)
+      return "    #pragma unroll\n    for (int k = 0; k < " + std::to_string(splitSteps) + "; ++k) {\n" + splitIndex("      ");
     if (clusterSize > 1)
       return "    for (long long j = j0 + ty; j < j0 + " + std::to_string(redLen / clusterSize) + "LL; j += " +
              std::to_string(tileGroups) + "LL) {\n";
@@ -1080,6 +1095,10 @@ private:
            "LL) {\n";
   }
   std::string closeRowLoop() const { return useCache() ? "    }}}\n" : "    }\n"; }
+  // A split tile's reduced index j at its constant-trip loop's step k.
+  std::string splitIndex(const std::string &indent) const {
+    return indent + "const long long j = j0 + ty + (long long)k * " + std::to_string(tileGroups) + "LL;\n";
+  }
 
   // Elements of one cached input a block holds for one tile: its part of the reduced elements
   // times the tile's columns.
@@ -1153,6 +1172,16 @@ private:
                std::to_string(i) + "[" + fullIndex() + "];\n    }\n";
       }
       out += "    __syncthreads();\n";
+      return out;
+    }
+    if (splitSteps > 0) { // a split tile's registers: this thread's elements of its part
+      for (Value in : cached) {
+        int i = llvm::find(r.inputs, in) - r.inputs.begin();
+        std::string nm = "xin" + std::to_string(i);
+        out += "    " + std::string(storageType(dtypeOf(in))) + " " + nm + "[" + std::to_string(splitSteps) +
+               "];\n    #pragma unroll\n    for (int k = 0; k < " + std::to_string(splitSteps) + "; ++k) {\n" +
+               splitIndex("      ") + "      " + nm + "[k] = in" + std::to_string(i) + "[" + fullIndex() + "];\n    }\n";
+      }
       return out;
     }
     for (Value in : cached) {

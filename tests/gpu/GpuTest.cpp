@@ -93,13 +93,17 @@ TEST_F(Gpu, CorpusMatchesInterpreter) {
 // `column_split` (the default): column reductions with fewer tiles than SMs split over thread
 // block clusters (sm_90), against the interpreter; and the tiles left whole, as without it.
 TEST_F(Gpu, ColumnTilesSplitOverClustersMatchTheInterpreter) {
-  for (const char *split : {"1", "0"}) {
+  // (split, registers): split tiles plain, split tiles with column_split_registers, no split
+  for (auto [split, registers] : {std::pair{"1", "0"}, std::pair{"1", "1"}, std::pair{"0", "0"}}) {
     setOption("column_split", split);
+    setOption("column_split_registers", registers);
     for (const test::CorpusGraph &g : test::canonicalCorpus())
       if (g.name.find("_cols") != std::string::npos)
-        expectGpuMatchesInterpreter(g.name + " (column_split " + split + ")", g.moduleText, g.inputs);
+        expectGpuMatchesInterpreter(g.name + " (column_split " + split + ", column_split_registers " + registers + ")",
+                                    g.moduleText, g.inputs);
   }
   setOption("column_split", "1");
+  setOption("column_split_registers", "0");
 }
 
 // `column_prefetch`: the cluster tiles copy the next tile in while the current one computes, as
@@ -439,6 +443,38 @@ TEST_F(Gpu, LibraryPlansAreRememberedPerProblem) {
   EXPECT_GT(s4.plansChosen, s3.plansChosen);
   for (size_t i = 0; i < first.size(); ++i)
     EXPECT_LE(test::maxRelError(afterDamage[i].f, first[i].f, 1e-3), 1e-5) << "output " << i;
+  setOption("cache_dir", previousDir);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// Option conv_autotune: cuDNN's algorithms timed on a convolution's first run (PyTorch's
+// cudnn.benchmark) instead of its heuristics' first. The timed and heuristic choices are separate
+// plans (turning the option on times problems whose heuristic choice is remembered); with TF32
+// off the timed choice keeps FMA math: the step equals the CPU's to f32 precision either way.
+TEST_F(Gpu, TimedConvolutionAlgorithmsKeepTheProgramsNumerics) {
+  std::string previous = getOption("conv_autotune"), previousDir = getOption("cache_dir");
+  std::string dir = std::string(::testing::TempDir()) + "/rfuse_timed_conv_" + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(dir);
+  setOption("cache_dir", dir); // no plan remembered by an earlier run
+  cuda::clearMemoryPlanCache();
+  SmallResNetStep step = smallResNetStep(ImageLayout::NHWC, 16);
+  std::vector<HostTensor> cpu;
+  for (const char *timed : {"FALSE", "TRUE"}) {
+    setOption("conv_autotune", timed);
+    clearCompiledCaches();
+    auto program = compileGradientProgram(step.text, "default", step.sgd);
+    if (cpu.empty())
+      cpu = program->run(step.inputs, Device::Cpu);
+    cuda::LibraryCallStats before = cuda::libraryCallStats();
+    auto gpu = program->run(step.inputs, Device::Cuda);
+    cuda::LibraryCallStats after = cuda::libraryCallStats();
+    ASSERT_EQ(gpu.size(), cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_LE(test::maxRelError(gpu[i].f, cpu[i].f, 1e-3), 1e-4) << "conv_autotune " << timed << " output " << i;
+    if (std::string(timed) == "TRUE")
+      EXPECT_GT(after.plansChosen, before.plansChosen) << "heuristic plans are not taken for timed ones";
+  }
+  setOption("conv_autotune", previous);
   setOption("cache_dir", previousDir);
   llvm::sys::fs::remove_directories(dir);
 }

@@ -219,6 +219,27 @@ TEST(CudaCodegen, LaunchPlansAndVectorization) {
         EXPECT_NO_THROW(out = cuda::compileKernels(ks.names, ks.sources, "sm_90")) << g.name;
         setOption("disk_cache", "1");
       }
+      // column_split_registers: a constant-trip loop (16 steps of 8 warps over a block's 128 rows),
+      // the inputs read in more than one pass (4-byte ones) loaded into registers once; NVRTC
+      // compiles it.
+      CodegenOptions regs;
+      regs.columnSplitRegisters = true;
+      Kernels kr = kernelsOf(g.moduleText, {}, regs);
+      const std::string &rs = kr.sources[0];
+      EXPECT_EQ(kr.plans[0].kernel->clusterSize, 8) << g.name;
+      EXPECT_NE(rs.find("#pragma unroll\n    for (int k = 0; k < 16; ++k) {\n      const long long j = j0 + ty + (long long)k * 8LL;"),
+                std::string::npos) << rs;
+      EXPECT_EQ(rs.find("j < j0 + 128LL"), std::string::npos) << g.name << ": no plain loop left";
+      bool f32 = g.name == "batchnorm_grad_cols_f32";
+      EXPECT_EQ(rs.find(" inputs in registers, ") != std::string::npos, f32) << g.name;
+      EXPECT_EQ(rs.find("float xin") != std::string::npos, f32) << g.name;
+      EXPECT_EQ(rs.find("unrolled, ") != std::string::npos, !f32) << g.name << ": 8-byte inputs stay in memory";
+      if (cuda::nvrtcVersion() > 0) {
+        setOption("disk_cache", "0");
+        std::vector<cuda::CompiledKernel> out;
+        EXPECT_NO_THROW(out = cuda::compileKernels(kr.names, kr.sources, "sm_90")) << rs;
+        setOption("disk_cache", "1");
+      }
       cuda::CudaTarget many = {};
       many.multiprocessors = 8; // as many tiles as SMs: no split
       EXPECT_EQ(kernelsOf(g.moduleText, many, split).plans[0].kernel->clusterSize, 1) << g.name;

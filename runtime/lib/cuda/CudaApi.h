@@ -166,6 +166,22 @@ struct CudnnApi {
   cudnnStatus_t (*cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
       cudnnHandle_t, cudnnTensorDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
       cudnnFilterDescriptor_t, int, int *, cudnnConvolutionBwdFilterAlgoPerf_t *);
+  // cuDNN's timed choice (option conv_autotune, as PyTorch's cudnn.benchmark): every algorithm run
+  // on the call's own buffers, results sorted by time.
+  cudnnStatus_t (*cudnnFindConvolutionForwardAlgorithmEx)(cudnnHandle_t, cudnnTensorDescriptor_t, const void *,
+                                                          cudnnFilterDescriptor_t, const void *,
+                                                          cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, void *,
+                                                          int, int *, cudnnConvolutionFwdAlgoPerf_t *, void *, size_t);
+  cudnnStatus_t (*cudnnFindConvolutionBackwardDataAlgorithmEx)(cudnnHandle_t, cudnnFilterDescriptor_t, const void *,
+                                                               cudnnTensorDescriptor_t, const void *,
+                                                               cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t,
+                                                               void *, int, int *, cudnnConvolutionBwdDataAlgoPerf_t *,
+                                                               void *, size_t);
+  cudnnStatus_t (*cudnnFindConvolutionBackwardFilterAlgorithmEx)(cudnnHandle_t, cudnnTensorDescriptor_t, const void *,
+                                                                 cudnnTensorDescriptor_t, const void *,
+                                                                 cudnnConvolutionDescriptor_t, cudnnFilterDescriptor_t,
+                                                                 void *, int, int *,
+                                                                 cudnnConvolutionBwdFilterAlgoPerf_t *, void *, size_t);
   // A remembered algorithm's check (PlanCache): its workspace, or NOT_SUPPORTED for this problem.
   cudnnStatus_t (*cudnnGetConvolutionForwardWorkspaceSize)(cudnnHandle_t, cudnnTensorDescriptor_t,
                                                            cudnnFilterDescriptor_t, cudnnConvolutionDescriptor_t,

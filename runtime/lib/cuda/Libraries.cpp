@@ -2,6 +2,7 @@
 #include "PlanCache.h"
 
 #include "rfuse/Runtime/Cuda.h"
+#include "rfuse/Runtime/Options.h"
 #include "rfuse/Runtime/Timeline.h"
 
 #include <algorithm>
@@ -342,7 +343,34 @@ void CudnnConv::destroy() {
   ready = false;
 }
 
-void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
+namespace {
+// A convolution's remembered choice: cuDNN's algorithm and the math type it was timed (or chosen)
+// with.
+struct ConvChoice {
+  int32_t algo = 0;
+  int32_t mathType = 0;
+};
+
+// The first of cuDNN's results (sorted: by time when timed, by the heuristics' rank otherwise)
+// that ran, fits the workspace and keeps the program's numerics: f32 without TF32 stays on FMA
+// math, and no algorithm that converts f32 inputs down to f16 is taken. -1: none.
+template <typename Perf>
+int firstUsable(const Perf *perf, int found, size_t workspace, bool fmaOnly) {
+  for (int i = 0; i < found; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > workspace)
+      continue;
+    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+      continue;
+    if (fmaOnly && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+      continue;
+    return i;
+  }
+  return -1;
+}
+} // namespace
+
+void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std::vector<CUdeviceptr> &ins,
+                        CUdeviceptr product) {
   destroy();
   const ConvGeometry &c = spec.geometry;
   const CudnnApi &api = cudnn();
@@ -361,34 +389,44 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
      "SetConvolution2dDescriptor");
   ok(api.cudnnSetConvolutionGroupCount(conv, (int)c.groups), "SetConvolutionGroupCount");
   // f16/bf16 have their algorithms on tensor cores only; f32 uses them (TF32) only when allowed.
-  api.cudnnSetConvolutionMathType(conv, spec.dtype == DType::F16 || spec.dtype == DType::BF16 ? CUDNN_TENSOR_OP_MATH
-                                        : tf32                                                 ? CUDNN_DEFAULT_MATH
-                                                                                               : CUDNN_FMA_MATH);
+  bool fmaOnly = spec.dtype == DType::F32 && !tf32;
+  cudnnMathType_t math = spec.dtype == DType::F16 || spec.dtype == DType::BF16 ? CUDNN_TENSOR_OP_MATH
+                         : fmaOnly                                            ? CUDNN_FMA_MATH
+                                                                              : CUDNN_DEFAULT_MATH;
+  api.cudnnSetConvolutionMathType(conv, math);
+  // A timed choice (option conv_autotune) and the heuristics' are remembered apart, so turning
+  // the option on times problems whose heuristic choice is on disk.
+  bool timed = runtimeOptions().convAutotune;
+  auto setChoice = [&](const ConvChoice &choice) {
+    switch (c.direction) {
+    case ConvDirection::Forward: algo = (cudnnConvolutionFwdAlgo_t)choice.algo; break;
+    case ConvDirection::BackwardInput: dataAlgo = (cudnnConvolutionBwdDataAlgo_t)choice.algo; break;
+    case ConvDirection::BackwardFilter: filterAlgo = (cudnnConvolutionBwdFilterAlgo_t)choice.algo; break;
+    }
+    // (FMA-only problems keep FMA math whatever cuDNN reported: DEFAULT would allow TF32)
+    if (!fmaOnly)
+      api.cudnnSetConvolutionMathType(conv, (cudnnMathType_t)choice.mathType);
+  };
   // A choice remembered for this very problem (this session, or an earlier one through the
-  // disk), if cuDNN still takes it within the workspace; else the heuristics' first algorithm
-  // that succeeds within it.
-  std::string problem = convProblem(spec, tf32, dev.workspaceSize);
+  // disk), if cuDNN still takes it within the workspace; else cuDNN's timed or heuristic ranking's
+  // first usable algorithm.
+  std::string problem = convProblem(spec, tf32, dev.workspaceSize) + (timed ? " timed" : " heuristic");
   std::vector<char> remembered;
+  ConvChoice choice;
   if (recallPlan(problem, remembered)) {
-    int chosen = -1;
     size_t need = 0;
     cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
-    if (planFromBytes(remembered, chosen)) {
+    if (planFromBytes(remembered, choice)) {
+      setChoice(choice);
       switch (c.direction) {
       case ConvDirection::Forward:
-        st = api.cudnnGetConvolutionForwardWorkspaceSize(dev.dnn(), x, filter, conv, y,
-                                                         (cudnnConvolutionFwdAlgo_t)chosen, &need);
-        algo = (cudnnConvolutionFwdAlgo_t)chosen;
+        st = api.cudnnGetConvolutionForwardWorkspaceSize(dev.dnn(), x, filter, conv, y, algo, &need);
         break;
       case ConvDirection::BackwardInput:
-        st = api.cudnnGetConvolutionBackwardDataWorkspaceSize(dev.dnn(), filter, y, conv, x,
-                                                              (cudnnConvolutionBwdDataAlgo_t)chosen, &need);
-        dataAlgo = (cudnnConvolutionBwdDataAlgo_t)chosen;
+        st = api.cudnnGetConvolutionBackwardDataWorkspaceSize(dev.dnn(), filter, y, conv, x, dataAlgo, &need);
         break;
       case ConvDirection::BackwardFilter:
-        st = api.cudnnGetConvolutionBackwardFilterWorkspaceSize(dev.dnn(), x, y, conv, filter,
-                                                                (cudnnConvolutionBwdFilterAlgo_t)chosen, &need);
-        filterAlgo = (cudnnConvolutionBwdFilterAlgo_t)chosen;
+        st = api.cudnnGetConvolutionBackwardFilterWorkspaceSize(dev.dnn(), x, y, conv, filter, filterAlgo, &need);
         break;
       }
     }
@@ -398,41 +436,70 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32) {
       return;
     }
     refusePlan(problem);
+    api.cudnnSetConvolutionMathType(conv, math);
   }
-  auto pick = [&](auto *perf, int found) -> int {
-    for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize)
-        return i;
-    throw CudaError("cuDNN found no convolution algorithm within the workspace");
+  auto in = [&](int i) { return (void *)ins[i]; };
+  void *ws = (void *)dev.workspace();
+  // Timing runs every algorithm on the call's own buffers (the product is written over; the run
+  // that follows writes it again). A failed timing falls back to the heuristics.
+  auto choose = [&](auto *perf, int found) {
+    int i = firstUsable(perf, found, dev.workspaceSize, fmaOnly);
+    if (i >= 0)
+      choice = ConvChoice{(int32_t)perf[i].algo, (int32_t)perf[i].mathType};
+    return i >= 0;
   };
-  int found = 0, chosen = 0;
+  bool chosen = false;
+  int found = 0;
   switch (c.direction) {
   case ConvDirection::Forward: {
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, 8, &found, perf),
-       "GetConvolutionForwardAlgorithm_v7");
-    algo = perf[pick(perf, found)].algo;
-    chosen = (int)algo;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if (timed && api.cudnnFindConvolutionForwardAlgorithmEx(dev.dnn(), x, in(spec.inputIndex), filter,
+                                                            in(spec.filterIndex), conv, y, (void *)product,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws,
+                                                            dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
+      chosen = choose(perf, found);
+    if (!chosen) {
+      ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                    &found, perf),
+         "GetConvolutionForwardAlgorithm_v7");
+      chosen = choose(perf, found);
+    }
     break;
   }
   case ConvDirection::BackwardInput: {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-    ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x, 8, &found, perf),
-       "GetConvolutionBackwardDataAlgorithm_v7");
-    dataAlgo = perf[pick(perf, found)].algo;
-    chosen = (int)dataAlgo;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if (timed && api.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                     dev.dnn(), filter, in(spec.filterIndex), y, in(spec.gradOutputIndex), conv, x, (void *)product,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
+      chosen = choose(perf, found);
+    if (!chosen) {
+      ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x,
+                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+         "GetConvolutionBackwardDataAlgorithm_v7");
+      chosen = choose(perf, found);
+    }
     break;
   }
   case ConvDirection::BackwardFilter: {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-    ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter, 8, &found, perf),
-       "GetConvolutionBackwardFilterAlgorithm_v7");
-    filterAlgo = perf[pick(perf, found)].algo;
-    chosen = (int)filterAlgo;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if (timed && api.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                     dev.dnn(), x, in(spec.inputIndex), y, in(spec.gradOutputIndex), conv, filter, (void *)product,
+                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) ==
+                     CUDNN_STATUS_SUCCESS)
+      chosen = choose(perf, found);
+    if (!chosen) {
+      ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+         "GetConvolutionBackwardFilterAlgorithm_v7");
+      chosen = choose(perf, found);
+    }
     break;
   }
   }
-  rememberPlan(problem, planBytes(chosen));
+  if (!chosen)
+    throw CudaError("cuDNN found no convolution algorithm within the workspace");
+  setChoice(choice);
+  rememberPlan(problem, planBytes(choice));
   ready = true;
   preparedTf32 = tf32;
 }
@@ -442,7 +509,7 @@ void CudnnConv::run(Device &dev, const ConvCall &spec, const std::vector<CUdevic
   const CudnnApi &api = cudnn();
   FirstCallTimer timer(!ready || preparedTf32 != tf32, "cuDNN convolution");
   if (!ready || preparedTf32 != tf32)
-    timer.plan([&] { prepare(dev, spec, tf32); });
+    timer.plan([&] { prepare(dev, spec, tf32, ins, product); });
   auto in = [&](int i) { return (void *)ins[i]; };
   Scale k(spec.dtype);
   void *ws = (void *)dev.workspace();

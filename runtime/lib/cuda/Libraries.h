@@ -49,7 +49,8 @@ private:
   cudnnConvolutionBwdDataAlgo_t dataAlgo{};
   cudnnConvolutionBwdFilterAlgo_t filterAlgo{};
   bool ready = false, preparedTf32 = false;
-  void prepare(Device &dev, const codegen::ConvCall &call, bool tf32);
+  void prepare(Device &dev, const codegen::ConvCall &call, bool tf32, const std::vector<CUdeviceptr> &ins,
+               CUdeviceptr product);
   void destroy();
 };
 

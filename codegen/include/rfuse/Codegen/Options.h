@@ -26,6 +26,9 @@ struct CodegenOptions {
   /// split each tile's reduced elements over a thread block cluster of 2-8 blocks (ResNet-18's
   /// step on an H100 from R: 3.01 -> 2.44 ms).
   bool columnSplit = true;
+  /// Those split tiles walk their part in a loop of constant trip count, fully unrolled, and
+  /// keep the inputs read in more than one pass in registers (loaded once, before the first).
+  bool columnSplitRegisters = false;
   /// On sm_90 and newer, the cluster tiles (columnClusters) are copied into shared memory
   /// asynchronously (cp.async), the next tile while the current one computes, by as many
   /// clusters as are resident at once (blocks of 1024 threads, two tiles' shared memory each).
@@ -40,7 +43,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && columnPrefetch == o.columnPrefetch && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && columnSplitRegisters == o.columnSplitRegisters && columnPrefetch == o.columnPrefetch && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs && f32ResultsOfNarrowProducts == o.f32ResultsOfNarrowProducts;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
