@@ -704,6 +704,50 @@ TEST_F(Gpu, HostFallbackRunsPooling) {
   expectGpuMatchesInterpreter("pool", g.moduleText(), {test::randomTensor(DType::F32, {2, 3, 8, 8}, rng)});
 }
 
+// Option max_pool_backward_kernel: max pooling's gradient as a generated gather kernel, against
+// the interpreter (first maximum of each window; ties from inputs of a few levels, a NaN), in
+// both layouts, three dtypes and windows that overlap (3x3 stride 1 and 2) or do not (2x2 stride 2).
+TEST_F(Gpu, GeneratedMaxPoolBackwardMatchesTheInterpreter) {
+  setOption("max_pool_backward_kernel", "1");
+  struct Window { int64_t k, s, p; };
+  for (DType dt : {DType::F32, DType::F64, DType::BF16})
+    for (bool nhwc : {true, false})
+      for (Window w : {Window{3, 2, 1}, Window{2, 2, 0}, Window{3, 1, 1}}) {
+        int64_t n = 3, c = 5, h = 9, wd = 10;
+        int64_t oh = (h + 2 * w.p - w.k) / w.s + 1, ow = (wd + 2 * w.p - w.k) / w.s + 1;
+        auto shape = [&](int64_t a, int64_t b) {
+          return nhwc ? std::vector<int64_t>{n, a, b, c} : std::vector<int64_t>{n, c, a, b};
+        };
+        auto type = [&](const std::vector<int64_t> &sh) {
+          std::string t = "tensor<";
+          for (int64_t d : sh) t += std::to_string(d) + "x";
+          return t + dtypeName(dt) + ">";
+        };
+        std::string in = type(shape(h, wd)), out = type(shape(oh, ow));
+        std::string attrs = "{kernel = array<i64: " + std::to_string(w.k) + ", " + std::to_string(w.k) +
+                            ">, strides = array<i64: " + std::to_string(w.s) + ", " + std::to_string(w.s) +
+                            ">, padding = array<i64: " + std::to_string(w.p) + ", " + std::to_string(w.p) + ", " +
+                            std::to_string(w.p) + ", " + std::to_string(w.p) + ">, layout = #rfuse.layout<" +
+                            (nhwc ? "NHWC" : "NCHW") + ">}";
+        std::string text = "func.func @main(%x: " + in + ", %dy: " + out + ") -> " + in + " {\n" +
+                           "  %y = rfuse.max_pool2d %x " + attrs + " : (" + in + ") -> " + out + "\n" +
+                           "  %dx = rfuse.max_pool2d_backward %x, %y, %dy " + attrs + " : (" + in + ", " + out + ", " +
+                           out + ") -> " + in + "\n  return %dx : " + in + "\n}\n";
+        std::mt19937_64 rng(11);
+        HostTensor x = test::randomTensor(dt, shape(h, wd), rng);
+        for (double &v : x.f)
+          v = std::floor(v * 2); // a few levels: windows with tied maxima
+        x.f[7] = std::nan("");
+        HostTensor dy = test::randomTensor(dt, shape(oh, ow), rng);
+        std::string name = std::string("max_pool2d_backward ") + dtypeName(dt) + (nhwc ? " NHWC " : " NCHW ") +
+                           std::to_string(w.k) + "/" + std::to_string(w.s);
+        auto program = compileProgram(text, "default");
+        EXPECT_NE(program->info().fusedText.find("max_pool2d_backward"), std::string::npos) << name;
+        expectGpuMatchesInterpreter(name, text, {x, dy});
+      }
+  setOption("max_pool_backward_kernel", "0");
+}
+
 // rfuse.solve runs on the host (LAPACK, as R's solve) between device kernels, in f64 and f32.
 TEST_F(Gpu, SolveRunsOnTheHostBetweenDeviceKernels) {
   for (DType dt : {DType::F64, DType::F32}) {

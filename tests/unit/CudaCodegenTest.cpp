@@ -651,3 +651,44 @@ TEST(CudaCodegen, WidenedNarrowProductsAreWrittenInF32ByTheLibrary) {
   }
   setOption("lt_f32_results", "1");
 }
+
+// Option max_pool_backward_kernel: rfuse.max_pool2d_backward becomes a generated grid-stride
+// kernel (three inputs: the pooling's input, its output and the output's gradient) that NVRTC
+// compiles; off (the default), a cuDNN pooling call.
+TEST(CudaCodegen, MaxPoolBackwardKernelIsGeneratedWhenAsked) {
+  const char *text = R"(
+func.func @main(%x: tensor<4x16x16x8xf32>, %y: tensor<4x8x8x8xf32>, %dy: tensor<4x8x8x8xf32>) -> tensor<4x16x16x8xf32> {
+  %dx = rfuse.max_pool2d_backward %x, %y, %dy {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, layout = #rfuse.layout<NHWC>} : (tensor<4x16x16x8xf32>, tensor<4x8x8x8xf32>, tensor<4x8x8x8xf32>) -> tensor<4x16x16x8xf32>
+  return %dx : tensor<4x16x16x8xf32>
+})";
+  mlir::DialectRegistry registry;
+  registerRfuseDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  ASSERT_TRUE(module);
+  mlir::Operation *pool = nullptr;
+  module->walk([&](MaxPool2dBackwardOp op) { pool = op; });
+  ASSERT_TRUE(pool);
+  CodegenOptions on;
+  on.maxPoolBackwardKernel = true;
+  cuda::KernelPlan p = cuda::planOperation(pool, "pool_bwd", {}, on);
+  ASSERT_TRUE(p.kernel) << p.unsupported;
+  EXPECT_FALSE(p.library);
+  EXPECT_EQ(p.kernel->launch, cuda::LaunchKind::GridStride);
+  EXPECT_EQ(p.kernel->elements, 4 * 16 * 16 * 8);
+  EXPECT_EQ(p.kernel->numInputs, 3);
+  const std::string &src = p.kernel->source;
+  EXPECT_NE(src.find("windows 3x3 stride 2x2, NHWC"), std::string::npos) << src;
+  EXPECT_NE(src.find("if (v == m || m != m)"), std::string::npos) << "the first maximum, or the first tap of a NaN window";
+  EXPECT_EQ(src.find("atomicAdd"), std::string::npos) << "gathered, not scattered";
+  if (cuda::nvrtcVersion() > 0) {
+    setOption("disk_cache", "0");
+    std::vector<cuda::CompiledKernel> out;
+    EXPECT_NO_THROW(out = cuda::compileKernels({p.kernel->name}, {src}, "sm_90")) << src;
+    setOption("disk_cache", "1");
+  }
+  cuda::KernelPlan off = cuda::planOperation(pool, "pool_bwd");
+  ASSERT_TRUE(off.library);
+  EXPECT_EQ(off.library->kind, codegen::LibraryCall::Kind::Pool);
+  EXPECT_FALSE(off.kernel);
+}

@@ -33,6 +33,8 @@ struct CodegenOptions {
   /// asynchronously (cp.async), the next tile while the current one computes, by as many
   /// clusters as are resident at once (blocks of 1024 threads, two tiles' shared memory each).
   bool columnPrefetch = false;
+  /// rfuse.max_pool2d_backward runs as a generated gather kernel instead of cuDNN's.
+  bool maxPoolBackwardKernel = false;
   /// cuBLASLt applies bias / ReLU / GELU / residual itself where it can (else a generated kernel).
   bool cublasLtEpilogues = true;
   /// A large f32 A^T B transposes A first (cublasLtMatrixTransform), then runs A' B.
@@ -43,7 +45,7 @@ struct CodegenOptions {
 
   bool operator==(const CodegenOptions &o) const {
     return rowElementsPerThread == o.rowElementsPerThread && rowMinBlocks == o.rowMinBlocks &&
-           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && columnSplitRegisters == o.columnSplitRegisters && columnPrefetch == o.columnPrefetch && cublasLtEpilogues == o.cublasLtEpilogues &&
+           rowGridWave == o.rowGridWave && columnCache == o.columnCache && columnTilesFromL2 == o.columnTilesFromL2 && columnClusters == o.columnClusters && columnSplit == o.columnSplit && columnSplitRegisters == o.columnSplitRegisters && columnPrefetch == o.columnPrefetch && maxPoolBackwardKernel == o.maxPoolBackwardKernel && cublasLtEpilogues == o.cublasLtEpilogues &&
            transposeLargeLhs == o.transposeLargeLhs && f32ResultsOfNarrowProducts == o.f32ResultsOfNarrowProducts;
   }
   bool operator!=(const CodegenOptions &o) const { return !(*this == o); }
