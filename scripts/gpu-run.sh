@@ -275,7 +275,7 @@ if [ "$what" = bench-ab ]; then
   for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
     for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
       echo "== $setting (round $round)"
-      env "$setting" OUT=/tmp timeout 200 "$R/bin/rfuse-bench" 2>&1 | grep -E "^(W|mm)|rror"
+      env ${setting//,/ } OUT=/tmp timeout 200 "$R/bin/rfuse-bench" 2>&1 | grep -E "^(W|mm)|rror"
     done
   done
   case "${RFUSE_BENCH_ONLY:-}" in W4*) (cd "$R" && timeout 150 python3 torch_w4.py 2>&1 | grep -E "^W4|Error") ;; esac
