@@ -88,7 +88,7 @@ const std::vector<Spec> &specs() {
       {{"cuda_graphs", "RFUSE_CUDA_GRAPH", "TRUE, FALSE", "TRUE",
         "from its second run, a GPU program is captured once into a CUDA graph and replayed"},
        Kind::Bool, {}, 0, RFUSE_BOOL(cudaGraphs)},
-      {{"conv_autotune", "RFUSE_CONV_AUTOTUNE", "TRUE, FALSE", "TRUE",
+      {{"conv_autotune", "RFUSE_CONV_AUTOTUNE", "TRUE, FALSE", "FALSE",
         "a convolution's first run on a GPU times cuDNN's algorithms for it and keeps the fastest (as PyTorch's "
         "cudnn.benchmark; remembered on disk with the libraries' other plans); FALSE: cuDNN's heuristics choose"},
        Kind::Bool, {}, 0, RFUSE_BOOL(convAutotune)},

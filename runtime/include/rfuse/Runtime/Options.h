@@ -18,7 +18,7 @@ struct RuntimeOptions {
   bool disableCuda = false;     ///< hide the GPU: no CUDA library is loaded at all
   bool tf32 = true;             ///< f32 matmuls and convolutions on the GPU may use TF32
   bool cudaGraphs = true;       ///< replay a program as one CUDA graph from its second run
-  bool convAutotune = true;     ///< time cuDNN's convolution algorithms on a problem's first run
+  bool convAutotune = false;    ///< time cuDNN's convolution algorithms on a problem's first run
   bool profileSteps = false;    ///< time each GPU step (no graphs); rfuse-bench prints the table
   bool cpuJit = true;           ///< false: the CPU backend runs everything on the interpreter
   bool fuseAttention = true;    ///< rfuse-fuse-attention in the default pipeline's compiles
