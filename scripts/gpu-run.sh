@@ -271,23 +271,23 @@ if [ "$what" = r-bench ]; then
   RFUSE_TORCH_JSON="$out/torch_best.json" RFUSE_BENCH_JSON="$out/rfuse_bench.json" OUT="$out" \
     timeout 500 Rscript benchmarks/r-bench.R 2>&1 | tee "$out/r-bench.log"
 fi
-if [ "$what" = bench-ab ]; then
+# Runs "$@" under each setting of RFUSE_AB (words VAR=VALUE, several joined by commas), alternately,
+# RFUSE_AB_ROUNDS times (default 2), with $setting and $round set for the command.
+ab_rounds() {
   for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
     for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
       echo "== $setting (round $round)"
-      env ${setting//,/ } OUT=/tmp timeout 200 "$R/bin/rfuse-bench" 2>&1 | grep -E "^(W|mm)|rror"
+      "$@"
     done
   done
+}
+if [ "$what" = bench-ab ]; then
+  ab_rounds eval 'env ${setting//,/ } OUT=/tmp timeout 200 "$R/bin/rfuse-bench" 2>&1 | grep -E "^(W|mm)|rror"'
   case "${RFUSE_BENCH_ONLY:-}" in W4*) (cd "$R" && timeout 150 python3 torch_w4.py 2>&1 | grep -E "^W4|Error") ;; esac
 fi
 if [ "$what" = r-ab ]; then
-  for round in $(seq "${RFUSE_AB_ROUNDS:-2}"); do
-    for setting in ${RFUSE_AB:?RFUSE_AB: the settings to alternate}; do
-      echo "== $setting (round $round)"
-      env ${setting//,/ } OUT="$out" timeout 300 Rscript benchmarks/r-bench.R 2>&1 |
-        tee "$out/r-ab-${setting//[^A-Za-z0-9]/_}-$round.log" | grep -E "^W|rror"
-    done
-  done
+  ab_rounds eval 'env ${setting//,/ } OUT="$out" timeout 300 Rscript benchmarks/r-bench.R 2>&1 |
+    tee "$out/r-ab-${setting//[^A-Za-z0-9]/_}-$round.log" | grep -E "^W|rror"'
 fi
 if [ "$what" = warm-start ]; then # benchmarks/r-warm-start.R in fresh R processes: cold, then warm cache
   export RFUSE_CACHE_DIR=/tmp/rfuse-warm-start-cache
