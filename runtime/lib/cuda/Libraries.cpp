@@ -351,9 +351,9 @@ struct ConvChoice {
   int32_t mathType = 0;
 };
 
-// The first of cuDNN's results (sorted: by time when timed, by the heuristics' rank otherwise)
-// that ran, fits the workspace and keeps the program's numerics: f32 without TF32 stays on FMA
-// math, and no algorithm that converts f32 inputs down to f16 is taken. -1: none.
+// The first of cuDNN's timed results (fastest first) that ran, fits the workspace and keeps the
+// program's numerics: f32 without TF32 stays on FMA math, and no algorithm that converts f32
+// inputs down to f16 is taken. -1: none.
 template <typename Perf>
 int firstUsable(const Perf *perf, int found, size_t workspace, bool fmaOnly) {
   for (int i = 0; i < found; ++i) {
@@ -441,12 +441,21 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std:
   auto in = [&](int i) { return (void *)ins[i]; };
   void *ws = (void *)dev.workspace();
   // Timing runs every algorithm on the call's own buffers (the product is written over; the run
-  // that follows writes it again). A failed timing falls back to the heuristics.
-  auto choose = [&](auto *perf, int found) {
+  // that follows writes it again), each under the math type it reports. A failed timing falls
+  // back to the heuristics, whose first algorithm that fits runs under the descriptor's math type.
+  auto chooseTimed = [&](auto *perf, int found) {
     int i = firstUsable(perf, found, dev.workspaceSize, fmaOnly);
     if (i >= 0)
       choice = ConvChoice{(int32_t)perf[i].algo, (int32_t)perf[i].mathType};
     return i >= 0;
+  };
+  auto choose = [&](auto *perf, int found) {
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= dev.workspaceSize) {
+        choice = ConvChoice{(int32_t)perf[i].algo, (int32_t)math};
+        return true;
+      }
+    return false;
   };
   bool chosen = false;
   int found = 0;
@@ -457,7 +466,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std:
                                                             in(spec.filterIndex), conv, y, (void *)product,
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws,
                                                             dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
-      chosen = choose(perf, found);
+      chosen = chooseTimed(perf, found);
     if (!chosen) {
       ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                     &found, perf),
@@ -471,7 +480,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std:
     if (timed && api.cudnnFindConvolutionBackwardDataAlgorithmEx(
                      dev.dnn(), filter, in(spec.filterIndex), y, in(spec.gradOutputIndex), conv, x, (void *)product,
                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
-      chosen = choose(perf, found);
+      chosen = chooseTimed(perf, found);
     if (!chosen) {
       ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x,
                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
@@ -486,7 +495,7 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std:
                      dev.dnn(), x, in(spec.inputIndex), y, in(spec.gradOutputIndex), conv, filter, (void *)product,
                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) ==
                      CUDNN_STATUS_SUCCESS)
-      chosen = choose(perf, found);
+      chosen = chooseTimed(perf, found);
     if (!chosen) {
       ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter,
                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
