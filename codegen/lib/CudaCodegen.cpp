@@ -1793,6 +1793,19 @@ std::optional<KernelSpec> emitScan(ScanOp s, const std::string &name, std::strin
   return k;
 }
 
+// A one-output kernel of `inputs` inputs whose threads stride over `elements`.
+KernelSpec gridStrideKernel(const std::string &name, std::string source, int64_t elements, int inputs) {
+  KernelSpec k;
+  k.name = name;
+  k.source = std::move(source);
+  k.launch = LaunchKind::GridStride;
+  k.elements = elements;
+  k.vectorWidth = 1;
+  k.numInputs = inputs;
+  k.numOutputs = 1;
+  return k;
+}
+
 // Uniform draws (rfuse.random_uniform): a thread per element (grid-stride), ScalarOps.h's Philox
 // at the element's flat index under the seed, as the interpreter computes it.
 std::optional<KernelSpec> emitRandomUniform(RandomUniformOp r, const std::string &name) {
@@ -1807,15 +1820,7 @@ std::optional<KernelSpec> emitRandomUniform(RandomUniformOp r, const std::string
      << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " << n << "LL; i += stride)\n"
      << "    out0[i] = rf_random_uniform((unsigned long long)i, k0, k1);\n"
      << "}\n";
-  KernelSpec k;
-  k.name = name;
-  k.source = os.str();
-  k.launch = LaunchKind::GridStride;
-  k.elements = n;
-  k.vectorWidth = 1;
-  k.numInputs = 1;
-  k.numOutputs = 1;
-  return k;
+  return gridStrideKernel(name, os.str(), n, 1);
 }
 
 // rfuse.max_pool2d_backward as a generated kernel (option max_pool_backward_kernel), gathered
@@ -1878,15 +1883,7 @@ std::optional<KernelSpec> emitMaxPoolBackward(MaxPool2dBackwardOp op, const std:
      << "      }\n"
      << "    " << storeStmt("out0", "i", "acc", dt) << "\n"
      << "  }\n}\n";
-  KernelSpec k;
-  k.name = name;
-  k.source = os.str();
-  k.launch = LaunchKind::GridStride;
-  k.elements = n;
-  k.vectorWidth = 1;
-  k.numInputs = 3;
-  k.numOutputs = 1;
-  return k;
+  return gridStrideKernel(name, os.str(), n, 3);
 }
 
 KernelPlan planOperation(Operation *op, const std::string &name, const CudaTarget &target,

@@ -457,51 +457,59 @@ void CudnnConv::prepare(Device &dev, const ConvCall &spec, bool tf32, const std:
       }
     return false;
   };
+  // One direction's choice: `find` (cuDNN's timing) when timed, else or when it fails `heuristics`.
+  auto pick = [&](auto *perf, int count, auto find, auto heuristics, const char *what) {
+    int found = 0;
+    if (timed && find(count, &found, perf) == CUDNN_STATUS_SUCCESS && chooseTimed(perf, found))
+      return true;
+    ok(heuristics(count, &found, perf), what);
+    return choose(perf, found);
+  };
   bool chosen = false;
-  int found = 0;
   switch (c.direction) {
   case ConvDirection::Forward: {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (timed && api.cudnnFindConvolutionForwardAlgorithmEx(dev.dnn(), x, in(spec.inputIndex), filter,
-                                                            in(spec.filterIndex), conv, y, (void *)product,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws,
-                                                            dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
-      chosen = chooseTimed(perf, found);
-    if (!chosen) {
-      ok(api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                    &found, perf),
-         "GetConvolutionForwardAlgorithm_v7");
-      chosen = choose(perf, found);
-    }
+    chosen = pick(
+        perf, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        [&](int n, int *found, cudnnConvolutionFwdAlgoPerf_t *p) {
+          return api.cudnnFindConvolutionForwardAlgorithmEx(dev.dnn(), x, in(spec.inputIndex), filter,
+                                                            in(spec.filterIndex), conv, y, (void *)product, n, found, p,
+                                                            ws, dev.workspaceSize);
+        },
+        [&](int n, int *found, cudnnConvolutionFwdAlgoPerf_t *p) {
+          return api.cudnnGetConvolutionForwardAlgorithm_v7(dev.dnn(), x, filter, conv, y, n, found, p);
+        },
+        "GetConvolutionForwardAlgorithm_v7");
     break;
   }
   case ConvDirection::BackwardInput: {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if (timed && api.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                     dev.dnn(), filter, in(spec.filterIndex), y, in(spec.gradOutputIndex), conv, x, (void *)product,
-                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) == CUDNN_STATUS_SUCCESS)
-      chosen = chooseTimed(perf, found);
-    if (!chosen) {
-      ok(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x,
-                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
-         "GetConvolutionBackwardDataAlgorithm_v7");
-      chosen = choose(perf, found);
-    }
+    chosen = pick(
+        perf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        [&](int n, int *found, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+          return api.cudnnFindConvolutionBackwardDataAlgorithmEx(dev.dnn(), filter, in(spec.filterIndex), y,
+                                                                 in(spec.gradOutputIndex), conv, x, (void *)product, n,
+                                                                 found, p, ws, dev.workspaceSize);
+        },
+        [&](int n, int *found, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+          return api.cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.dnn(), filter, y, conv, x, n, found, p);
+        },
+        "GetConvolutionBackwardDataAlgorithm_v7");
     break;
   }
   case ConvDirection::BackwardFilter: {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (timed && api.cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                     dev.dnn(), x, in(spec.inputIndex), y, in(spec.gradOutputIndex), conv, filter, (void *)product,
-                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, dev.workspaceSize) ==
-                     CUDNN_STATUS_SUCCESS)
-      chosen = chooseTimed(perf, found);
-    if (!chosen) {
-      ok(api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter,
-                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
-         "GetConvolutionBackwardFilterAlgorithm_v7");
-      chosen = choose(perf, found);
-    }
+    chosen = pick(
+        perf, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        [&](int n, int *found, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+          return api.cudnnFindConvolutionBackwardFilterAlgorithmEx(dev.dnn(), x, in(spec.inputIndex), y,
+                                                                   in(spec.gradOutputIndex), conv, filter,
+                                                                   (void *)product, n, found, p, ws, dev.workspaceSize);
+        },
+        [&](int n, int *found, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+          return api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.dnn(), x, y, conv, filter, n, found, p);
+        },
+        "GetConvolutionBackwardFilterAlgorithm_v7");
     break;
   }
   }
